@@ -1,0 +1,22 @@
+"""fleetgym: Gymnasium environments and wrappers for realistic, cheaper distributed RL.
+
+Importing the package registers every environment ID (see :mod:`fleetgym.registration`)
+and stays light: torch, Stable-Baselines3 and Ray are imported only by the modules that
+need them.
+
+Example:
+    >>> import gymnasium as gym
+    >>> import fleetgym
+    >>> "fleetgym/NetShim-v0" in gym.registry
+    True
+"""
+
+from __future__ import annotations
+
+from fleetgym.registration import register_envs
+
+__version__ = "0.1.0"
+
+register_envs()
+
+__all__ = ["__version__", "register_envs"]

@@ -1,0 +1,5 @@
+"""``python -m fleetgym`` is the ``fleetgym`` command."""
+
+from fleetgym.cli import main
+
+raise SystemExit(main())

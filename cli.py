@@ -1,0 +1,62 @@
+"""The ``fleetgym`` command (also ``python -m fleetgym``).
+
+Each subcommand lives in a module of :mod:`fleetgym.experiments` that provides
+``configure(parser)`` (adds its arguments, imports nothing heavy) and
+``run(args) -> int``. The table below is the only place a subcommand is declared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+#: subcommand -> (module implementing it, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "profiles": ("fleetgym.experiments.profiles", "list the named network profiles and traces"),
+    "calf": ("fleetgym.experiments.calf", "train under the network and measure the sim-to-real gap"),
+    "train": ("fleetgym.experiments.train", "train a workload with the actor fleet and PPO learner"),
+    "schedule": ("fleetgym.experiments.scheduling", "train, fine-tune and evaluate actor schedulers"),
+    "reproduce": ("fleetgym.experiments.reproduce", "run the headline experiments and write a report"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole argument parser (every subcommand configured)."""
+    from fleetgym import __version__
+
+    parser = argparse.ArgumentParser(prog="fleetgym", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"fleetgym {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        sub_parser = sub.add_parser(name, help=help_text, description=help_text)
+        module.configure(sub_parser)
+        sub_parser.set_defaults(_module=module_name)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the process exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    if args.command is None:
+        parser.print_help()
+        return 2
+    module = importlib.import_module(args._module)
+    try:
+        return int(module.run(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
