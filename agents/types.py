@@ -67,6 +67,9 @@ class ActorTiming:
     transfer_s: float
     cold_start: bool
     num_steps: int
+    #: CPU seconds the rollout used (process time). Where actors share cores, the wall
+    #: ``compute_s`` exceeds it; it is what the rollout costs on a core of its own.
+    cpu_s: float = 0.0
 
     @property
     def total_s(self) -> float:

@@ -1,0 +1,268 @@
+"""Machinery every fleet backend shares: argument checks, per-slot seeds, round assembly.
+
+A backend only decides *where* an actor's rollout runs (this process, a local worker
+process, a Ray actor). What a slot is, how it is seeded, how a round is checked and how
+its pieces are put together into a :class:`~fleetgym.agents.types.RoundResult` is the
+same everywhere and lives here, so the backends agree trajectory for trajectory: for the
+same seed and weights, slot ``i`` of every backend steps the same environment with the
+same random stream.
+
+This module imports numpy only; torch loads when the first actor is built.
+"""
+
+from __future__ import annotations
+
+import logging
+import numbers
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from fleetgym.agents.types import ActorFailure, ActorTiming, RoundResult, Trajectory, Weights
+from fleetgym.errors import FleetError
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fleetgym.agents.workloads import Workload
+
+logger = logging.getLogger(__name__)
+
+#: Upper bound on ``max_actors``: a guard against typos (a fleet of 10**6 processes), not a
+#: design limit; the scheduling env uses 32.
+MAX_ACTORS_LIMIT = 4096
+
+#: What a fault is called in :class:`~fleetgym.agents.types.ActorFailure`.
+FAILURE_KINDS = ("crash", "timeout", "error")
+
+
+class Actor(Protocol):
+    """What a fleet slot holds: something that runs one whole rollout per call."""
+
+    def rollout(self, weights: Weights, steps: int, policy_version: int) -> Trajectory:
+        """Load ``weights`` and run ``steps`` environment steps."""
+        ...
+
+
+#: Builds the actor of one slot: ``factory(workload, actor_id, seed)``.
+ActorFactory = Callable[..., Actor]
+
+
+def default_actor_factory(workload: Workload, actor_id: int, seed: int) -> Actor:
+    """The real actor: a :class:`~fleetgym.agents.rollout.RolloutWorker` (imports torch)."""
+    from fleetgym.agents.rollout import RolloutWorker
+
+    return RolloutWorker(workload, actor_id, seed)
+
+
+def slot_seed(fleet_seed: int, slot: int, incarnation: int) -> int:
+    """The seed of slot ``slot`` the ``incarnation``-th time it is (re)started.
+
+    Derived with :class:`numpy.random.SeedSequence` so seeds of different slots and
+    incarnations are independent streams, and every backend computes the same one.
+
+    Example:
+        >>> slot_seed(0, 3, 0) == slot_seed(0, 3, 0), slot_seed(0, 3, 0) == slot_seed(0, 3, 1)
+        (True, False)
+    """
+    state = np.random.SeedSequence(int(fleet_seed), spawn_key=(int(slot), int(incarnation)))
+    # 31 bits: fits every seed consumer (Gymnasium, torch, ALE take non-negative ints).
+    return int(state.generate_state(1, dtype=np.uint32)[0] >> 1)
+
+
+def check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
+    """``value`` as an int in ``[low, high]``; bools are rejected.
+
+    Raises:
+        TypeError: If ``value`` is not an integer.
+        ValueError: If it is out of range.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name}: expected an int, actual {type(value).__name__} {value!r}")
+    value = int(value)
+    if value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise ValueError(f"{name}: expected an int {bound}, actual {value}")
+    return value
+
+
+def check_timeout(name: str, value: Any) -> float | None:
+    """``value`` as a positive number of seconds, or None (no limit).
+
+    Raises:
+        TypeError: If ``value`` is not a number or None.
+        ValueError: If it is not positive.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name}: expected seconds (float) or None, actual {type(value).__name__}")
+    if not float(value) > 0.0:
+        raise ValueError(f"{name}: expected seconds > 0 or None, actual {value!r}")
+    return float(value)
+
+
+def check_weights(weights: Any) -> Weights:
+    """``weights`` as a ``dict[str, np.ndarray]`` (no code travels to actors).
+
+    Raises:
+        TypeError: If it is not a mapping of strings to numpy arrays.
+    """
+    if not isinstance(weights, Mapping):
+        raise TypeError(
+            f"weights: expected dict[str, np.ndarray], actual {type(weights).__name__}"
+        )
+    for key, value in weights.items():
+        if not isinstance(key, str):
+            raise TypeError(f"weights: expected str keys, actual {type(key).__name__} {key!r}")
+        if not isinstance(value, np.ndarray):
+            raise TypeError(
+                f"weights[{key!r}]: expected np.ndarray, actual {type(value).__name__} "
+                "(convert a torch state_dict with policy.get_weights())"
+            )
+    return dict(weights)
+
+
+def resolve_workload(workload: Any) -> Workload:
+    """A :class:`~fleetgym.agents.workloads.Workload` from a name or a workload.
+
+    Raises:
+        TypeError: If ``workload`` is neither.
+        fleetgym.errors.UnknownWorkloadError: If the name is not registered.
+    """
+    from fleetgym.agents.workloads import get_workload
+
+    return get_workload(workload)
+
+
+class FleetBase:
+    """Shared state and checks of every backend (not used directly).
+
+    Args:
+        workload: A workload name or :class:`~fleetgym.agents.workloads.Workload`.
+        max_actors: Largest fleet a round may ask for (slots ``0..max_actors-1``).
+        seed: Fleet seed; slot seeds derive from it (:func:`slot_seed`).
+        actor_factory: Builds a slot's actor, ``factory(workload, actor_id, seed)``;
+            defaults to the real :class:`~fleetgym.agents.rollout.RolloutWorker`.
+        max_retries: How many times a faulted slot's rollout is run again within the
+            same round (on a restarted actor) before the round gives up on it.
+        on_incomplete: ``"partial"`` returns a round whose ``complete`` is False when a
+            slot still failed after its retries; ``"raise"`` raises
+            :class:`~fleetgym.errors.FleetError` instead.
+
+    Raises:
+        TypeError, ValueError: On an argument of the wrong type or range.
+    """
+
+    max_actors: int
+
+    def __init__(
+        self,
+        workload: Any,
+        *,
+        max_actors: int = 32,
+        seed: int = 0,
+        actor_factory: ActorFactory | None = None,
+        max_retries: int = 1,
+        on_incomplete: str = "partial",
+    ) -> None:
+        self.workload = resolve_workload(workload)
+        self.max_actors = check_int("max_actors", max_actors, 1, MAX_ACTORS_LIMIT)
+        self.seed = check_int("seed", seed, 0, 2**63 - 1)
+        if actor_factory is not None and not callable(actor_factory):
+            raise TypeError(
+                f"actor_factory: expected a callable (workload, actor_id, seed) -> actor, "
+                f"actual {type(actor_factory).__name__}"
+            )
+        self.actor_factory: ActorFactory = actor_factory or default_actor_factory
+        self.max_retries = check_int("max_retries", max_retries, 0)
+        if on_incomplete not in ("partial", "raise"):
+            raise ValueError(
+                f"on_incomplete: expected 'partial' or 'raise', actual {on_incomplete!r}"
+            )
+        self.on_incomplete = on_incomplete
+        self.closed = False
+        #: How many times each slot has been (re)started; its next seed uses this.
+        self.incarnations: dict[int, int] = {}
+        self.rounds_run = 0
+
+    # -- checks ---------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self.closed:
+            raise FleetError(f"{type(self).__name__} is closed: expected an open fleet")
+
+    def _check_round(
+        self, weights: Any, num_actors: Any, steps_per_actor: Any, policy_version: Any
+    ) -> tuple[Weights, int, int, int]:
+        self._check_open()
+        weights = check_weights(weights)
+        num_actors = check_int("num_actors", num_actors, 1, self.max_actors)
+        steps_per_actor = check_int("steps_per_actor", steps_per_actor, 1)
+        policy_version = check_int("policy_version", policy_version, 0)
+        return weights, num_actors, steps_per_actor, policy_version
+
+    # -- slots ----------------------------------------------------------------------------
+    def _next_incarnation(self, slot: int) -> tuple[int, int]:
+        """Claim the next incarnation of ``slot``; returns ``(incarnation, seed)``."""
+        incarnation = self.incarnations.get(slot, -1) + 1
+        self.incarnations[slot] = incarnation
+        return incarnation, slot_seed(self.seed, slot, incarnation)
+
+    # -- results --------------------------------------------------------------------------
+    def _assemble(
+        self,
+        num_actors: int,
+        steps_per_actor: int,
+        policy_version: int,
+        trajectories: Mapping[int, Trajectory],
+        timings: Mapping[int, ActorTiming],
+        failures: list[ActorFailure],
+        wall_s: float,
+    ) -> RoundResult:
+        """Put a round together, ordered by actor id, checking the backend kept its word."""
+        for slot, trajectory in trajectories.items():
+            if len(trajectory) != steps_per_actor or trajectory.actor_id != slot:
+                # A broken actor implementation, not a user error: refuse to hand the
+                # learner samples it would silently mis-weight.
+                raise FleetError(
+                    f"actor {slot}: expected a trajectory of {steps_per_actor} steps for "
+                    f"actor_id {slot}, actual {len(trajectory)} steps for actor_id "
+                    f"{trajectory.actor_id}"
+                )
+        result = RoundResult(
+            num_actors=num_actors,
+            steps_per_actor=steps_per_actor,
+            policy_version=policy_version,
+            trajectories=[trajectories[s] for s in sorted(trajectories)],
+            timings=[timings[s] for s in sorted(timings)],
+            failures=sorted(failures, key=lambda f: f.actor_id),
+            wall_s=wall_s,
+        )
+        self.rounds_run += 1
+        if not result.complete:
+            missing = sorted(set(range(num_actors)) - set(trajectories))
+            message = (
+                f"round {self.rounds_run}: expected {num_actors} trajectories, actual "
+                f"{len(trajectories)} (actors {missing} failed after {self.max_retries} "
+                f"retries: {[f.message for f in failures if f.actor_id in missing]})"
+            )
+            if self.on_incomplete == "raise":
+                raise FleetError(message)
+            logger.warning(message)
+        return result
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def close(self) -> None:
+        """Release every actor (idempotent)."""
+        self.closed = True
+
+    def __enter__(self) -> FleetBase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(workload={self.workload.name!r}, "
+            f"max_actors={self.max_actors}, seed={self.seed})"
+        )
