@@ -1,0 +1,266 @@
+"""Actor-side rollout code: one actor slot's env + policy copy, and lockstep batching of slots.
+
+:class:`RolloutWorker` is what every fleet backend runs per actor slot (in this process, in
+a worker process, or in a Ray actor). Its environment persists between rounds, so episodes
+continue across rollouts (see :mod:`fleetgym.agents.types`). :func:`rollout_many` steps
+several workers' environments in lockstep with ONE policy forward per step for all of them;
+each slot keeps its own env, its own sampling generator and its own episode bookkeeping, so
+a slot's trajectory is the same whether it runs alone or batched (up to float rounding of
+the batched forward pass).
+
+Seeding: slot ``i`` of a fleet seeded ``s``, in its ``k``-th incarnation (restart), seeds its
+env and its sampling generator from ``np.random.SeedSequence([s, i, k])``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from fleetgym.agents.policies import ActorCriticPolicy
+from fleetgym.agents.types import Trajectory, Weights
+from fleetgym.agents.workloads import Workload, get_workload
+
+
+def slot_seeds(seed: int, actor_id: int, incarnation: int = 0) -> tuple[int, np.random.Generator]:
+    """The env reset seed and the sampling generator of one actor slot incarnation."""
+    sequence = np.random.SeedSequence([int(seed), int(actor_id), int(incarnation)])
+    env_sequence, sampling_sequence = sequence.spawn(2)
+    env_seed = int(env_sequence.generate_state(1, np.uint32)[0])
+    return env_seed, np.random.default_rng(sampling_sequence)
+
+
+def _check_int(name: str, value: object, minimum: int) -> int:
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name}: expected an int >= {minimum}, actual {value!r}")
+    return int(value)
+
+
+@dataclass
+class _Buffer:
+    """Preallocated arrays of one slot's rollout."""
+
+    obs: np.ndarray
+    actions: np.ndarray
+    log_probs: np.ndarray
+    values: np.ndarray
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    truncation_values: np.ndarray
+
+
+class RolloutWorker:
+    """One actor slot: a persistent environment and a private copy of the policy.
+
+    Models a fleet actor. Each :meth:`rollout` loads the weights it is sent and runs exactly
+    ``steps`` environment steps from wherever the previous rollout left the env, resetting
+    when an episode ends. Gaussian actions are clipped to the action bounds when sent to the
+    env; the trajectory stores the unclipped samples the log-probabilities refer to.
+
+    Example:
+        >>> worker = RolloutWorker("CartPole-v1", actor_id=0, seed=0)
+        >>> weights = worker.policy.get_weights()
+        >>> traj = worker.rollout(weights, steps=16, policy_version=0)
+        >>> traj.obs.shape, traj.actions.shape, len(traj)
+        ((16, 4), (16,), 16)
+        >>> worker.close()
+
+    Args:
+        workload: A :class:`Workload` or its name.
+        actor_id: The slot index (>= 0).
+        seed: The fleet seed.
+        incarnation: How many times this slot was restarted (0 for the first start).
+
+    Raises:
+        UnknownWorkloadError: If ``workload`` names no workload.
+        ValueError: If ``actor_id``, ``seed`` or ``incarnation`` is not a non-negative int.
+    """
+
+    def __init__(
+        self, workload: Workload | str, actor_id: int, seed: int, incarnation: int = 0
+    ) -> None:
+        self.workload = get_workload(workload)
+        self.actor_id = _check_int("actor_id", actor_id, 0)
+        self.seed = _check_int("seed", seed, 0)
+        self.incarnation = _check_int("incarnation", incarnation, 0)
+        self.env_seed, self.rng = slot_seeds(self.seed, self.actor_id, self.incarnation)
+        self.env = self.workload.make_env(seed=self.env_seed)
+        self.policy = self.workload.make_policy()
+        self.policy.eval()
+        space = self.env.action_space
+        self._clip: tuple[np.ndarray, np.ndarray] | None = (
+            (space.low, space.high) if isinstance(space, gym.spaces.Box) else None
+        )
+        obs, _ = self.env.reset(seed=self.env_seed)
+        self.obs: np.ndarray = np.asarray(obs)
+        self.episode_return = 0.0
+        self.episode_length = 0
+        self.total_steps = 0
+
+    def _new_buffer(self, steps: int) -> _Buffer:
+        action_shape: tuple[int, ...] = () if self.policy.discrete else (self.policy.action_dim,)
+        return _Buffer(
+            obs=np.empty((steps, *self.obs.shape), dtype=self.obs.dtype),
+            actions=np.empty(
+                (steps, *action_shape), np.int64 if self.policy.discrete else np.float32
+            ),
+            log_probs=np.empty(steps, np.float32),
+            values=np.empty(steps, np.float32),
+            rewards=np.empty(steps, np.float32),
+            terminated=np.zeros(steps, bool),
+            truncated=np.zeros(steps, bool),
+            truncation_values=np.zeros(steps, np.float32),
+        )
+
+    def _env_action(self, action: np.ndarray) -> np.ndarray | int:
+        if self._clip is None:
+            return int(action)
+        return np.clip(action, self._clip[0], self._clip[1])
+
+    def _step(
+        self,
+        buf: _Buffer,
+        t: int,
+        action: np.ndarray,
+        log_prob: float,
+        value: float,
+        finished: tuple[list[float], list[int]],
+        policy: ActorCriticPolicy,
+    ) -> None:
+        """Record step ``t`` (obs, action, ...) and advance the env, resetting on episode end."""
+        buf.obs[t] = self.obs
+        buf.actions[t] = action
+        buf.log_probs[t] = log_prob
+        buf.values[t] = value
+        obs, reward, terminated, truncated, _ = self.env.step(self._env_action(action))
+        buf.rewards[t] = reward
+        self.episode_return += float(reward)
+        self.episode_length += 1
+        self.total_steps += 1
+        if terminated or truncated:
+            buf.terminated[t] = bool(terminated)
+            # A step that both terminates and truncates is a true terminal: no bootstrap.
+            buf.truncated[t] = bool(truncated) and not terminated
+            if buf.truncated[t]:
+                buf.truncation_values[t] = float(policy.value(np.asarray(obs)[None])[0])
+            finished[0].append(self.episode_return)
+            finished[1].append(self.episode_length)
+            self.episode_return = 0.0
+            self.episode_length = 0
+            obs, _ = self.env.reset()
+        self.obs = np.asarray(obs)
+
+    def _finish(
+        self,
+        buf: _Buffer,
+        last_value: float,
+        finished: tuple[list[float], list[int]],
+        policy_version: int,
+    ) -> Trajectory:
+        return Trajectory(
+            obs=buf.obs,
+            actions=buf.actions,
+            log_probs=buf.log_probs,
+            values=buf.values,
+            rewards=buf.rewards,
+            terminated=buf.terminated,
+            truncated=buf.truncated,
+            truncation_values=buf.truncation_values,
+            last_value=float(last_value),
+            episode_returns=finished[0],
+            episode_lengths=finished[1],
+            actor_id=self.actor_id,
+            policy_version=int(policy_version),
+            seed=self.seed,
+        )
+
+    def rollout(self, weights: Weights, steps: int, policy_version: int) -> Trajectory:
+        """Run exactly ``steps`` env steps with ``weights``; the env state carries over.
+
+        Raises:
+            ValueError: If ``steps`` < 1 or the weights do not fit the policy.
+        """
+        return rollout_many([self], weights, steps, policy_version)[0]
+
+    def close(self) -> None:
+        """Close the environment."""
+        self.env.close()
+
+
+def rollout_many(
+    workers: Sequence[RolloutWorker],
+    weights: Weights,
+    steps: int,
+    policy_version: int,
+) -> list[Trajectory]:
+    """Step several workers in lockstep, one batched policy forward per step for all of them.
+
+    Every worker keeps its own env, episode bookkeeping and sampling generator, so the
+    per-slot semantics are those of :meth:`RolloutWorker.rollout`. The first worker's policy
+    copy does the batched forward (all workers must share the workload).
+
+    Args:
+        workers: The slots to run (at least one, same workload).
+        weights: Policy weights (numpy state_dict) for this round.
+        steps: Env steps per worker (>= 1).
+        policy_version: Recorded in each trajectory.
+
+    Returns:
+        One :class:`Trajectory` per worker, in order.
+
+    Raises:
+        ValueError: On an empty worker list, mixed workloads, ``steps`` < 1, or bad weights.
+    """
+    if not workers:
+        raise ValueError("workers: expected at least one RolloutWorker, actual none")
+    steps = _check_int("steps", steps, 1)
+    names = {w.workload for w in workers}
+    if len(names) != 1:
+        raise ValueError(f"workers: expected one workload, actual {sorted(w.name for w in names)}")
+    policy = workers[0].policy
+    policy.load_weights(weights)
+    torch.set_num_threads(1)  # an actor is one core; the machine's others are other actors
+    buffers = [w._new_buffer(steps) for w in workers]
+    finished: list[tuple[list[float], list[int]]] = [([], []) for _ in workers]
+    batched = len(workers) > 1
+    obs_batch = np.empty((len(workers), *workers[0].obs.shape), dtype=workers[0].obs.dtype)
+    with torch.inference_mode():
+        for t in range(steps):
+            for i, w in enumerate(workers):
+                obs_batch[i] = w.obs
+            params, values_t = policy(torch.from_numpy(obs_batch))
+            if policy.discrete:
+                uniforms = np.array([w.rng.random() for w in workers])
+                actions_t = policy.sample_from(params, uniforms, None)
+            else:
+                normals = np.stack(
+                    [w.rng.standard_normal(policy.action_dim, dtype=np.float32) for w in workers]
+                )
+                actions_t = policy.sample_from(params, None, normals)
+            log_probs = policy.log_prob(params, actions_t).numpy()
+            actions = actions_t.numpy()
+            values = values_t.numpy()
+            for i, w in enumerate(workers):
+                w._step(buffers[i], t, actions[i], log_probs[i], values[i], finished[i], policy)
+        for i, w in enumerate(workers):
+            obs_batch[i] = w.obs
+        last_values = policy.value(obs_batch) if batched else policy.value(obs_batch[:1])
+    return [
+        w._finish(buffers[i], float(last_values[i]), finished[i], policy_version)
+        for i, w in enumerate(workers)
+    ]
+
+
+def timed_rollout(
+    worker: RolloutWorker, weights: Weights, steps: int, policy_version: int
+) -> tuple[Trajectory, float]:
+    """:meth:`RolloutWorker.rollout` and its compute time in seconds (``perf_counter``)."""
+    start = time.perf_counter()
+    trajectory = worker.rollout(weights, steps, policy_version)
+    return trajectory, time.perf_counter() - start

@@ -1,0 +1,295 @@
+"""The training workloads: which environment, how it is preprocessed, and PPO defaults for it.
+
+A :class:`Workload` is a frozen, picklable description (plain fields only), so it crosses
+process boundaries as data or simply by its name (:func:`get_workload`). It builds the
+environment an actor steps (:meth:`Workload.make_env`) and the policy it acts with
+(:meth:`Workload.make_policy`). This module imports no torch: the policy module is loaded
+only when a policy is built.
+
+The defaults follow common PPO practice for each family (CleanRL / SB3 zoo): a 64x64 tanh
+MLP with separate actor and critic for classic control and MuJoCo, the Nature CNN with a
+shared trunk for Atari; observation normalisation and reward scaling for MuJoCo; sign-clipped
+rewards for Atari (the reported returns stay the raw game score).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING, Any
+
+import gymnasium as gym
+
+from fleetgym.errors import UnknownWorkloadError
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from fleetgym.agents.policies import ActorCriticPolicy
+
+#: Environment families a workload can belong to.
+KINDS = ("classic", "mujoco", "atari")
+#: How the learner transforms rewards before computing advantages.
+REWARD_TRANSFORMS = ("none", "sign", "scale")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One training workload: an environment, its preprocessing and its PPO defaults.
+
+    Models what an actor of the fleet runs (``env_id`` with the family's standard
+    preprocessing) and how the learner trains on it. Round sizes are per actor:
+    ``rollout_steps`` environment steps per actor per round, so a round with ``I`` actors
+    yields ``I * rollout_steps`` samples; ``minibatch_size`` is absolute, so the number of
+    minibatches grows with the number of actors.
+
+    Example:
+        >>> from fleetgym.agents.workloads import get_workload
+        >>> w = get_workload("CartPole-v1")
+        >>> w.target_return, w.rollout_steps, w.hidden_sizes
+        (475.0, 128, (64, 64))
+        >>> env = w.make_env(seed=0)
+        >>> env.observation_space.shape
+        (4,)
+        >>> env.close()
+
+    Args:
+        name: Workload name (the key in :data:`WORKLOADS`).
+        env_id: Gymnasium ID of the environment.
+        kind: ``"classic"``, ``"mujoco"`` or ``"atari"`` (selects the preprocessing).
+        target_return: Mean final episode return that counts as solved.
+        rollout_steps: Default environment steps per actor per round.
+        max_rounds: A default training budget in rounds for a fleet of 8 actors.
+        lr: Adam learning rate.
+        epochs: Passes over a round's samples.
+        minibatch_size: Samples per gradient step.
+        gamma: Discount factor.
+        gae_lambda: GAE lambda.
+        clip_coef: PPO ratio clip range.
+        ent_coef: Entropy bonus coefficient.
+        vf_coef: Value loss coefficient.
+        max_grad_norm: Gradient norm clip.
+        network: ``"mlp"`` (separate actor and critic) or ``"nature_cnn"`` (shared trunk).
+        hidden_sizes: MLP layer widths.
+        activation: ``"tanh"`` or ``"relu"`` (MLP hidden activation).
+        normalize_obs: Keep running observation statistics in the policy's buffers.
+        reward_transform: ``"none"``, ``"sign"`` (Atari clipping) or ``"scale"`` (divide
+            by the running std of discounted returns, as Gymnasium's ``NormalizeReward``).
+        log_std_init: Initial log standard deviation of a Gaussian policy.
+
+    Raises:
+        ValueError: If a field is out of range (checked at construction).
+    """
+
+    name: str
+    env_id: str
+    kind: str
+    target_return: float
+    rollout_steps: int
+    max_rounds: int = 200
+    lr: float = 3e-4
+    epochs: int = 10
+    minibatch_size: int = 64
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_coef: float = 0.2
+    ent_coef: float = 0.0
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    network: str = "mlp"
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    normalize_obs: bool = False
+    reward_transform: str = "none"
+    log_std_init: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"kind: expected one of {KINDS}, actual {self.kind!r}")
+        if self.network not in ("mlp", "nature_cnn"):
+            raise ValueError(f"network: expected 'mlp' or 'nature_cnn', actual {self.network!r}")
+        if self.activation not in ("tanh", "relu"):
+            raise ValueError(f"activation: expected 'tanh' or 'relu', actual {self.activation!r}")
+        if self.reward_transform not in REWARD_TRANSFORMS:
+            raise ValueError(
+                f"reward_transform: expected one of {REWARD_TRANSFORMS}, "
+                f"actual {self.reward_transform!r}"
+            )
+        for name in ("rollout_steps", "max_rounds", "epochs", "minibatch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name}: expected an int >= 1, actual {value!r}")
+        if not self.hidden_sizes or any(int(h) < 1 for h in self.hidden_sizes):
+            raise ValueError(
+                f"hidden_sizes: expected a non-empty tuple of ints >= 1, actual {self.hidden_sizes!r}"
+            )
+        for name in ("gamma", "gae_lambda"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name}: expected a float in [0, 1], actual {value!r}")
+        for name in ("lr", "clip_coef", "max_grad_norm"):
+            value = getattr(self, name)
+            if not value > 0.0:
+                raise ValueError(f"{name}: expected a float > 0, actual {value!r}")
+        for name in ("ent_coef", "vf_coef"):
+            value = getattr(self, name)
+            if not value >= 0.0:
+                raise ValueError(f"{name}: expected a float >= 0, actual {value!r}")
+
+    def make_env(self, seed: int | None = None) -> gym.Env:
+        """Build the environment an actor steps, with this family's standard preprocessing.
+
+        Atari: ``AtariPreprocessing`` (30 no-op starts, frame skip 4, 84x84 grayscale) and
+        ``FrameStackObservation(4)``, giving ``uint8`` observations of shape (4, 84, 84).
+        MuJoCo actions are clipped to the action bounds by the actor, not by the env, so the
+        learner sees the unclipped Gaussian samples.
+
+        Args:
+            seed: If given, seeds the action space (the env itself is seeded by the first
+                ``reset(seed=...)``, as Gymnasium prescribes).
+
+        Returns:
+            The environment (Gymnasium API).
+        """
+        env = _make_env(self.env_id, self.kind)
+        if seed is not None:
+            env.action_space.seed(int(seed))
+        return env
+
+    def make_policy(self) -> ActorCriticPolicy:
+        """Build a freshly initialised policy for this workload (imports torch)."""
+        from fleetgym.agents.policies import ActorCriticPolicy
+
+        observation_space, action_space = workload_spaces(self.name, self.env_id, self.kind)
+        return ActorCriticPolicy(
+            observation_space,
+            action_space,
+            network=self.network,
+            hidden_sizes=self.hidden_sizes,
+            activation=self.activation,
+            normalize_obs=self.normalize_obs,
+            log_std_init=self.log_std_init,
+            workload_name=self.name,
+        )
+
+    def with_overrides(self, **overrides: Any) -> Workload:
+        """A copy with some fields replaced (validated like the original).
+
+        Raises:
+            TypeError: If a name is not a field of :class:`Workload`.
+        """
+        known = {f.name for f in fields(self)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise TypeError(f"expected Workload fields {sorted(known)}, actual unknown {unknown}")
+        return replace(self, **overrides)
+
+
+def _make_env(env_id: str, kind: str) -> gym.Env:
+    if kind == "atari":
+        import ale_py
+        from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+
+        gym.register_envs(ale_py)
+        # NoFrameskip-v4 IDs: the wrapper does the frame skipping (max over the last two
+        # frames), as in the DQN/PPO Atari protocol.
+        env = gym.make(env_id)
+        env = AtariPreprocessing(
+            env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True, scale_obs=False
+        )
+        return FrameStackObservation(env, 4)
+    return gym.make(env_id)
+
+
+@functools.cache
+def workload_spaces(name: str, env_id: str, kind: str) -> tuple[gym.Space, gym.Space]:
+    """Observation and action spaces of a workload's env (built once per process, cached)."""
+    env = _make_env(env_id, kind)
+    try:
+        return env.observation_space, env.action_space
+    finally:
+        env.close()
+
+
+def _mujoco(name: str, target: float, **kw: Any) -> Workload:
+    defaults: dict[str, Any] = dict(
+        kind="mujoco",
+        rollout_steps=256,  # 8 actors x 256 = 2048 samples per round, the usual PPO batch
+        max_rounds=500,
+        lr=3e-4,
+        epochs=10,
+        minibatch_size=64,
+        normalize_obs=True,
+        reward_transform="scale",
+    )
+    defaults.update(kw)
+    return Workload(name=name, env_id=name, target_return=target, **defaults)
+
+
+def _atari(name: str, target: float) -> Workload:
+    return Workload(
+        name=name,
+        env_id=name,
+        kind="atari",
+        target_return=target,
+        rollout_steps=128,
+        max_rounds=10_000,
+        lr=2.5e-4,
+        epochs=4,
+        minibatch_size=256,
+        ent_coef=0.01,
+        vf_coef=0.5,
+        clip_coef=0.1,
+        network="nature_cnn",
+        hidden_sizes=(512,),
+        activation="relu",
+        reward_transform="sign",
+    )
+
+
+#: Every workload, by name. Targets: CartPole's "solved" threshold; for MuJoCo and Atari,
+#: returns a standard PPO run reaches within a few million steps.
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload(
+            name="CartPole-v1",
+            env_id="CartPole-v1",
+            kind="classic",
+            target_return=475.0,
+            rollout_steps=128,
+            max_rounds=300,
+            lr=1e-3,
+            epochs=10,
+            minibatch_size=256,
+            gamma=0.99,
+            gae_lambda=0.95,
+            ent_coef=0.0,
+        ),
+        _mujoco("Hopper-v5", 1000.0),
+        _mujoco("HalfCheetah-v5", 1500.0),
+        _mujoco("Humanoid-v5", 700.0, max_rounds=2000),
+        _atari("QbertNoFrameskip-v4", 5000.0),
+        _atari("SpaceInvadersNoFrameskip-v4", 800.0),
+        _atari("GravitarNoFrameskip-v4", 300.0),
+    )
+}
+
+
+def get_workload(name: str | Workload) -> Workload:
+    """The workload called ``name`` (a :class:`Workload` is returned as is).
+
+    Raises:
+        UnknownWorkloadError: If ``name`` is not in :data:`WORKLOADS`.
+        TypeError: If ``name`` is neither a string nor a :class:`Workload`.
+    """
+    if isinstance(name, Workload):
+        return name
+    if not isinstance(name, str):
+        raise TypeError(
+            f"workload: expected a name (str) or Workload, actual {type(name).__name__}"
+        )
+    try:
+        return WORKLOADS[name]
+    except KeyError:
+        raise UnknownWorkloadError(
+            f"unknown workload: expected one of {sorted(WORKLOADS)}, actual {name!r}"
+        ) from None
