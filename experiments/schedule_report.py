@@ -469,3 +469,91 @@ def plot_training_curve(
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+# --------------------------------------------------------------------------- evaluation
+#: The Fixed(n) sweep that draws the static frontier.
+FIXED_SWEEP: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+#: The heuristic baselines of MinionsRL (besides the Fixed(n) sweep).
+HEURISTICS: tuple[str, ...] = ("max", "increase", "decrease", "adapt", "server")
+
+
+def resolve_scheduler(spec: Any, max_actors: int) -> tuple[str, Any]:
+    """A scheduler from its name: a baseline name, ``learned:PATH``, or a predictor as is.
+
+    Args:
+        spec: ``"adapt"``, ``"fixed:8"``, ``"learned:runs/scheduler.zip"``, or an object
+            with ``predict``.
+        max_actors: the env's ``I_max`` (baselines need it).
+
+    Raises:
+        ValueError: an unknown name; FileNotFoundError: a missing learned checkpoint.
+    """
+    if not isinstance(spec, str):
+        if not callable(getattr(spec, "predict", None)):
+            raise TypeError(
+                f"scheduler: expected a name or an object with predict(), actual {type(spec).__name__}"
+            )
+        return getattr(spec, "name", type(spec).__name__), spec
+    if spec.startswith("learned:"):
+        from fleetgym.experiments.scheduler_training import load_scheduler
+
+        path = spec.split(":", 1)[1]
+        return "learned", load_scheduler(path)
+    from fleetgym.agents.schedulers import make_baseline
+
+    sched = make_baseline(spec, max_actors=max_actors)
+    return sched.name, sched
+
+
+def evaluate_schedulers(
+    schedulers: Mapping[str, Any],
+    *,
+    env_id: str,
+    env_kwargs: Mapping[str, Any] | None = None,
+    seeds: Sequence[int] = (0, 1, 2, 3, 4),
+    progress: bool = True,
+    desc: str = "evaluate",
+) -> dict[str, list[ScheduleTrace]]:
+    """Run every scheduler on the same seeds and record every round.
+
+    A scheduler's ``env_overrides`` (e.g. the server-based fleet's billing) are merged
+    into ``env_kwargs`` for its episodes only.
+
+    Args:
+        schedulers: table name -> predictor (see :func:`resolve_scheduler`).
+        env_id: scheduling env ID.
+        env_kwargs: its keyword arguments.
+        seeds: episode seeds (the same for every scheduler).
+        progress: tqdm bar over episodes.
+        desc: the bar's label.
+
+    Raises:
+        ValueError: no seeds.
+    """
+    import gymnasium as gym
+    from tqdm.auto import tqdm
+
+    import fleetgym  # noqa: F401  (registers the IDs)
+
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ValueError("seeds: expected at least one seed, actual none")
+    out: dict[str, list[ScheduleTrace]] = {}
+    bar = tqdm(total=len(schedulers) * len(seeds), desc=desc, unit="ep", disable=not progress)
+    try:
+        for name, sched in schedulers.items():
+            overrides = dict(getattr(sched, "env_overrides", {}) or {})
+            env = gym.make(env_id, **{**dict(env_kwargs or {}), **overrides})
+            try:
+                runs = []
+                for seed in seeds:
+                    runs.append(run_schedule(env, sched, seed=seed, name=name))
+                    bar.update(1)
+                    bar.set_postfix(scheduler=name)
+                out[name] = runs
+            finally:
+                env.close()
+    finally:
+        bar.close()
+    return out

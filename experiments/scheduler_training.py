@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import math
@@ -700,3 +701,418 @@ def _stored_config(meta: Mapping[str, Any]) -> dict[str, Any]:
     if "hidden" in cfg:
         cfg["hidden"] = tuple(cfg["hidden"])
     return {k: v for k, v in cfg.items() if k in SchedulerPPOConfig.__dataclass_fields__}
+
+
+# --------------------------------------------------------------------------- experiments
+def compare_schedulers(
+    out_dir: str | Path,
+    *,
+    learned: Mapping[str, str | Path] | None = None,
+    env_id: str = DEFAULT_ENV_ID,
+    env_kwargs: Mapping[str, Any] | None = None,
+    seeds: Sequence[int] = (0, 1, 2, 3, 4),
+    heuristics: Sequence[str] | None = None,
+    fixed_sweep: Sequence[int] | None = None,
+    budgets: Sequence[float] = (),
+    plot_seed_traces: bool = True,
+    progress: bool = True,
+    title: str = "",
+) -> dict[str, Any]:
+    """The learned scheduler(s) against every baseline: table, ratios, and the two plots.
+
+    Writes ``schedulers.md``/``schedulers.csv`` (mean ± std over ``seeds``),
+    ``actors_per_round.png`` (actors and R̄ per round), ``time_cost.png`` (the Fixed(n)
+    frontier with every scheduler's point and, for ``budgets``, the learned scheduler's
+    point under each budget) and ``comparison.json`` (rows, ratios of the first learned
+    scheduler against Max, the server-based fleet, Adapt and every heuristic).
+
+    Args:
+        out_dir: output directory.
+        learned: table name -> checkpoint zip (e.g. ``{"learned": "runs/scheduler.zip"}``).
+        env_id: scheduling env ID.
+        env_kwargs: its keyword arguments.
+        seeds: evaluation seeds (the paper's protocol: >= 5).
+        heuristics: baseline names (default: Max, Increase, Decrease, Adapt, server).
+        fixed_sweep: Fixed(n) sizes of the frontier (default 1, 2, 4, 8, 16, 32, capped at
+            the env's ``max_actors``).
+        budgets: budgets (dollars) under which to re-evaluate the first learned scheduler.
+        plot_seed_traces: draw the per-round plot.
+        progress: tqdm bars.
+        title: prefix of the figure titles.
+
+    Raises:
+        ValueError: no seeds; FileNotFoundError: a missing checkpoint.
+    """
+    import gymnasium as gym
+
+    from fleetgym.experiments import schedule_report as rep
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    kwargs = _validate_env_kwargs(env_kwargs)
+    probe = gym.make(env_id, **kwargs)
+    max_actors = int(probe.action_space.n)
+    target = _env_attr(probe, "target_return")
+    probe.close()
+    heuristics = list(rep.HEURISTICS if heuristics is None else heuristics)
+    sweep = [
+        n for n in (rep.FIXED_SWEEP if fixed_sweep is None else fixed_sweep) if n <= max_actors
+    ]
+    schedulers: dict[str, Any] = {}
+    for name, path in (learned or {}).items():
+        schedulers[name] = load_scheduler(path)
+    for spec in heuristics:
+        name, sched = rep.resolve_scheduler(spec, max_actors)
+        schedulers[name] = sched
+    frontier = []
+    for n in sweep:
+        name, sched = rep.resolve_scheduler(f"fixed:{n}", max_actors)
+        if name not in schedulers:
+            schedulers[name] = sched
+        frontier.append(name)
+    traces = rep.evaluate_schedulers(
+        schedulers, env_id=env_id, env_kwargs=kwargs, seeds=seeds, progress=progress
+    )
+    rows = rep.summarize(traces)
+    result: dict[str, Any] = {"env_id": env_id, "env_kwargs": kwargs, "seeds": list(seeds)}
+    result["rows"] = rows
+    first = next(iter(learned or {}), None)
+    if first is not None:
+        refs = ["max", "server", "adapt", *heuristics, *frontier]
+        result["ratios"] = rep.ratios(rows, first, list(dict.fromkeys(refs)))
+        budget_rows = []
+        for budget in budgets:
+            b_traces = rep.evaluate_schedulers(
+                {first: schedulers[first]},
+                env_id=env_id,
+                env_kwargs={**kwargs, "budget": float(budget)},
+                seeds=seeds,
+                progress=progress,
+                desc=f"budget {budget:.3g}",
+            )
+            row = rep.summarize(b_traces)[0]
+            row["budget"] = float(budget)
+            budget_rows.append(row)
+        result["budget_rows"] = budget_rows
+        if budget_rows:
+            rep.write_csv(budget_rows, out / "learned_by_budget.csv")
+    else:
+        budget_rows = []
+    rep.write_csv(rows, out / "schedulers.csv")
+    (out / "schedulers.md").write_text(rep.markdown_table(rows))
+    prefix = f"{title}: " if title else ""
+    if plot_seed_traces:
+        shown = {k: v for k, v in traces.items() if k not in frontier or k in ("fixed:8",)}
+        rep.plot_schedules(
+            shown,
+            out / "actors_per_round.png",
+            target=None if target is None else float(target),
+            title=f"{prefix}actors and mean return per round (seed {seeds[0]})",
+        )
+    rep.plot_time_cost(
+        rows,
+        out / "time_cost.png",
+        frontier=frontier,
+        budget_rows=budget_rows,
+        title=f"{prefix}time to target vs cost, mean ± std over {len(list(seeds))} seeds",
+    )
+    result["traces"] = {
+        name: [
+            {"seed": t.seed, "num_actors": t.num_actors, "mean_return": t.mean_return} for t in runs
+        ]
+        for name, runs in traces.items()
+    }
+    (out / "comparison.json").write_text(json.dumps(result, indent=1, default=float))
+    return result
+
+
+def _env_attr(env: Any, name: str) -> Any:
+    try:
+        return env.get_wrapper_attr(name)
+    except AttributeError:
+        return None
+
+
+# --------------------------------------------------------------------------- CLI
+def _parse_env_kwarg(text: str) -> tuple[str, Any]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, actual {text!r}")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value  # a bare string such as pricing=lambda
+
+
+def add_env_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments that choose the scheduling env (shared by train and finetune)."""
+    parser.add_argument(
+        "--workload",
+        default="CartPole-v1",
+        help="workload the scheduled training runs train (default: CartPole-v1)",
+    )
+    parser.add_argument(
+        "--timing",
+        choices=("modeled", "measured"),
+        default="modeled",
+        help="modeled: deterministic per-step compute model (default, reproducible); "
+        "measured: real measured compute times",
+    )
+    parser.add_argument(
+        "--env-id",
+        default=None,
+        help=f"scheduling env ID (default: {GENERAL_ENV_ID} with --workload and --timing)",
+    )
+    parser.add_argument(
+        "--env-kwarg",
+        action="append",
+        default=[],
+        type=_parse_env_kwarg,
+        metavar="KEY=VALUE",
+        help="extra env keyword argument (VALUE parsed as JSON if it can be), repeatable",
+    )
+
+
+def add_ppo_arguments(parser: argparse.ArgumentParser) -> None:
+    """The scheduler's PPO hyperparameters."""
+    d = SchedulerPPOConfig()
+    parser.add_argument("--lr", type=float, default=d.learning_rate, help="Adam learning rate")
+    parser.add_argument("--n-steps", type=int, default=d.n_steps, help="rounds per env per update")
+    parser.add_argument("--batch-size", type=int, default=d.batch_size, help="minibatch size")
+    parser.add_argument("--n-epochs", type=int, default=d.n_epochs, help="epochs per update")
+    parser.add_argument("--n-envs", type=int, default=d.n_envs, help="scheduling envs in parallel")
+    parser.add_argument("--gamma", type=float, default=d.gamma, help="discount over rounds")
+    parser.add_argument("--ent-coef", type=float, default=d.ent_coef, help="entropy bonus")
+    parser.add_argument(
+        "--normalize-reward",
+        action="store_true",
+        help="scale rewards by a running std of the return (VecNormalize, rewards only)",
+    )
+
+
+def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``fleetgym schedule train``."""
+    add_env_arguments(parser)
+    add_ppo_arguments(parser)
+    parser.add_argument("--episodes", type=int, default=100, help="scheduler episodes (total)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of PPO and the envs")
+    parser.add_argument("--out", default="fleetgym-out/scheduler", help="output directory")
+    parser.add_argument("--name", default="scheduler", help="file stem of the model")
+    parser.add_argument(
+        "--checkpoint-every", type=int, default=10, help="save every N episodes (0: never)"
+    )
+    parser.add_argument("--resume", default=None, metavar="CHECKPOINT", help="continue from a zip")
+    parser.add_argument("--no-tensorboard", action="store_true", help="do not write TB logs")
+    parser.add_argument(
+        "--eval-seeds",
+        type=int,
+        default=0,
+        help="after training, compare with every baseline over this many seeds (0: skip)",
+    )
+
+
+def add_finetune_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``fleetgym schedule finetune``."""
+    add_env_arguments(parser)
+    parser.add_argument(
+        "--from",
+        dest="from_checkpoint",
+        required=True,
+        metavar="CHECKPOINT",
+        help="trained scheduler zip to fine-tune",
+    )
+    parser.add_argument("--episodes", type=int, default=10, help="fine-tuning episodes")
+    parser.add_argument("--lr", type=float, default=None, help="new learning rate (default: keep)")
+    parser.add_argument("--seed", type=int, default=0, help="seed")
+    parser.add_argument("--out", default="fleetgym-out/finetune", help="output directory")
+    parser.add_argument("--no-tensorboard", action="store_true", help="do not write TB logs")
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="also train from scratch for the same episodes and evaluate both (and --scratch)",
+    )
+    parser.add_argument(
+        "--scratch",
+        default=None,
+        metavar="CHECKPOINT",
+        help="a scheduler trained from scratch on this workload (e.g. 100 episodes) to compare",
+    )
+    parser.add_argument("--eval-seeds", type=int, default=5, help="evaluation seeds of --compare")
+
+
+def env_config_from_args(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The env ID and keyword arguments the CLI arguments select."""
+    extra = dict(getattr(args, "env_kwarg", []) or [])
+    if getattr(args, "env_id", None):
+        return args.env_id, extra
+    return GENERAL_ENV_ID, {"workload": args.workload, "timing": args.timing, **extra}
+
+
+def _setup_cli() -> None:
+    import torch
+
+    # The machines this runs on are small and shared; one thread is also the fastest for
+    # networks of 64 units.
+    torch.set_num_threads(1)
+
+
+def train(args: argparse.Namespace) -> int:
+    """``fleetgym schedule train``: train (or resume) the scheduler, optionally evaluate."""
+    _setup_cli()
+    env_id, env_kwargs = env_config_from_args(args)
+    config = SchedulerPPOConfig(
+        learning_rate=args.lr,
+        n_steps=args.n_steps,
+        batch_size=args.batch_size,
+        n_epochs=args.n_epochs,
+        n_envs=args.n_envs,
+        gamma=args.gamma,
+        ent_coef=args.ent_coef,
+        normalize_reward=args.normalize_reward,
+    )
+    result = train_scheduler(
+        args.out,
+        env_id=env_id,
+        env_kwargs=env_kwargs,
+        episodes=args.episodes,
+        seed=args.seed,
+        config=config,
+        resume_from=args.resume,
+        checkpoint_every=args.checkpoint_every,
+        tensorboard=not args.no_tensorboard,
+        name=args.name,
+    )
+    from fleetgym.experiments import schedule_report as rep
+
+    rep.plot_training_curve(result.records, Path(args.out) / f"{args.name}_training.png")
+    summary = result.summary()
+    print(json.dumps(summary, indent=2))
+    if args.eval_seeds > 0:
+        comparison = compare_schedulers(
+            Path(args.out) / "evaluation",
+            learned={"learned": result.model_path},
+            env_id=env_id,
+            env_kwargs=env_kwargs,
+            seeds=range(1000, 1000 + args.eval_seeds),
+        )
+        print(rep.markdown_table(comparison["rows"]))
+        print(json.dumps(comparison.get("ratios", {}), indent=1))
+    print(
+        f"model: {result.model_path}  (TensorBoard: tensorboard --logdir {Path(args.out) / 'tb'})"
+    )
+    return 0
+
+
+def transfer_experiment(
+    checkpoint: str | Path,
+    out_dir: str | Path,
+    *,
+    env_id: str,
+    env_kwargs: Mapping[str, Any],
+    episodes: int = 10,
+    seed: int = 0,
+    learning_rate: float | None = None,
+    scratch_checkpoint: str | Path | None = None,
+    eval_seeds: Sequence[int] = (1000, 1001, 1002, 1003, 1004),
+    tensorboard: bool = True,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Fine-tune for ``episodes`` vs from scratch for ``episodes`` (vs a given long run).
+
+    Trains both short runs on the new workload's env, then evaluates them (and
+    ``scratch_checkpoint``, e.g. 100 episodes from scratch, if given) against the
+    baselines with :func:`compare_schedulers`.
+
+    Raises:
+        FileNotFoundError: a missing checkpoint.
+    """
+    out = Path(out_dir)
+    stored = read_scheduler_meta(checkpoint)
+    fine = finetune_scheduler(
+        checkpoint,
+        out / "finetuned",
+        env_id=env_id,
+        env_kwargs=env_kwargs,
+        episodes=episodes,
+        seed=seed,
+        learning_rate=learning_rate,
+        tensorboard=tensorboard,
+        progress=progress,
+    )
+    scratch = train_scheduler(
+        out / "scratch",
+        env_id=env_id,
+        env_kwargs=env_kwargs,
+        episodes=episodes,
+        seed=seed,
+        config=SchedulerPPOConfig(**_stored_config(stored)),
+        checkpoint_every=0,
+        tensorboard=tensorboard,
+        progress=progress,
+        name=f"scratch{episodes}",
+    )
+    learned = {
+        f"learned-finetuned{episodes}": fine.model_path,
+        f"learned-scratch{episodes}": scratch.model_path,
+    }
+    if scratch_checkpoint is not None:
+        n = read_scheduler_meta(scratch_checkpoint).get("episodes", "?")
+        learned[f"learned-scratch{n}"] = Path(scratch_checkpoint)
+    comparison = compare_schedulers(
+        out / "evaluation",
+        learned=learned,
+        env_id=env_id,
+        env_kwargs=env_kwargs,
+        seeds=eval_seeds,
+        progress=progress,
+        title="transfer",
+    )
+    from fleetgym.experiments import schedule_report as rep
+
+    rep.plot_training_curve(
+        {"fine-tuned": fine.records, "from scratch": scratch.records},
+        out / "transfer_training.png",
+        title=f"fine-tune vs from scratch, {episodes} episodes",
+    )
+    result = {
+        "finetune": fine.summary(),
+        "scratch": scratch.summary(),
+        "rows": comparison["rows"],
+    }
+    (out / "transfer.json").write_text(json.dumps(result, indent=1, default=float))
+    return result
+
+
+def finetune(args: argparse.Namespace) -> int:
+    """``fleetgym schedule finetune``: fine-tune a trained scheduler on a workload."""
+    _setup_cli()
+    env_id, env_kwargs = env_config_from_args(args)
+    if args.compare or args.scratch:
+        from fleetgym.experiments import schedule_report as rep
+
+        result = transfer_experiment(
+            args.from_checkpoint,
+            args.out,
+            env_id=env_id,
+            env_kwargs=env_kwargs,
+            episodes=args.episodes,
+            seed=args.seed,
+            learning_rate=args.lr,
+            scratch_checkpoint=args.scratch,
+            eval_seeds=range(1000, 1000 + max(1, args.eval_seeds)),
+            tensorboard=not args.no_tensorboard,
+        )
+        print(rep.markdown_table(result["rows"]))
+        return 0
+    result = finetune_scheduler(
+        args.from_checkpoint,
+        args.out,
+        env_id=env_id,
+        env_kwargs=env_kwargs,
+        episodes=args.episodes,
+        seed=args.seed,
+        learning_rate=args.lr,
+        tensorboard=not args.no_tensorboard,
+    )
+    print(json.dumps(result.summary(), indent=2))
+    return 0
