@@ -1116,3 +1116,70 @@ def finetune(args: argparse.Namespace) -> int:
     )
     print(json.dumps(result.summary(), indent=2))
     return 0
+
+
+# --------------------------------------------------------------------------- reproduce
+def shipped_scheduler_path() -> Path:
+    """Path of the small trained scheduler shipped with the package.
+
+    Raises:
+        FileNotFoundError: the package was installed without it.
+    """
+    from importlib import resources
+
+    path = Path(str(resources.files("fleetgym.experiments").joinpath(SHIPPED_SCHEDULER)))
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"shipped scheduler: expected {SHIPPED_SCHEDULER} in fleetgym.experiments, actual missing"
+        )
+    return path
+
+
+def quick_scheduler_report(
+    out_dir: str | Path,
+    *,
+    seeds: Sequence[int] = (1000, 1001, 1002),
+    fixed_sweep: Sequence[int] | None = None,
+    progress: bool = True,
+    checkpoint: str | Path | None = None,
+) -> dict[str, Any]:
+    """The quick scheduling experiment of ``fleetgym reproduce``.
+
+    Evaluates the shipped learned scheduler (trained on the deterministic CartPole
+    scheduling env it records in its metadata) against every baseline and the Fixed(n)
+    frontier on that env, and writes ``schedulers.md``, ``schedulers.csv``,
+    ``actors_per_round.png``, ``time_cost.png`` and ``comparison.json`` to ``out_dir``.
+
+    Args:
+        out_dir: output directory.
+        seeds: evaluation seeds (not used in training).
+        fixed_sweep: Fixed(n) sizes (default 1, 2, 4, 8, 16, 32).
+        progress: tqdm bars.
+        checkpoint: another scheduler zip instead of the shipped one.
+
+    Returns:
+        The :func:`compare_schedulers` result plus ``markdown`` (the table) and
+        ``checkpoint`` (the zip evaluated).
+
+    Raises:
+        FileNotFoundError: no shipped scheduler and no ``checkpoint``.
+    """
+    from fleetgym.experiments import schedule_report as rep
+
+    _setup_cli()
+    path = Path(checkpoint) if checkpoint is not None else shipped_scheduler_path()
+    meta = read_scheduler_meta(path)
+    result = compare_schedulers(
+        out_dir,
+        learned={"learned": path},
+        env_id=meta.get("env_id", DEFAULT_ENV_ID),
+        env_kwargs=meta.get("env_kwargs", {}),
+        seeds=seeds,
+        fixed_sweep=fixed_sweep,
+        progress=progress,
+        title="CartPole (modeled timing)",
+    )
+    result["markdown"] = rep.markdown_table(result["rows"])
+    result["checkpoint"] = str(path)
+    result["trained_episodes"] = meta.get("episodes")
+    return result
