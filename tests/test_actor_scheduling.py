@@ -1,0 +1,369 @@
+"""ActorSchedulingEnv: exact time/cost/reward arithmetic, termination, normalisation, seeds.
+
+The exactness tests drive the env with a tiny fake fleet and learner that implement the
+protocols of ``fleetgym.agents.types`` and return scripted returns and fixed-size
+trajectories, so every number below can be computed by hand. The end-to-end tests use the
+real in-process fleet and PPO learner on CartPole with tiny budgets.
+"""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import fleetgym  # noqa: F401  (registers the IDs)
+from fleetgym.agents.types import ActorTiming, RoundResult, Trajectory, UpdateStats
+from fleetgym.errors import UnknownWorkloadError
+from fleetgym.meta_env import ActorSchedulingEnv
+from fleetgym.meta_env.actor_scheduling import KL_SCALE
+
+STEPS = 10
+WEIGHT_BYTES = 1000  # 250 float32
+# Per trajectory of STEPS steps (see FakeFleet): obs f32 (10,1) 40 + actions i64 80 +
+# log_probs/values/rewards/truncation_values f32 4 x 40 + terminated/truncated bool 2 x 10.
+TRAJ_BYTES = 40 + 80 + 160 + 20
+
+
+class FakeFleet:
+    """Runs nothing: returns fixed-size trajectories and a measured compute of 0.05 s each."""
+
+    def __init__(self, workload, *, max_actors, seed, **kwargs):
+        self.max_actors = max_actors
+        self.seed = seed
+        self.closed = False
+        self.calls: list[int] = []
+
+    def run_round(self, weights, num_actors, steps_per_actor, *, policy_version=0):
+        self.calls.append(num_actors)
+        n = steps_per_actor
+        trajs = [
+            Trajectory(
+                obs=np.zeros((n, 1), np.float32),
+                actions=np.zeros(n, np.int64),
+                log_probs=np.zeros(n, np.float32),
+                values=np.zeros(n, np.float32),
+                rewards=np.ones(n, np.float32),
+                terminated=np.zeros(n, bool),
+                truncated=np.zeros(n, bool),
+                truncation_values=np.zeros(n, np.float32),
+                last_value=0.0,
+                episode_returns=[],
+                episode_lengths=[],
+                actor_id=i,
+                policy_version=policy_version,
+                seed=self.seed,
+            )
+            for i in range(num_actors)
+        ]
+        timings = [
+            ActorTiming(
+                actor_id=i,
+                startup_s=0.0,
+                compute_s=0.07,
+                transfer_s=0.0,
+                cold_start=False,
+                num_steps=n,
+                cpu_s=0.05,
+            )
+            for i in range(num_actors)
+        ]
+        return RoundResult(num_actors, steps_per_actor, policy_version, trajs, timings)
+
+    def close(self):
+        self.closed = True
+
+
+class FakeLearner:
+    """Reports scripted mean returns (RETURNS[k] after update k), loss 2k+1, KL 0.01(k+1)."""
+
+    RETURNS = [10.0, 40.0, 30.0, 80.0, 120.0, 150.0]
+
+    def __init__(self, workload, *, seed, **overrides):
+        self.policy_version = 0
+
+    def get_weights(self):
+        return {"w": np.zeros(250, np.float32)}
+
+    def update(self, trajectories):
+        k = self.policy_version
+        self.policy_version += 1
+        return UpdateStats(
+            loss=2.0 * k + 1.0,
+            mean_return=self.RETURNS[min(k, len(self.RETURNS) - 1)],
+            kl=0.01 * (k + 1),
+            update_time_s=0.4,
+            num_samples=sum(len(t) for t in trajectories),
+            policy_version=self.policy_version,
+        )
+
+
+UNIT_PRICES = {
+    "vcpu_second": 1e-3,
+    "gb_second": 0.0,
+    "actor_request": 0.0,
+    "learner_second": 1e-2,
+    "learner_request": 0.0,
+}
+COMPUTE = {
+    "actor_step_s": 0.01,
+    "actor_overhead_s": 0.0,
+    "learner_sample_s": 0.001,
+    "learner_overhead_s": 0.1,
+    "actor_jitter_cv": 0.0,
+}
+
+
+def make_env(**kwargs):
+    base = dict(
+        workload="CartPole-v1",
+        timing="modeled",
+        max_actors=4,
+        steps_per_actor=STEPS,
+        target_return=100.0,
+        max_rounds=10,
+        budget=None,
+        beta=0.5,
+        penalty_scale=10.0,
+        pricing_overrides=UNIT_PRICES,
+        cold_start_actor_s=0.3,
+        cold_start_learner_s=1.5,
+        bandwidth_bytes_per_s=1e6,
+        latency_s=0.01,
+        learner_speed_factor=2.0,
+        compute=COMPUTE,
+        fleet_factory=FakeFleet,
+        learner_factory=FakeLearner,
+    )
+    base.update(kwargs)
+    return ActorSchedulingEnv(**base)
+
+
+def actor_time(compute_s, cold=0.3):
+    return cold + (0.01 + WEIGHT_BYTES / 1e6) + (0.01 + TRAJ_BYTES / 1e6) + compute_s
+
+
+def test_modeled_round_time_cost_and_reward_are_exact():
+    env = make_env()
+    env.reset(seed=0)
+    obs, reward, terminated, truncated, info = env.step(2)  # 3 actors
+    a = actor_time(STEPS * 0.01)  # 0.3 + 0.011 + 0.0103 + 0.1
+    learner = 1.5 + (0.1 + 3 * STEPS * 0.001) / 2.0
+    p = learner + a
+    assert info["num_actors"] == 3
+    assert info["actor_times"] == pytest.approx([a] * 3, abs=1e-12)
+    assert info["learner_time"] == pytest.approx(learner, abs=1e-12)
+    assert info["round_time"] == pytest.approx(p, abs=1e-12)
+    cost = learner * 1e-2 + 3 * a * 1e-3
+    assert info["round_cost"] == pytest.approx(cost, abs=1e-15)
+    assert info["total_cost"] == pytest.approx(cost, abs=1e-15)
+    assert reward == pytest.approx(-0.5 * p, abs=1e-12)
+    assert not terminated and not truncated
+    assert info["mean_return"] == 10.0 and info["loss"] == 1.0 and info["kl"] == 0.01
+    np.testing.assert_allclose(info["raw_state"], [1, 1.0, 10.0, 0.01, learner, a, math.inf])
+    env.close()
+
+
+def test_measured_timing_uses_the_fleets_cpu_time_and_the_learners_update_time():
+    env = make_env(timing="measured")
+    env.reset(seed=0)
+    _, _, _, _, info = env.step(1)
+    assert info["actor_compute_times"] == [0.05, 0.05]  # cpu_s preferred over wall compute_s
+    assert info["actor_times"] == pytest.approx([actor_time(0.05)] * 2, abs=1e-12)
+    assert info["learner_time"] == pytest.approx(1.5 + 0.4 / 2.0, abs=1e-12)
+
+
+def test_cost_weight_adds_a_cost_term():
+    env = make_env(cost_weight=100.0)
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step(0)
+    assert reward == pytest.approx(-0.5 * info["round_time"] - 100.0 * info["round_cost"])
+
+
+def test_success_terminates_without_penalty():
+    env = make_env(target_return=80.0)
+    env.reset(seed=0)
+    rewards, infos = [], []
+    done = False
+    while not done:
+        _, r, terminated, truncated, info = env.step(0)
+        rewards.append(r)
+        infos.append(info)
+        done = terminated or truncated
+    assert terminated and not truncated
+    assert len(infos) == 4  # returns 10, 40, 30, 80 -> reached at round 4
+    assert infos[-1]["success"] and infos[-1]["terminal_penalty"] == 0.0
+    assert rewards[-1] == pytest.approx(-0.5 * infos[-1]["round_time"])
+    with pytest.raises(gym.error.ResetNeeded):
+        env.step(0)
+
+
+def test_truncation_after_k_rounds_adds_the_scaled_penalty():
+    env = make_env(max_rounds=3, target_return=1000.0)
+    env.reset(seed=0)
+    for _ in range(2):
+        _, _, terminated, truncated, _ = env.step(0)
+        assert not terminated and not truncated
+    _, reward, terminated, truncated, info = env.step(0)
+    assert truncated and not terminated
+    penalty = (40.0 - 1000.0) / 10.0  # max R_bar over rounds (10, 40, 30) minus J, / scale
+    assert info["terminal_penalty"] == pytest.approx(penalty)
+    assert reward == pytest.approx(-0.5 * info["round_time"] + penalty)
+    assert not info["success"]
+
+
+def test_paper_form_penalty_is_unscaled():
+    env = make_env(max_rounds=1, target_return=1000.0, penalty_scale=1.0)
+    env.reset(seed=0)
+    _, reward, _, truncated, info = env.step(0)
+    assert truncated and reward == pytest.approx(-0.5 * info["round_time"] + (10.0 - 1000.0))
+
+
+def test_budget_exhaustion_terminates_with_penalty():
+    # One round with 4 actors costs ~0.0206 (learner 1.57 s x 0.01 + 4 x 0.42 s x 0.001).
+    env = make_env(budget=0.05, target_return=1000.0)
+    obs, info = env.reset(seed=0)
+    assert obs[6] == 1.0 and info["budget_left"] == 0.05
+    costs = []
+    done = False
+    while not done:
+        obs, reward, terminated, truncated, info = env.step(3)
+        costs.append(info["round_cost"])
+        done = terminated or truncated
+    assert terminated and not truncated
+    assert len(costs) == 3  # cumulative 0.0206, 0.0412, 0.0619 >= 0.05
+    assert info["total_cost"] == pytest.approx(sum(costs))
+    assert info["budget_left"] == pytest.approx(0.05 - sum(costs))
+    assert info["terminal_penalty"] == pytest.approx((40.0 - 1000.0) / 10.0)
+    assert obs[6] == pytest.approx((0.05 - sum(costs)) / 0.05, rel=1e-6)
+
+
+def test_reaching_the_target_over_budget_is_still_penalised():
+    env = make_env(budget=0.001, target_return=5.0)
+    env.reset(seed=0)
+    _, reward, terminated, _, info = env.step(0)
+    assert terminated and info["target_reached"] and not info["success"]
+    assert info["terminal_penalty"] == pytest.approx((10.0 - 5.0) / 10.0)
+
+
+def test_observation_normalisation():
+    env = make_env(budget=1.0, max_rounds=10, target_return=100.0)
+    obs, _ = env.reset(seed=0)
+    np.testing.assert_array_equal(obs, [0, 0, 0, 0, 0, 0, 1])
+    obs, _, _, _, info = env.step(1)
+    raw = info["raw_state"]
+    expected = [
+        1 / 10,
+        math.log1p(1.0),
+        10.0 / 100.0,
+        math.log1p(0.01 / KL_SCALE),
+        raw[4] / env.reference_learner_s,
+        raw[5] / env.reference_actor_s,
+        (1.0 - info["total_cost"]) / 1.0,
+    ]
+    np.testing.assert_allclose(obs, expected, rtol=1e-6)
+    assert obs.dtype == np.float32 and env.observation_space.contains(obs)
+    # Reference times: modelled learner time of a max_actors round and one actor's rollout.
+    assert env.reference_learner_s == pytest.approx(1.5 + (0.1 + 4 * STEPS * 0.001) / 2.0)
+    assert env.reference_actor_s == pytest.approx(0.3 + 0.02 + STEPS * 0.01)
+    raw_env = make_env(normalize_obs=False, budget=1.0)
+    obs, _ = raw_env.reset(seed=0)
+    obs, _, _, _, info = raw_env.step(1)
+    np.testing.assert_allclose(obs, info["raw_state"], rtol=1e-6)
+
+
+def test_prewarm_hides_cold_starts_and_bills_the_pool():
+    env = make_env(prewarm=True, warm_pool=2)
+    env.reset(seed=0)
+    _, _, _, _, info = env.step(2)  # slots 0, 1 warm; slot 2 cold
+    warm, cold = actor_time(0.1, cold=0.0), actor_time(0.1)
+    learner = (0.1 + 3 * STEPS * 0.001) / 2.0  # warm learner: no cold start
+    p = learner + cold
+    assert info["actor_times"] == pytest.approx([warm, warm, cold], abs=1e-12)
+    assert info["round_time"] == pytest.approx(p, abs=1e-12)
+    pool_up = 2 * 0.3 * 1e-3 + 1.5 * 1e-2  # warming the pool and learner once, in round 1
+    cost = p * 1e-2 + 2 * p * 1e-3 + cold * 1e-3
+    assert info["round_cost"] == pytest.approx(cost + pool_up, abs=1e-15)
+    _, _, _, _, info = env.step(0)  # 1 actor: the second pooled slot idles, billed anyway
+    p1 = (0.1 + STEPS * 0.001) / 2.0 + warm
+    assert info["round_cost"] == pytest.approx(p1 * 1e-2 + 2 * p1 * 1e-3, abs=1e-15)
+
+
+def test_server_billing_is_wall_time_of_the_cluster():
+    env = make_env(billing="server", pricing_overrides=None, max_actors=32)
+    env.reset(seed=0)
+    _, _, _, _, info = env.step(31)
+    a = actor_time(0.1, cold=0.0)
+    p = (0.1 + 32 * STEPS * 0.001) / 2.0 + a
+    assert info["round_time"] == pytest.approx(p, abs=1e-12)
+    assert info["round_cost"] == pytest.approx(p * (3.06 + 4 * 1.008) / 3600, abs=1e-15)
+
+
+def test_same_seed_same_modeled_episode_with_stragglers():
+    def episode(seed):
+        env = make_env(compute={**COMPUTE, "actor_jitter_cv": 0.3})
+        env.reset(seed=seed)
+        out = []
+        for a in (3, 0, 2):
+            out.append(env.step(a)[4]["actor_times"])
+        return out
+
+    assert episode(5) == episode(5)
+    assert episode(5) != episode(6)
+    times = episode(5)[0]
+    assert len(set(times)) == 4  # four different stragglers
+
+
+@pytest.mark.parametrize("action", [4, -1, 1.5, "a", [0, 1], None])
+def test_action_outside_the_space(action):
+    env = make_env()
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"expected an integer in \[0, 3\]"):
+        env.step(action)
+
+
+def test_numpy_actions_are_accepted():
+    env = make_env()
+    env.reset(seed=0)
+    assert env.step(np.int64(3))[4]["num_actors"] == 4
+    assert env.step(np.array([1]))[4]["num_actors"] == 2
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc, match",
+    [
+        ({"workload": "Pong-v99"}, UnknownWorkloadError, "CartPole-v1"),
+        ({"workload": 3}, TypeError, "workload"),
+        ({"max_actors": 0}, ValueError, "max_actors"),
+        ({"max_actors": 2.0}, TypeError, "max_actors"),
+        ({"budget": -1.0}, ValueError, "budget"),
+        ({"beta": -0.1}, ValueError, "beta"),
+        ({"pricing_overrides": {"vcpu_second": -1.0}}, ValueError, "vcpu_second"),
+        ({"pricing": "gcp"}, ValueError, "pricing"),
+        ({"cold_start_actor_s": -1.0}, ValueError, "cold_start_actor_s"),
+        ({"bandwidth_bytes_per_s": 0.0}, ValueError, "bandwidth"),
+        ({"timing": "wall"}, ValueError, "timing"),
+        ({"billing": "spot"}, ValueError, "billing"),
+        ({"preset": "huge"}, ValueError, "preset"),
+        ({"penalty_scale": 0.0}, ValueError, "penalty_scale"),
+        ({"steps_per_actor": 0}, ValueError, "steps_per_actor"),
+        ({"compute": 3}, TypeError, "compute"),
+    ],
+)
+def test_bad_arguments(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        make_env(**kwargs)
+
+
+def test_reset_builds_a_fresh_run_and_closes_the_old_fleet():
+    env = make_env()
+    env.reset(seed=0)
+    first = env.fleet
+    env.step(0)
+    env.reset(seed=1)
+    assert first.closed and env.fleet is not first and env.round == 0
+    assert env.total_cost == 0.0
+    env.close()
+    assert env.fleet is None
