@@ -1,1 +1,79 @@
-"""The actor fleet: backends that run I actors per round (see :mod:`fleetgym.agents.types`)."""
+"""The actor fleet: backends that run I actors per round (see :mod:`fleetgym.agents.types`).
+
+Three backends share one interface (:class:`~fleetgym.agents.types.ActorFleet`):
+
+* :class:`InProcessFleet` (``"inprocess"``, the default): actors run one after the other in
+  this process, each really timed; deterministic. ``batched=True`` steps all slots in
+  lockstep with one policy forward per step (the fast path).
+* :class:`ProcessFleet` (``"process"``): one local worker process per slot on Gymnasium's
+  AsyncVectorEnv pattern; elastic, fault-tolerant, shared memory for weights and
+  observations.
+* :class:`RayFleet` (``"ray"``): one Ray actor per slot (``pip install fleetgym[ray]``).
+
+Importing this package imports neither torch nor Ray.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleetgym.agents.fleet.base import FleetBase
+from fleetgym.agents.fleet.inprocess import InProcessFleet
+from fleetgym.agents.fleet.process import ProcessFleet
+
+#: Backend names accepted by :func:`make_fleet`.
+BACKENDS = ("inprocess", "process", "ray")
+
+
+def make_fleet(
+    workload: Any,
+    backend: str = "inprocess",
+    max_actors: int = 32,
+    seed: int = 0,
+    **opts: Any,
+) -> FleetBase:
+    """Build a fleet backend by name.
+
+    Example:
+        >>> from fleetgym.agents.fleet import make_fleet
+        >>> fleet = make_fleet("CartPole-v1", backend="inprocess", max_actors=4, batched=True)
+        >>> type(fleet).__name__, fleet.max_actors
+        ('InProcessFleet', 4)
+        >>> fleet.close()
+
+    Args:
+        workload: A workload name or :class:`~fleetgym.agents.workloads.Workload`.
+        backend: ``"inprocess"``, ``"process"`` or ``"ray"``.
+        max_actors: Largest fleet a round may ask for.
+        seed: Fleet seed.
+        **opts: Backend options (see each backend's class).
+
+    Returns:
+        The fleet (a context manager; ``close()`` releases its workers).
+
+    Raises:
+        ValueError: On an unknown backend.
+        TypeError: On an option the backend does not take.
+        ImportError: For ``"ray"`` without Ray installed.
+    """
+    if backend == "inprocess":
+        return InProcessFleet(workload, max_actors=max_actors, seed=seed, **opts)
+    if backend == "process":
+        return ProcessFleet(workload, max_actors=max_actors, seed=seed, **opts)
+    if backend == "ray":
+        from fleetgym.agents.fleet.ray_backend import RayFleet
+
+        return RayFleet(workload, max_actors=max_actors, seed=seed, **opts)
+    raise ValueError(f"backend: expected one of {BACKENDS}, actual {backend!r}")
+
+
+def __getattr__(name: str) -> Any:
+    # RayFleet is resolved lazily so the package stays importable without Ray loaded.
+    if name == "RayFleet":
+        from fleetgym.agents.fleet.ray_backend import RayFleet
+
+        return RayFleet
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["BACKENDS", "FleetBase", "InProcessFleet", "ProcessFleet", "RayFleet", "make_fleet"]

@@ -43,30 +43,17 @@ class Actor(Protocol):
         ...
 
 
-#: Builds the actor of one slot: ``factory(workload, actor_id, seed)``.
+#: Builds the actor of one slot: ``factory(workload, actor_id, fleet_seed, incarnation)``.
+#: The actor derives its env seed and sampling stream from ``(fleet_seed, actor_id,
+#: incarnation)``, so every backend starts slot ``i`` identically.
 ActorFactory = Callable[..., Actor]
 
 
-def default_actor_factory(workload: Workload, actor_id: int, seed: int) -> Actor:
+def default_actor_factory(workload: Workload, actor_id: int, seed: int, incarnation: int) -> Actor:
     """The real actor: a :class:`~fleetgym.agents.rollout.RolloutWorker` (imports torch)."""
     from fleetgym.agents.rollout import RolloutWorker
 
-    return RolloutWorker(workload, actor_id, seed)
-
-
-def slot_seed(fleet_seed: int, slot: int, incarnation: int) -> int:
-    """The seed of slot ``slot`` the ``incarnation``-th time it is (re)started.
-
-    Derived with :class:`numpy.random.SeedSequence` so seeds of different slots and
-    incarnations are independent streams, and every backend computes the same one.
-
-    Example:
-        >>> slot_seed(0, 3, 0) == slot_seed(0, 3, 0), slot_seed(0, 3, 0) == slot_seed(0, 3, 1)
-        (True, False)
-    """
-    state = np.random.SeedSequence(int(fleet_seed), spawn_key=(int(slot), int(incarnation)))
-    # 31 bits: fits every seed consumer (Gymnasium, torch, ALE take non-negative ints).
-    return int(state.generate_state(1, dtype=np.uint32)[0] >> 1)
+    return RolloutWorker(workload, actor_id, seed, incarnation)
 
 
 def check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
@@ -108,9 +95,7 @@ def check_weights(weights: Any) -> Weights:
         TypeError: If it is not a mapping of strings to numpy arrays.
     """
     if not isinstance(weights, Mapping):
-        raise TypeError(
-            f"weights: expected dict[str, np.ndarray], actual {type(weights).__name__}"
-        )
+        raise TypeError(f"weights: expected dict[str, np.ndarray], actual {type(weights).__name__}")
     for key, value in weights.items():
         if not isinstance(key, str):
             raise TypeError(f"weights: expected str keys, actual {type(key).__name__} {key!r}")
@@ -140,9 +125,10 @@ class FleetBase:
     Args:
         workload: A workload name or :class:`~fleetgym.agents.workloads.Workload`.
         max_actors: Largest fleet a round may ask for (slots ``0..max_actors-1``).
-        seed: Fleet seed; slot seeds derive from it (:func:`slot_seed`).
-        actor_factory: Builds a slot's actor, ``factory(workload, actor_id, seed)``;
-            defaults to the real :class:`~fleetgym.agents.rollout.RolloutWorker`.
+        seed: Fleet seed; slot ``i``'s ``k``-th incarnation seeds its env and sampling
+            stream from ``(seed, i, k)``.
+        actor_factory: Builds a slot's actor,
+            ``factory(workload, actor_id, fleet_seed, incarnation)``; defaults to the real :class:`~fleetgym.agents.rollout.RolloutWorker`.
         max_retries: How many times a faulted slot's rollout is run again within the
             same round (on a restarted actor) before the round gives up on it.
         on_incomplete: ``"partial"`` returns a round whose ``complete`` is False when a
@@ -170,7 +156,8 @@ class FleetBase:
         self.seed = check_int("seed", seed, 0, 2**63 - 1)
         if actor_factory is not None and not callable(actor_factory):
             raise TypeError(
-                f"actor_factory: expected a callable (workload, actor_id, seed) -> actor, "
+                "actor_factory: expected a callable (workload, actor_id, seed, incarnation) "
+                f"-> actor, "
                 f"actual {type(actor_factory).__name__}"
             )
         self.actor_factory: ActorFactory = actor_factory or default_actor_factory
@@ -184,6 +171,7 @@ class FleetBase:
         #: How many times each slot has been (re)started; its next seed uses this.
         self.incarnations: dict[int, int] = {}
         self.rounds_run = 0
+        self._weight_shapes: dict[str, tuple[int, ...]] | None = None
 
     # -- checks ---------------------------------------------------------------------------
     def _check_open(self) -> None:
@@ -200,12 +188,38 @@ class FleetBase:
         policy_version = check_int("policy_version", policy_version, 0)
         return weights, num_actors, steps_per_actor, policy_version
 
+    def _check_weights_fit(self, weights: Weights) -> None:
+        """Refuse weights the workload's policy cannot load, before any actor sees them.
+
+        A wrong state_dict is the caller's error: caught here it raises at once, instead
+        of failing every actor, which would restart them all. Only checked for the
+        default actor (a custom actor may take other weights).
+        """
+        if self.actor_factory is not default_actor_factory:
+            return
+        if self._weight_shapes is None:
+            reference = self.workload.make_policy().get_weights()
+            self._weight_shapes = {key: tuple(v.shape) for key, v in reference.items()}
+        given = {key: tuple(v.shape) for key, v in weights.items()}
+        if given != self._weight_shapes:
+            missing = sorted(set(self._weight_shapes) - set(given))
+            unexpected = sorted(set(given) - set(self._weight_shapes))
+            shapes = sorted(
+                f"{key}: expected {self._weight_shapes[key]}, actual {given[key]}"
+                for key in set(given) & set(self._weight_shapes)
+                if given[key] != self._weight_shapes[key]
+            )
+            raise ValueError(
+                f"weights: expected the {self.workload.name} policy's state_dict, actual "
+                f"missing keys {missing}, unexpected keys {unexpected}, wrong shapes {shapes}"
+            )
+
     # -- slots ----------------------------------------------------------------------------
-    def _next_incarnation(self, slot: int) -> tuple[int, int]:
-        """Claim the next incarnation of ``slot``; returns ``(incarnation, seed)``."""
+    def _next_incarnation(self, slot: int) -> int:
+        """Claim the next incarnation of ``slot`` (0 the first time it starts)."""
         incarnation = self.incarnations.get(slot, -1) + 1
         self.incarnations[slot] = incarnation
-        return incarnation, slot_seed(self.seed, slot, incarnation)
+        return incarnation
 
     # -- results --------------------------------------------------------------------------
     def _assemble(

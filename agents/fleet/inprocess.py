@@ -1,0 +1,282 @@
+"""The default fleet: every actor runs in this process, one after the other.
+
+Concurrency is what is *simulated*: a round runs slot 0's whole rollout, then slot 1's, and
+so on, each really executed and timed on its own, so the per-actor times are those of an
+actor with a core to itself, and the round's wall time is their sum (the scheduling env
+computes the concurrent round time from the per-actor times). Deterministic given a seed.
+
+``batched=True`` is the fast path: all slots step in lockstep through
+:func:`~fleetgym.agents.rollout.rollout_many`, with one batched policy forward per step for
+the whole fleet instead of one per actor. Each slot keeps its own environment and random
+stream, so trajectories match the sequential mode up to float rounding of the batched
+forward. Per-actor times are then *apportioned*: the lockstep wall (and CPU) time divided
+equally among the slots, since every slot did the same number of steps; the per-slot
+variation of env step times is averaged out.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from fleetgym.agents.fleet.base import Actor, ActorFactory, FleetBase
+from fleetgym.agents.types import ActorFailure, ActorTiming, RoundResult, Trajectory, Weights
+
+logger = logging.getLogger(__name__)
+
+
+class InProcessFleet(FleetBase):
+    """A fleet whose actors run sequentially in this process, each really timed.
+
+    Models ``I`` concurrent actors, each with its own environment (persisting between
+    rounds) and its own copy of the policy, by running their rollouts one after the other.
+    An actor that raises is rebuilt (a new incarnation of its slot: fresh environment,
+    new seed stream), its fault reported, and its rollout run again.
+
+    Example:
+        >>> from fleetgym.agents.fleet import InProcessFleet
+        >>> from fleetgym.agents.workloads import get_workload
+        >>> weights = get_workload("CartPole-v1").make_policy().get_weights()
+        >>> fleet = InProcessFleet("CartPole-v1", max_actors=8, seed=0)
+        >>> result = fleet.run_round(weights, num_actors=3, steps_per_actor=32)
+        >>> len(result.trajectories), result.trajectories[0].obs.shape
+        (3, (32, 4))
+        >>> [t.cold_start for t in result.timings], fleet.run_round(weights, 2, 8).timings[0].cold_start
+        ([True, True, True], False)
+        >>> fleet.close()
+
+    Args:
+        workload: A workload name or :class:`~fleetgym.agents.workloads.Workload`.
+        max_actors: Largest fleet a round may ask for.
+        seed: Fleet seed; slot ``i``'s ``k``-th incarnation seeds from ``(seed, i, k)``.
+        batched: Step all slots in lockstep with one policy forward per step (fast);
+            per-actor times are the lockstep time apportioned equally.
+        max_retries: Re-runs of a faulted slot within a round.
+        on_incomplete: ``"partial"`` or ``"raise"`` when a slot fails after its retries.
+        actor_factory: Builds a slot's actor (default: the real RolloutWorker). Batched
+            mode needs RolloutWorkers.
+
+    Raises:
+        TypeError, ValueError: On an argument of the wrong type or range.
+    """
+
+    def __init__(
+        self,
+        workload: Any,
+        *,
+        max_actors: int = 32,
+        seed: int = 0,
+        batched: bool = False,
+        max_retries: int = 1,
+        on_incomplete: str = "partial",
+        actor_factory: ActorFactory | None = None,
+    ) -> None:
+        super().__init__(
+            workload,
+            max_actors=max_actors,
+            seed=seed,
+            actor_factory=actor_factory,
+            max_retries=max_retries,
+            on_incomplete=on_incomplete,
+        )
+        if not isinstance(batched, bool):
+            raise TypeError(f"batched: expected a bool, actual {type(batched).__name__}")
+        if batched and actor_factory is not None:
+            raise ValueError(
+                "batched: expected the default actor factory (lockstep batching steps "
+                "RolloutWorkers), actual a custom actor_factory"
+            )
+        self.batched = batched
+        self._actors: dict[int, Actor] = {}
+
+    @property
+    def num_workers(self) -> int:
+        """Slots that hold a built actor (built slots persist between rounds)."""
+        return len(self._actors)
+
+    def prewarm(self, num_actors: int) -> float:
+        """Build the actors of slots ``0..num_actors-1`` ahead of a round.
+
+        Returns:
+            Seconds it took.
+        """
+        from fleetgym.agents.fleet.base import check_int
+
+        self._check_open()
+        num_actors = check_int("num_actors", num_actors, 1, self.max_actors)
+        started = time.perf_counter()
+        for slot in range(num_actors):
+            if slot not in self._actors:
+                self._build(slot)
+        return time.perf_counter() - started
+
+    def run_round(
+        self,
+        weights: Weights,
+        num_actors: int,
+        steps_per_actor: int,
+        *,
+        policy_version: int = 0,
+    ) -> RoundResult:
+        """Run slots ``0..num_actors-1``, each for ``steps_per_actor`` steps.
+
+        Returns:
+            The round, trajectories and timings ordered by actor id.
+
+        Raises:
+            TypeError, ValueError: On a bad argument.
+            FleetError: If closed, or a slot failed for good and ``on_incomplete="raise"``.
+        """
+        weights, num_actors, steps_per_actor, policy_version = self._check_round(
+            weights, num_actors, steps_per_actor, policy_version
+        )
+        self._check_weights_fit(weights)
+        started = time.perf_counter()
+        startup = {}
+        for slot in range(num_actors):
+            if slot not in self._actors:
+                startup[slot] = self._build(slot)
+        if self.batched:
+            trajectories, timings, failures = self._run_batched(
+                weights, num_actors, steps_per_actor, policy_version, startup
+            )
+        else:
+            trajectories, timings, failures = {}, {}, []
+            for slot in range(num_actors):
+                self._run_one(
+                    slot, weights, steps_per_actor, policy_version, startup,
+                    trajectories, timings, failures,
+                )  # fmt: skip
+        return self._assemble(
+            num_actors,
+            steps_per_actor,
+            policy_version,
+            trajectories,
+            timings,
+            failures,
+            time.perf_counter() - started,
+        )
+
+    def close(self) -> None:
+        """Close every actor's environment (idempotent)."""
+        for actor in self._actors.values():
+            close = getattr(actor, "close", None)
+            if callable(close):
+                close()
+        self._actors.clear()
+        super().close()
+
+    # -- internals ------------------------------------------------------------------------
+    def _build(self, slot: int) -> float:
+        """(Re)build a slot's actor; returns its measured start-up time."""
+        old = self._actors.pop(slot, None)
+        if old is not None and callable(getattr(old, "close", None)):
+            try:
+                old.close()  # type: ignore[attr-defined]
+            except Exception:  # a broken actor's env may fail to close too
+                logger.debug("closing the old actor of slot %d failed", slot, exc_info=True)
+        incarnation = self._next_incarnation(slot)
+        started = time.perf_counter()
+        self._actors[slot] = self.actor_factory(self.workload, slot, self.seed, incarnation)
+        return time.perf_counter() - started
+
+    def _run_one(
+        self,
+        slot: int,
+        weights: Weights,
+        steps: int,
+        policy_version: int,
+        startup: dict[int, float],
+        trajectories: dict[int, Trajectory],
+        timings: dict[int, ActorTiming],
+        failures: list[ActorFailure],
+    ) -> None:
+        mine: list[ActorFailure] = []
+        for attempt in range(self.max_retries + 1):
+            cpu_started = time.process_time()
+            compute_started = time.perf_counter()
+            try:
+                trajectory = self._actors[slot].rollout(weights, steps, policy_version)
+            except Exception as exc:
+                retry = attempt < self.max_retries
+                failure = ActorFailure(slot, "error", f"{type(exc).__name__}: {exc}", retry, False)
+                failures.append(failure)
+                logger.warning("actor %d error: %s", slot, failure.message)
+                if not retry:
+                    return
+                mine.append(failure)
+                startup[slot] = self._build(slot)
+                continue
+            compute_s = time.perf_counter() - compute_started
+            for failure in mine:
+                failure.rerun = True
+            trajectories[slot] = trajectory
+            timings[slot] = ActorTiming(
+                actor_id=slot,
+                startup_s=startup.get(slot, 0.0),
+                compute_s=compute_s,
+                transfer_s=0.0,  # nothing is serialised in-process
+                cold_start=slot in startup,
+                num_steps=len(trajectory),
+                cpu_s=time.process_time() - cpu_started,
+            )
+            return
+
+    def _run_batched(
+        self,
+        weights: Weights,
+        num_actors: int,
+        steps: int,
+        policy_version: int,
+        startup: dict[int, float],
+    ) -> tuple[dict[int, Trajectory], dict[int, ActorTiming], list[ActorFailure]]:
+        from fleetgym.agents.rollout import rollout_many
+
+        slots = list(range(num_actors))
+        failures: list[ActorFailure] = []
+        mine: list[ActorFailure] = []
+        for attempt in range(self.max_retries + 1):
+            cpu_started = time.process_time()
+            compute_started = time.perf_counter()
+            try:
+                batch = rollout_many(
+                    [self._actors[s] for s in slots],  # type: ignore[misc]
+                    weights,
+                    steps,
+                    policy_version,
+                )
+            except Exception as exc:
+                # The lockstep step cannot tell which slot broke it: every slot is
+                # rebuilt (its env may be half-stepped) and the whole batch re-run.
+                retry = attempt < self.max_retries
+                message = f"{type(exc).__name__}: {exc} (lockstep batch of {num_actors})"
+                for slot in slots:
+                    failure = ActorFailure(slot, "error", message, retry, False)
+                    failures.append(failure)
+                    mine.append(failure)
+                logger.warning("lockstep batch error: %s", message)
+                if not retry:
+                    return {}, {}, failures
+                for slot in slots:
+                    startup[slot] = self._build(slot)
+                continue
+            compute_s = (time.perf_counter() - compute_started) / num_actors
+            cpu_s = (time.process_time() - cpu_started) / num_actors
+            for failure in mine:
+                failure.rerun = True
+            trajectories = dict(zip(slots, batch, strict=True))
+            timings = {
+                slot: ActorTiming(
+                    actor_id=slot,
+                    startup_s=startup.get(slot, 0.0),
+                    compute_s=compute_s,
+                    transfer_s=0.0,
+                    cold_start=slot in startup,
+                    num_steps=len(trajectories[slot]),
+                    cpu_s=cpu_s,
+                )
+                for slot in slots
+            }
+            return trajectories, timings, failures
+        raise AssertionError("unreachable: the loop returns")  # pragma: no cover

@@ -1,0 +1,786 @@
+"""An elastic actor fleet of local worker processes, on Gymnasium's AsyncVectorEnv pattern.
+
+Each actor slot is one worker process holding one actor (a
+:class:`~fleetgym.agents.rollout.RolloutWorker`: the slot's environment and its own copy
+of the policy). The machinery follows :class:`gymnasium.vector.AsyncVectorEnv`: daemon
+worker processes started from a ``multiprocessing`` context with
+:func:`~gymnasium.vector.utils.clear_mpi_env_vars`, the actor builder shipped with
+:class:`~gymnasium.vector.utils.CloudpickleWrapper`, one duplex pipe per worker carrying
+``(command, data)`` messages answered by ``(status, payload)``, a worker that reports its
+own exceptions instead of dying silently, and shared memory for observations. Where a
+vector env steps all its envs once per command, a worker here runs a *whole rollout* per
+command, and the pool is elastic (workers are started, parked and replaced one by one),
+which AsyncVectorEnv's fixed ``num_envs`` cannot do.
+
+Data paths:
+
+* Weights are written once per round into one shared-memory segment; every worker reads
+  them from there (the analogue of ``ray.put`` once per round), so a 32-actor round does
+  not push 32 pickled copies of an Atari CNN through pipes.
+* Each slot has a shared-memory buffer sized for ``steps x observation``: the worker
+  writes its trajectory's observations there and only the small arrays (actions,
+  rewards, ...) are pickled. 128 steps of 4x84x84 ``uint8`` Atari frames are 3.6 MB that
+  never go through a pipe. If a trajectory's observations do not fit (a custom actor
+  with another observation shape), they fall back to the pipe and the buffer grows for
+  the next round.
+
+Elasticity and faults:
+
+* ``prewarm(n)`` starts slots ``0..n-1`` and waits until each is ready; a slot that was
+  ready before a round is *warm* (``cold_start=False``, ``startup_s=0``). A slot started
+  during a round is cold and its ``startup_s`` is the measured time from process start to
+  a built actor.
+* Shrinking (``resize(n)`` or a round with fewer actors) *parks* workers ``>= n``: they
+  stay alive, idle, with their environments mid-episode, so growing again costs nothing.
+  With ``stop_idle=True`` the extras are stopped instead (memory back, a cold start next
+  time). Growing starts only the slots that have no live worker.
+* A worker that dies (``crash``), raises (``error``) or does not answer within
+  ``actor_timeout`` seconds (``timeout``, a hung or straggling actor: it is killed) is
+  replaced by a fresh incarnation of its slot (new environment, seed from
+  ``(fleet seed, slot, incarnation)``), and the slot's rollout is run again on it with
+  the same weights, up to ``max_retries`` times. The round then holds exactly one
+  trajectory per slot plus an :class:`~fleetgym.agents.types.ActorFailure` per fault; a
+  killed worker's partial rollout is discarded with its pipe, so nothing is counted
+  twice. A slot that still fails is left out (a *partial* round, ``complete == False``)
+  or raises, per ``on_incomplete``.
+
+The default start method is ``forkserver`` with numpy, torch, Gymnasium and the actor
+modules preloaded in the server: a new worker is a fork of an already-initialised
+interpreter (tens of milliseconds), without the hazards of forking a parent whose torch
+thread pools are running. Workers use one torch thread each.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import multiprocessing
+import os
+import pickle
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from multiprocessing import shared_memory
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+import numpy as np
+from gymnasium.vector.utils import CloudpickleWrapper, clear_mpi_env_vars
+
+from fleetgym.agents.fleet.base import (
+    ActorFactory,
+    FleetBase,
+    check_int,
+    check_timeout,
+)
+from fleetgym.agents.types import ActorFailure, ActorTiming, RoundResult, Trajectory, Weights
+from fleetgym.errors import FleetError
+
+logger = logging.getLogger(__name__)
+
+#: Modules the forkserver imports once, so forked workers start initialised.
+_PRELOAD = (
+    "numpy",
+    "torch",
+    "gymnasium",
+    "fleetgym.agents.workloads",
+    "fleetgym.agents.policies",
+    "fleetgym.agents.rollout",
+    "fleetgym.agents.fleet.process",
+)
+_KIND_PRELOAD = {"atari": ("ale_py", "cv2"), "mujoco": ("mujoco",)}
+
+#: Seconds ``close()`` waits for workers to exit on their own before killing them.
+_CLOSE_GRACE_S = 2.0
+
+
+# ---------------------------------------------------------------------------------------
+# shared memory helpers
+# ---------------------------------------------------------------------------------------
+def _attach(name: str) -> shared_memory.SharedMemory:
+    """Open an existing segment without registering it with this process's tracker.
+
+    The parent owns (and unlinks) every segment. Before Python 3.13, merely attaching
+    registers the segment with the resource tracker, which would then unlink it, or warn
+    about a leak, when a worker exits; hence the tracker is bypassed for the attach.
+    """
+    if sys.version_info >= (3, 13):
+        return shared_memory.SharedMemory(name=name, track=False)  # type: ignore[call-arg]
+    from multiprocessing import resource_tracker
+
+    register = resource_tracker.register
+    resource_tracker.register = lambda *args, **kwargs: None  # type: ignore[assignment]
+    try:
+        return shared_memory.SharedMemory(name=name)
+    finally:
+        resource_tracker.register = register  # type: ignore[assignment]
+
+
+@dataclass(frozen=True)
+class _ArrayLayout:
+    """Where one array sits in a shared segment."""
+
+    key: str
+    dtype: str
+    shape: tuple[int, ...]
+    offset: int
+
+
+def _layout_weights(weights: Weights) -> tuple[list[_ArrayLayout], int]:
+    layout, offset = [], 0
+    for key, array in weights.items():
+        # 64-byte alignment keeps every view aligned for any dtype.
+        offset = (offset + 63) // 64 * 64
+        layout.append(_ArrayLayout(key, array.dtype.str, tuple(array.shape), offset))
+        offset += array.nbytes
+    return layout, max(offset, 1)
+
+
+def _view(buf: Any, dtype: str, shape: tuple[int, ...], offset: int = 0) -> np.ndarray:
+    return np.ndarray(shape, dtype=np.dtype(dtype), buffer=buf, offset=offset)
+
+
+# ---------------------------------------------------------------------------------------
+# the worker process
+# ---------------------------------------------------------------------------------------
+class _Segments:
+    """A worker's attachments, one per role; a new name replaces (and closes) the old."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, shared_memory.SharedMemory] = {}
+
+    def get(self, role: str, name: str) -> shared_memory.SharedMemory:
+        current = self._open.get(role)
+        if current is not None and current.name == name:
+            return current
+        if current is not None:
+            current.close()
+        self._open[role] = segment = _attach(name)
+        return segment
+
+    def close(self) -> None:
+        for segment in self._open.values():
+            try:
+                segment.close()
+            except BufferError:  # pragma: no cover - a view still alive at exit
+                pass
+        self._open.clear()
+
+
+def _worker(
+    slot: int,
+    build_actor: CloudpickleWrapper,
+    pipe: Connection,
+    parent_pipe: Connection,
+    torch_threads: int,
+) -> None:
+    """Worker loop: build the slot's actor, then run one whole rollout per command.
+
+    Protocol (pickled tuples on the pipe): the worker first sends ``("ready", info)`` or
+    ``("error", text)``. Then for ``("rollout", spec)`` it answers ``("result", payload)``
+    or ``("error", text)`` and exits (the parent restarts the slot: an actor that raised
+    mid-rollout may hold a half-stepped environment). ``("close", None)`` ends the loop.
+    """
+    parent_pipe.close()
+    # The parent handles Ctrl-C and shuts workers down itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    segments = _Segments()
+    try:
+        import torch
+
+        torch.set_num_threads(torch_threads)
+        built = time.perf_counter()
+        actor = build_actor()
+        pipe.send(("ready", {"pid": os.getpid(), "build_s": time.perf_counter() - built}))
+    except Exception:
+        pipe.send(("error", traceback.format_exc()))
+        return
+    try:
+        while True:
+            try:
+                command, spec = pipe.recv()
+            except EOFError:  # the parent is gone
+                break
+            if command == "close":
+                try:
+                    pipe.send(("closed", None))
+                except OSError:  # the parent stopped listening (a non-blocking stop)
+                    pass
+                break
+            if command != "rollout":
+                pipe.send(("error", f"expected command 'rollout' or 'close', actual {command!r}"))
+                break
+            try:
+                payload = _run_rollout(actor, spec, segments)
+            except Exception:
+                pipe.send(("error", traceback.format_exc()))
+                break
+            pipe.send_bytes(payload)
+    finally:
+        segments.close()
+
+
+def _run_rollout(actor: Any, spec: dict[str, Any], segments: _Segments) -> bytes:
+    started = time.perf_counter()
+    weights_segment = segments.get("weights", spec["weights_name"])
+    # Copies: the segment is rewritten next round while this actor may keep references.
+    weights = {
+        item.key: _view(weights_segment.buf, item.dtype, item.shape, item.offset).copy()
+        for item in spec["weights_layout"]
+    }
+    read_s = time.perf_counter() - started
+
+    cpu_started = time.process_time()
+    compute_started = time.perf_counter()
+    trajectory: Trajectory = actor.rollout(weights, spec["steps"], spec["policy_version"])
+    compute_s = time.perf_counter() - compute_started
+    cpu_s = time.process_time() - cpu_started
+
+    send_started = time.perf_counter()
+    obs_meta = None
+    obs = trajectory.obs
+    obs_name = spec.get("obs_name")
+    if obs_name is not None and isinstance(obs, np.ndarray) and obs.nbytes <= spec["obs_capacity"]:
+        segment = segments.get("obs", obs_name)
+        view = _view(segment.buf, obs.dtype.str, obs.shape)
+        view[...] = obs
+        del view
+        obs_meta = (obs.dtype.str, tuple(obs.shape))
+        trajectory.obs = np.empty(0, dtype=obs.dtype)  # travels through shared memory
+    payload = pickle.dumps(
+        ("result", (trajectory, obs_meta, compute_s, cpu_s)), protocol=pickle.HIGHEST_PROTOCOL
+    )
+    # The serialisation time is reported by appending it, so it covers the pickling itself.
+    worker_transfer_s = read_s + (time.perf_counter() - send_started)
+    return payload + pickle.dumps(worker_transfer_s, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _decode(blob: bytes) -> tuple[str, Any]:
+    """A worker message: a pickled ``(status, payload)``, optionally followed by a float."""
+    import io
+
+    stream = io.BytesIO(blob)
+    status, payload = pickle.load(stream)
+    if status == "result":
+        payload = (*payload, pickle.load(stream))
+    return status, payload
+
+
+# ---------------------------------------------------------------------------------------
+# the parent side
+# ---------------------------------------------------------------------------------------
+@dataclass
+class _Worker:
+    slot: int
+    incarnation: int
+    process: Any  # multiprocessing.process.BaseProcess
+    pipe: Connection
+    started: float
+    ready: bool = False
+    startup_s: float = 0.0
+    pid: int | None = None
+
+
+@dataclass
+class _SlotRound:
+    """One slot's progress through a round."""
+
+    state: str  # "starting" | "running"
+    deadline: float
+    attempts: int = 0
+    cold: bool = False
+    startup_s: float = 0.0
+    sent: float = 0.0
+    failures: list[ActorFailure] = field(default_factory=list)
+
+
+class ProcessFleet(FleetBase):
+    """An elastic pool of local actor processes, one per slot, on the AsyncVectorEnv pattern.
+
+    Models a fleet of actors on one machine, each in its own process with its own
+    environment and policy copy, running concurrently: pre-warmed workers, resizing
+    between rounds without rebuilding the pool, crashed/hung actors replaced within the
+    round (fault reported, rollout re-run, nothing lost or duplicated), a per-actor
+    timeout for stragglers, and shared memory for weights and observations. See the
+    module docstring for the data paths and the fault semantics.
+
+    Example:
+        >>> import numpy as np
+        >>> from fleetgym.agents.fleet import ProcessFleet
+        >>> from fleetgym.agents.workloads import get_workload
+        >>> weights = get_workload("CartPole-v1").make_policy().get_weights()
+        >>> with ProcessFleet("CartPole-v1", max_actors=4, seed=0) as fleet:
+        ...     fleet.prewarm(2)
+        ...     result = fleet.run_round(weights, num_actors=2, steps_per_actor=16)
+        >>> result.complete, [t.obs.shape for t in result.trajectories]
+        (True, [(16, 4), (16, 4)])
+        >>> [timing.cold_start for timing in result.timings]
+        [False, False]
+
+    Args:
+        workload: A workload name or :class:`~fleetgym.agents.workloads.Workload`.
+        max_actors: Largest fleet a round may ask for.
+        seed: Fleet seed; slot ``i``'s ``k``-th incarnation seeds from ``(seed, i, k)``.
+        actor_timeout: Seconds a slot may take for one rollout (or to start) before it is
+            treated as hung, killed and replaced; None waits forever (crashes are still
+            detected). Generous by default.
+        max_retries: Re-runs of a faulted slot within a round.
+        on_incomplete: ``"partial"`` or ``"raise"`` when a slot fails after its retries.
+        stop_idle: Stop workers above the requested size instead of parking them.
+        context: ``multiprocessing`` start method: ``"forkserver"`` (default), ``"spawn"``
+            or ``"fork"`` (fast, but unsafe once the parent has run torch ops).
+        torch_threads: torch threads per worker.
+        shared_obs: Send trajectory observations through shared memory (else pipes).
+        actor_factory: Builds a slot's actor (default: the real RolloutWorker).
+
+    Raises:
+        TypeError, ValueError: On an argument of the wrong type or range.
+    """
+
+    def __init__(
+        self,
+        workload: Any,
+        *,
+        max_actors: int = 32,
+        seed: int = 0,
+        actor_timeout: float | None = 300.0,
+        max_retries: int = 1,
+        on_incomplete: str = "partial",
+        stop_idle: bool = False,
+        context: str = "forkserver",
+        torch_threads: int = 1,
+        shared_obs: bool = True,
+        actor_factory: ActorFactory | None = None,
+    ) -> None:
+        super().__init__(
+            workload,
+            max_actors=max_actors,
+            seed=seed,
+            actor_factory=actor_factory,
+            max_retries=max_retries,
+            on_incomplete=on_incomplete,
+        )
+        self.actor_timeout = check_timeout("actor_timeout", actor_timeout)
+        if not isinstance(stop_idle, bool):
+            raise TypeError(f"stop_idle: expected a bool, actual {type(stop_idle).__name__}")
+        if not isinstance(shared_obs, bool):
+            raise TypeError(f"shared_obs: expected a bool, actual {type(shared_obs).__name__}")
+        methods = multiprocessing.get_all_start_methods()
+        if context not in methods:
+            raise ValueError(f"context: expected one of {methods}, actual {context!r}")
+        self.stop_idle = stop_idle
+        self.shared_obs = shared_obs
+        self.torch_threads = check_int("torch_threads", torch_threads, 1)
+        self.context = context
+        self._ctx = multiprocessing.get_context(context)
+        if context == "forkserver":
+            preload = list(_PRELOAD) + list(_KIND_PRELOAD.get(self.workload.kind, ()))
+            # Only takes effect if this process has not started a forkserver yet.
+            self._ctx.set_forkserver_preload(preload)
+        self._workers: dict[int, _Worker] = {}
+        self._weights_segment: shared_memory.SharedMemory | None = None
+        self._obs_segments: dict[int, shared_memory.SharedMemory] = {}
+        self._obs_step_bytes = self._observation_step_bytes() if shared_obs else None
+
+    # -- public ---------------------------------------------------------------------------
+    @property
+    def num_workers(self) -> int:
+        """Live worker processes (active and parked)."""
+        return sum(1 for w in self._workers.values() if w.process.is_alive())
+
+    def worker_pids(self) -> dict[int, int]:
+        """``{slot: pid}`` of the live, ready workers (for monitoring and fault tests)."""
+        return {
+            slot: w.pid
+            for slot, w in sorted(self._workers.items())
+            if w.ready and w.pid is not None and w.process.is_alive()
+        }
+
+    def prewarm(self, num_actors: int) -> float:
+        """Start slots ``0..num_actors-1`` that have no live worker and wait until ready.
+
+        Returns:
+            Seconds it took (0 when every slot was already warm).
+
+        Raises:
+            FleetError: If a worker cannot start (the message carries its traceback).
+        """
+        self._check_open()
+        num_actors = check_int("num_actors", num_actors, 1, self.max_actors)
+        started = time.perf_counter()
+        for slot in range(num_actors):
+            self._ensure_worker(slot)
+        deadline = None if self.actor_timeout is None else started + self.actor_timeout
+        waiting = {slot for slot in range(num_actors) if not self._workers[slot].ready}
+        while waiting:
+            timeout = None if deadline is None else max(0.0, deadline - time.perf_counter())
+            by_object: dict[Any, int] = {}
+            for slot in waiting:
+                by_object[self._workers[slot].pipe] = slot
+                by_object[self._workers[slot].process.sentinel] = slot
+            ready = wait(list(by_object), timeout)
+            if not ready:
+                for slot in waiting:
+                    self._stop_worker(slot, kill=True)
+                raise FleetError(
+                    f"prewarm: expected workers {sorted(waiting)} ready within "
+                    f"{self.actor_timeout} s, actual none answered"
+                )
+            ready.sort(key=lambda obj: not isinstance(obj, Connection))
+            for obj in ready:
+                slot = by_object[obj]
+                if slot not in waiting:
+                    continue
+                status, payload = self._receive(self._workers[slot])
+                if status != "ready":
+                    self._stop_worker(slot, kill=True)
+                    raise FleetError(f"prewarm: worker {slot} failed to start: {payload}")
+                waiting.discard(slot)
+        return time.perf_counter() - started
+
+    def resize(self, num_actors: int) -> float:
+        """Make slots ``0..num_actors-1`` warm; park (or, with ``stop_idle``, stop) the rest.
+
+        Returns:
+            Seconds it took.
+        """
+        started = time.perf_counter()
+        self.prewarm(num_actors)
+        if self.stop_idle:
+            for slot in [s for s in self._workers if s >= num_actors]:
+                self._stop_worker(slot, kill=False)
+        return time.perf_counter() - started
+
+    def run_round(
+        self,
+        weights: Weights,
+        num_actors: int,
+        steps_per_actor: int,
+        *,
+        policy_version: int = 0,
+    ) -> RoundResult:
+        """Run slots ``0..num_actors-1`` concurrently, each for ``steps_per_actor`` steps.
+
+        Returns:
+            The round: trajectories and timings ordered by actor id, the faults seen.
+
+        Raises:
+            TypeError, ValueError: On a bad argument.
+            FleetError: If the fleet is closed, or a slot failed after its retries and
+                ``on_incomplete="raise"``.
+        """
+        weights, num_actors, steps_per_actor, policy_version = self._check_round(
+            weights, num_actors, steps_per_actor, policy_version
+        )
+        self._check_weights_fit(weights)
+        round_started = time.perf_counter()
+        spec = self._publish_weights(weights, steps_per_actor, policy_version)
+        publish_s = time.perf_counter() - round_started
+
+        slots: dict[int, _SlotRound] = {}
+        trajectories: dict[int, Trajectory] = {}
+        timings: dict[int, ActorTiming] = {}
+        failures: list[ActorFailure] = []
+        for slot in range(num_actors):
+            worker = self._workers.get(slot)
+            warm = worker is not None and worker.ready and worker.process.is_alive()
+            slots[slot] = _SlotRound(state="starting", deadline=0.0, cold=not warm)
+            if not warm:
+                if worker is not None and worker.ready:
+                    # Died while parked: a fault too, though no rollout was in flight.
+                    failures.append(
+                        ActorFailure(
+                            actor_id=slot,
+                            kind="crash",
+                            message=f"worker died between rounds (exit code "
+                            f"{worker.process.exitcode}); restarted before its rollout",
+                            restarted=True,
+                            rerun=False,
+                        )
+                    )
+                self._ensure_worker(slot)
+
+        for slot, progress in slots.items():
+            if self._workers[slot].ready:
+                self._dispatch(slot, progress, spec)
+            else:
+                progress.deadline = self._deadline(time.perf_counter())
+
+        pending = set(slots)
+        while pending:
+            timeout = None
+            if self.actor_timeout is not None:
+                timeout = max(0.0, min(slots[s].deadline for s in pending) - time.perf_counter())
+            by_object: dict[Any, tuple[int, _Worker]] = {}
+            for slot in pending:
+                worker = self._workers[slot]
+                by_object[worker.pipe] = (slot, worker)
+                by_object[worker.process.sentinel] = (slot, worker)
+            ready = wait(list(by_object), timeout)
+            # Pipes first: a worker that answered and then exited still delivered.
+            ready.sort(key=lambda obj: not isinstance(obj, Connection))
+            for obj in ready:
+                slot, worker = by_object[obj]
+                # Skip events of a worker replaced earlier in this batch of events.
+                if slot not in pending or self._workers.get(slot) is not worker:
+                    continue
+                progress = slots[slot]
+                if isinstance(obj, Connection) or worker.pipe.poll():
+                    status, payload = self._receive(worker)
+                else:
+                    status, payload = "crash", f"exit code {worker.process.exitcode}"
+                if status == "ready":
+                    progress.startup_s = worker.startup_s
+                    self._dispatch(slot, progress, spec)
+                elif status == "result":
+                    trajectory, timing = self._collect(slot, payload, progress, publish_s)
+                    trajectories[slot], timings[slot] = trajectory, timing
+                    for failure in progress.failures:
+                        failure.rerun = True
+                    pending.discard(slot)
+                else:
+                    kind = status if status in ("crash", "error") else "crash"
+                    if not self._fault(slot, progress, kind, str(payload), failures):
+                        pending.discard(slot)
+            now = time.perf_counter()
+            for slot in list(pending):
+                progress = slots[slot]
+                if self.actor_timeout is not None and now >= progress.deadline:
+                    what = "start" if progress.state == "starting" else "finish its rollout"
+                    message = f"did not {what} within actor_timeout={self.actor_timeout} s"
+                    if not self._fault(slot, progress, "timeout", message, failures):
+                        pending.discard(slot)
+
+        if self.stop_idle:
+            for slot in [s for s in self._workers if s >= num_actors]:
+                self._stop_worker(slot, kill=False)
+        return self._assemble(
+            num_actors,
+            steps_per_actor,
+            policy_version,
+            trajectories,
+            timings,
+            failures,
+            time.perf_counter() - round_started,
+        )
+
+    def close(self) -> None:
+        """Stop every worker and free shared memory; never hangs (stragglers are killed)."""
+        if self.closed:
+            return
+        self.closed = True
+        for worker in self._workers.values():
+            try:
+                worker.pipe.send(("close", None))
+            except (OSError, ValueError):  # already dead or pipe closed
+                pass
+        deadline = time.perf_counter() + _CLOSE_GRACE_S
+        for slot in list(self._workers):
+            worker = self._workers[slot]
+            worker.process.join(max(0.0, deadline - time.perf_counter()))
+            self._stop_worker(slot, kill=True)
+        for segment in [self._weights_segment, *self._obs_segments.values()]:
+            if segment is not None:
+                _release(segment)
+        self._weights_segment = None
+        self._obs_segments.clear()
+
+    def __del__(self) -> None:
+        if not getattr(self, "closed", True):
+            try:
+                self.close()
+            except Exception:  # pragma: no cover - interpreter shutdown
+                pass
+
+    # -- internals ------------------------------------------------------------------------
+    def _observation_step_bytes(self) -> int | None:
+        """Bytes of one observation of the workload (None: unknown, use the pipe)."""
+        from fleetgym.agents.workloads import workload_spaces
+
+        try:
+            space, _ = workload_spaces(self.workload.name, self.workload.env_id, self.workload.kind)
+        except Exception:  # an env that cannot be built here: pipes still work
+            return None
+        shape, dtype = getattr(space, "shape", None), getattr(space, "dtype", None)
+        if shape is None or dtype is None:
+            return None
+        return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+
+    def _deadline(self, now: float) -> float:
+        return float("inf") if self.actor_timeout is None else now + self.actor_timeout
+
+    def _ensure_worker(self, slot: int) -> _Worker:
+        worker = self._workers.get(slot)
+        if worker is not None and worker.process.is_alive():
+            return worker
+        if worker is not None:
+            self._stop_worker(slot, kill=True)
+        incarnation = self._next_incarnation(slot)
+        build = CloudpickleWrapper(
+            functools.partial(self.actor_factory, self.workload, slot, self.seed, incarnation)
+        )
+        parent_pipe, child_pipe = self._ctx.Pipe()
+        process = self._ctx.Process(  # type: ignore[attr-defined]
+            target=_worker,
+            name=f"Worker<{type(self).__name__}>-{slot}.{incarnation}",
+            args=(slot, build, child_pipe, parent_pipe, self.torch_threads),
+            daemon=True,
+        )
+        started = time.perf_counter()
+        with clear_mpi_env_vars():
+            process.start()
+        child_pipe.close()
+        worker = _Worker(slot, incarnation, process, parent_pipe, started)
+        self._workers[slot] = worker
+        return worker
+
+    def _receive(self, worker: _Worker) -> tuple[str, Any]:
+        """One message from a worker; a closed pipe reads as a crash."""
+        try:
+            received = time.perf_counter()
+            blob = worker.pipe.recv_bytes()
+            status, payload = _decode(blob)
+        except (EOFError, OSError):
+            worker.process.join(0.5)
+            return "crash", f"worker pipe closed (exit code {worker.process.exitcode})"
+        if status == "ready":
+            worker.ready = True
+            worker.pid = payload["pid"]
+            worker.startup_s = received - worker.started
+        elif status == "result":
+            payload = (*payload, time.perf_counter() - received)
+        return status, payload
+
+    def _dispatch(self, slot: int, progress: _SlotRound, spec: dict[str, Any]) -> None:
+        worker = self._workers[slot]
+        slot_spec = dict(spec)
+        segment = self._obs_segment(slot, spec["steps"])
+        if segment is not None:
+            slot_spec["obs_name"] = segment.name
+            slot_spec["obs_capacity"] = segment.size
+        progress.state = "running"
+        progress.sent = time.perf_counter()
+        progress.deadline = self._deadline(progress.sent)
+        try:
+            worker.pipe.send(("rollout", slot_spec))
+        except (OSError, ValueError):
+            # Dead already: the sentinel reports it on the next wait.
+            pass
+
+    def _collect(
+        self, slot: int, payload: Any, progress: _SlotRound, publish_s: float
+    ) -> tuple[Trajectory, ActorTiming]:
+        trajectory, obs_meta, compute_s, cpu_s, worker_transfer_s, receive_s = payload
+        copied = time.perf_counter()
+        if obs_meta is not None:
+            dtype, shape = obs_meta
+            segment = self._obs_segments[slot]
+            view = _view(segment.buf, dtype, shape)
+            trajectory.obs = view.copy()
+            del view
+        elif self._obs_step_bytes is not None and isinstance(trajectory.obs, np.ndarray):
+            # Did not fit: size this slot's buffer for what actually came back.
+            self._obs_step_bytes = max(
+                self._obs_step_bytes, trajectory.obs.nbytes // max(1, len(trajectory))
+            )
+        copy_s = time.perf_counter() - copied
+        timing = ActorTiming(
+            actor_id=slot,
+            startup_s=progress.startup_s if progress.cold else 0.0,
+            compute_s=float(compute_s),
+            transfer_s=float(publish_s + worker_transfer_s + receive_s + copy_s),
+            cold_start=progress.cold,
+            num_steps=len(trajectory),
+            cpu_s=float(cpu_s),
+        )
+        return trajectory, timing
+
+    def _fault(
+        self,
+        slot: int,
+        progress: _SlotRound,
+        kind: str,
+        message: str,
+        failures: list[ActorFailure],
+    ) -> bool:
+        """Record a fault, replace the worker if a retry is left; True if the slot goes on."""
+        self._stop_worker(slot, kill=True)
+        progress.attempts += 1
+        retry = progress.attempts <= self.max_retries
+        failure = ActorFailure(
+            actor_id=slot, kind=kind, message=message.strip()[-2000:], restarted=retry, rerun=False
+        )
+        failures.append(failure)
+        logger.warning("actor %d %s: %s", slot, kind, (failure.message.splitlines() or [""])[-1])
+        if not retry:
+            return False
+        progress.failures.append(failure)
+        progress.cold = True
+        progress.state = "starting"
+        self._ensure_worker(slot)
+        progress.deadline = self._deadline(time.perf_counter())
+        return True
+
+    def _stop_worker(self, slot: int, *, kill: bool) -> None:
+        """Stop and forget a slot's worker. ``kill=False`` asks politely and does not wait."""
+        worker = self._workers.pop(slot, None)
+        if worker is None:
+            return
+        if not kill:
+            try:
+                worker.pipe.send(("close", None))
+            except (OSError, ValueError):
+                pass
+            # Reaped by multiprocessing when it exits (daemon); the pipe closes here.
+            worker.pipe.close()
+            return
+        if worker.process.is_alive():
+            try:
+                os.kill(worker.process.pid, signal.SIGKILL)
+            except ProcessLookupError:  # pragma: no cover - exited in between
+                pass
+        worker.process.join(5.0)
+        worker.pipe.close()
+
+    def _publish_weights(self, weights: Weights, steps: int, policy_version: int) -> dict[str, Any]:
+        layout, size = _layout_weights(weights)
+        segment = self._weights_segment
+        if segment is None or segment.size < size:
+            if segment is not None:
+                _release(segment)
+            segment = self._weights_segment = shared_memory.SharedMemory(create=True, size=size)
+        for item in layout:
+            view = _view(segment.buf, item.dtype, item.shape, item.offset)
+            view[...] = weights[item.key]
+            del view
+        return {
+            "weights_name": segment.name,
+            "weights_layout": layout,
+            "steps": steps,
+            "policy_version": policy_version,
+        }
+
+    def _obs_segment(self, slot: int, steps: int) -> shared_memory.SharedMemory | None:
+        if not self.shared_obs or self._obs_step_bytes is None:
+            return None
+        needed = steps * self._obs_step_bytes
+        segment = self._obs_segments.get(slot)
+        if segment is None or segment.size < needed:
+            if segment is not None:
+                _release(segment)
+            segment = self._obs_segments[slot] = shared_memory.SharedMemory(
+                create=True, size=needed
+            )
+        return segment
+
+
+def _release(segment: shared_memory.SharedMemory) -> None:
+    try:
+        segment.close()
+    finally:
+        try:
+            segment.unlink()
+        except FileNotFoundError:  # pragma: no cover - already gone
+            pass
