@@ -127,10 +127,10 @@ class SchedulingDefaults:
 # section "actor scheduling". The straggler CV (10 %) is the order of the run-time spread of
 # identical serverless containers.
 _CARTPOLE_COMPUTE = ComputeCostModel(
-    actor_step_s=1.0e-4,
-    actor_overhead_s=2.0e-3,
-    learner_sample_s=1.2e-4,
-    learner_overhead_s=5.0e-3,
+    actor_step_s=2.0e-4,
+    actor_overhead_s=1.0e-3,
+    learner_sample_s=1.0e-4,
+    learner_overhead_s=1.0e-2,
     actor_jitter_cv=0.1,
 )
 _MUJOCO_COMPUTE = ComputeCostModel(
@@ -160,9 +160,9 @@ SCHEDULING_DEFAULTS: dict[str, dict[str, SchedulingDefaults]] = {
             steps_per_actor=64,
             target_return=195.0,
             max_rounds=200,
-            budget=0.5,
+            budget=0.25,
             beta=0.1,
-            penalty_scale=100.0,
+            penalty_scale=10.0,
             learner_speed_factor=1.0,
             compute=_CARTPOLE_COMPUTE,
         ),
@@ -172,7 +172,7 @@ SCHEDULING_DEFAULTS: dict[str, dict[str, SchedulingDefaults]] = {
             max_rounds=300,
             budget=1.0,
             beta=0.1,
-            penalty_scale=100.0,
+            penalty_scale=1.0,
             learner_speed_factor=1.0,
             compute=_CARTPOLE_COMPUTE,
         ),
@@ -210,15 +210,20 @@ def scheduling_defaults(workload: Any, preset: str = "fast") -> SchedulingDefaul
         max_rounds=int(w.max_rounds),
         budget=None,
         beta=0.1,
-        penalty_scale=max(1.0, abs(float(w.target_return)) / 5.0),
+        penalty_scale=max(1.0, abs(float(w.target_return)) / 20.0),
         learner_speed_factor=speed,
         compute=compute,
     )
 
 
 def _default_fleet_factory(workload: Any, *, max_actors: int, seed: int, **kwargs: Any) -> Any:
-    from fleetgym.agents.fleet import make_fleet
+    try:
+        from fleetgym.agents.fleet import make_fleet
+    except ImportError:  # older fleet package without the factory: the in-process backend
+        from fleetgym.agents.fleet.inprocess import InProcessFleet
 
+        kwargs.pop("backend", None)
+        return InProcessFleet(workload, max_actors=max_actors, seed=seed, **kwargs)
     return make_fleet(workload, max_actors=max_actors, seed=seed, **kwargs)
 
 
@@ -428,7 +433,11 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         for name, fn in (("fleet_factory", fleet_factory), ("learner_factory", learner_factory)):
             if fn is not None and not callable(fn):
                 raise TypeError(f"{name}: expected a callable, actual {type(fn).__name__}")
-        self.fleet_kwargs = dict(fleet_kwargs or {})
+        # Modelled timing never reads the fleet's clocks, so the lockstep batched fleet (one
+        # policy forward for all actors per step) is used; measured timing needs each actor
+        # timed on its own, so the sequential in-process fleet is.
+        self.fleet_kwargs = {"backend": "inprocess", "batched": timing == "modeled"}
+        self.fleet_kwargs.update(dict(fleet_kwargs or {}))
         self.learner_overrides = {**defaults.learner_overrides, **dict(learner_overrides or {})}
         self._fleet_factory = fleet_factory or _default_fleet_factory
         self._learner_factory = learner_factory or _default_learner_factory
@@ -457,6 +466,7 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         self.learner: Learner | None = None
         self._rng = np.random.default_rng(0)
         self._done = True
+        self.last_wall_time: dict[str, float] = {}
         self._reset_counters()
 
     # ------------------------------------------------------------------ episode state
@@ -689,11 +699,14 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
             "target_reached": bool(reached),
             "success": success,
             "failures": len(result.failures),
-            "wall_time": wall_s,
-            "fleet_wall_time": fleet_wall,
             "timing": self.timing,
             "billing": self.billing,
         }
+        # This machine's clock: reported with measured timing only, so that a modelled
+        # episode's info is a pure function of the seed (and on the attribute always).
+        self.last_wall_time = {"wall_time": wall_s, "fleet_wall_time": fleet_wall}
+        if self.timing == "measured":
+            info.update(self.last_wall_time)
         return self._observation(), float(reward), terminated, truncated, info
 
     def _close_workers(self) -> None:

@@ -367,3 +367,96 @@ def test_reset_builds_a_fresh_run_and_closes_the_old_fleet():
     assert env.total_cost == 0.0
     env.close()
     assert env.fleet is None
+
+
+# ----------------------------------------------------------------- real fleet + learner
+TINY = {"max_actors": 4, "steps_per_actor": 16, "max_rounds": 3}
+
+
+def test_registered_ids_use_the_real_fleet_and_learner():
+    from fleetgym.agents.ppo import PPOLearner
+
+    env = gym.make("fleetgym/ActorScheduling-CartPole-Modeled-v0", **TINY)
+    env.reset(seed=0)
+    inner = env.unwrapped
+    assert isinstance(inner.learner, PPOLearner)
+    assert type(inner.fleet).__name__ == "InProcessFleet" and inner.fleet.batched
+    assert inner.timing == "modeled" and inner.preset == "fast"
+    _, _, _, _, info = env.step(3)
+    assert info["num_samples"] == 4 * 16 and len(info["actor_times"]) == 4
+    env.close()
+    measured = gym.make("fleetgym/ActorScheduling-CartPole-v0", **TINY)
+    measured.reset(seed=0)
+    assert not measured.unwrapped.fleet.batched  # each actor timed on its own
+    _, _, _, _, info = measured.step(1)
+    assert all(t > 0.0 for t in info["actor_compute_times"])
+    measured.close()
+
+
+@pytest.mark.parametrize(
+    "env_id",
+    [
+        "fleetgym/ActorScheduling-CartPole-Modeled-v0",
+        "fleetgym/ActorScheduling-CartPole-v0",
+        "fleetgym/ActorScheduling-v0",
+    ],
+)
+def test_check_env_gymnasium_and_sb3(env_id):
+    from gymnasium.utils.env_checker import check_env
+    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+    env = gym.make(env_id, **TINY)
+    check_env(env.unwrapped, skip_render_check=True)
+    sb3_check_env(env.unwrapped, warn=True, skip_render_check=True)
+    rebuilt = gym.make(env.spec)
+    assert rebuilt.unwrapped.max_actors == 4 and rebuilt.unwrapped.steps_per_actor == 16
+    env.close()
+    rebuilt.close()
+
+
+def test_same_seed_same_real_episode_in_modeled_mode():
+    def run(seed):
+        env = gym.make("fleetgym/ActorScheduling-CartPole-Modeled-v0", **TINY)
+        obs, _ = env.reset(seed=seed)
+        rows = [obs.tolist()]
+        for action in (3, 0, 2):
+            obs, reward, terminated, truncated, info = env.step(action)
+            rows.append(
+                (obs.tolist(), reward, info["actor_times"], info["loss"], info["mean_return"])
+            )
+        env.close()
+        return rows
+
+    first = run(7)
+    assert first == run(7)
+    assert first != run(8)
+
+
+def test_vector_use():
+    envs = gym.make_vec(
+        "fleetgym/ActorScheduling-CartPole-Modeled-v0",
+        num_envs=2,
+        vectorization_mode="sync",
+        **TINY,
+    )
+    obs, _ = envs.reset(seed=0)
+    assert obs.shape == (2, 7)
+    obs, rewards, terminated, truncated, infos = envs.step(np.array([0, 3]))
+    assert rewards.shape == (2,) and (rewards < 0).all()
+    assert infos["num_actors"].tolist() == [1, 4]
+    envs.close()
+
+
+def test_a_tiny_real_run_to_truncation():
+    env = gym.make("fleetgym/ActorScheduling-CartPole-Modeled-v0", target_return=1e6, **TINY)
+    env.reset(seed=1)
+    total = 0.0
+    for k in range(3):
+        _, reward, terminated, truncated, info = env.step(3)
+        total += reward
+    assert truncated and not terminated and info["round"] == 3
+    assert info["terminal_penalty"] == pytest.approx(
+        (info["max_return"] - 1e6) / env.unwrapped.penalty_scale
+    )
+    assert info["total_time"] > 0 and info["total_cost"] > 0
+    env.close()
