@@ -451,9 +451,10 @@ def test_a_tiny_real_run_to_truncation():
     env = gym.make("fleetgym/ActorScheduling-CartPole-Modeled-v0", target_return=1e6, **TINY)
     env.reset(seed=1)
     total = 0.0
-    for k in range(3):
+    for _ in range(3):
         _, reward, terminated, truncated, info = env.step(3)
         total += reward
+    assert total < 0.0
     assert truncated and not terminated and info["round"] == 3
     assert info["terminal_penalty"] == pytest.approx(
         (info["max_return"] - 1e6) / env.unwrapped.penalty_scale
