@@ -668,6 +668,7 @@ class ProcessFleet(FleetBase):
         except (OSError, ValueError):
             # Dead already: the sentinel reports it on the next wait.
             pass
+        logger.debug("actor %d dispatched to pid %s", slot, worker.pid)
 
     def _collect(
         self, slot: int, payload: Any, progress: _SlotRound, publish_s: float
