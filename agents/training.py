@@ -206,3 +206,72 @@ def train(
     else:
         history.stop_reason = "max_rounds"
     return history
+
+
+def evaluate_policy(
+    policy: Any,
+    workload: Workload | str,
+    episodes: int = 10,
+    seed: int = 0,
+    deterministic: bool = True,
+    max_steps_per_episode: int | None = None,
+) -> list[float]:
+    """Returns of ``episodes`` full episodes of ``policy`` on a fresh env of ``workload``.
+
+    Gaussian actions are clipped to the action bounds, as the actors do.
+
+    Example:
+        >>> from fleetgym.agents.workloads import get_workload
+        >>> returns = evaluate_policy(get_workload("CartPole-v1").make_policy(), "CartPole-v1", 2)
+        >>> len(returns)
+        2
+
+    Args:
+        policy: An :class:`~fleetgym.agents.policies.ActorCriticPolicy`.
+        workload: The workload (or its name) whose env to play.
+        episodes: How many episodes (>= 1).
+        seed: Seeds the first reset (later resets continue the env's RNG) and the sampling.
+        deterministic: Take the mode of the action distribution.
+        max_steps_per_episode: Cut an episode after this many steps (``None``: the env's
+            own time limit).
+
+    Returns:
+        One undiscounted return per episode.
+
+    Raises:
+        ValueError: If ``episodes`` < 1 or ``seed`` < 0.
+    """
+    import gymnasium as gym
+    import numpy as np
+
+    wl = get_workload(workload)
+    episodes = _positive_int("episodes", episodes)
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed: expected an int >= 0, actual {seed!r}")
+    env = wl.make_env(seed=seed)
+    rng = np.random.default_rng(seed)
+    space = env.action_space
+    returns: list[float] = []
+    try:
+        obs, _ = env.reset(seed=seed)
+        for _ in range(episodes):
+            total, steps, done = 0.0, 0, False
+            while not done:
+                action = policy.act(np.asarray(obs)[None], deterministic=deterministic, rng=rng)[0][
+                    0
+                ]
+                if isinstance(space, gym.spaces.Box):
+                    env_action: Any = np.clip(action, space.low, space.high)
+                else:
+                    env_action = int(action)
+                obs, reward, terminated, truncated, _ = env.step(env_action)
+                total += float(reward)
+                steps += 1
+                done = bool(terminated or truncated) or (
+                    max_steps_per_episode is not None and steps >= max_steps_per_episode
+                )
+            returns.append(total)
+            obs, _ = env.reset()
+    finally:
+        env.close()
+    return returns

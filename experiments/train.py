@@ -1,14 +1,237 @@
-"""``fleetgym train``: not implemented yet."""
+"""``fleetgym train``: train a workload with the actor fleet and the PPO learner.
+
+Synchronous rounds (:func:`fleetgym.agents.training.train`): the learner's weights go to
+``--actors`` actors of the chosen backend, each collects ``--steps-per-actor`` steps, the
+learner updates; training stops at the workload's target return (or ``--target``), after
+``--rounds`` rounds or ``--max-steps`` env steps. A tqdm bar shows progress; at the end
+the command prints steps, wall time and the final mean return, and optionally saves the
+learner and its policy, the per-round log (CSV) and the learning curves (PNG).
+
+Example::
+
+    fleetgym train --workload CartPole-v1 --actors 8 --save runs/cartpole.pt
+"""
 
 from __future__ import annotations
 
 import argparse
+import csv
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+BACKENDS = ("inprocess", "process", "ray")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, actual {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, actual {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, actual {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, actual {value}")
+    return value
+
+
+def _float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, actual {text!r}") from None
+    if math.isnan(value):
+        raise argparse.ArgumentTypeError("expected a number, actual nan")
+    return value
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    """Add this subcommand's arguments."""
+    """Add this subcommand's arguments (imports nothing heavy)."""
+    from fleetgym.agents.workloads import WORKLOADS
+
+    parser.add_argument(
+        "--workload",
+        default="CartPole-v1",
+        metavar="NAME",
+        help=f"workload to train, one of {', '.join(WORKLOADS)} (default CartPole-v1)",
+    )
+    parser.add_argument(
+        "--actors", type=_positive_int, default=8, help="actors per round (default 8)"
+    )
+    parser.add_argument(
+        "--backend", choices=BACKENDS, default="inprocess", help="fleet backend (default inprocess)"
+    )
+    parser.add_argument(
+        "--rounds", type=_positive_int, default=None, help="round budget (default: the workload's)"
+    )
+    parser.add_argument("--max-steps", type=_positive_int, default=None, help="env-step budget")
+    parser.add_argument(
+        "--steps-per-actor",
+        type=_positive_int,
+        default=None,
+        help="env steps per actor per round (default: the workload's rollout_steps)",
+    )
+    parser.add_argument(
+        "--target",
+        type=_float,
+        default=None,
+        help="stop at this mean return (default: the workload's)",
+    )
+    parser.add_argument("--seed", type=_non_negative_int, default=0, help="seed (default 0)")
+    parser.add_argument("--lr", type=_float, default=None, help="override the learning rate")
+    parser.add_argument(
+        "--sequential",
+        action="store_true",
+        help="inprocess backend: run actors one after the other instead of in lockstep",
+    )
+    parser.add_argument(
+        "--save",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="save the learner (and PATH's .policy.pt)",
+    )
+    parser.add_argument("--log", type=Path, default=None, metavar="CSV", help="per-round log")
+    parser.add_argument("--plot", type=Path, default=None, metavar="PNG", help="learning curves")
+    parser.add_argument(
+        "--eval-episodes",
+        type=_non_negative_int,
+        default=0,
+        help="evaluate the final policy (deterministic) for this many episodes",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def write_log(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Write the per-round records as CSV."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def plot_curves(path: Path, history: Any, title: str) -> None:
+    """Mean return against env steps and against wall time (Agg backend)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [r.total_steps for r in history.rounds]
+    wall = [r.wall_s for r in history.rounds]
+    returns = [r.stats.mean_return for r in history.rounds]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
+    for ax, x, label in ((axes[0], steps, "env steps"), (axes[1], wall, "wall time (s)")):
+        ax.plot(x, returns, lw=1.5)
+        if history.target is not None and math.isfinite(history.target):
+            ax.axhline(history.target, color="grey", ls="--", lw=1, label="target")
+            ax.legend(loc="lower right")
+        ax.set_xlabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("mean return (last 100 episodes)")
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the subcommand."""
-    raise SystemExit("fleetgym train: not implemented yet")
+    """Train, report, save; returns 0 when the target was reached, 1 otherwise."""
+    import torch
+    from tqdm import tqdm
+
+    from fleetgym.agents.fleet import make_fleet
+    from fleetgym.agents.ppo import PPOLearner
+    from fleetgym.agents.training import evaluate_policy, train
+    from fleetgym.agents.workloads import get_workload
+    from fleetgym.errors import UnknownWorkloadError
+
+    try:
+        workload = get_workload(args.workload)
+    except UnknownWorkloadError as error:
+        print(f"fleetgym train: {error}", file=sys.stderr)
+        return 2
+    if args.sequential and args.backend != "inprocess":
+        print("fleetgym train: --sequential: expected --backend inprocess", file=sys.stderr)
+        return 2
+    torch.set_num_threads(1)
+    rounds = args.rounds or workload.max_rounds
+    steps_per_actor = args.steps_per_actor or workload.rollout_steps
+    target = workload.target_return if args.target is None else args.target
+    overrides = {} if args.lr is None else {"lr": args.lr}
+    learner = PPOLearner(workload, seed=args.seed, **overrides)
+    options: dict[str, Any] = {}
+    if args.backend == "inprocess":
+        options["batched"] = not args.sequential
+    fleet = make_fleet(
+        workload, backend=args.backend, max_actors=args.actors, seed=args.seed, **options
+    )
+    print(
+        f"training {workload.name}: {args.actors} actors x {steps_per_actor} steps per round, "
+        f"backend {args.backend}, target {target:g}, budget {rounds} rounds, seed {args.seed}"
+    )
+    bar = tqdm(total=rounds, unit="round", disable=args.no_progress, dynamic_ncols=True)
+
+    def progress(record: Any) -> bool:
+        bar.update(1)
+        bar.set_postfix(
+            steps=record.total_steps,
+            ret=f"{record.stats.mean_return:.1f}",
+            kl=f"{record.stats.kl:.4f}",
+        )
+        return False
+
+    started = time.perf_counter()
+    try:
+        history = train(
+            workload,
+            fleet,
+            learner,
+            args.actors,
+            rounds,
+            target=target,
+            callback=progress,
+            steps_per_actor=steps_per_actor,
+            max_steps=args.max_steps,
+        )
+    finally:
+        bar.close()
+        fleet.close()
+    wall = time.perf_counter() - started
+    reached = history.reached_target
+    print(
+        f"{'reached' if reached else 'did not reach'} target {target:g}: "
+        f"mean return {history.final_return:.1f} after {history.total_steps} env steps, "
+        f"{len(history)} rounds, {wall:.1f} s wall ({history.stop_reason})"
+    )
+    if args.save is not None:
+        path = learner.save(args.save)
+        print(f"saved learner to {path} and policy to {path.with_name(path.stem + '.policy.pt')}")
+    if args.log is not None and history.rounds:
+        write_log(args.log, [r.as_dict() for r in history.rounds])
+        print(f"wrote per-round log to {args.log}")
+    if args.plot is not None and history.rounds:
+        plot_curves(args.plot, history, f"{workload.name}, {args.actors} actors, seed {args.seed}")
+        print(f"wrote learning curves to {args.plot}")
+    if args.eval_episodes:
+        returns = evaluate_policy(
+            learner.policy, workload, args.eval_episodes, seed=args.seed + 10_000
+        )
+        mean, std = (
+            float(sum(returns) / len(returns)),
+            float(torch.tensor(returns).std(unbiased=False)),
+        )
+        print(f"evaluation over {len(returns)} episodes (deterministic): {mean:.1f} +- {std:.1f}")
+    return 0 if reached else 1
