@@ -164,3 +164,48 @@ def test_invalid_arguments(kwargs, match):
     args = {"num_actors": 2, "max_rounds": 3, **kwargs}
     with pytest.raises(ValueError, match=match):
         train("CartPole-v1", CountingFleet(), ScriptedLearner([0.0] * 3), **args)
+
+
+def test_evaluate_policy_plays_whole_episodes():
+    from fleetgym.agents.training import evaluate_policy
+    from fleetgym.agents.workloads import get_workload
+
+    policy = get_workload("CartPole-v1").make_policy()
+    returns = evaluate_policy(policy, "CartPole-v1", episodes=3, seed=0)
+    assert len(returns) == 3 and all(1.0 <= r <= 500.0 for r in returns)
+    assert returns == evaluate_policy(policy, "CartPole-v1", episodes=3, seed=0)
+    with pytest.raises(ValueError, match="episodes: expected an int >= 1"):
+        evaluate_policy(policy, "CartPole-v1", episodes=0)
+
+
+def test_cli_train_saves_logs_and_plots(tmp_path, capsys):
+    from fleetgym.agents.policies import ActorCriticPolicy
+    from fleetgym.cli import main
+
+    argv = ["train", "--workload", "CartPole-v1", "--actors", "2", "--rounds", "2"]
+    argv += ["--steps-per-actor", "16", "--no-progress", "--save", str(tmp_path / "cp.pt")]
+    argv += [
+        "--log",
+        str(tmp_path / "log.csv"),
+        "--plot",
+        str(tmp_path / "c.png"),
+        "--eval-episodes",
+        "1",
+    ]
+    assert main(argv) == 1  # 32 steps cannot reach 475: exit status 1, not an error
+    out = capsys.readouterr().out
+    assert "did not reach target 475: mean return" in out and "after 64 env steps, 2 rounds" in out
+    assert (tmp_path / "cp.pt").is_file() and (tmp_path / "c.png").is_file()
+    assert len((tmp_path / "log.csv").read_text().splitlines()) == 3
+    assert ActorCriticPolicy.load(tmp_path / "cp.policy.pt").config["workload"] == "CartPole-v1"
+
+
+def test_cli_train_rejects_bad_arguments(capsys):
+    from fleetgym.cli import main
+
+    assert main(["train", "--workload", "Pong"]) == 2
+    assert "expected one of" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["train", "--actors", "0"])
+    assert "expected an integer >= 1, actual 0" in capsys.readouterr().err
+    assert main(["train", "--backend", "process", "--sequential"]) == 2
