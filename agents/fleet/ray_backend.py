@@ -12,8 +12,8 @@ missing. Shrinking parks actors (they stay alive and keep their environments); g
 starts only missing slots.
 
 Ray is optional (``pip install fleetgym[ray]``) and imported only when a RayFleet is built.
-If Ray is not initialised yet, the fleet starts a local instance (``ray.init`` with the
-given keyword arguments, bound to 127.0.0.1) and shuts it down on ``close``; connect to a
+If Ray is not initialised yet, the fleet starts a local instance (:func:`init_local_ray`:
+servers bound to 127.0.0.1) and shuts it down on ``close``; connect to a
 cluster by calling ``ray.init(address=...)`` yourself first, or passing ``address``.
 
 Timing: ``compute_s``/``cpu_s`` are measured inside the actor; ``transfer_s`` is the
@@ -45,6 +45,29 @@ def _import_ray() -> Any:
             "(pip install 'fleetgym[ray]'), actual: ray is not importable"
         ) from exc
     return ray
+
+
+def init_local_ray(**kwargs: Any) -> None:
+    """Start a single-machine Ray instance whose servers listen on 127.0.0.1 only.
+
+    ``ray.init`` on Linux replaces a loopback ``_node_ip_address`` by the machine's
+    routable address so other nodes can join; a local fleet needs no other node, so this
+    switches that off for the head node and the processes it spawns.
+
+    Args:
+        **kwargs: Passed to ``ray.init`` (e.g. ``num_cpus=2``, ``include_dashboard=False``).
+
+    Raises:
+        ImportError: If Ray is not installed.
+    """
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    ray = _import_ray()
+    from ray._private import ray_constants
+
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    options: dict[str, Any] = {"include_dashboard": False, "_node_ip_address": "127.0.0.1"}
+    options.update(kwargs)
+    ray.init(**options)
 
 
 class RayActorHost:
@@ -169,10 +192,11 @@ class RayFleet(FleetBase):
         self.owns_ray = not ray.is_initialized()
         if self.owns_ray:
             kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-            if address is None:
-                kwargs["_node_ip_address"] = "127.0.0.1"
             kwargs.update(init_kwargs or {})
-            ray.init(address=address, **kwargs)
+            if address is None:
+                init_local_ray(**kwargs)
+            else:
+                ray.init(address=address, **kwargs)
         self.actor_options = {"num_cpus": 1, **(actor_options or {})}
         self._remote_cls = ray.remote(RayActorHost)
         self._slots: dict[int, _RaySlot] = {}

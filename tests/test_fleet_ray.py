@@ -1,0 +1,110 @@
+"""RayFleet on a local 2-CPU Ray cluster that this module starts (127.0.0.1) and stops.
+
+Skipped when Ray is not installed (``pip install fleetgym[ray]``). At most 2 actors: one
+CPU each on the 2-CPU cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+import numpy as np
+import pytest
+
+from fleetgym.agents.fleet import InProcessFleet, make_fleet
+from fleetgym.agents.types import ActorFleet
+from fleetgym.agents.workloads import get_workload
+
+ray = pytest.importorskip("ray")
+
+pytestmark = pytest.mark.ray
+
+WORKLOAD = "CartPole-v1"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from fleetgym.agents.fleet.ray_backend import init_local_ray
+
+    # ray.init(num_cpus=2, include_dashboard=False) with every server on 127.0.0.1.
+    init_local_ray(num_cpus=2, object_store_memory=80 * 2**20, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def weights():
+    return get_workload(WORKLOAD).make_policy().get_weights()
+
+
+def test_local_cluster_binds_loopback(cluster):
+    assert {node["NodeManagerAddress"] for node in ray.nodes()} == {"127.0.0.1"}
+
+
+def test_round_matches_the_in_process_backend(cluster, weights):
+    with make_fleet(WORKLOAD, "ray", max_actors=2, seed=11) as fleet:
+        assert isinstance(fleet, ActorFleet) and not fleet.owns_ray
+        fleet.prewarm(2)
+        result = fleet.run_round(weights, 2, 30, policy_version=4)
+        again = fleet.run_round(weights, 1, 30, policy_version=5)
+    reference = InProcessFleet(WORKLOAD, max_actors=2, seed=11)
+    expected = reference.run_round(weights, 2, 30, policy_version=4)
+    assert result.complete and result.failures == []
+    assert [t.actor_id for t in result.trajectories] == [0, 1]
+    for ours, theirs in zip(result.trajectories, expected.trajectories, strict=True):
+        np.testing.assert_array_equal(ours.obs, theirs.obs)
+        np.testing.assert_array_equal(ours.actions, theirs.actions)
+        assert ours.policy_version == 4
+    assert [t.cold_start for t in result.timings] == [False, False]
+    assert all(t.compute_s > 0 and t.transfer_s > 0 for t in result.timings)
+    # Slot 0 kept its environment: round 2 continues round 1.
+    np.testing.assert_array_equal(
+        again.trajectories[0].obs, reference.run_round(weights, 1, 30).trajectories[0].obs
+    )
+
+
+def test_killed_actor_is_replaced_and_rerun(cluster, weights):
+    with make_fleet(WORKLOAD, "ray", max_actors=2, seed=0, actor_timeout=120.0) as fleet:
+        fleet.prewarm(2)
+        os.kill(fleet.worker_pids()[1], signal.SIGKILL)
+        result = fleet.run_round(weights, 2, 20)
+        assert result.complete
+        assert [t.actor_id for t in result.trajectories] == [0, 1]
+        assert all(len(t) == 20 for t in result.trajectories)
+        [failure] = result.failures
+        assert (failure.actor_id, failure.kind, failure.restarted, failure.rerun) == (
+            1,
+            "crash",
+            True,
+            True,
+        )
+        assert fleet.incarnations == {0: 0, 1: 1}
+        assert result.timings[1].cold_start and result.timings[1].startup_s > 0
+
+
+def test_hung_actor_times_out_and_is_rerun(cluster, weights):
+    # 8 s: far above a 10-step rollout on a warm actor; only the SIGSTOPped one exceeds it.
+    with make_fleet(WORKLOAD, "ray", max_actors=1, seed=0, actor_timeout=8.0) as fleet:
+        fleet.prewarm(1)
+        os.kill(fleet.worker_pids()[0], signal.SIGSTOP)
+        result = fleet.run_round(weights, 1, 10)
+        assert result.complete
+        [failure] = result.failures
+        assert (failure.actor_id, failure.kind, failure.rerun) == (0, "timeout", True)
+
+
+def test_argument_errors(cluster, weights, monkeypatch):
+    from fleetgym.agents.fleet.ray_backend import RayFleet, _import_ray
+
+    with pytest.raises(TypeError, match=r"actor_options: expected a dict or None, actual list"):
+        RayFleet(WORKLOAD, actor_options=[])
+    with pytest.raises(ValueError, match=r"actor_timeout: expected seconds > 0"):
+        RayFleet(WORKLOAD, actor_timeout=-1)
+    with RayFleet(WORKLOAD, max_actors=1) as fleet:
+        with pytest.raises(ValueError, match=r"num_actors: expected an int in \[1, 1\], actual 2"):
+            fleet.run_round(weights, 2, 5)
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(ImportError, match=r"pip install 'fleetgym\[ray\]'"):
+        _import_ray()
