@@ -1,1 +1,48 @@
-"""fleetgym.wrappers."""
+"""The network between agent and environment: channels, profiles, the shim wrappers.
+
+Example:
+    >>> import gymnasium as gym
+    >>> from fleetgym.wrappers import NetworkShimWrapper
+    >>> env = NetworkShimWrapper(gym.make("CartPole-v1"), profile="ethernet")
+    >>> obs, info = env.reset(seed=1)
+    >>> obs, *_, info = env.step(0)
+    >>> info["obs_age_steps"], info["action_age_steps"]
+    (0, 0)
+"""
+
+from __future__ import annotations
+
+from fleetgym.wrappers.channels import (
+    Channel,
+    DelaySampler,
+    FixedDelay,
+    GaussianChannel,
+    GilbertElliottChannel,
+    TraceChannel,
+)
+from fleetgym.wrappers.network_shim import (
+    DELIVERY_MODES,
+    NetworkShimWrapper,
+    default_start_action,
+    infer_step_ms,
+    make_network_shim_env,
+)
+from fleetgym.wrappers.profiles import NetworkProfile, get_profile, list_profiles, register_profile
+
+__all__ = [
+    "DELIVERY_MODES",
+    "Channel",
+    "DelaySampler",
+    "FixedDelay",
+    "GaussianChannel",
+    "GilbertElliottChannel",
+    "NetworkProfile",
+    "NetworkShimWrapper",
+    "TraceChannel",
+    "default_start_action",
+    "get_profile",
+    "infer_step_ms",
+    "list_profiles",
+    "make_network_shim_env",
+    "register_profile",
+]

@@ -1,0 +1,382 @@
+"""Readers for per-packet network traces (see ``traces/README.md`` for every format).
+
+Every reader returns a :class:`TraceData`: per-packet send times and one-way delays in
+milliseconds, with ``np.inf`` as the delay of a lost packet, plus the period after which
+the trace wraps around. Anything malformed raises :class:`fleetgym.errors.TraceFormatError`
+naming the file and the line, never a bare numpy or ``ValueError`` traceback.
+
+This module sits at the bottom of the import ladder: it imports only numpy and
+:mod:`fleetgym.errors`. The channel that replays a trace is
+:class:`fleetgym.wrappers.channels.TraceChannel`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from fleetgym.errors import TraceFormatError
+
+__all__ = [
+    "CSV_HEADER",
+    "TRACE_FORMATS",
+    "TraceData",
+    "list_traces",
+    "load_trace",
+    "read_csv_trace",
+    "read_delay_list",
+    "read_mahimahi",
+    "trace_path",
+]
+
+#: The header line of fleetgym's own CSV format.
+CSV_HEADER = "send_ms,delay_ms"
+#: Format names accepted by :func:`load_trace` (``"auto"`` guesses from name and header).
+TRACE_FORMATS = ("auto", "csv", "delays", "mahimahi")
+#: Words accepted for a lost packet in a delay list.
+_LOST_WORDS = frozenset({"lost", "-"})
+#: Largest trace file read (a trace of one packet per ms for a day is ~2 GB; refuse that).
+_MAX_BYTES = 256 * 1024 * 1024
+_MAHIMAHI_SUFFIXES = (".up", ".down", ".mahimahi", ".mm")
+
+
+@dataclass(frozen=True, eq=False)
+class TraceData:
+    """A per-packet delay trace: what a packet sent at a given time experienced.
+
+    A packet sent at virtual time ``t`` (ms) takes the row with the latest ``send_ms``
+    that is ``<= send_ms[0] + (t mod period_ms)``: the trace wraps around after
+    ``period_ms``.
+
+    Example:
+        >>> trace = TraceData(np.array([0.0, 10.0]), np.array([5.0, np.inf]), 20.0, "demo")
+        >>> len(trace), round(trace.loss_rate, 2)
+        (2, 0.5)
+
+    Args:
+        send_ms: Non-decreasing send times (ms), shape ``(n,)``, ``n >= 1``.
+        delay_ms: One-way delay (ms) of each packet, ``np.inf`` when it was lost.
+        period_ms: Length of the trace before it repeats (ms), ``> 0``.
+        source: Where the trace came from (file path or a name), for messages.
+
+    Raises:
+        ValueError: If the arrays do not have the shapes and values described above.
+    """
+
+    send_ms: np.ndarray
+    delay_ms: np.ndarray
+    period_ms: float
+    source: str = "<memory>"
+
+    def __post_init__(self) -> None:
+        send = np.asarray(self.send_ms, dtype=np.float64)
+        delay = np.asarray(self.delay_ms, dtype=np.float64)
+        if send.ndim != 1 or send.shape != delay.shape or send.size == 0:
+            raise ValueError(
+                "expected send_ms and delay_ms as 1-d arrays of the same non-zero length, "
+                f"actual shapes {send.shape} and {delay.shape}"
+            )
+        if not np.all(np.isfinite(send)) or np.any(np.diff(send) < 0):
+            raise ValueError("expected finite, non-decreasing send_ms")
+        if np.any(np.isnan(delay)) or np.any(delay < 0):
+            raise ValueError("expected delay_ms >= 0 (np.inf for a lost packet), actual NaN or < 0")
+        if not (isinstance(self.period_ms, (int, float)) and math.isfinite(self.period_ms)):
+            raise ValueError(f"expected a finite period_ms, actual {self.period_ms!r}")
+        if self.period_ms <= 0 or self.period_ms < float(send[-1] - send[0]):
+            raise ValueError(
+                f"expected period_ms > 0 and >= the trace's span {send[-1] - send[0]}, "
+                f"actual {self.period_ms}"
+            )
+        send.setflags(write=False)
+        delay.setflags(write=False)
+        object.__setattr__(self, "send_ms", send)
+        object.__setattr__(self, "delay_ms", delay)
+        object.__setattr__(self, "period_ms", float(self.period_ms))
+
+    def __len__(self) -> int:
+        return int(self.send_ms.size)
+
+    @property
+    def loss_rate(self) -> float:
+        """Fraction of packets in the trace that were lost."""
+        return float(np.mean(np.isinf(self.delay_ms)))
+
+    def delays_at(self, t_ms: np.ndarray) -> np.ndarray:
+        """Delays (ms, ``np.inf`` = lost) of packets sent at virtual times ``t_ms``."""
+        tau = self.send_ms[0] + np.mod(np.asarray(t_ms, dtype=np.float64), self.period_ms)
+        rows = np.searchsorted(self.send_ms, tau, side="right") - 1
+        return self.delay_ms[np.clip(rows, 0, self.send_ms.size - 1)]
+
+
+def _read_lines(path: str | os.PathLike[str]) -> tuple[str, list[str]]:
+    """The file's text lines; binary garbage and oversize files become TraceFormatError."""
+    name = os.fspath(path)
+    try:
+        size = os.path.getsize(name)
+        if size > _MAX_BYTES:
+            raise TraceFormatError(
+                name, None, f"expected at most {_MAX_BYTES} bytes, actual {size}"
+            )
+        with open(name, "rb") as handle:
+            raw = handle.read()
+    except OSError as exc:
+        raise TraceFormatError(name, None, f"cannot read the file: {exc}") from exc
+    nul = raw.find(b"\x00")
+    if nul >= 0:
+        line = raw.count(b"\n", 0, nul) + 1
+        raise TraceFormatError(name, line, "binary data (NUL byte), expected a text file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise TraceFormatError(name, line, "binary data (not UTF-8), expected a text file") from exc
+    lines = text.splitlines()
+    if not any(ln.strip() and not ln.lstrip().startswith("#") for ln in lines):
+        raise TraceFormatError(name, None, "empty file, expected at least one packet")
+    return name, lines
+
+
+def _number(text: str, name: str, line: int, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise TraceFormatError(
+            name, line, f"expected a number for {what}, actual {text!r}"
+        ) from None
+    if not math.isfinite(value):
+        raise TraceFormatError(name, line, f"expected a finite number for {what}, actual {text!r}")
+    if value < 0:
+        raise TraceFormatError(name, line, f"expected {what} >= 0, actual {value}")
+    return value
+
+
+def _period(send: list[float]) -> float:
+    """Span of the send times plus one typical gap, so the last row gets its share."""
+    gaps = np.diff(np.asarray(send))
+    positive = gaps[gaps > 0]
+    gap = float(np.median(positive)) if positive.size else 1.0
+    return float(send[-1] - send[0]) + gap
+
+
+def read_csv_trace(path: str | os.PathLike[str]) -> TraceData:
+    """Read fleetgym's CSV trace: header ``send_ms,delay_ms``, empty delay = lost packet.
+
+    Lines starting with ``#`` and blank lines are skipped. Send times must be
+    non-decreasing; the trace's period is its span plus the median gap between sends.
+
+    Raises:
+        TraceFormatError: Empty file, wrong header, wrong column count, non-numeric, NaN
+            or negative values, decreasing send times, or binary data.
+    """
+    name, lines = _read_lines(path)
+    send: list[float] = []
+    delay: list[float] = []
+    header_seen = False
+    for number, raw in enumerate(lines, start=1):
+        text = raw.strip()
+        if not text or text.startswith("#"):
+            continue
+        if not header_seen:
+            if text.replace(" ", "") != CSV_HEADER:
+                raise TraceFormatError(
+                    name, number, f"expected header {CSV_HEADER!r}, actual {text!r}"
+                )
+            header_seen = True
+            continue
+        fields = text.split(",")
+        if len(fields) != 2:
+            raise TraceFormatError(
+                name, number, f"expected 2 comma-separated fields, actual {len(fields)}"
+            )
+        s = _number(fields[0].strip(), name, number, "send_ms")
+        if send and s < send[-1]:
+            raise TraceFormatError(
+                name, number, f"expected non-decreasing send_ms, actual {s} after {send[-1]}"
+            )
+        d_text = fields[1].strip()
+        d = math.inf if d_text == "" else _number(d_text, name, number, "delay_ms")
+        send.append(s)
+        delay.append(d)
+    if not send:
+        raise TraceFormatError(name, None, "no packets after the header")
+    return TraceData(np.asarray(send), np.asarray(delay), _period(send), name)
+
+
+def read_delay_list(path: str | os.PathLike[str], interval_ms: float | None = None) -> TraceData:
+    """Read a plain list of per-packet delays (ms), one per line; ``lost`` or ``-`` = lost.
+
+    Packets are ``interval_ms`` apart. The interval comes from the argument, else from a
+    ``# interval_ms: X`` line in the file, else 20 ms (CartPole's control period).
+
+    Raises:
+        TraceFormatError: Empty file, non-numeric, NaN or negative values, binary data.
+        ValueError: If ``interval_ms`` is not a positive finite number.
+    """
+    if interval_ms is not None:
+        _check_positive("interval_ms", interval_ms)
+    name, lines = _read_lines(path)
+    delays: list[float] = []
+    file_interval: float | None = None
+    for number, raw in enumerate(lines, start=1):
+        text = raw.strip()
+        if not text:
+            continue
+        if text.startswith("#"):
+            key, _, value = text[1:].partition(":")
+            if key.strip() == "interval_ms":
+                file_interval = _number(value.strip(), name, number, "interval_ms")
+                if file_interval <= 0:
+                    raise TraceFormatError(
+                        name, number, f"expected interval_ms > 0, actual {file_interval}"
+                    )
+            continue
+        if text.lower() in _LOST_WORDS:
+            delays.append(math.inf)
+        else:
+            delays.append(_number(text, name, number, "delay_ms"))
+    step = interval_ms if interval_ms is not None else (file_interval or 20.0)
+    send = np.arange(len(delays), dtype=np.float64) * step
+    return TraceData(send, np.asarray(delays), len(delays) * step, name)
+
+
+def read_mahimahi(path: str | os.PathLike[str], base_delay_ms: float = 0.0) -> TraceData:
+    """Read a Mahimahi ``mm-link`` trace as per-millisecond delays.
+
+    Each line of an mm-link trace is a time (integer ms) at which the link can deliver one
+    MTU-sized packet; the trace loops after its last timestamp. A control packet is far
+    smaller than the link's capacity, so it never queues behind our own traffic: a packet
+    sent at ``t`` leaves at the next delivery opportunity ``>= t`` and arrives
+    ``base_delay_ms`` later. The result has one row per millisecond of the period.
+
+    Raises:
+        TraceFormatError: Empty file, non-integer, negative or decreasing timestamps, a
+            last timestamp of 0, or binary data.
+        ValueError: If ``base_delay_ms`` is negative or not finite.
+    """
+    if not isinstance(base_delay_ms, (int, float)) or isinstance(base_delay_ms, bool):
+        raise TypeError(
+            f"expected base_delay_ms as a number, actual {type(base_delay_ms).__name__}"
+        )
+    if not math.isfinite(base_delay_ms) or base_delay_ms < 0:
+        raise ValueError(f"expected base_delay_ms >= 0 and finite, actual {base_delay_ms}")
+    name, lines = _read_lines(path)
+    stamps: list[int] = []
+    for number, raw in enumerate(lines, start=1):
+        text = raw.strip()
+        if not text or text.startswith("#"):
+            continue
+        try:
+            value = int(text)
+        except ValueError:
+            raise TraceFormatError(
+                name, number, f"expected an integer timestamp (ms), actual {text!r}"
+            ) from None
+        if value < 0:
+            raise TraceFormatError(name, number, f"expected a timestamp >= 0, actual {value}")
+        if stamps and value < stamps[-1]:
+            raise TraceFormatError(
+                name,
+                number,
+                f"expected non-decreasing timestamps, actual {value} after {stamps[-1]}",
+            )
+        stamps.append(value)
+    period = stamps[-1]
+    if period <= 0:
+        raise TraceFormatError(name, None, "expected a last timestamp > 0 (the trace's period)")
+    opportunities = np.asarray(stamps, dtype=np.float64)
+    send = np.arange(period, dtype=np.float64)
+    # The next opportunity at or after each ms; past the last one, the first of the next loop.
+    nxt = np.searchsorted(opportunities, send, side="left")
+    wrapped = nxt >= opportunities.size
+    leave = np.where(wrapped, 0.0, opportunities[np.minimum(nxt, opportunities.size - 1)])
+    leave = np.where(wrapped, opportunities[0] + period, leave)
+    delay = leave - send + float(base_delay_ms)
+    return TraceData(send, delay, float(period), name)
+
+
+def _check_positive(what: str, value: object) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise TypeError(f"expected {what} as a number, actual {type(value).__name__}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"expected {what} > 0 and finite, actual {value}")
+
+
+def list_traces() -> list[str]:
+    """Names of the trace files shipped with fleetgym (usable with :func:`load_trace`)."""
+    root = resources.files("fleetgym.traces")
+    names = [
+        entry.name
+        for entry in root.iterdir()
+        if entry.name.endswith((".csv", ".txt") + _MAHIMAHI_SUFFIXES) and entry.is_file()
+    ]
+    return sorted(names)
+
+
+def trace_path(name: str) -> Path:
+    """Filesystem path of a shipped trace file.
+
+    Raises:
+        ValueError: If no shipped trace has that name (the message lists them).
+    """
+    if name not in list_traces():
+        raise ValueError(f"expected a shipped trace name, one of {list_traces()}, actual {name!r}")
+    return Path(str(resources.files("fleetgym.traces").joinpath(name)))
+
+
+def _guess_format(name: str, lines_head: str) -> str:
+    if name.endswith(".csv") or lines_head.replace(" ", "").startswith("send_ms"):
+        return "csv"
+    if name.endswith(_MAHIMAHI_SUFFIXES):
+        return "mahimahi"
+    return "delays"
+
+
+def load_trace(
+    path: str | os.PathLike[str],
+    format: str = "auto",
+    *,
+    interval_ms: float | None = None,
+    base_delay_ms: float = 0.0,
+) -> TraceData:
+    """Read a trace file in any supported format.
+
+    Args:
+        path: A file path, or the name of a shipped trace (see :func:`list_traces`).
+        format: ``"csv"`` (fleetgym's ``send_ms,delay_ms``), ``"delays"`` (one delay per
+            line), ``"mahimahi"`` (mm-link delivery opportunities) or ``"auto"``: ``.csv``
+            files or a ``send_ms`` header mean csv, ``.up``/``.down``/``.mahimahi``/``.mm``
+            mean mahimahi, anything else is a delay list.
+        interval_ms: Packet spacing of a delay list (see :func:`read_delay_list`).
+        base_delay_ms: Propagation delay added to a Mahimahi trace.
+
+    Raises:
+        TraceFormatError: If the file is malformed (message names file and line).
+        ValueError: If ``format`` is unknown.
+    """
+    if not isinstance(format, str) or format not in TRACE_FORMATS:
+        raise ValueError(f"expected format in {TRACE_FORMATS}, actual {format!r}")
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"expected path as str or os.PathLike, actual {type(path).__name__}")
+    name = os.fspath(path)
+    if isinstance(path, str) and os.sep not in name and name in list_traces():
+        name = str(trace_path(name))
+    fmt = format
+    if fmt == "auto":
+        head = ""
+        try:
+            with open(name, "rb") as handle:
+                head = handle.read(4096).decode("utf-8", errors="replace")
+        except OSError as exc:
+            raise TraceFormatError(name, None, f"cannot read the file: {exc}") from exc
+        first = next((ln for ln in head.splitlines() if ln.strip() and not ln.startswith("#")), "")
+        fmt = _guess_format(name, first)
+    if fmt == "csv":
+        return read_csv_trace(name)
+    if fmt == "mahimahi":
+        return read_mahimahi(name, base_delay_ms=base_delay_ms)
+    return read_delay_list(name, interval_ms=interval_ms)

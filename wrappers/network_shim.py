@@ -1,0 +1,576 @@
+"""NetworkShimWrapper: a simulated network between an agent and its environment.
+
+The control-loop model (virtual time, one tick per ``step``) is documented on
+:class:`NetworkShimWrapper`; ``traces/README.md`` documents trace files and
+:mod:`fleetgym.wrappers.channels` the channel models.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from fleetgym.errors import UnsupportedSpaceError
+from fleetgym.wrappers.channels import Channel, DelaySampler, GaussianChannel
+from fleetgym.wrappers.profiles import NetworkProfile, get_profile
+
+__all__ = [
+    "DELIVERY_MODES",
+    "NetworkShimWrapper",
+    "default_start_action",
+    "infer_step_ms",
+    "make_network_shim_env",
+]
+
+#: Accepted values of ``delivery``.
+DELIVERY_MODES = ("fifo", "latest")
+#: Spawn key that separates the shim's streams from the env's own seeding of the same seed.
+_SHIM_STREAM_KEY = 0x5E7_5111
+_INF = math.inf
+_PERFECT = GaussianChannel(0.0, 0.0, 0.0)
+
+
+def infer_step_ms(env: gym.Env[Any, Any]) -> float | None:
+    """The control period in ms from ``env.unwrapped.dt`` or ``.tau`` (seconds), else None."""
+    base = env.unwrapped
+    for attr in ("dt", "tau"):
+        try:
+            value = getattr(base, attr, None)
+        except Exception:  # a dt property that needs state (e.g. before reset)
+            value = None
+        if isinstance(value, (int, float, np.floating)) and not isinstance(value, bool):
+            if math.isfinite(value) and value > 0:
+                return float(value) * 1000.0
+    return None
+
+
+def default_start_action(space: gym.Space[Any]) -> Any:
+    """The "zero" action of a space, applied before the first action of an episode arrives.
+
+    Box: zeros clipped into the bounds; Discrete: ``start`` (the first action);
+    MultiDiscrete: ``start``; MultiBinary: zeros; Dict/Tuple: element-wise.
+
+    Raises:
+        UnsupportedSpaceError: For other spaces (pass ``start_action`` explicitly).
+    """
+    if isinstance(space, spaces.Box):
+        return np.clip(np.zeros(space.shape, dtype=space.dtype), space.low, space.high).astype(
+            space.dtype
+        )
+    if isinstance(space, spaces.Discrete):
+        # A Python int: envs check actions with space.contains, which is much slower on
+        # numpy integers than on ints.
+        return int(space.start)
+    if isinstance(space, spaces.MultiDiscrete):
+        return np.array(space.start, dtype=space.dtype, copy=True)
+    if isinstance(space, spaces.MultiBinary):
+        return np.zeros(space.shape, dtype=space.dtype)
+    if isinstance(space, spaces.Dict):
+        return {key: default_start_action(sub) for key, sub in space.spaces.items()}
+    if isinstance(space, spaces.Tuple):
+        return tuple(default_start_action(sub) for sub in space.spaces)
+    raise UnsupportedSpaceError(
+        f"expected an action space with a default start action (Box, Discrete, MultiDiscrete, "
+        f"MultiBinary, Dict, Tuple), actual {space}; pass start_action explicitly"
+    )
+
+
+def _copy_tree(x: Any) -> Any:
+    if isinstance(x, np.ndarray):
+        return x.copy()
+    if isinstance(x, dict):
+        return {k: _copy_tree(v) for k, v in x.items()}
+    if isinstance(x, tuple):
+        return tuple(_copy_tree(v) for v in x)
+    return x
+
+
+class _Link:
+    """One direction of the network for one env: pre-drawn delays and in-flight packets.
+
+    Times are in ticks (one control period). A packet sent at tick ``i`` with delay ``d``
+    arrives at ``a = i + d / P`` (``fifo``: ``max(a_prev, i + d / P)``) and becomes
+    usable at tick ``floor(a)``. Delays are drawn ``block`` at a time, so the per-step
+    cost is a list lookup.
+    """
+
+    __slots__ = (
+        "sampler",
+        "step_ms",
+        "block",
+        "buf",
+        "nbuf",
+        "pos",
+        "fifo",
+        "last_arrival",
+        "pending",
+        "next_due",
+        "best_idx",
+        "best_payload",
+        "reordered",
+        "stale",
+        "lost",
+    )
+
+    def __init__(self, sampler: DelaySampler, step_ms: float, block: int, fifo: bool) -> None:
+        self.sampler = sampler
+        self.step_ms = step_ms
+        self.block = block
+        self.fifo = fifo
+        self.buf: list[float] = []
+        self.nbuf = 0
+        self.pos = 0
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget packets in flight and the episode's counters (delays stay pre-drawn)."""
+        self.last_arrival = -_INF
+        self.pending: list[tuple[float, int, Any]] = []
+        self.next_due = _INF  # earliest arrival in flight; _INF iff nothing is in flight
+        self.best_idx = -1
+        self.best_payload: Any = None
+        self.reordered = self.stale = self.lost = 0
+
+    def tick(self, idx: int, payload: Any) -> int:
+        """Send packet ``idx`` at tick ``idx`` and process that tick's arrivals.
+
+        Returns a code: bit 0 set if this packet was lost, bit 1 set if a packet newer
+        than the previous freshest arrived (``best_idx``/``best_payload`` updated).
+        """
+        pos = self.pos
+        if pos == self.nbuf:
+            self.buf = (self.sampler.next(self.block) / self.step_ms).tolist()
+            self.nbuf = len(self.buf)
+            pos = 0
+        rel = self.buf[pos]
+        self.pos = pos + 1
+        if rel < 1.0 and self.next_due == _INF:
+            # The common case: on time with nothing in flight. (In fifo mode the previous
+            # arrival was before this tick, so it cannot hold this packet back, and this
+            # one's arrival, < idx + 1, cannot hold back any later packet.)
+            self.best_idx = idx
+            self.best_payload = payload
+            return 2
+        code = 0
+        if rel == _INF:
+            self.lost += 1
+            code = 1
+        else:
+            arrival = idx + rel
+            if self.fifo:
+                if arrival < self.last_arrival:
+                    arrival = self.last_arrival
+                self.last_arrival = arrival
+            self.pending.append((arrival, idx, payload))
+            if arrival < self.next_due:
+                self.next_due = arrival
+        if self.next_due < idx + 1 and self._deliver(idx + 1):
+            code += 2
+        return code
+
+    def _deliver(self, limit: int) -> bool:
+        """Take every packet arriving before ``limit``; True if a newer one became freshest."""
+        best = self.best_idx
+        newest = -1
+        payload = None
+        arrived = 0
+        keep: list[tuple[float, int, Any]] = []
+        due = _INF
+        for item in self.pending:
+            if item[0] < limit:
+                arrived += 1
+                i = item[1]
+                if i < best:  # a newer packet arrived at an earlier tick: it overtook this one
+                    self.reordered += 1
+                if i > newest:
+                    newest = i
+                    payload = item[2]
+            else:
+                keep.append(item)
+                if item[0] < due:
+                    due = item[0]
+        self.pending = keep
+        self.next_due = due
+        if newest > best:
+            self.best_idx = newest
+            self.best_payload = payload
+            self.stale += arrived - 1
+            return True
+        self.stale += arrived
+        return False
+
+
+def _resolve_profiles(profile: Any) -> tuple[NetworkProfile, ...]:
+    if isinstance(profile, (str, NetworkProfile)):
+        return (get_profile(profile),)
+    if isinstance(profile, Sequence) and not isinstance(profile, (bytes, bytearray)):
+        if len(profile) == 0:
+            raise ValueError("expected at least one profile, actual an empty sequence")
+        return tuple(get_profile(p) for p in profile)
+    raise TypeError(
+        "expected profile as a name, a NetworkProfile or a sequence of them, "
+        f"actual {type(profile).__name__}"
+    )
+
+
+class NetworkShimWrapper(
+    gym.Wrapper[Any, Any, Any, Any],
+    gym.utils.RecordConstructorArgs,
+):
+    """A simulated network between the agent and the env, on both paths, in virtual time.
+
+    Models a remote periodic controller: observations travel to the agent on the
+    **uplink**, actions travel to the env on the **downlink**; each packet is lost or
+    delayed by its channel (see :mod:`fleetgym.wrappers.channels`). Time is virtual: one
+    ``step`` is one control tick of ``step_ms`` milliseconds, so the shim costs
+    microseconds per step, not the simulated delay.
+
+    The loop at tick t (P = ``step_ms``; a packet sent at tick i with delay d arrives
+    at tick ``i + floor(d / P)``, so one that arrives within its own period is on time):
+
+    1. ``step(a_t)`` sends ``a_t`` on the downlink at tick t.
+    2. The env applies the freshest action that has arrived: ``a_i`` with the largest
+       ``i`` such that ``i + floor(d_i / P) <= t``. If none newer than the last applied
+       one arrived, it holds the last applied action (``info["action_held"]``); before
+       the first arrival of an episode it applies ``start_action`` (default: the
+       space's zero action, see :func:`default_start_action`; for ``Discrete`` that is
+       action ``start``, e.g. CartPole's "push left").
+    3. The env steps and emits ``o_{t+1}`` on the uplink at tick t+1.
+    4. ``step`` returns the freshest observation that has arrived by tick t+1, else the
+       last one again (as a fresh copy, so the agent never holds two references to
+       one array). Reward, terminated and truncated are the env's own for
+       this tick (they are the training signal, not a sensor reading).
+
+    ``reset`` returns the env's initial observation as is (age 0) and clears every
+    packet in flight. Timeline for a fixed delay of 1.5 periods on both paths (a packet
+    sent at tick i arrives at tick i + 1)::
+
+        step t / tick     0     1     2     3
+        sent (downlink)   a0    a1    a2    a3
+        applied           s     a0    a1    a2     (s = start action)
+        emitted (uplink)  o1    o2    o3    o4     (o_{t+1} is sent at tick t+1)
+        returned          o0    o1    o2    o3     (o1 arrives at tick 2)
+
+    so the agent acts on observations one tick old and its actions take effect one
+    tick late; ``info`` reports ``obs_age_steps == 1`` and ``action_age_steps == 1``.
+
+    ``delivery="fifo"`` (default): a packet never overtakes the one sent before it,
+    ``arrival_i = max(arrival_{i-1}, send_i + delay_i)``, as on one real link where
+    packets share a queue. ``"latest"``: packets are independent, jitter reorders
+    them, and an older packet arriving after a newer one is discarded. FIFO is the
+    default because i.i.d. jitter on independent packets (``latest``) reorders most
+    packets at Wi-Fi-degraded settings, which single-path links do not do.
+
+    Every ``step`` adds to ``info`` (ages measured from the packet's send timestamp,
+    which a real agent knows): ``obs_age_steps``, ``obs_age_ms``,
+    ``action_age_steps``, ``action_age_ms`` (the start action counts as sent at tick
+    -1), ``uplink_lost`` / ``downlink_lost`` (this tick's packet), ``action_held``,
+    ``applied_action``, ``true_obs`` (the env's current observation, not copied), and
+    episode counters ``reordered_packets`` (arrived after a newer packet had arrived at
+    an earlier tick), ``stale_packets`` (arrived but never used because a newer one had
+    arrived by the same tick; includes the reordered ones), ``lost_packets`` and
+    ``action_holds``. ``reset`` adds ``obs_age_steps``/``obs_age_ms`` (0), ``true_obs``
+    and ``profile`` (the profile name in use this episode).
+
+    Randomness: the channels draw from generators seeded by ``reset(seed=...)``
+    through ``np.random.SeedSequence`` (separate from the env's ``np_random``): the same
+    seed gives the same packet schedule, and the env's dynamics are unchanged.
+    ``reset()`` without a seed continues the streams. When ``profile`` is a sequence,
+    each ``reset`` draws one profile uniformly from it with the shim's own generator.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> env = NetworkShimWrapper(gym.make("CartPole-v1"), profile="wifi-normal")
+        >>> obs, info = env.reset(seed=0)
+        >>> obs, reward, terminated, truncated, info = env.step(1)
+        >>> env.step_ms, obs.shape, sorted(k for k in info if k.endswith("_steps"))
+        (20.0, (4,), ['action_age_steps', 'obs_age_steps'])
+
+    Args:
+        env: The env to wrap (any observation and action space).
+        profile: A profile name (``fleetgym profiles`` lists them), a
+            :class:`~fleetgym.wrappers.profiles.NetworkProfile`, or a sequence of either
+            (one drawn per episode). Defaults to ``"wifi-degraded"`` unless ``uplink``
+            or ``downlink`` is given.
+        uplink: Channel for observations (instead of a profile; the other direction
+            defaults to a perfect channel).
+        downlink: Channel for actions.
+        step_ms: Control period in ms; defaults to ``env.unwrapped.dt`` or ``tau``.
+        delivery: ``"fifo"`` (default) or ``"latest"``.
+        start_action: Action applied before the first action of an episode arrives.
+        copy_observations: Copy each observation before it is queued; needed only for
+            envs that reuse one observation buffer across steps.
+        block_size: Packets pre-drawn per channel refill (a speed knob; changing it
+            changes which random numbers go to which packet).
+
+    Raises:
+        UnknownProfileError: For an unknown profile name (lists the known ones).
+        TypeError: For arguments of the wrong type.
+        ValueError: For out-of-range arguments, ``step_ms`` missing on an env without
+            ``dt``/``tau``, or a profile combined with explicit channels.
+        UnsupportedSpaceError: If no default start action exists for the action space.
+    """
+
+    def __init__(
+        self,
+        env: gym.Env[Any, Any],
+        profile: str | NetworkProfile | Sequence[str | NetworkProfile] | None = None,
+        *,
+        uplink: Channel | None = None,
+        downlink: Channel | None = None,
+        step_ms: float | None = None,
+        delivery: str = "fifo",
+        start_action: Any = None,
+        copy_observations: bool = False,
+        block_size: int = 512,
+    ) -> None:
+        gym.utils.RecordConstructorArgs.__init__(
+            self,
+            profile=tuple(profile) if isinstance(profile, list) else profile,
+            uplink=uplink,
+            downlink=downlink,
+            step_ms=step_ms,
+            delivery=delivery,
+            start_action=start_action,
+            copy_observations=copy_observations,
+            block_size=block_size,
+        )
+        if not isinstance(env, gym.Env):
+            raise TypeError(f"expected env as a gymnasium.Env, actual {type(env).__name__}")
+        gym.Wrapper.__init__(self, env)
+
+        if uplink is not None or downlink is not None:
+            if profile is not None:
+                raise ValueError(
+                    "expected either profile or explicit uplink/downlink channels, actual both"
+                )
+            for name, ch in (("uplink", uplink), ("downlink", downlink)):
+                if ch is not None and not isinstance(ch, Channel):
+                    raise TypeError(
+                        f"expected {name} as a fleetgym Channel, actual {type(ch).__name__}"
+                    )
+            self._profiles = (
+                NetworkProfile(
+                    "custom", uplink or _PERFECT, downlink or _PERFECT, "explicit channels"
+                ),
+            )
+        else:
+            self._profiles = _resolve_profiles("wifi-degraded" if profile is None else profile)
+
+        if step_ms is None:
+            inferred = infer_step_ms(env)
+            if inferred is None:
+                raise ValueError(
+                    f"expected step_ms (the control period in ms): {env.unwrapped} has no "
+                    "dt or tau attribute to infer it from"
+                )
+            step_ms = inferred
+        if isinstance(step_ms, bool) or not isinstance(
+            step_ms, (int, float, np.integer, np.floating)
+        ):
+            raise TypeError(f"expected step_ms as a number, actual {type(step_ms).__name__}")
+        if not math.isfinite(step_ms) or step_ms <= 0:
+            raise ValueError(f"expected step_ms > 0 and finite, actual {step_ms}")
+        self.step_ms = float(step_ms)
+
+        if not isinstance(delivery, str) or delivery not in DELIVERY_MODES:
+            raise ValueError(f"expected delivery in {DELIVERY_MODES}, actual {delivery!r}")
+        self.delivery = delivery
+        if not isinstance(copy_observations, bool):
+            raise TypeError(
+                f"expected copy_observations as bool, actual {type(copy_observations).__name__}"
+            )
+        self._copy = copy_observations
+        if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)):
+            raise TypeError(f"expected block_size as an int, actual {type(block_size).__name__}")
+        if not 1 <= block_size <= 1_000_000:
+            raise ValueError(f"expected block_size in [1, 1000000], actual {block_size}")
+        self._block = int(block_size)
+
+        if start_action is None:
+            self._start_action = default_start_action(env.action_space)
+        else:
+            try:
+                ok = env.action_space.contains(start_action)
+            except Exception:
+                ok = False
+            if not ok:
+                raise ValueError(
+                    f"expected start_action in the action space {env.action_space}, actual {start_action!r}"
+                )
+            self._start_action = start_action
+
+        self._root: np.random.SeedSequence | None = None
+        self._profile_rng: np.random.Generator | None = None
+        self.profile: NetworkProfile = self._profiles[0]
+        self._up: _Link | None = None
+        self._down: _Link | None = None
+        self._t = 0
+        self._applied: Any = self._start_action
+        self._holds = 0
+
+    # -- randomness -------------------------------------------------------------------
+    def _seed(self, seed: int | None) -> None:
+        self._root = np.random.SeedSequence(seed, spawn_key=(_SHIM_STREAM_KEY,))
+        self._profile_rng = np.random.Generator(np.random.PCG64(self._root.spawn(1)[0]))
+
+    def _new_links(self) -> None:
+        assert self._root is not None  # set by _seed first
+        if len(self._profiles) > 1:
+            assert self._profile_rng is not None
+            self.profile = self._profiles[int(self._profile_rng.integers(len(self._profiles)))]
+        up_ss, down_ss = self._root.spawn(2)
+        fifo = self.delivery == "fifo"
+        self._up = _Link(
+            self.profile.uplink.sampler(np.random.Generator(np.random.PCG64(up_ss)), self.step_ms),
+            self.step_ms,
+            self._block,
+            fifo,
+        )
+        self._down = _Link(
+            self.profile.downlink.sampler(
+                np.random.Generator(np.random.PCG64(down_ss)), self.step_ms
+            ),
+            self.step_ms,
+            self._block,
+            fifo,
+        )
+
+    # -- gym API ----------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset the env and the network (every queue cleared); see the class docstring."""
+        if seed is not None and (
+            isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0
+        ):
+            raise ValueError(f"expected seed as a non-negative int or None, actual {seed!r}")
+        obs, info = self.env.reset(seed=seed, options=options)
+        if seed is not None or self._root is None:
+            self._seed(seed)
+            self._new_links()
+        elif len(self._profiles) > 1:
+            self._new_links()
+        up, down = self._up, self._down
+        assert up is not None and down is not None
+        up.clear()
+        down.clear()
+        payload = _copy_tree(obs) if self._copy else obs
+        up.best_idx = 0
+        up.best_payload = payload
+        self._t = 0
+        self._applied = self._start_action
+        self._holds = 0
+        info["obs_age_steps"] = 0
+        info["obs_age_ms"] = 0.0
+        info["true_obs"] = obs
+        info["profile"] = self.profile.name
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        """One control tick: send the action, apply the freshest arrived, return the freshest obs."""
+        down = self._down
+        up = self._up
+        if down is None or up is None:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        t = self._t
+        down_code = down.tick(t, action)
+        if down_code >= 2:
+            self._applied = down.best_payload
+            held = False
+        else:
+            held = True
+            self._holds += 1
+        applied = self._applied
+        obs, reward, terminated, truncated, info = self.env.step(applied)
+        t1 = t + 1
+        self._t = t1
+        up_code = up.tick(t1, _copy_tree(obs) if self._copy else obs)
+        if up_code >= 2:
+            ret = up.best_payload
+        else:
+            # Hand out a repeated observation as a new object: agents (and Gymnasium's
+            # checker) assume successive observations do not share memory.
+            ret = _copy_tree(up.best_payload)
+        obs_age = t1 - up.best_idx
+        action_age = t - down.best_idx
+        step_ms = self.step_ms
+        info["obs_age_steps"] = obs_age
+        info["obs_age_ms"] = obs_age * step_ms
+        info["action_age_steps"] = action_age
+        info["action_age_ms"] = action_age * step_ms
+        info["uplink_lost"] = up_code & 1 == 1
+        info["downlink_lost"] = down_code & 1 == 1
+        info["action_held"] = held
+        # A held action goes to the env again; in info it must be a new object each step.
+        info["applied_action"] = _copy_tree(applied) if held else applied
+        info["true_obs"] = obs
+        info["reordered_packets"] = up.reordered + down.reordered
+        info["stale_packets"] = up.stale + down.stale
+        info["lost_packets"] = up.lost + down.lost
+        info["action_holds"] = self._holds
+        return ret, reward, terminated, truncated, info
+
+    def network_stats(self) -> dict[str, int]:
+        """This episode's per-direction packet counters (sent, lost, reordered, stale)."""
+        out: dict[str, int] = {"ticks": self._t, "action_holds": self._holds}
+        for name, link in (("uplink", self._up), ("downlink", self._down)):
+            if link is None:
+                continue
+            out.update(
+                {
+                    f"{name}_sent": self._t,
+                    f"{name}_lost": link.lost,
+                    f"{name}_reordered": link.reordered,
+                    f"{name}_stale": link.stale,
+                }
+            )
+        return out
+
+    @property
+    def profiles(self) -> tuple[NetworkProfile, ...]:
+        """The profiles this shim draws from (one per episode when more than one)."""
+        return self._profiles
+
+
+def make_network_shim_env(
+    env_id: str,
+    profile: str | NetworkProfile | Sequence[str | NetworkProfile] | None = "wifi-degraded",
+    env_kwargs: dict[str, Any] | None = None,
+    **wrapper_kwargs: Any,
+) -> NetworkShimWrapper:
+    """Entry point of ``fleetgym/NetShim-v0``: ``gym.make(env_id, **env_kwargs)`` under a shim.
+
+    ``render_mode`` goes to the inner env; every other keyword goes to
+    :class:`NetworkShimWrapper`. Pass ``profile=None`` together with ``uplink``/``downlink``
+    channels to use explicit channels.
+
+    Example:
+        >>> import gymnasium as gym, fleetgym
+        >>> env = gym.make("fleetgym/NetShim-v0", env_id="CartPole-v1", profile="ethernet")
+        >>> obs, info = env.reset(seed=0)
+        >>> info["profile"], obs.shape
+        ('ethernet', (4,))
+
+    Raises:
+        TypeError: If ``env_id`` is not a str or ``env_kwargs`` not a dict.
+    """
+    if not isinstance(env_id, str) or not env_id:
+        raise TypeError(f"expected env_id as a non-empty str, actual {env_id!r}")
+    if env_kwargs is not None and not isinstance(env_kwargs, dict):
+        raise TypeError(
+            f"expected env_kwargs as a dict or None, actual {type(env_kwargs).__name__}"
+        )
+    inner_kwargs = dict(env_kwargs or {})
+    if "render_mode" in wrapper_kwargs:
+        inner_kwargs["render_mode"] = wrapper_kwargs.pop("render_mode")
+    if profile is not None and ("uplink" in wrapper_kwargs or "downlink" in wrapper_kwargs):
+        if profile == "wifi-degraded":  # the default, not a user choice
+            profile = None
+    env = gym.make(env_id, **inner_kwargs)
+    return NetworkShimWrapper(env, profile=profile, **wrapper_kwargs)
