@@ -1,26 +1,28 @@
-"""Per-round traces of schedulers, their summary table, and the scheduling plots.
+"""Plots and ratios of the scheduling experiments (learned scheduler against baselines).
 
-What a reader wants to see of a scheduler (MinionsRL's Table 2 and Figures 5-7):
+The episodes themselves are run by :func:`fleetgym.experiments.scheduling.evaluate_scheduler`
+(one :class:`~fleetgym.experiments.scheduling.EpisodeResult` per seed, with actors and
+mean return R̄ per round) and tabulated by its ``summarize``; this module draws them:
 
-* :func:`run_schedule` runs one episode (one whole workload training run) with any
-  scheduler that has SB3's ``predict`` interface and records every round: actors,
-  mean return R̄, round time, round cost.
-* :func:`summarize` turns traces into mean ± std of time to target, cost, success rate,
-  rounds and total scheduler reward; :func:`markdown_table` prints them.
-* :func:`plot_schedules` draws actors per round and R̄ per round for every scheduler
-  (the paper's three-phase picture), :func:`plot_time_cost` the (time, cost) plane with
-  the Fixed(n) frontier and the learned scheduler's point for several budgets.
+* :func:`plot_schedules`: actors per round and R̄ per round of every scheduler (the
+  paper's three-phase picture);
+* :func:`plot_time_cost`: the (time, cost) plane with the Fixed(n) frontier, every
+  scheduler's point and the learned scheduler's point under several budgets;
+* :func:`plot_training_curve`: the scheduler's training episodes;
+* :func:`ratios`: time and cost of one scheduler as multiples of others'.
 
-"Time" of an episode is the sum of its round times P_k, i.e. the time to target when the
-target was reached (the episode ends there) and the whole run otherwise; "cost" is the
-total billed cost. Both are the env's figures (modelled or measured, as configured).
+"Time" is the sum of an episode's round times P_k (the time to target when the target
+was reached, since the episode ends there), "cost" the total billed cost, both as the env
+accounts them (modelled or measured).
 
 Example:
-    >>> t = ScheduleTrace("fixed-4", 0, num_actors=[4, 4], mean_return=[10.0, 30.0],
-    ...                   round_time=[1.0, 1.5], round_cost=[0.1, 0.2], rewards=[-0.1, -0.15],
-    ...                   success=True)
-    >>> t.time, round(t.cost, 2), t.rounds
-    (2.5, 0.3, 2)
+    >>> rows = [{"scheduler": "learned", "time_s_mean": 40.0, "cost_mean": 0.02,
+    ...          "total_reward_mean": -4.0},
+    ...         {"scheduler": "max", "time_s_mean": 38.0, "cost_mean": 0.03,
+    ...          "total_reward_mean": -3.8}]
+    >>> r = ratios(rows, "learned", ["max"])["max"]
+    >>> round(r["time"], 3), round(r["cost"], 3), round(r["reward_diff"], 2)
+    (1.053, 0.667, -0.2)
 """
 
 from __future__ import annotations
@@ -28,242 +30,56 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
-
-
-class Predictor(Protocol):
-    """Anything with SB3's ``predict`` (a trained PPO, or a baseline scheduler)."""
-
-    def predict(
-        self,
-        observation: Any,
-        state: Any = None,
-        episode_start: Any = None,
-        deterministic: bool = False,
-    ) -> tuple[Any, Any]: ...
-
-
-@dataclass
-class ScheduleTrace:
-    """The rounds of one scheduling episode.
-
-    Models one whole training run of a workload under one scheduler: per round k, the
-    number of actors I_k, the mean final return R̄_k, the round time P_k, the round cost
-    C_k and the scheduler's reward r_k.
-
-    Example:
-        >>> ScheduleTrace("max", 1, [32], [500.0], [2.0], [0.5], [-0.2], True).mean_actors
-        32.0
-
-    Args:
-        scheduler: the scheduler's name.
-        seed: the episode's seed.
-        num_actors: I_k per round.
-        mean_return: R̄_k per round.
-        round_time: P_k per round (seconds).
-        round_cost: C_k per round (dollars).
-        rewards: r_k per round (including the terminal penalty, if any).
-        success: the target was reached within the budget.
-        total_cost: the env's total cost (defaults to the sum of round costs).
-    """
-
-    scheduler: str
-    seed: int
-    num_actors: list[int]
-    mean_return: list[float]
-    round_time: list[float]
-    round_cost: list[float]
-    rewards: list[float]
-    success: bool
-    total_cost: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def rounds(self) -> int:
-        return len(self.num_actors)
-
-    @property
-    def time(self) -> float:
-        """Sum of round times (the time to target when :attr:`success`)."""
-        return float(np.sum(self.round_time))
-
-    @property
-    def cost(self) -> float:
-        return (
-            float(self.total_cost)
-            if self.total_cost is not None
-            else float(np.sum(self.round_cost))
-        )
-
-    @property
-    def total_reward(self) -> float:
-        return float(np.sum(self.rewards))
-
-    @property
-    def mean_actors(self) -> float:
-        return float(np.mean(self.num_actors)) if self.num_actors else 0.0
-
-
-def run_schedule(
-    env: Any,
-    scheduler: Predictor,
-    *,
-    seed: int,
-    name: str = "scheduler",
-    deterministic: bool = True,
-) -> ScheduleTrace:
-    """Run one scheduling episode and record every round.
-
-    Args:
-        env: a scheduling env (``gym.make`` of an ActorScheduling ID).
-        scheduler: an object with SB3's ``predict``.
-        seed: reset seed of the episode.
-        name: the scheduler's name in the trace.
-        deterministic: passed to ``predict`` (the mode of a learned policy).
-
-    Raises:
-        TypeError: ``scheduler`` has no ``predict``.
-    """
-    if not callable(getattr(scheduler, "predict", None)):
-        raise TypeError(
-            f"scheduler: expected an object with SB3's predict(), actual {type(scheduler).__name__}"
-        )
-    obs, info = env.reset(seed=int(seed))
-    state = None
-    episode_start = np.ones((1,), dtype=bool)
-    actors: list[int] = []
-    returns: list[float] = []
-    times: list[float] = []
-    costs: list[float] = []
-    rewards: list[float] = []
-    success = False
-    total_cost: float | None = None
-    while True:
-        action, state = scheduler.predict(
-            obs, state=state, episode_start=episode_start, deterministic=deterministic
-        )
-        episode_start = np.zeros((1,), dtype=bool)
-        action = int(np.asarray(action).reshape(-1)[0])
-        obs, reward, terminated, truncated, info = env.step(action)
-        actors.append(int(info.get("num_actors", action + 1)))
-        returns.append(float(info.get("mean_return", float("nan"))))
-        times.append(float(info.get("round_time", float("nan"))))
-        costs.append(float(info.get("round_cost", float("nan"))))
-        rewards.append(float(reward))
-        if "total_cost" in info:
-            total_cost = float(info["total_cost"])
-        if terminated or truncated:
-            success = bool(info.get("success", False))
-            break
-    return ScheduleTrace(
-        scheduler=name,
-        seed=int(seed),
-        num_actors=actors,
-        mean_return=returns,
-        round_time=times,
-        round_cost=costs,
-        rewards=rewards,
-        success=success,
-        total_cost=total_cost,
-    )
-
-
-# --------------------------------------------------------------------------- tables
-SUMMARY_COLUMNS = (
-    "scheduler",
-    "episodes",
-    "success",
-    "time_mean",
-    "time_std",
-    "cost_mean",
-    "cost_std",
-    "rounds_mean",
-    "actors_mean",
-    "reward_mean",
-    "reward_std",
-)
-
-
-def summarize(traces: Mapping[str, Sequence[ScheduleTrace]]) -> list[dict[str, Any]]:
-    """Mean ± std over seeds of each scheduler's time, cost, rounds and reward.
-
-    Args:
-        traces: scheduler name -> its episodes.
-
-    Raises:
-        ValueError: a scheduler with no episodes.
-    """
-    rows = []
-    for name, runs in traces.items():
-        if not runs:
-            raise ValueError(f"traces[{name!r}]: expected at least one episode, actual none")
-        t = np.array([r.time for r in runs])
-        c = np.array([r.cost for r in runs])
-        w = np.array([r.total_reward for r in runs])
-        rows.append(
-            {
-                "scheduler": name,
-                "episodes": len(runs),
-                "success": float(np.mean([r.success for r in runs])),
-                "time_mean": float(t.mean()),
-                "time_std": float(t.std()),
-                "cost_mean": float(c.mean()),
-                "cost_std": float(c.std()),
-                "rounds_mean": float(np.mean([r.rounds for r in runs])),
-                "actors_mean": float(np.mean([r.mean_actors for r in runs])),
-                "reward_mean": float(w.mean()),
-                "reward_std": float(w.std()),
-            }
-        )
-    return rows
 
 
 def ratios(
     rows: Sequence[Mapping[str, Any]], subject: str, references: Sequence[str]
 ) -> dict[str, dict[str, float]]:
-    """Time and cost of ``subject`` as multiples of each reference scheduler's."""
+    """Time and cost of ``subject`` as multiples of each reference's, and the reward gap.
+
+    Args:
+        rows: summary rows (``scheduler``, ``time_s_mean``, ``cost_mean``,
+            ``total_reward_mean``); references missing from them are skipped.
+        subject: the scheduler compared.
+        references: the schedulers compared against.
+
+    Raises:
+        ValueError: ``subject`` is not in ``rows``.
+    """
     by_name = {r["scheduler"]: r for r in rows}
     if subject not in by_name:
         raise ValueError(f"subject: expected one of {sorted(by_name)}, actual {subject!r}")
+    s = by_name[subject]
     out = {}
     for ref in references:
-        if ref not in by_name:
+        if ref not in by_name or ref == subject:
             continue
-        s, r = by_name[subject], by_name[ref]
+        r = by_name[ref]
         out[ref] = {
-            "time": s["time_mean"] / r["time_mean"] if r["time_mean"] else math.nan,
+            "time": s["time_s_mean"] / r["time_s_mean"] if r["time_s_mean"] else math.nan,
             "cost": s["cost_mean"] / r["cost_mean"] if r["cost_mean"] else math.nan,
-            "reward_diff": s["reward_mean"] - r["reward_mean"],
+            "reward_diff": s["total_reward_mean"] - r["total_reward_mean"],
         }
     return out
 
 
-def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The summary as a Markdown table (mean ± std)."""
-    lines = [
-        "| scheduler | success | time to target (s) | cost ($) | rounds | mean actors | total reward |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['scheduler']} | {r['success']:.0%} | {r['time_mean']:.1f} ± {r['time_std']:.1f} "
-            f"| {r['cost_mean']:.4f} ± {r['cost_std']:.4f} | {r['rounds_mean']:.1f} "
-            f"| {r['actors_mean']:.1f} | {r['reward_mean']:.2f} ± {r['reward_std']:.2f} |"
-        )
-    return "\n".join(lines) + "\n"
-
-
 def write_csv(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
-    """Write summary rows (any keys; the first row's order) to CSV."""
+    """Write rows (the keys of the first row, in order) to CSV.
+
+    Raises:
+        ValueError: no rows.
+    """
+    if not rows:
+        raise ValueError("rows: expected at least one row, actual none")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    keys = list(rows[0]) if rows else list(SUMMARY_COLUMNS)
+    keys = list(rows[0])
     with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=keys)
+        writer = csv.DictWriter(fh, fieldnames=keys, extrasaction="ignore")
         writer.writeheader()
         for r in rows:
             writer.writerow({k: r.get(k) for k in keys})
@@ -281,7 +97,7 @@ def _pyplot() -> Any:
 
 
 def plot_schedules(
-    traces: Mapping[str, Sequence[ScheduleTrace]],
+    traces: Mapping[str, Sequence[Any]],
     path: str | Path,
     *,
     target: float | None = None,
@@ -290,8 +106,9 @@ def plot_schedules(
     """Actors per round (top) and R̄ per round (bottom) of each scheduler's first episode.
 
     Args:
-        traces: scheduler name -> episodes (the first one of each is drawn; the learned
-            scheduler's other episodes are drawn faintly to show the spread).
+        traces: scheduler name -> episodes (objects with ``num_actors`` and
+            ``mean_return`` lists, e.g. ``EpisodeResult``); the first episode of each is
+            drawn, a learned scheduler's others faintly to show the spread.
         path: PNG to write.
         target: the target return J, drawn as a dashed line.
         title: figure title.
@@ -308,7 +125,7 @@ def plot_schedules(
         color = cmap(i % 10)
         learned = name.startswith("learned")
         for j, run in enumerate(runs if learned else runs[:1]):
-            rounds = np.arange(1, run.rounds + 1)
+            rounds = np.arange(1, len(run.num_actors) + 1)
             alpha = 1.0 if j == 0 else 0.25
             lw = 2.2 if learned else 1.3
             label = name if j == 0 else None
@@ -345,7 +162,9 @@ def plot_time_cost(
     """The (time, cost) plane: every scheduler's point, the Fixed(n) frontier, budgets.
 
     Args:
-        rows: :func:`summarize` rows (one point each, with std error bars).
+        rows: summary rows (``scheduler``, ``time_s_mean``/``_std``, ``cost_mean``/``_std``,
+            ``success_rate``) as ``scheduling.summarize`` makes them; one point each,
+            with std error bars.
         path: PNG to write.
         frontier: names of the rows that form the static frontier (Fixed(n) for n = 1..32),
             joined by a line in the given order.
@@ -364,7 +183,7 @@ def plot_time_cost(
     front = [by_name[n] for n in frontier if n in by_name]
     if front:
         ax.plot(
-            [r["time_mean"] for r in front],
+            [r["time_s_mean"] for r in front],
             [r["cost_mean"] for r in front],
             "-o",
             color="0.55",
@@ -375,7 +194,7 @@ def plot_time_cost(
         for r in front:
             ax.annotate(
                 r["scheduler"],
-                (r["time_mean"], r["cost_mean"]),
+                (r["time_s_mean"], r["cost_mean"]),
                 fontsize=7,
                 color="0.4",
                 xytext=(4, -10),
@@ -387,19 +206,19 @@ def plot_time_cost(
         marker = "*" if r["scheduler"].startswith("learned") else "s"
         size = 14 if marker == "*" else 7
         ax.errorbar(
-            r["time_mean"],
+            r["time_s_mean"],
             r["cost_mean"],
-            xerr=r["time_std"],
+            xerr=r["time_s_std"],
             yerr=r["cost_std"],
             fmt=marker,
             ms=size,
             color=cmap(i % 10),
-            label=f"{r['scheduler']} ({r['success']:.0%} success)",
+            label=f"{r['scheduler']} ({r['success_rate']:.0%} success)",
             zorder=3,
         )
     if budget_rows:
         ax.plot(
-            [r["time_mean"] for r in budget_rows],
+            [r["time_s_mean"] for r in budget_rows],
             [r["cost_mean"] for r in budget_rows],
             ":*",
             color="crimson",
@@ -410,7 +229,7 @@ def plot_time_cost(
         for r in budget_rows:
             ax.annotate(
                 f"B={r['budget']:.3g}",
-                (r["time_mean"], r["cost_mean"]),
+                (r["time_s_mean"], r["cost_mean"]),
                 fontsize=7,
                 color="crimson",
                 xytext=(4, 4),
@@ -469,91 +288,3 @@ def plot_training_curve(
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
-
-
-# --------------------------------------------------------------------------- evaluation
-#: The Fixed(n) sweep that draws the static frontier.
-FIXED_SWEEP: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
-#: The heuristic baselines of MinionsRL (besides the Fixed(n) sweep).
-HEURISTICS: tuple[str, ...] = ("max", "increase", "decrease", "adapt", "server")
-
-
-def resolve_scheduler(spec: Any, max_actors: int) -> tuple[str, Any]:
-    """A scheduler from its name: a baseline name, ``learned:PATH``, or a predictor as is.
-
-    Args:
-        spec: ``"adapt"``, ``"fixed:8"``, ``"learned:runs/scheduler.zip"``, or an object
-            with ``predict``.
-        max_actors: the env's ``I_max`` (baselines need it).
-
-    Raises:
-        ValueError: an unknown name; FileNotFoundError: a missing learned checkpoint.
-    """
-    if not isinstance(spec, str):
-        if not callable(getattr(spec, "predict", None)):
-            raise TypeError(
-                f"scheduler: expected a name or an object with predict(), actual {type(spec).__name__}"
-            )
-        return getattr(spec, "name", type(spec).__name__), spec
-    if spec.startswith("learned:"):
-        from fleetgym.experiments.scheduler_training import load_scheduler
-
-        path = spec.split(":", 1)[1]
-        return "learned", load_scheduler(path)
-    from fleetgym.agents.schedulers import make_baseline
-
-    sched = make_baseline(spec, max_actors=max_actors)
-    return sched.name, sched
-
-
-def evaluate_schedulers(
-    schedulers: Mapping[str, Any],
-    *,
-    env_id: str,
-    env_kwargs: Mapping[str, Any] | None = None,
-    seeds: Sequence[int] = (0, 1, 2, 3, 4),
-    progress: bool = True,
-    desc: str = "evaluate",
-) -> dict[str, list[ScheduleTrace]]:
-    """Run every scheduler on the same seeds and record every round.
-
-    A scheduler's ``env_overrides`` (e.g. the server-based fleet's billing) are merged
-    into ``env_kwargs`` for its episodes only.
-
-    Args:
-        schedulers: table name -> predictor (see :func:`resolve_scheduler`).
-        env_id: scheduling env ID.
-        env_kwargs: its keyword arguments.
-        seeds: episode seeds (the same for every scheduler).
-        progress: tqdm bar over episodes.
-        desc: the bar's label.
-
-    Raises:
-        ValueError: no seeds.
-    """
-    import gymnasium as gym
-    from tqdm.auto import tqdm
-
-    import fleetgym  # noqa: F401  (registers the IDs)
-
-    seeds = [int(s) for s in seeds]
-    if not seeds:
-        raise ValueError("seeds: expected at least one seed, actual none")
-    out: dict[str, list[ScheduleTrace]] = {}
-    bar = tqdm(total=len(schedulers) * len(seeds), desc=desc, unit="ep", disable=not progress)
-    try:
-        for name, sched in schedulers.items():
-            overrides = dict(getattr(sched, "env_overrides", {}) or {})
-            env = gym.make(env_id, **{**dict(env_kwargs or {}), **overrides})
-            try:
-                runs = []
-                for seed in seeds:
-                    runs.append(run_schedule(env, sched, seed=seed, name=name))
-                    bar.update(1)
-                    bar.set_postfix(scheduler=name)
-                out[name] = runs
-            finally:
-                env.close()
-    finally:
-        bar.close()
-    return out

@@ -53,6 +53,10 @@ GENERAL_ENV_ID = "fleetgym/ActorScheduling-v0"
 SHIPPED_SCHEDULER = "learned_scheduler_cartpole.zip"
 #: Name of the attribute that a saved scheduler carries its training metadata in.
 META_ATTR = "fleetgym_meta"
+#: The Fixed(n) sweep that draws the static frontier of the time-cost picture.
+FIXED_SWEEP: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+#: MinionsRL's heuristic baselines besides the Fixed(n) sweep.
+HEURISTICS: tuple[str, ...] = ("max", "increase", "decrease", "adapt", "server")
 
 
 # --------------------------------------------------------------------------- config
@@ -744,65 +748,92 @@ def compare_schedulers(
         ValueError: no seeds; FileNotFoundError: a missing checkpoint.
     """
     import gymnasium as gym
+    from tqdm.auto import tqdm
 
+    from fleetgym.agents.schedulers import make_baseline
     from fleetgym.experiments import schedule_report as rep
+    from fleetgym.experiments import scheduling as sch
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     kwargs = _validate_env_kwargs(env_kwargs)
+    seeds = [int(s) for s in seeds]
     probe = gym.make(env_id, **kwargs)
     max_actors = int(probe.action_space.n)
     target = _env_attr(probe, "target_return")
     probe.close()
-    heuristics = list(rep.HEURISTICS if heuristics is None else heuristics)
-    sweep = [
-        n for n in (rep.FIXED_SWEEP if fixed_sweep is None else fixed_sweep) if n <= max_actors
-    ]
+    heuristics = list(HEURISTICS if heuristics is None else heuristics)
+    sweep = [n for n in (FIXED_SWEEP if fixed_sweep is None else fixed_sweep) if n <= max_actors]
     schedulers: dict[str, Any] = {}
     for name, path in (learned or {}).items():
         schedulers[name] = load_scheduler(path)
     for spec in heuristics:
-        name, sched = rep.resolve_scheduler(spec, max_actors)
-        schedulers[name] = sched
+        sched = make_baseline(spec, max_actors=max_actors)
+        schedulers[sched.name] = sched
     frontier = []
     for n in sweep:
-        name, sched = rep.resolve_scheduler(f"fixed:{n}", max_actors)
-        if name not in schedulers:
-            schedulers[name] = sched
-        frontier.append(name)
-    traces = rep.evaluate_schedulers(
-        schedulers, env_id=env_id, env_kwargs=kwargs, seeds=seeds, progress=progress
-    )
-    rows = rep.summarize(traces)
-    result: dict[str, Any] = {"env_id": env_id, "env_kwargs": kwargs, "seeds": list(seeds)}
+        # Fixed(max_actors) is Max: evaluated once, drawn on the frontier too.
+        sched = make_baseline("max" if n == max_actors else f"fixed:{n}", max_actors=max_actors)
+        schedulers.setdefault(sched.name, sched)
+        frontier.append(sched.name)
+
+    def run_all(table: Mapping[str, Any], env_kw: Mapping[str, Any], desc: str) -> list[Any]:
+        episodes: list[Any] = []
+        with tqdm(total=len(table) * len(seeds), desc=desc, unit="ep", disable=not progress) as bar:
+            for name, sched in table.items():
+                episodes += sch.evaluate_scheduler(
+                    sched, env_kw, seeds, env_id=env_id, name=name, progress=bar
+                )
+        return episodes
+
+    episodes = run_all(schedulers, kwargs, "evaluate schedulers")
+    rows = sch.summarize(episodes)
+    by_scheduler: dict[str, list[Any]] = {}
+    for ep in episodes:
+        by_scheduler.setdefault(ep.scheduler, []).append(ep)
+    result: dict[str, Any] = {"env_id": env_id, "env_kwargs": kwargs, "seeds": seeds}
     result["rows"] = rows
+    budget_rows: list[dict[str, Any]] = []
     first = next(iter(learned or {}), None)
     if first is not None:
         refs = ["max", "server", "adapt", *heuristics, *frontier]
         result["ratios"] = rep.ratios(rows, first, list(dict.fromkeys(refs)))
-        budget_rows = []
         for budget in budgets:
-            b_traces = rep.evaluate_schedulers(
-                {first: schedulers[first]},
-                env_id=env_id,
-                env_kwargs={**kwargs, "budget": float(budget)},
-                seeds=seeds,
-                progress=progress,
-                desc=f"budget {budget:.3g}",
+            b_rows = sch.summarize(
+                run_all(
+                    {first: schedulers[first]},
+                    {**kwargs, "budget": float(budget)},
+                    f"budget {float(budget):.3g}",
+                )
             )
-            row = rep.summarize(b_traces)[0]
-            row["budget"] = float(budget)
-            budget_rows.append(row)
+            budget_rows.append({"budget": float(budget), **b_rows[0]})
         result["budget_rows"] = budget_rows
         if budget_rows:
             rep.write_csv(budget_rows, out / "learned_by_budget.csv")
-    else:
-        budget_rows = []
     rep.write_csv(rows, out / "schedulers.csv")
-    (out / "schedulers.md").write_text(rep.markdown_table(rows))
+    rep.write_csv(
+        [
+            {
+                "scheduler": e.scheduler,
+                "seed": e.seed,
+                "success": e.success,
+                "time_s": e.time_s,
+                "cost": e.cost,
+                "rounds": e.rounds,
+                "total_reward": e.total_reward,
+                "num_actors": " ".join(map(str, e.num_actors)),
+            }
+            for e in episodes
+        ],
+        out / "episodes.csv",
+    )
+    table = sch.markdown_table(rows)
+    (out / "schedulers.md").write_text(table + "\n")
     prefix = f"{title}: " if title else ""
     if plot_seed_traces:
-        shown = {k: v for k, v in traces.items() if k not in frontier or k in ("fixed:8",)}
+        shown = {
+            k: v for k, v in by_scheduler.items() if k not in frontier or k in ("fixed:8", "max")
+        }
         rep.plot_schedules(
             shown,
             out / "actors_per_round.png",
@@ -814,14 +845,18 @@ def compare_schedulers(
         out / "time_cost.png",
         frontier=frontier,
         budget_rows=budget_rows,
-        title=f"{prefix}time to target vs cost, mean ± std over {len(list(seeds))} seeds",
+        title=f"{prefix}time vs cost, mean ± std over {len(seeds)} seeds",
     )
-    result["traces"] = {
-        name: [
-            {"seed": t.seed, "num_actors": t.num_actors, "mean_return": t.mean_return} for t in runs
-        ]
-        for name, runs in traces.items()
-    }
+    result["markdown"] = table
+    result["episodes"] = [
+        {
+            "scheduler": e.scheduler,
+            "seed": e.seed,
+            "num_actors": e.num_actors,
+            "mean_return": e.mean_return,
+        }
+        for e in episodes
+    ]
     (out / "comparison.json").write_text(json.dumps(result, indent=1, default=float))
     return result
 
@@ -859,9 +894,14 @@ def add_env_arguments(parser: argparse.ArgumentParser) -> None:
         "measured: real measured compute times",
     )
     parser.add_argument(
+        "--preset", choices=("fast", "paper"), default="fast", help="env defaults (fast)"
+    )
+    parser.add_argument("--max-actors", type=int, default=32, help="I_max (default 32)")
+    parser.add_argument(
         "--env-id",
         default=None,
-        help=f"scheduling env ID (default: {GENERAL_ENV_ID} with --workload and --timing)",
+        help=f"scheduling env ID (default: {GENERAL_ENV_ID} with --workload, --preset, "
+        "--timing and --max-actors)",
     )
     parser.add_argument(
         "--env-kwarg",
@@ -945,7 +985,13 @@ def env_config_from_args(args: argparse.Namespace) -> tuple[str, dict[str, Any]]
     extra = dict(getattr(args, "env_kwarg", []) or [])
     if getattr(args, "env_id", None):
         return args.env_id, extra
-    return GENERAL_ENV_ID, {"workload": args.workload, "timing": args.timing, **extra}
+    return GENERAL_ENV_ID, {
+        "workload": args.workload,
+        "preset": args.preset,
+        "timing": args.timing,
+        "max_actors": args.max_actors,
+        **extra,
+    }
 
 
 def _setup_cli() -> None:
@@ -995,7 +1041,7 @@ def train(args: argparse.Namespace) -> int:
             env_kwargs=env_kwargs,
             seeds=range(1000, 1000 + args.eval_seeds),
         )
-        print(rep.markdown_table(comparison["rows"]))
+        print(comparison["markdown"])
         print(json.dumps(comparison.get("ratios", {}), indent=1))
     print(
         f"model: {result.model_path}  (TensorBoard: tensorboard --logdir {Path(args.out) / 'tb'})"
@@ -1078,6 +1124,7 @@ def transfer_experiment(
         "finetune": fine.summary(),
         "scratch": scratch.summary(),
         "rows": comparison["rows"],
+        "markdown": comparison["markdown"],
     }
     (out / "transfer.json").write_text(json.dumps(result, indent=1, default=float))
     return result
@@ -1088,8 +1135,6 @@ def finetune(args: argparse.Namespace) -> int:
     _setup_cli()
     env_id, env_kwargs = env_config_from_args(args)
     if args.compare or args.scratch:
-        from fleetgym.experiments import schedule_report as rep
-
         result = transfer_experiment(
             args.from_checkpoint,
             args.out,
@@ -1102,7 +1147,7 @@ def finetune(args: argparse.Namespace) -> int:
             eval_seeds=range(1000, 1000 + max(1, args.eval_seeds)),
             tensorboard=not args.no_tensorboard,
         )
-        print(rep.markdown_table(result["rows"]))
+        print(result["markdown"])
         return 0
     result = finetune_scheduler(
         args.from_checkpoint,
@@ -1164,7 +1209,6 @@ def quick_scheduler_report(
     Raises:
         FileNotFoundError: no shipped scheduler and no ``checkpoint``.
     """
-    from fleetgym.experiments import schedule_report as rep
 
     _setup_cli()
     path = Path(checkpoint) if checkpoint is not None else shipped_scheduler_path()
@@ -1179,7 +1223,6 @@ def quick_scheduler_report(
         progress=progress,
         title="CartPole (modeled timing)",
     )
-    result["markdown"] = rep.markdown_table(result["rows"])
     result["checkpoint"] = str(path)
     result["trained_episodes"] = meta.get("episodes")
     return result
