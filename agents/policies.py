@@ -61,7 +61,8 @@ class _NatureCNN(nn.Module):
         for c_in, c_out, k, s in ((in_channels, 32, 8, 4), (32, 64, 4, 2), (64, 64, 3, 1)):
             conv = nn.Conv2d(c_in, c_out, k, stride=s)
             nn.init.orthogonal_(conv.weight, math.sqrt(2.0))
-            nn.init.zeros_(conv.bias)
+            if conv.bias is not None:
+                nn.init.zeros_(conv.bias)
             convs += [conv, nn.ReLU()]
         self.convs = nn.Sequential(*convs, nn.Flatten())
         with torch.no_grad():
@@ -143,6 +144,11 @@ class ActorCriticPolicy(nn.Module):
         UnsupportedSpaceError: For other observation or action spaces.
         ValueError: For an unknown network or activation, or empty ``hidden_sizes``.
     """
+
+    obs_mean: torch.Tensor
+    obs_var: torch.Tensor
+    obs_count: torch.Tensor
+    log_std: nn.Parameter
 
     def __init__(
         self,

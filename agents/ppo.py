@@ -319,7 +319,7 @@ class PPOLearner:
 
         n = len(batch)
         mb = min(self.workload.minibatch_size, n)
-        totals = collections.defaultdict(float)
+        totals: collections.defaultdict[str, float] = collections.defaultdict(float)
         count = 0
         for _ in range(self.workload.epochs):
             order = torch.randperm(n, generator=self.generator)

@@ -175,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {}
     if args.backend == "inprocess":
         options["batched"] = not args.sequential
-    fleet = make_fleet(
+    fleet: Any = make_fleet(
         workload, backend=args.backend, max_actors=args.actors, seed=args.seed, **options
     )
     print(
