@@ -56,6 +56,11 @@ class Trajectory:
     def __len__(self) -> int:
         return int(self.rewards.shape[0])
 
+    @property
+    def last_done(self) -> bool:
+        """Whether the episode ended at the last step, so s_n starts a new episode."""
+        return bool(len(self) and (self.terminated[-1] or self.truncated[-1]))
+
 
 @dataclass
 class ActorTiming:
