@@ -449,7 +449,7 @@ def load_scheduler(path: str | Path, env: Any = None, **kwargs: Any) -> PPO:
 def train_scheduler(
     out_dir: str | Path,
     *,
-    env_id: str = DEFAULT_ENV_ID,
+    env_id: str | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
     episodes: int = 100,
     seed: int = 0,
@@ -473,8 +473,10 @@ def train_scheduler(
 
     Args:
         out_dir: output directory (created).
-        env_id: scheduling env ID.
-        env_kwargs: its ``gym.make`` keyword arguments.
+        env_id: scheduling env ID (None: the stored one when resuming, else
+            :data:`DEFAULT_ENV_ID`).
+        env_kwargs: its ``gym.make`` keyword arguments (None when resuming on the stored
+            env ID: the stored ones).
         episodes: total episodes the model should have seen when this returns.
         seed: seed of PPO and of the envs.
         config: PPO hyperparameters (ignored for the architecture when resuming).
@@ -516,9 +518,11 @@ def train_scheduler(
                 f"episodes: expected more than the {start_episode} episodes the checkpoint "
                 f"{resume_from} has seen, actual {episodes}"
             )
-        if env_kwargs is None and env_id == DEFAULT_ENV_ID:
-            env_id = stored.get("env_id", env_id)
+        stored_id = stored.get("env_id", DEFAULT_ENV_ID)
+        if env_kwargs is None and env_id in (None, stored_id):
             env_kwargs = stored.get("env_kwargs", {})
+        if env_id is None:
+            env_id = stored_id
         stored_cfg = stored.get("config", {})
         config = SchedulerPPOConfig(
             **{
@@ -530,6 +534,8 @@ def train_scheduler(
                 "n_envs": config.n_envs,
             }
         )
+    if env_id is None:
+        env_id = DEFAULT_ENV_ID
     kwargs = _validate_env_kwargs(env_kwargs)
     meta = {
         "env_id": env_id,
