@@ -80,8 +80,10 @@ from fleetgym.errors import FleetError
 
 logger = logging.getLogger(__name__)
 
-#: Modules the forkserver imports once, so forked workers start initialised.
+#: Modules the forkserver imports once, so forked workers start initialised. ``__main__``
+#: (multiprocessing's own default) spares every worker re-importing the main script.
 _PRELOAD = (
+    "__main__",
     "numpy",
     "torch",
     "gymnasium",

@@ -1,0 +1,204 @@
+"""Fleet backends: throughput, elasticity and fault recovery, as ratios measured in one run.
+
+* ``test_bench_process_vs_subproc``: env steps/s of :class:`ProcessFleet` (each worker runs
+  a whole rollout with its policy copy) against SB3's ``SubprocVecEnv`` with the same
+  number of workers, the same CartPole env and the same policy (one batched forward in
+  the parent per step, one pipe round trip per step). Target: ratio >= 1.0.
+* ``test_bench_resize_warm_pool``: a warm pool resized P -> 4 -> P (P=32 in the full run),
+  against the cold reference of the same resize when shrinking stops the extras
+  (``stop_idle=True``: growing starts P-4 processes). Target: <= 50 ms.
+* ``test_bench_replace_killed_actor``: SIGKILL one worker, then time until its
+  replacement is ready, against one warm round of that actor. Target: <= 0.5 s.
+* ``test_bench_ray_round_overhead``: the same warm round on the Ray backend and on the
+  process backend; the difference is Ray's per-round overhead (needs Ray).
+
+Sizes are small by default so CI (2 cores, ``--benchmark-disable``: everything once) is
+quick. The full-size run:
+``FLEETGYM_BENCH_POOL=32 FLEETGYM_BENCH_WORKERS=4 pytest benchmarks/test_bench_fleet.py
+--benchmark-enable -s``. No absolute time is asserted; timings on a shared machine are
+noisy, the ratios against references measured in the same run are what to read.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import statistics
+import time
+
+import numpy as np
+import pytest
+
+from fleetgym.agents.fleet import ProcessFleet
+from fleetgym.agents.workloads import get_workload
+
+WORKLOAD = "CartPole-v1"
+#: Workers of the throughput comparison (both backends).
+WORKERS = int(os.environ.get("FLEETGYM_BENCH_WORKERS", "2"))
+#: Pool size of the resize benchmark (32 in the full run; 32 processes are heavy for CI).
+POOL = int(os.environ.get("FLEETGYM_BENCH_POOL", "6"))
+#: Steps per worker in the throughput comparison.
+STEPS = int(os.environ.get("FLEETGYM_BENCH_STEPS", "1024"))
+
+
+@pytest.fixture(scope="module")
+def weights():
+    return get_workload(WORKLOAD).make_policy().get_weights()
+
+
+def _best(fn, repeats: int) -> float:
+    """Fastest of ``repeats`` timed calls (the least disturbed by other load)."""
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return min(samples)
+
+
+def _report(benchmark, title: str, **figures: float) -> None:
+    benchmark.extra_info.update(figures)
+    print(f"\n{title}: " + ", ".join(f"{k}={v:.4g}" for k, v in figures.items()))
+
+
+def test_bench_process_vs_subproc(benchmark, weights):
+    import gymnasium as gym
+    from stable_baselines3.common.vec_env import SubprocVecEnv
+
+    repeats = 5 if benchmark.enabled else 1
+    policy = get_workload(WORKLOAD).make_policy()
+    policy.load_weights(weights)
+    rng = np.random.default_rng(0)
+    venv = SubprocVecEnv([lambda: gym.make(WORKLOAD) for _ in range(WORKERS)])
+    venv.seed(0)
+    state = {"obs": venv.reset()}
+
+    def subproc_rollout() -> None:
+        obs = state["obs"]
+        for _ in range(STEPS):
+            actions, _, _ = policy.act(obs, rng=rng)
+            obs, _, _, _ = venv.step(actions)
+        state["obs"] = obs
+
+    try:
+        subproc_rollout()  # warm-up: first pickles, first allocations
+        subproc_s = _best(subproc_rollout, repeats)
+    finally:
+        venv.close()
+
+    with ProcessFleet(WORKLOAD, max_actors=WORKERS, seed=0) as fleet:
+        fleet.prewarm(WORKERS)
+
+        def fleet_round() -> None:
+            result = fleet.run_round(weights, WORKERS, STEPS)
+            assert result.complete
+
+        fleet_round()
+        benchmark.pedantic(fleet_round, rounds=repeats, iterations=1)
+        fleet_s = _best(fleet_round, repeats)
+    steps = WORKERS * STEPS
+    _report(
+        benchmark,
+        f"process fleet vs SubprocVecEnv ({WORKERS} workers, {STEPS} steps each)",
+        fleet_steps_per_s=steps / fleet_s,
+        subproc_steps_per_s=steps / subproc_s,
+        ratio=subproc_s / fleet_s,
+    )
+
+
+def test_bench_resize_warm_pool(benchmark):
+    small = min(4, POOL)
+    repeats = 5 if benchmark.enabled else 1
+    with ProcessFleet(WORKLOAD, max_actors=POOL, seed=0) as fleet:
+        fleet.prewarm(POOL)
+
+        def resize() -> None:
+            fleet.resize(small)
+            fleet.resize(POOL)
+
+        benchmark.pedantic(resize, rounds=repeats, iterations=1)
+        warm_s = _best(resize, repeats)
+        assert fleet.incarnations == dict.fromkeys(range(POOL), 0)  # nothing was rebuilt
+    with ProcessFleet(WORKLOAD, max_actors=POOL, seed=0, stop_idle=True) as cold:
+        cold.prewarm(POOL)
+        cold_s = _best(lambda: (cold.resize(small), cold.resize(POOL)), 1)
+    _report(
+        benchmark,
+        f"resize {POOL} -> {small} -> {POOL}",
+        warm_resize_ms=warm_s * 1e3,
+        stop_and_restart_ms=cold_s * 1e3,
+        ratio=warm_s / cold_s,
+    )
+
+
+def test_bench_replace_killed_actor(benchmark, weights):
+    repeats = 5 if benchmark.enabled else 1
+    with ProcessFleet(WORKLOAD, max_actors=2, seed=0) as fleet:
+        fleet.prewarm(2)
+
+        def kill() -> None:
+            pid = fleet.worker_pids()[1]
+            os.kill(pid, signal.SIGKILL)
+            for _ in range(2000):  # until the kernel has it gone
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.001)
+
+        def replace() -> None:
+            fleet.resize(2)  # detects the dead slot, starts and waits for its successor
+
+        benchmark.pedantic(replace, setup=kill, rounds=repeats, iterations=1)
+        samples = []
+        for _ in range(repeats):
+            kill()
+            samples.append(_best(replace, 1))
+        replace_s = statistics.median(samples)
+        round_s = _best(lambda: fleet.run_round(weights, 2, 128), repeats)
+    _report(
+        benchmark,
+        "replace a killed actor",
+        replace_ms=replace_s * 1e3,
+        warm_round_ms=round_s * 1e3,
+        ratio=replace_s / round_s,
+    )
+
+
+@pytest.mark.ray
+def test_bench_ray_round_overhead(benchmark, weights):
+    pytest.importorskip("ray")
+    import ray
+
+    from fleetgym.agents.fleet.ray_backend import RayFleet, init_local_ray
+
+    repeats = 5 if benchmark.enabled else 2
+    steps = 128
+    started_ray = not ray.is_initialized()
+    if started_ray:
+        init_local_ray(num_cpus=WORKERS, object_store_memory=80 * 2**20, log_to_driver=False)
+    try:
+        with RayFleet(WORKLOAD, max_actors=WORKERS, seed=0) as fleet:
+            fleet.prewarm(WORKERS)
+            fleet.run_round(weights, WORKERS, steps)
+
+            def ray_round() -> None:
+                assert fleet.run_round(weights, WORKERS, steps).complete
+
+            benchmark.pedantic(ray_round, rounds=repeats, iterations=1)
+            ray_s = _best(ray_round, repeats)
+    finally:
+        if started_ray:
+            ray.shutdown()
+    with ProcessFleet(WORKLOAD, max_actors=WORKERS, seed=0) as pool:
+        pool.prewarm(WORKERS)
+        pool.run_round(weights, WORKERS, steps)
+        process_s = _best(lambda: pool.run_round(weights, WORKERS, steps), repeats)
+    _report(
+        benchmark,
+        f"Ray vs process round ({WORKERS} actors x {steps} steps)",
+        ray_round_ms=ray_s * 1e3,
+        process_round_ms=process_s * 1e3,
+        overhead_ms=(ray_s - process_s) * 1e3,
+        ratio=ray_s / process_s,
+    )
