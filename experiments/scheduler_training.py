@@ -192,6 +192,7 @@ class TrainingResult:
     timesteps: int
     updates: int
     wall_s: float
+    cpu_s: float = 0.0  # CPU seconds of this process (the wall time on an idle machine)
     records: list[EpisodeRecord] = field(default_factory=list)
     checkpoints: list[Path] = field(default_factory=list)
 
@@ -206,6 +207,8 @@ class TrainingResult:
             "updates": self.updates,
             "wall_s": round(self.wall_s, 2),
             "wall_s_per_episode": round(self.wall_s / max(1, self.episodes_this_run), 3),
+            "cpu_s": round(self.cpu_s, 2),
+            "cpu_s_per_episode": round(self.cpu_s / max(1, self.episodes_this_run), 3),
             "mean_reward_last10": float(np.mean(rewards[-10:])) if rewards else float("nan"),
             "checkpoints": [str(p) for p in self.checkpoints],
         }
@@ -401,7 +404,9 @@ def _save_model(model: PPO, path: Path, meta: dict[str, Any], episodes: int) -> 
     meta = dict(meta, episodes=int(episodes), timesteps=int(model.num_timesteps))
     setattr(model, META_ATTR, meta)
     path.parent.mkdir(parents=True, exist_ok=True)
-    model.save(str(path))
+    # The TensorBoard folder is a path of the machine that trained: a shipped or shared
+    # checkpoint should not carry it (a resumed run passes its own).
+    model.save(str(path), exclude=["tensorboard_log"])
 
 
 def read_scheduler_meta(path: str | Path) -> dict[str, Any]:
@@ -444,6 +449,24 @@ def load_scheduler(path: str | Path, env: Any = None, **kwargs: Any) -> PPO:
     if not path.is_file():
         raise FileNotFoundError(f"scheduler checkpoint: expected an existing file, actual {path}")
     return PPO.load(str(path), env=env, device="cpu", **kwargs)
+
+
+def export_scheduler(src: str | Path, dst: str | Path) -> Path:
+    """Copy a trained scheduler to ``dst`` without paths of the machine that trained it.
+
+    Used to ship a scheduler with the package; the model, optimiser and metadata are kept.
+
+    Raises:
+        FileNotFoundError: ``src`` does not exist.
+        ValueError: ``src`` is not a fleetgym scheduler checkpoint.
+    """
+    meta = read_scheduler_meta(src)
+    meta.pop("resumed_from", None)
+    model = load_scheduler(src)
+    episodes = int(meta.pop("episodes", 0))
+    meta.pop("timesteps", None)
+    _save_model(model, Path(dst), meta, episodes)
+    return Path(dst)
 
 
 def train_scheduler(
@@ -544,7 +567,7 @@ def train_scheduler(
         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(config).items()},
     }
     if resume_from is not None:
-        meta["resumed_from"] = str(resume_from)
+        meta["resumed_from"] = Path(resume_from).name
 
     venv = make_scheduler_vec_env(
         env_id,
@@ -595,6 +618,7 @@ def train_scheduler(
     max_rounds = _max_rounds(venv)
     bound = (episodes - start_episode + config.n_envs) * max_rounds + config.rollout_size
     started = time.perf_counter()
+    cpu_started = time.process_time()
     model.learn(
         total_timesteps=bound,
         callback=callback,
@@ -603,6 +627,7 @@ def train_scheduler(
         progress_bar=False,
     )
     wall = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
     venv.close()
     final = out / f"{name}.zip"
     _save_model(model, final, meta, callback.episodes)
@@ -614,6 +639,7 @@ def train_scheduler(
         timesteps=int(model.num_timesteps),
         updates=callback.updates,
         wall_s=wall,
+        cpu_s=cpu,
         records=list(callback.records),
         checkpoints=list(callback.checkpoints),
     )

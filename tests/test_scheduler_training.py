@@ -103,6 +103,9 @@ def test_train_counts_episodes_and_saves_everything(trained):
     assert [p.name for p in trained.checkpoints] == ["scheduler_ep0001.zip"]
     meta = st.read_scheduler_meta(trained.model_path)
     assert meta["episodes"] == 2 and meta["env_id"] == ENV_ID
+    # No path of the training machine in the checkpoint.
+    with zipfile.ZipFile(trained.model_path) as z:
+        assert str(out) not in z.read("data").decode()
     assert meta["env_kwargs"] == TINY
     assert meta["config"]["n_steps"] == 4
 
@@ -135,7 +138,7 @@ def test_resume_continues_the_episode_count(trained, tmp_path):
     assert resumed.episodes == 3 and resumed.episodes_this_run == 2
     assert [r.episode for r in resumed.records] == [2, 3]
     meta = st.read_scheduler_meta(resumed.model_path)
-    assert meta["episodes"] == 3 and meta["resumed_from"] == str(first)
+    assert meta["episodes"] == 3 and meta["resumed_from"] == first.name
     # The stored env and hyperparameters were used: 3-round episodes, n_steps 4.
     assert [r.rounds for r in resumed.records] == [3, 3]
     assert st.load_scheduler(resumed.model_path).n_steps == 4
@@ -181,6 +184,14 @@ def test_train_rejects_bad_arguments(tmp_path, kwargs, error, match):
     args.update(kwargs)
     with pytest.raises(error, match=match):
         st.train_scheduler(tmp_path, **args)
+
+
+def test_export_keeps_the_model_and_metadata(trained, tmp_path):
+    dst = st.export_scheduler(trained.model_path, tmp_path / "shipped.zip")
+    assert st.read_scheduler_meta(dst)["episodes"] == 2
+    a = st.load_scheduler(trained.model_path).policy.state_dict()
+    b = st.load_scheduler(dst).policy.state_dict()
+    assert all(np.array_equal(a[k].numpy(), b[k].numpy()) for k in a)
 
 
 def test_checkpoint_errors(tmp_path):
