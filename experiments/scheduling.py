@@ -280,10 +280,14 @@ def _pm(mean: float, std: float, digits: int) -> str:
 
 
 def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The summary as a Markdown table (mean ± std over seeds)."""
+    """The summary as a Markdown table (mean ± std over seeds).
+
+    "wall" is this machine's wall-clock time per episode (the cost of the simulation
+    itself, not a modelled figure).
+    """
     header = (
         "| scheduler | success | time to target (s) | time (s) | cost ($) | rounds "
-        "| total reward | mean actors |\n|---|---|---|---|---|---|---|---|"
+        "| total reward | mean actors | wall (s) |\n|---|---|---|---|---|---|---|---|---|"
     )
     lines = [header]
     for r in rows:
@@ -294,7 +298,8 @@ def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
             f"| {_pm(r['cost_mean'], r['cost_std'], 4)} "
             f"| {_pm(r['rounds_mean'], r['rounds_std'], 1)} "
             f"| {_pm(r['total_reward_mean'], r['total_reward_std'], 2)} "
-            f"| {_pm(r['mean_actors_mean'], r['mean_actors_std'], 1)} |"
+            f"| {_pm(r['mean_actors_mean'], r['mean_actors_std'], 1)} "
+            f"| {_pm(r['wall_s_mean'], r['wall_s_std'], 1)} |"
         )
     return "\n".join(lines)
 
