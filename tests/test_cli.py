@@ -1,0 +1,59 @@
+"""The ``fleetgym`` command: dispatch, help, and ``reproduce`` at a tiny budget."""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+import sys
+
+import pytest
+
+from fleetgym import cli
+
+
+def test_every_subcommand_configures_and_has_help(capsys):
+    parser = cli.build_parser()
+    for name in cli.COMMANDS:
+        with pytest.raises(SystemExit) as exc:
+            parser.parse_args([name, "--help"])
+        assert exc.value.code == 0
+        assert name in capsys.readouterr().out
+
+
+def test_no_command_prints_help_and_fails(capsys):
+    assert cli.main([]) == 2
+    assert "COMMAND" in capsys.readouterr().out
+
+
+def test_python_dash_m_reports_version():
+    out = subprocess.run(
+        [sys.executable, "-m", "fleetgym", "--version"], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.startswith("fleetgym ")
+
+
+def test_reproduce_rejects_unknown_part():
+    with pytest.raises(SystemExit, match="--only expected names of calf, schedule"):
+        cli.main(["reproduce", "--only", "calf,lag"])
+
+
+def test_reproduce_writes_report_with_calf_table(tmp_path, monkeypatch):
+    from fleetgym.experiments import calf
+
+    # The real experiment, at a budget a unit test can afford.
+    tiny = functools.partial(
+        calf.run_calf,
+        timesteps=256,
+        episodes=1,
+        regimes=["baseline"],
+        conditions=["sim-clean", "wifi-normal"],
+        ablation=False,
+        variants=[],
+    )
+    monkeypatch.setattr(calf, "run_calf", tiny)
+    assert cli.main(["reproduce", "--only", "calf", "--out", str(tmp_path), "--no-progress"]) == 0
+    report = (tmp_path / "report.md").read_text()
+    assert "## Network shim: the CALF experiment (CartPole-v1)" in report
+    assert "wifi-normal" in report
+    assert "](calf/" in report
+    assert (tmp_path / "calf").is_dir() and any((tmp_path / "calf").glob("*.png"))
