@@ -171,8 +171,10 @@ class PPOLearner:
             raise ValueError(f"seed: expected an int >= 0, actual {seed!r}")
         self.workload = base.with_overrides(**overrides) if overrides else base
         self.seed = int(seed)
-        torch.manual_seed(self.seed)
-        self.policy: ActorCriticPolicy = self.workload.make_policy()
+        # Seed the initial weights without touching the caller's global torch RNG.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            self.policy: ActorCriticPolicy = self.workload.make_policy()
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=self.workload.lr, eps=1e-5)
         self.generator = torch.Generator().manual_seed(self.seed)
         self.policy_version = 0

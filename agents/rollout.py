@@ -14,7 +14,6 @@ env and its sampling generator from ``np.random.SeedSequence([s, i, k])``.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -225,10 +224,24 @@ def rollout_many(
         raise ValueError(f"workers: expected one workload, actual {sorted(w.name for w in names)}")
     policy = workers[0].policy
     policy.load_weights(weights)
-    torch.set_num_threads(1)  # an actor is one core; the machine's others are other actors
+    # An actor is one core (the machine's others run other actors); restored afterwards so
+    # an in-process learner keeps its own thread count.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _lockstep(workers, policy, steps, policy_version)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _lockstep(
+    workers: Sequence[RolloutWorker],
+    policy: ActorCriticPolicy,
+    steps: int,
+    policy_version: int,
+) -> list[Trajectory]:
     buffers = [w._new_buffer(steps) for w in workers]
     finished: list[tuple[list[float], list[int]]] = [([], []) for _ in workers]
-    batched = len(workers) > 1
     obs_batch = np.empty((len(workers), *workers[0].obs.shape), dtype=workers[0].obs.dtype)
     with torch.inference_mode():
         for t in range(steps):
@@ -250,17 +263,8 @@ def rollout_many(
                 w._step(buffers[i], t, actions[i], log_probs[i], values[i], finished[i], policy)
         for i, w in enumerate(workers):
             obs_batch[i] = w.obs
-        last_values = policy.value(obs_batch) if batched else policy.value(obs_batch[:1])
+        last_values = policy.value(obs_batch)
     return [
         w._finish(buffers[i], float(last_values[i]), finished[i], policy_version)
         for i, w in enumerate(workers)
     ]
-
-
-def timed_rollout(
-    worker: RolloutWorker, weights: Weights, steps: int, policy_version: int
-) -> tuple[Trajectory, float]:
-    """:meth:`RolloutWorker.rollout` and its compute time in seconds (``perf_counter``)."""
-    start = time.perf_counter()
-    trajectory = worker.rollout(weights, steps, policy_version)
-    return trajectory, time.perf_counter() - start
