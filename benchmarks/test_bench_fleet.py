@@ -69,7 +69,9 @@ def test_bench_process_vs_subproc(benchmark, weights):
     policy = get_workload(WORKLOAD).make_policy()
     policy.load_weights(weights)
     rng = np.random.default_rng(0)
-    venv = SubprocVecEnv([lambda: gym.make(WORKLOAD) for _ in range(WORKERS)])
+    # "spawn": leaves Python's single forkserver to the fleet, which preloads torch in it
+    # (the start method does not change SubprocVecEnv's per-step cost, measured here).
+    venv = SubprocVecEnv([lambda: gym.make(WORKLOAD) for _ in range(WORKERS)], "spawn")
     venv.seed(0)
     state = {"obs": venv.reset()}
 

@@ -47,7 +47,10 @@ Elasticity and faults:
 The default start method is ``forkserver`` with numpy, torch, Gymnasium and the actor
 modules preloaded in the server: a new worker is a fork of an already-initialised
 interpreter (tens of milliseconds), without the hazards of forking a parent whose torch
-thread pools are running. Workers use one torch thread each.
+thread pools are running. Python has one forkserver per process: if other code started
+it first (SB3's ``SubprocVecEnv`` does by default), its preload list stays and each new
+worker imports torch itself (about a second more per start). Workers use one torch
+thread each.
 """
 
 from __future__ import annotations
@@ -378,6 +381,15 @@ class ProcessFleet(FleetBase):
         self.context = context
         self._ctx = multiprocessing.get_context(context)
         if context == "forkserver":
+            from multiprocessing import forkserver
+
+            if getattr(forkserver._forkserver, "_forkserver_pid", None) is not None:
+                # Started earlier by other code (e.g. SB3's SubprocVecEnv) with its own
+                # preload list; it cannot be restarted under its children's feet.
+                logger.info(
+                    "a forkserver is already running: its preloaded modules are kept, so "
+                    "each worker may import torch itself (slower starts)"
+                )
             preload = list(_PRELOAD) + list(_KIND_PRELOAD.get(self.workload.kind, ()))
             # Only takes effect if this process has not started a forkserver yet.
             self._ctx.set_forkserver_preload(preload)
@@ -511,49 +523,58 @@ class ProcessFleet(FleetBase):
                 progress.deadline = self._deadline(time.perf_counter())
 
         pending = set(slots)
-        while pending:
-            timeout = None
-            if self.actor_timeout is not None:
-                timeout = max(0.0, min(slots[s].deadline for s in pending) - time.perf_counter())
-            by_object: dict[Any, tuple[int, _Worker]] = {}
+        try:
+            while pending:
+                timeout = None
+                if self.actor_timeout is not None:
+                    timeout = max(
+                        0.0, min(slots[s].deadline for s in pending) - time.perf_counter()
+                    )
+                by_object: dict[Any, tuple[int, _Worker]] = {}
+                for slot in pending:
+                    worker = self._workers[slot]
+                    by_object[worker.pipe] = (slot, worker)
+                    by_object[worker.process.sentinel] = (slot, worker)
+                ready = wait(list(by_object), timeout)
+                # Pipes first: a worker that answered and then exited still delivered.
+                ready.sort(key=lambda obj: not isinstance(obj, Connection))
+                for obj in ready:
+                    slot, worker = by_object[obj]
+                    # Skip events of a worker replaced earlier in this batch of events.
+                    if slot not in pending or self._workers.get(slot) is not worker:
+                        continue
+                    progress = slots[slot]
+                    if isinstance(obj, Connection) or worker.pipe.poll():
+                        status, payload = self._receive(worker)
+                    else:
+                        status, payload = "crash", f"exit code {worker.process.exitcode}"
+                    if status == "ready":
+                        progress.startup_s = worker.startup_s
+                        self._dispatch(slot, progress, spec)
+                    elif status == "result":
+                        trajectory, timing = self._collect(slot, payload, progress, publish_s)
+                        trajectories[slot], timings[slot] = trajectory, timing
+                        for failure in progress.failures:
+                            failure.rerun = True
+                        pending.discard(slot)
+                    else:
+                        kind = status if status in ("crash", "error") else "crash"
+                        if not self._fault(slot, progress, kind, str(payload), failures):
+                            pending.discard(slot)
+                now = time.perf_counter()
+                for slot in list(pending):
+                    progress = slots[slot]
+                    if self.actor_timeout is not None and now >= progress.deadline:
+                        what = "start" if progress.state == "starting" else "finish its rollout"
+                        message = f"did not {what} within actor_timeout={self.actor_timeout} s"
+                        if not self._fault(slot, progress, "timeout", message, failures):
+                            pending.discard(slot)
+        except BaseException:
+            # Interrupted (Ctrl-C, a bug): workers still mid-rollout would answer into the
+            # next round, so they are killed; their slots restart cold next time.
             for slot in pending:
-                worker = self._workers[slot]
-                by_object[worker.pipe] = (slot, worker)
-                by_object[worker.process.sentinel] = (slot, worker)
-            ready = wait(list(by_object), timeout)
-            # Pipes first: a worker that answered and then exited still delivered.
-            ready.sort(key=lambda obj: not isinstance(obj, Connection))
-            for obj in ready:
-                slot, worker = by_object[obj]
-                # Skip events of a worker replaced earlier in this batch of events.
-                if slot not in pending or self._workers.get(slot) is not worker:
-                    continue
-                progress = slots[slot]
-                if isinstance(obj, Connection) or worker.pipe.poll():
-                    status, payload = self._receive(worker)
-                else:
-                    status, payload = "crash", f"exit code {worker.process.exitcode}"
-                if status == "ready":
-                    progress.startup_s = worker.startup_s
-                    self._dispatch(slot, progress, spec)
-                elif status == "result":
-                    trajectory, timing = self._collect(slot, payload, progress, publish_s)
-                    trajectories[slot], timings[slot] = trajectory, timing
-                    for failure in progress.failures:
-                        failure.rerun = True
-                    pending.discard(slot)
-                else:
-                    kind = status if status in ("crash", "error") else "crash"
-                    if not self._fault(slot, progress, kind, str(payload), failures):
-                        pending.discard(slot)
-            now = time.perf_counter()
-            for slot in list(pending):
-                progress = slots[slot]
-                if self.actor_timeout is not None and now >= progress.deadline:
-                    what = "start" if progress.state == "starting" else "finish its rollout"
-                    message = f"did not {what} within actor_timeout={self.actor_timeout} s"
-                    if not self._fault(slot, progress, "timeout", message, failures):
-                        pending.discard(slot)
+                self._stop_worker(slot, kill=True)
+            raise
 
         if self.stop_idle:
             for slot in [s for s in self._workers if s >= num_actors]:
@@ -620,7 +641,7 @@ class ProcessFleet(FleetBase):
         if worker is not None:
             self._stop_worker(slot, kill=True)
         incarnation = self._next_incarnation(slot)
-        build = CloudpickleWrapper(
+        build: CloudpickleWrapper[Any] = CloudpickleWrapper(
             functools.partial(self.actor_factory, self.workload, slot, self.seed, incarnation)
         )
         parent_pipe, child_pipe = self._ctx.Pipe()

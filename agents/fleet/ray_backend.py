@@ -336,10 +336,10 @@ class RayFleet(FleetBase):
                 p = progress[slot]
                 if now >= p.deadline:
                     what = "start" if not self._slots[slot].ready else "finish its rollout"
-                    exc = TimeoutError(
+                    late = TimeoutError(
                         f"did not {what} within actor_timeout={self.actor_timeout} s"
                     )
-                    if not self._fault(slot, p, exc, failures, args):
+                    if not self._fault(slot, p, late, failures, args):
                         pending.discard(slot)
         del weights_ref
         return self._assemble(
