@@ -1,14 +1,152 @@
-"""``fleetgym profiles``: not implemented yet."""
+"""``fleetgym profiles``: list the named network profiles and the shipped traces.
+
+For each profile it prints both channels and, for a control period ``--step-ms``, what
+they do to a control loop: the loss rate and the median / 99th-percentile one-way delay in
+control periods (estimated from the channel model with a fixed seed). Then it lists the
+trace files shipped in ``fleetgym/traces`` with their size, duration, loss and delay.
+``--json`` prints the same as JSON.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
+from typing import Any
+
+__all__ = ["configure", "describe_profiles", "describe_traces", "run"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    """Add this subcommand's arguments."""
+    """Add this subcommand's arguments (imports nothing heavy)."""
+    parser.add_argument(
+        "--step-ms",
+        type=float,
+        default=20.0,
+        help="control period (ms) used for delays in periods (default: 20, CartPole)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parser.add_argument(
+        "--samples",
+        type=int,
+        default=20_000,
+        help="packets sampled per channel for the delay quantiles (default: 20000)",
+    )
+
+
+def _quantiles(channel: Any, step_ms: float, samples: int) -> dict[str, float]:
+    import numpy as np
+
+    d = channel.sample_delays(np.random.default_rng(0), samples, step_ms)
+    ok = d[np.isfinite(d)]
+    if ok.size == 0:
+        return {"loss": 1.0, "p50_ms": math.inf, "p99_ms": math.inf}
+    return {
+        "loss": float(np.mean(np.isinf(d))),
+        "p50_ms": float(np.quantile(ok, 0.5)),
+        "p99_ms": float(np.quantile(ok, 0.99)),
+    }
+
+
+def describe_profiles(step_ms: float = 20.0, samples: int = 20_000) -> list[dict[str, Any]]:
+    """One dict per registered profile: name, description, channels, delay quantiles."""
+    from fleetgym.wrappers.profiles import get_profile, list_profiles
+
+    rows = []
+    for name in list_profiles():
+        profile = get_profile(name)
+        row: dict[str, Any] = {"name": name, "description": profile.description}
+        for direction in ("uplink", "downlink"):
+            channel = getattr(profile, direction)
+            q = _quantiles(channel, step_ms, samples)
+            row[direction] = {
+                "channel": channel.describe(),
+                **q,
+                "p50_periods": math.floor(q["p50_ms"] / step_ms)
+                if math.isfinite(q["p50_ms"])
+                else None,
+                "p99_periods": math.floor(q["p99_ms"] / step_ms)
+                if math.isfinite(q["p99_ms"])
+                else None,
+            }
+        rows.append(row)
+    return rows
+
+
+def describe_traces() -> list[dict[str, Any]]:
+    """One dict per shipped trace file: name, packets, duration, loss, delay quantiles."""
+    import numpy as np
+
+    from fleetgym.traces import list_traces, load_trace
+
+    rows = []
+    for name in list_traces():
+        trace = load_trace(name)
+        ok = trace.delay_ms[np.isfinite(trace.delay_ms)]
+        rows.append(
+            {
+                "file": name,
+                "packets": len(trace),
+                "duration_s": trace.period_ms / 1000.0,
+                "loss": trace.loss_rate,
+                "p50_ms": float(np.median(ok)) if ok.size else math.inf,
+                "p99_ms": float(np.quantile(ok, 0.99)) if ok.size else math.inf,
+                "profile": f"trace-{name.rsplit('.', 1)[0]}",
+            }
+        )
+    return rows
+
+
+def _finite(x: Any) -> Any:
+    """JSON has no infinity: an all-lost channel's delay becomes null."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_finite(v) for v in x]
+    return x
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the subcommand."""
-    raise SystemExit("fleetgym profiles: not implemented yet")
+    """Print the profiles and traces; returns 0, or 2 for a bad argument."""
+    step_ms = float(args.step_ms)
+    if not math.isfinite(step_ms) or step_ms <= 0:
+        print(f"fleetgym profiles: expected --step-ms > 0, actual {args.step_ms}")
+        return 2
+    if args.samples < 100:
+        print(f"fleetgym profiles: expected --samples >= 100, actual {args.samples}")
+        return 2
+    profiles = describe_profiles(step_ms, args.samples)
+    traces = describe_traces()
+    if args.json:
+        payload = {"step_ms": step_ms, "profiles": profiles, "traces": traces}
+        print(json.dumps(_finite(payload), indent=2))
+        return 0
+    print(f"Network profiles (delays in ms and in {step_ms:g} ms control periods, one way):\n")
+    header = f"{'profile':<20} {'dir':<5} {'loss':>6} {'p50 ms':>8} {'p99 ms':>8} {'p99 per.':>8}  channel"
+    print(header)
+    print("-" * len(header))
+    for row in profiles:
+        for direction, short in (("uplink", "up"), ("downlink", "down")):
+            d = row[direction]
+            periods = "-" if d["p99_periods"] is None else str(d["p99_periods"])
+            name = row["name"] if direction == "uplink" else ""
+            print(
+                f"{name:<20} {short:<5} {d['loss']:>6.1%} {d['p50_ms']:>8.1f} {d['p99_ms']:>8.1f} "
+                f"{periods:>8}  {d['channel']}"
+            )
+    print("\nShipped traces (fleetgym/traces, formats in traces/README.md):\n")
+    print(
+        f"{'file':<24} {'packets':>8} {'secs':>7} {'loss':>6} {'p50 ms':>8} {'p99 ms':>8}  profile"
+    )
+    for t in traces:
+        print(
+            f"{t['file']:<24} {t['packets']:>8} {t['duration_s']:>7.1f} {t['loss']:>6.1%} "
+            f"{t['p50_ms']:>8.1f} {t['p99_ms']:>8.1f}  {t['profile']}"
+        )
+    print(
+        "\nUse: gym.make('fleetgym/NetShim-v0', env_id='CartPole-v1', profile='wifi-normal') "
+        "or NetworkShimWrapper(env, profile=...)"
+    )
+    return 0

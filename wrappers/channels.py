@@ -382,7 +382,9 @@ class _GilbertElliottSampler(DelaySampler):
     def _run_lengths(self, leave: float, k: int, cap: int) -> np.ndarray:
         if leave <= 0.0:
             return np.full(k, cap, dtype=np.int64)
-        return self._rng.geometric(leave, size=k)
+        # Only the first `cap` packets are used, so longer runs are cut (a tiny leave
+        # probability would otherwise make np.repeat allocate huge arrays).
+        return np.minimum(self._rng.geometric(leave, size=k), cap)
 
     def _states(self, n: int) -> np.ndarray:
         if self._state is None:
