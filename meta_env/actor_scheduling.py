@@ -303,9 +303,11 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         billing: ``"serverless"`` or ``"server"`` (the VM cluster, idle included).
         cold_start_actor_s: actor container cold start.
         cold_start_learner_s: GPU learner container cold start.
-        prewarm: keep the learner and a pool of actors warm (no cold starts on the
-            critical path; the pool is billed for every second of every round).
-        warm_pool: pooled actor slots with ``prewarm`` (None: ``max_actors``).
+        prewarm: keep the learner and actor containers warm (no cold starts on the
+            critical path; warm containers are billed for every second of the round).
+        warm_pool: with ``prewarm``: None keeps the previous round's actors alive
+            (keep-alive; the first round's are warmed before training), N keeps a fixed
+            pool of N slots alive whether used or not.
         bandwidth_bytes_per_s: actor <-> learner bandwidth.
         latency_s: one-way latency of a transfer.
         learner_speed_factor: speed-up of the learner's device over this CPU.
@@ -444,7 +446,6 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
 
         self.serverless = ServerlessCostModel(self.pricing)
         self.cluster = ServerClusterCostModel(self.pricing, actors=self.max_actors)
-        self.pool = 0 if billing == "server" else self.time_model.pool_size(self.max_actors)
         self.learner_warm = billing == "server" or self.time_model.prewarm
         # Reference times of the normalised observation: a round of max_actors, modelled.
         self.reference_learner_s = self.time_model.learner_time(
@@ -478,6 +479,7 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         self.last_return = 0.0
         self.actor_seconds = 0.0
         self.actors_used = 0
+        self._prev_actors = 0
         self._raw = np.zeros(len(OBSERVATION_FIELDS))
         self._raw[6] = math.inf if self.budget is None else self.budget
 
@@ -565,6 +567,18 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         self, result: RoundResult, stats: UpdateStats, weights: dict[str, np.ndarray]
     ) -> _RoundAccount:
         n = len(result.trajectories)
+        keep_alive = self.billing != "server" and self.time_model.keep_alive
+        if self.billing == "server":
+            pool = 0
+        elif keep_alive:
+            # The first round's fleet is warmed before training starts.
+            pool = (
+                n
+                if self.round == 0
+                else self.time_model.pool_size(self.max_actors, self._prev_actors)
+            )
+        else:
+            pool = self.time_model.pool_size(self.max_actors)
         if self.timing == "modeled":
             compute = self.compute.actor_compute_s(self.steps_per_actor, self._rng, n)
             update_s = self.compute.learner_update_s(int(stats.num_samples))
@@ -584,7 +598,7 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
                     float(compute[i]),
                     weight_bytes=w_bytes,
                     trajectory_bytes=trajectory_nbytes(traj),
-                    warm=self.billing == "server" or traj.actor_id < self.pool,
+                    warm=self.billing == "server" or traj.actor_id < pool,
                 ).total_s
                 for i, traj in enumerate(result.trajectories)
             ]
@@ -599,12 +613,13 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
                 learner_s=learner.total_s,
                 actor_s=actor_times.tolist(),
                 round_s=round_time,
-                pool=self.pool,
+                pool=pool,
                 learner_warm=self.learner_warm,
+                keep_alive=keep_alive,
             )
-            if self.round == 0 and (self.pool or self.learner_warm):
+            if self.round == 0 and (pool or self.learner_warm):
                 prewarm_cost = self.serverless.prewarm_cost(
-                    self.time_model, self.pool, self.learner_warm
+                    self.time_model, pool, self.learner_warm
                 )
         return _RoundAccount(
             actor_times=actor_times,
@@ -641,6 +656,7 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         self.total_cost += round_cost
         self.total_time += acc.round_time
         self.actors_used += num_actors
+        self._prev_actors = num_actors
         mean_return = float(stats.mean_return)
         if not math.isfinite(mean_return):
             mean_return = self.last_return  # no episode finished yet: keep the last value

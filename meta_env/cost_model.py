@@ -16,7 +16,7 @@ What this module models (DESIGN.md Part B):
   with an optional seeded per-actor slowdown (stragglers), so an episode is reproducible.
 * **Billing** (:class:`ServerlessCostModel`, :class:`ServerClusterCostModel`): serverless
   bills each actor only for its own busy seconds and the learner for its update (cold
-  starts included); a pre-warmed pool is billed for the whole round; the server-based
+  starts included); pre-warmed containers are billed for the whole round; the server-based
   cluster is billed for the whole wall time, idle included.
 
 All times are seconds and all prices US dollars.
@@ -298,9 +298,12 @@ class TimeModel:
     An actor's time is ``cold start (unless warm) + 2 * latency + (weight bytes +
     trajectory bytes) / bandwidth + compute``: it downloads the weights, runs its rollout
     and uploads its trajectory. The learner's time is ``cold start (unless warm) +
-    update / learner_speed_factor``. With ``prewarm`` the learner and the first
-    ``warm_pool`` actor slots are kept warm across rounds (no cold start on the critical
-    path; the pool is billed for the whole round, see :class:`ServerlessCostModel`).
+    update / learner_speed_factor``. With ``prewarm`` the learner is kept warm across rounds
+    and so are actor containers (no cold start on the critical path; warm containers are
+    billed for the whole round, see :class:`ServerlessCostModel`): with ``warm_pool=None``
+    the *keep-alive* policy keeps the previous round's ``I_k-1`` actors alive (the first
+    round's actors are warmed before training starts), with ``warm_pool=N`` a fixed pool
+    of slots ``0..N-1`` is kept alive whether used or not.
 
     Example:
         >>> tm = TimeModel(bandwidth_bytes_per_s=1e6, latency_s=0.01)
@@ -312,8 +315,9 @@ class TimeModel:
     Args:
         cold_start_actor_s: start-up of one actor container (MinionsRL: ~0.3 s).
         cold_start_learner_s: start-up of the GPU learner container (~1.5 s).
-        prewarm: keep the learner and a pool of actors warm between rounds.
-        warm_pool: actor slots kept warm when ``prewarm`` (None: every slot).
+        prewarm: keep the learner and actor containers warm between rounds.
+        warm_pool: with ``prewarm``, a fixed pool of warm actor slots; None: keep-alive
+            (the previous round's actors stay warm).
         bandwidth_bytes_per_s: actor <-> learner bandwidth (default 1 Gbit/s).
         latency_s: one-way latency of one transfer.
         learner_speed_factor: how many times faster the learner's device runs the update
@@ -348,11 +352,23 @@ class TimeModel:
                 f"warm_pool: expected None or an integer >= 0, actual {self.warm_pool!r}"
             )
 
-    def pool_size(self, max_actors: int) -> int:
-        """Actor slots kept warm (0 without ``prewarm``)."""
+    @property
+    def keep_alive(self) -> bool:
+        """Pre-warming by keeping the previous round's actors alive."""
+        return bool(self.prewarm) and self.warm_pool is None
+
+    def pool_size(self, max_actors: int, previous_actors: int = 0) -> int:
+        """Warm actor slots in a round (0 without ``prewarm``).
+
+        Args:
+            max_actors: the fleet's size.
+            previous_actors: actors of the previous round (keep-alive).
+        """
         if not self.prewarm:
             return 0
-        return max_actors if self.warm_pool is None else min(int(self.warm_pool), max_actors)
+        if self.warm_pool is None:
+            return min(int(previous_actors), max_actors)
+        return min(int(self.warm_pool), max_actors)
 
     def transfer_s(self, nbytes: int) -> float:
         """Seconds to move ``nbytes`` in one transfer."""
@@ -455,8 +471,11 @@ class ServerlessCostModel:
     fee per invocation. With pre-warming, the learner and the ``pool`` warm actor slots
     stay alive for the whole round ``P_k`` and are billed for all of it, busy or idle
     (used pool slots therefore cost ``P_k`` rather than ``P^a_k,i``); actors beyond the
-    pool are billed as cold ones. Warming the pool up before the first round costs one
-    cold start per pooled container (:meth:`prewarm_cost`).
+    pool are billed as cold ones, and unused pool slots idle at a cost. With
+    ``keep_alive`` (pre-warming by keeping the last fleet alive) every actor of the round
+    stays alive until the round ends, ready for the next one, so each is billed ``P_k``;
+    containers the next round does not need are released at its start. Warming containers
+    up before the first round costs one cold start each (:meth:`prewarm_cost`).
 
     Example:
         >>> pricing = get_pricing("aci")
@@ -485,6 +504,7 @@ class ServerlessCostModel:
         round_s: float,
         pool: int = 0,
         learner_warm: bool = False,
+        keep_alive: bool = False,
     ) -> RoundCost:
         """Bill one round.
 
@@ -494,15 +514,18 @@ class ServerlessCostModel:
             round_s: the round's wall time ``P_k``.
             pool: warm actor slots kept alive for the whole round.
             learner_warm: the learner is kept alive for the whole round.
+            keep_alive: every actor stays alive to the end of the round (billed ``P_k``)
+                and no pool slot idles unused.
         """
         p = self.pricing
         price_a = p.actor_price_per_s
         learner = (round_s if learner_warm else learner_s) * p.learner_second
         per_actor = tuple(
-            (round_s if i < pool else float(t)) * price_a for i, t in enumerate(actor_s)
+            (round_s if keep_alive or i < pool else float(t)) * price_a
+            for i, t in enumerate(actor_s)
         )
         # Pool slots this round did not use idle for the whole round, billed all the same.
-        idle_pool = max(0, pool - len(actor_s))
+        idle_pool = 0 if keep_alive else max(0, pool - len(actor_s))
         warm_pool = idle_pool * round_s * price_a
         # A warm container is one long invocation (billed once, at warm-up), not one per round.
         cold_actors = max(0, len(actor_s) - pool)

@@ -291,6 +291,25 @@ def test_prewarm_hides_cold_starts_and_bills_the_pool():
     assert info["round_cost"] == pytest.approx(p1 * 1e-2 + 2 * p1 * 1e-3, abs=1e-15)
 
 
+def test_prewarm_keep_alive_keeps_the_previous_fleet_warm():
+    env = make_env(prewarm=True)  # warm_pool=None: keep-alive
+    env.reset(seed=0)
+    warm, cold = actor_time(0.1, cold=0.0), actor_time(0.1)
+    _, _, _, _, info = env.step(1)  # round 1: its 2 actors warmed before training
+    assert info["actor_times"] == pytest.approx([warm, warm], abs=1e-12)
+    p1 = (0.1 + 2 * STEPS * 0.001) / 2.0 + warm
+    pool_up = 2 * 0.3 * 1e-3 + 1.5 * 1e-2
+    assert info["round_cost"] == pytest.approx(p1 * 1e-2 + 2 * p1 * 1e-3 + pool_up, abs=1e-15)
+    _, _, _, _, info = env.step(3)  # round 2: slots 0, 1 kept alive, slots 2, 3 cold
+    assert info["actor_times"] == pytest.approx([warm, warm, cold, cold], abs=1e-12)
+    p2 = (0.1 + 4 * STEPS * 0.001) / 2.0 + cold
+    assert info["round_time"] == pytest.approx(p2, abs=1e-12)
+    assert info["round_cost"] == pytest.approx(p2 * 1e-2 + 4 * p2 * 1e-3, abs=1e-15)
+    _, _, _, _, info = env.step(0)  # round 3: 1 actor, the other 3 released at the start
+    p3 = (0.1 + STEPS * 0.001) / 2.0 + warm
+    assert info["round_cost"] == pytest.approx(p3 * 1e-2 + p3 * 1e-3, abs=1e-15)
+
+
 def test_server_billing_is_wall_time_of_the_cluster():
     env = make_env(billing="server", pricing_overrides=None, max_actors=32)
     env.reset(seed=0)

@@ -67,7 +67,10 @@ def test_time_model_actor_and_learner_time_exact():
     assert lt.update_s == 0.5 and lt.total_s == 2.0
     assert tm.learner_time(2.0, warm=True).total_s == 0.5
     assert tm.pool_size(32) == 0
-    assert TimeModel(prewarm=True).pool_size(32) == 32
+    keep_alive = TimeModel(prewarm=True)
+    assert keep_alive.keep_alive and keep_alive.pool_size(32, previous_actors=5) == 5
+    assert keep_alive.pool_size(32, previous_actors=40) == 32
+    assert not TimeModel(prewarm=True, warm_pool=4).keep_alive
     assert TimeModel(prewarm=True, warm_pool=4).pool_size(32) == 4
     assert TimeModel(prewarm=True, warm_pool=40).pool_size(32) == 32
 
@@ -142,6 +145,21 @@ def test_serverless_warm_pool_is_billed_for_the_whole_round():
     assert cost.requests == pytest.approx(1e-5 + 1e-4)
     tm = TimeModel(cold_start_actor_s=0.5, cold_start_learner_s=2.0, prewarm=True)
     assert cm.prewarm_cost(tm, 3, True) == pytest.approx(3 * (0.5e-3 + 1e-5) + 2.0e-2 + 1e-4)
+
+
+def test_serverless_keep_alive_bills_every_actor_the_whole_round():
+    cm = ServerlessCostModel(_unit_pricing())
+    # Previous round had 1 actor: slot 0 warm, slot 1 cold; both stay alive to the end.
+    cost = cm.round_cost(
+        learner_s=2.0, actor_s=[1.0, 3.0], round_s=5.0, pool=1, learner_warm=True, keep_alive=True
+    )
+    assert cost.per_actor == pytest.approx((5e-3, 5e-3))
+    assert cost.warm_pool == 0.0
+    assert cost.requests == pytest.approx(1e-5)  # one cold invocation, warm learner
+    assert cost.learner == pytest.approx(5.0 * 1e-2)
+    # A pool larger than the round: nothing idles under keep-alive (released at start).
+    cost = cm.round_cost(learner_s=2.0, actor_s=[1.0], round_s=5.0, pool=4, keep_alive=True)
+    assert cost.warm_pool == 0.0 and cost.per_actor == pytest.approx((5e-3,))
 
 
 def test_server_cluster_bills_wall_time_idle_included():
