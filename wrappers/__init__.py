@@ -28,6 +28,7 @@ from fleetgym.wrappers.network_shim import (
     make_network_shim_env,
 )
 from fleetgym.wrappers.profiles import NetworkProfile, get_profile, list_profiles, register_profile
+from fleetgym.wrappers.vector import NetworkShimVectorWrapper
 
 __all__ = [
     "DELIVERY_MODES",
@@ -37,6 +38,7 @@ __all__ = [
     "GaussianChannel",
     "GilbertElliottChannel",
     "NetworkProfile",
+    "NetworkShimVectorWrapper",
     "NetworkShimWrapper",
     "TraceChannel",
     "default_start_action",

@@ -205,7 +205,42 @@ class _Link:
         return False
 
 
-def _resolve_profiles(profile: Any) -> tuple[NetworkProfile, ...]:
+class ShimStreams:
+    """The random streams of one shimmed env, derived from its reset seed.
+
+    ``SeedSequence(seed, spawn_key=(key,))`` (a branch the env's own seeding of the same
+    seed never uses) spawns one child for the per-episode profile draw, then two
+    (uplink, downlink) for each new pair of delay samplers. The vector shim uses the same
+    derivation per sub-env, so sub-env i with seed s + i replays scalar seed s + i.
+    """
+
+    __slots__ = ("root", "profile_rng")
+
+    def __init__(self, seed: int | None) -> None:
+        self.root = np.random.SeedSequence(seed, spawn_key=(_SHIM_STREAM_KEY,))
+        self.profile_rng = np.random.Generator(np.random.PCG64(self.root.spawn(1)[0]))
+
+    def draw(
+        self, profiles: Sequence[NetworkProfile], step_ms: float
+    ) -> tuple[NetworkProfile, DelaySampler, DelaySampler]:
+        """Pick this episode's profile (uniformly if several) and make fresh samplers."""
+        profile = profiles[0]
+        if len(profiles) > 1:
+            profile = profiles[int(self.profile_rng.integers(len(profiles)))]
+        up_ss, down_ss = self.root.spawn(2)
+        up = profile.uplink.sampler(np.random.Generator(np.random.PCG64(up_ss)), step_ms)
+        down = profile.downlink.sampler(np.random.Generator(np.random.PCG64(down_ss)), step_ms)
+        return profile, up, down
+
+
+def resolve_profiles(profile: Any) -> tuple[NetworkProfile, ...]:
+    """Profiles from a name, a NetworkProfile, or a non-empty sequence of them.
+
+    Raises:
+        UnknownProfileError: For an unknown name.
+        TypeError: For anything else.
+        ValueError: For an empty sequence.
+    """
     if isinstance(profile, (str, NetworkProfile)):
         return (get_profile(profile),)
     if isinstance(profile, Sequence) and not isinstance(profile, (bytes, bytearray)):
@@ -360,7 +395,7 @@ class NetworkShimWrapper(
                 ),
             )
         else:
-            self._profiles = _resolve_profiles("wifi-degraded" if profile is None else profile)
+            self._profiles = resolve_profiles("wifi-degraded" if profile is None else profile)
 
         if step_ms is None:
             inferred = infer_step_ms(env)
@@ -405,8 +440,7 @@ class NetworkShimWrapper(
                 )
             self._start_action = start_action
 
-        self._root: np.random.SeedSequence | None = None
-        self._profile_rng: np.random.Generator | None = None
+        self._streams: ShimStreams | None = None
         self.profile: NetworkProfile = self._profiles[0]
         self._up: _Link | None = None
         self._down: _Link | None = None
@@ -416,30 +450,14 @@ class NetworkShimWrapper(
 
     # -- randomness -------------------------------------------------------------------
     def _seed(self, seed: int | None) -> None:
-        self._root = np.random.SeedSequence(seed, spawn_key=(_SHIM_STREAM_KEY,))
-        self._profile_rng = np.random.Generator(np.random.PCG64(self._root.spawn(1)[0]))
+        self._streams = ShimStreams(seed)
 
     def _new_links(self) -> None:
-        assert self._root is not None  # set by _seed first
-        if len(self._profiles) > 1:
-            assert self._profile_rng is not None
-            self.profile = self._profiles[int(self._profile_rng.integers(len(self._profiles)))]
-        up_ss, down_ss = self._root.spawn(2)
+        assert self._streams is not None  # set by _seed first
+        self.profile, up, down = self._streams.draw(self._profiles, self.step_ms)
         fifo = self.delivery == "fifo"
-        self._up = _Link(
-            self.profile.uplink.sampler(np.random.Generator(np.random.PCG64(up_ss)), self.step_ms),
-            self.step_ms,
-            self._block,
-            fifo,
-        )
-        self._down = _Link(
-            self.profile.downlink.sampler(
-                np.random.Generator(np.random.PCG64(down_ss)), self.step_ms
-            ),
-            self.step_ms,
-            self._block,
-            fifo,
-        )
+        self._up = _Link(up, self.step_ms, self._block, fifo)
+        self._down = _Link(down, self.step_ms, self._block, fifo)
 
     # -- gym API ----------------------------------------------------------------------
     def reset(
@@ -451,7 +469,7 @@ class NetworkShimWrapper(
         ):
             raise ValueError(f"expected seed as a non-negative int or None, actual {seed!r}")
         obs, info = self.env.reset(seed=seed, options=options)
-        if seed is not None or self._root is None:
+        if seed is not None or self._streams is None:
             self._seed(seed)
             self._new_links()
         elif len(self._profiles) > 1:
