@@ -117,33 +117,42 @@ def test_stop_idle_stops_extras_and_regrows_only_missing_slots(weights):
 
 
 class _KillOnDispatch(logging.Handler):
-    """SIGKILLs a worker right after the fleet has sent it its rollout command."""
+    """SIGKILLs a worker right after the fleet has sent it its rollout command.
 
-    def __init__(self, fleet: ProcessFleet, slot: int) -> None:
+    Hooks the fleet's debug record ``worker %d dispatched to pid %s (actors %s)``.
+    """
+
+    def __init__(self, worker: int) -> None:
         super().__init__(logging.DEBUG)
-        self.fleet, self.slot, self.killed = fleet, slot, []
+        self.worker, self.killed = worker, []
 
     def emit(self, record: logging.LogRecord) -> None:
-        if self.killed or record.args[0] != self.slot:  # type: ignore[index]
+        if self.killed or record.args[0] != self.worker:  # type: ignore[index]
             return
         pid = record.args[1]  # type: ignore[index]
         os.kill(pid, signal.SIGKILL)
         self.killed.append(pid)
 
 
-def test_actor_killed_mid_round_is_replaced_and_rerun(fleet, weights):
-    fleet.prewarm(3)
+def _round_killing(fleet, worker: int, *args, **kwargs):
+    """``fleet.run_round(*args)`` with worker ``worker`` SIGKILLed right after dispatch."""
     process_logger = logging.getLogger("fleetgym.agents.fleet.process")
-    handler = _KillOnDispatch(fleet, slot=1)
+    handler = _KillOnDispatch(worker)
     previous = process_logger.level
     process_logger.setLevel(logging.DEBUG)
     process_logger.addHandler(handler)
     try:
-        result = fleet.run_round(weights, 3, 200, policy_version=3)
+        result = fleet.run_round(*args, **kwargs)
     finally:
         process_logger.removeHandler(handler)
         process_logger.setLevel(previous)
     assert len(handler.killed) == 1
+    return result, handler
+
+
+def test_actor_killed_mid_round_is_replaced_and_rerun(fleet, weights):
+    fleet.prewarm(3)
+    result, handler = _round_killing(fleet, 1, weights, 3, 200, policy_version=3)
     # All three trajectories, none twice, each exactly 200 steps.
     _check_round(result, 3, 200)
     assert len({id(t) for t in result.trajectories}) == 3
@@ -164,9 +173,9 @@ def test_actor_killed_mid_round_is_replaced_and_rerun(fleet, weights):
 
 
 def test_hung_actor_times_out_and_is_rerun(weights):
-    # actor_timeout of 10 s: far above a 16-step CartPole rollout, so only the stopped
+    # actor_timeout of 5 s: far above a 16-step CartPole rollout, so only the stopped
     # (SIGSTOP) worker can exceed it.
-    with ProcessFleet(WORKLOAD, max_actors=2, seed=1, actor_timeout=10.0) as fleet:
+    with ProcessFleet(WORKLOAD, max_actors=2, seed=1, actor_timeout=5.0) as fleet:
         fleet.prewarm(2)
         hung = fleet.worker_pids()[0]
         os.kill(hung, signal.SIGSTOP)
@@ -174,7 +183,7 @@ def test_hung_actor_times_out_and_is_rerun(weights):
         _check_round(result, 2, 16)
         [failure] = result.failures
         assert (failure.actor_id, failure.kind, failure.rerun) == (0, "timeout", True)
-        assert "actor_timeout=10.0" in failure.message
+        assert "actor_timeout=5.0" in failure.message
         _wait_gone(hung)  # the straggler was killed, not left behind
 
 
@@ -301,3 +310,41 @@ def test_close_stops_every_worker_and_is_idempotent(weights):
     assert fleet.num_workers == 0
     with pytest.raises(FleetError, match=r"ProcessFleet is closed"):
         fleet.run_round(weights, 1, 8)
+
+
+def test_grouped_workers_run_their_slots_in_lockstep(weights):
+    # Two slots per process: 3 actors need 2 processes; slot 3 (in the second process)
+    # is not part of the first round, so its environment must stay untouched.
+    reference = InProcessFleet(WORKLOAD, max_actors=4, seed=5)
+    with ProcessFleet(WORKLOAD, max_actors=4, seed=5, actors_per_worker=2) as fleet:
+        fleet.prewarm(3)
+        assert fleet.num_workers == 2
+        pids = fleet.worker_pids()
+        assert pids[0] == pids[1] != pids[2] == pids[3]
+        first = fleet.run_round(weights, 3, 30)
+        second = fleet.run_round(weights, 4, 30)
+    _check_round(first, 3, 30)
+    _check_round(second, 4, 30)
+    expected_first = reference.run_round(weights, 3, 30)
+    expected_second = reference.run_round(weights, 4, 30)
+    for ours, theirs in [(first, expected_first), (second, expected_second)]:
+        for a, b in zip(ours.trajectories, theirs.trajectories, strict=True):
+            # Lockstep batching changes only float rounding of the forward (~1e-7).
+            np.testing.assert_array_equal(a.obs, b.obs)
+            np.testing.assert_array_equal(a.actions, b.actions)
+            np.testing.assert_allclose(a.log_probs, b.log_probs, atol=1e-5)
+    # Slots 0 and 1 shared one lockstep rollout: its time is split equally.
+    assert first.timings[0].compute_s == first.timings[1].compute_s
+
+
+def test_killed_grouped_worker_reruns_all_its_actors(weights):
+    with ProcessFleet(WORKLOAD, max_actors=4, seed=5, actors_per_worker=2) as fleet:
+        fleet.prewarm(4)
+        result, _ = _round_killing(fleet, 0, weights, 4, 100)
+        _check_round(result, 4, 100)
+        assert [(f.actor_id, f.kind, f.rerun) for f in result.failures] == [
+            (0, "crash", True),
+            (1, "crash", True),
+        ]
+        assert fleet.incarnations == {0: 1, 1: 1, 2: 0, 3: 0}
+        assert [t.cold_start for t in result.timings] == [True, True, False, False]

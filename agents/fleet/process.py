@@ -1,8 +1,13 @@
 """An elastic actor fleet of local worker processes, on Gymnasium's AsyncVectorEnv pattern.
 
-Each actor slot is one worker process holding one actor (a
-:class:`~fleetgym.agents.rollout.RolloutWorker`: the slot's environment and its own copy
-of the policy). The machinery follows :class:`gymnasium.vector.AsyncVectorEnv`: daemon
+Each worker process holds the actors of ``actors_per_worker`` consecutive slots (default
+one: a process per actor), each actor a :class:`~fleetgym.agents.rollout.RolloutWorker`
+(the slot's environment and its own copy of the policy). A worker with several slots
+steps them in lockstep with one policy forward per step
+(:func:`~fleetgym.agents.rollout.rollout_many`), so 32 actors on a few cores do not pay
+32 processes' per-step inference overhead; their per-actor times are then apportioned
+equally, as in the in-process batched mode, and a fault of the process is a fault of each
+of its actors. The machinery follows :class:`gymnasium.vector.AsyncVectorEnv`: daemon
 worker processes started from a ``multiprocessing`` context with
 :func:`~gymnasium.vector.utils.clear_mpi_env_vars`, the actor builder shipped with
 :class:`~gymnasium.vector.utils.CloudpickleWrapper`, one duplex pipe per worker carrying
@@ -26,7 +31,7 @@ Data paths:
 
 Elasticity and faults:
 
-* ``prewarm(n)`` starts slots ``0..n-1`` and waits until each is ready; a slot that was
+* ``prewarm(n)`` starts the workers of slots ``0..n-1`` and waits until each is ready; a slot that was
   ready before a round is *warm* (``cold_start=False``, ``startup_s=0``). A slot started
   during a round is cold and its ``startup_s`` is the measured time from process start to
   a built actor.
@@ -36,8 +41,8 @@ Elasticity and faults:
   time). Growing starts only the slots that have no live worker.
 * A worker that dies (``crash``), raises (``error``) or does not answer within
   ``actor_timeout`` seconds (``timeout``, a hung or straggling actor: it is killed) is
-  replaced by a fresh incarnation of its slot (new environment, seed from
-  ``(fleet seed, slot, incarnation)``), and the slot's rollout is run again on it with
+  replaced by a fresh incarnation of its slots (new environment, seed from
+  ``(fleet seed, slot, incarnation)``), and the slots' rollouts are run again on it with
   the same weights, up to ``max_retries`` times. The round then holds exactly one
   trajectory per slot plus an :class:`~fleetgym.agents.types.ActorFailure` per fault; a
   killed worker's partial rollout is discarded with its pipe, so nothing is counted
@@ -174,18 +179,25 @@ class _Segments:
         self._open.clear()
 
 
+def _build_actors(
+    factory: ActorFactory, workload: Any, seed: int, slots: list[tuple[int, int]]
+) -> dict[int, Any]:
+    """The actors of one worker: ``{slot: factory(workload, slot, seed, incarnation)}``."""
+    return {slot: factory(workload, slot, seed, incarnation) for slot, incarnation in slots}
+
+
 def _worker(
-    slot: int,
-    build_actor: CloudpickleWrapper,
+    index: int,
+    build_actors: CloudpickleWrapper[Any],
     pipe: Connection,
     parent_pipe: Connection,
     torch_threads: int,
 ) -> None:
-    """Worker loop: build the slot's actor, then run one whole rollout per command.
+    """Worker loop: build the worker's actors, then run one whole rollout per command.
 
     Protocol (pickled tuples on the pipe): the worker first sends ``("ready", info)`` or
     ``("error", text)``. Then for ``("rollout", spec)`` it answers ``("result", payload)``
-    or ``("error", text)`` and exits (the parent restarts the slot: an actor that raised
+    or ``("error", text)`` and exits (the parent restarts it: an actor that raised
     mid-rollout may hold a half-stepped environment). ``("close", None)`` ends the loop.
     """
     parent_pipe.close()
@@ -197,7 +209,7 @@ def _worker(
 
         torch.set_num_threads(torch_threads)
         built = time.perf_counter()
-        actor = build_actor()
+        actors = build_actors()
         pipe.send(("ready", {"pid": os.getpid(), "build_s": time.perf_counter() - built}))
     except Exception:
         pipe.send(("error", traceback.format_exc()))
@@ -218,7 +230,7 @@ def _worker(
                 pipe.send(("error", f"expected command 'rollout' or 'close', actual {command!r}"))
                 break
             try:
-                payload = _run_rollout(actor, spec, segments)
+                payload = _run_rollouts(actors, spec, segments)
             except Exception:
                 pipe.send(("error", traceback.format_exc()))
                 break
@@ -227,37 +239,60 @@ def _worker(
         segments.close()
 
 
-def _run_rollout(actor: Any, spec: dict[str, Any], segments: _Segments) -> bytes:
+def _rollouts(
+    actors: list[Any], weights: Weights, steps: int, policy_version: int
+) -> tuple[list[Trajectory], list[float], list[float]]:
+    """Run ``actors``; returns trajectories and per-actor wall and CPU seconds."""
+    from fleetgym.agents.rollout import RolloutWorker, rollout_many
+
+    if len(actors) > 1 and all(type(actor) is RolloutWorker for actor in actors):
+        # Lockstep: one forward per step for all; time apportioned equally (same steps).
+        cpu_started, started = time.process_time(), time.perf_counter()
+        trajectories = rollout_many(actors, weights, steps, policy_version)
+        share = 1.0 / len(actors)
+        wall = (time.perf_counter() - started) * share
+        cpu = (time.process_time() - cpu_started) * share
+        return trajectories, [wall] * len(actors), [cpu] * len(actors)
+    trajectories, walls, cpus = [], [], []
+    for actor in actors:
+        cpu_started, started = time.process_time(), time.perf_counter()
+        trajectories.append(actor.rollout(weights, steps, policy_version))
+        walls.append(time.perf_counter() - started)
+        cpus.append(time.process_time() - cpu_started)
+    return trajectories, walls, cpus
+
+
+def _run_rollouts(actors: dict[int, Any], spec: dict[str, Any], segments: _Segments) -> bytes:
     started = time.perf_counter()
     weights_segment = segments.get("weights", spec["weights_name"])
-    # Copies: the segment is rewritten next round while this actor may keep references.
+    # Copies: the segment is rewritten next round while an actor may keep references.
     weights = {
         item.key: _view(weights_segment.buf, item.dtype, item.shape, item.offset).copy()
         for item in spec["weights_layout"]
     }
     read_s = time.perf_counter() - started
 
-    cpu_started = time.process_time()
-    compute_started = time.perf_counter()
-    trajectory: Trajectory = actor.rollout(weights, spec["steps"], spec["policy_version"])
-    compute_s = time.perf_counter() - compute_started
-    cpu_s = time.process_time() - cpu_started
+    slots = spec["slots"]
+    trajectories, walls, cpus = _rollouts(
+        [actors[slot] for slot in slots], weights, spec["steps"], spec["policy_version"]
+    )
 
     send_started = time.perf_counter()
-    obs_meta = None
-    obs = trajectory.obs
-    obs_name = spec.get("obs_name")
-    if obs_name is not None and isinstance(obs, np.ndarray) and obs.nbytes <= spec["obs_capacity"]:
-        segment = segments.get("obs", obs_name)
-        view = _view(segment.buf, obs.dtype.str, obs.shape)
-        view[...] = obs
-        del view
-        obs_meta = (obs.dtype.str, tuple(obs.shape))
-        trajectory.obs = np.empty(0, dtype=obs.dtype)  # travels through shared memory
-    payload = pickle.dumps(
-        ("result", (trajectory, obs_meta, compute_s, cpu_s)), protocol=pickle.HIGHEST_PROTOCOL
-    )
-    # The serialisation time is reported by appending it, so it covers the pickling itself.
+    results = []
+    for slot, trajectory, wall, cpu in zip(slots, trajectories, walls, cpus, strict=True):
+        obs_meta = None
+        obs = trajectory.obs
+        name, capacity = spec["obs"].get(slot, (None, 0))
+        if name is not None and isinstance(obs, np.ndarray) and obs.nbytes <= capacity:
+            segment = segments.get(f"obs{slot}", name)
+            view = _view(segment.buf, obs.dtype.str, obs.shape)
+            view[...] = obs
+            del view
+            obs_meta = (obs.dtype.str, tuple(obs.shape))
+            trajectory.obs = np.empty(0, dtype=obs.dtype)  # travels through shared memory
+        results.append((slot, trajectory, obs_meta, wall, cpu))
+    payload = pickle.dumps(("result", results), protocol=pickle.HIGHEST_PROTOCOL)
+    # The serialisation time is appended after the fact, so it covers the pickling itself.
     worker_transfer_s = read_s + (time.perf_counter() - send_started)
     return payload + pickle.dumps(worker_transfer_s, protocol=pickle.HIGHEST_PROTOCOL)
 
@@ -269,7 +304,7 @@ def _decode(blob: bytes) -> tuple[str, Any]:
     stream = io.BytesIO(blob)
     status, payload = pickle.load(stream)
     if status == "result":
-        payload = (*payload, pickle.load(stream))
+        payload = (payload, pickle.load(stream))
     return status, payload
 
 
@@ -278,8 +313,8 @@ def _decode(blob: bytes) -> tuple[str, Any]:
 # ---------------------------------------------------------------------------------------
 @dataclass
 class _Worker:
-    slot: int
-    incarnation: int
+    index: int
+    slots: list[int]
     process: Any  # multiprocessing.process.BaseProcess
     pipe: Connection
     started: float
@@ -289,9 +324,10 @@ class _Worker:
 
 
 @dataclass
-class _SlotRound:
-    """One slot's progress through a round."""
+class _WorkerRound:
+    """One worker's progress through a round."""
 
+    slots: list[int]  # the worker's slots this round runs
     state: str  # "starting" | "running"
     deadline: float
     attempts: int = 0
@@ -302,22 +338,21 @@ class _SlotRound:
 
 
 class ProcessFleet(FleetBase):
-    """An elastic pool of local actor processes, one per slot, on the AsyncVectorEnv pattern.
+    """An elastic pool of local actor processes on the AsyncVectorEnv pattern.
 
-    Models a fleet of actors on one machine, each in its own process with its own
-    environment and policy copy, running concurrently: pre-warmed workers, resizing
-    between rounds without rebuilding the pool, crashed/hung actors replaced within the
-    round (fault reported, rollout re-run, nothing lost or duplicated), a per-actor
-    timeout for stragglers, and shared memory for weights and observations. See the
-    module docstring for the data paths and the fault semantics.
+    Models a fleet of actors on one machine, each with its own environment and policy
+    copy, running concurrently in worker processes: pre-warmed workers, resizing between
+    rounds without rebuilding the pool, crashed/hung actors replaced within the round
+    (fault reported, rollout re-run, nothing lost or duplicated), a per-actor timeout for
+    stragglers, and shared memory for weights and observations. See the module docstring
+    for the data paths and the fault semantics.
 
     Example:
-        >>> import numpy as np
         >>> from fleetgym.agents.fleet import ProcessFleet
         >>> from fleetgym.agents.workloads import get_workload
         >>> weights = get_workload("CartPole-v1").make_policy().get_weights()
         >>> with ProcessFleet("CartPole-v1", max_actors=4, seed=0) as fleet:
-        ...     fleet.prewarm(2)
+        ...     _ = fleet.prewarm(2)
         ...     result = fleet.run_round(weights, num_actors=2, steps_per_actor=16)
         >>> result.complete, [t.obs.shape for t in result.trajectories]
         (True, [(16, 4), (16, 4)])
@@ -328,12 +363,14 @@ class ProcessFleet(FleetBase):
         workload: A workload name or :class:`~fleetgym.agents.workloads.Workload`.
         max_actors: Largest fleet a round may ask for.
         seed: Fleet seed; slot ``i``'s ``k``-th incarnation seeds from ``(seed, i, k)``.
-        actor_timeout: Seconds a slot may take for one rollout (or to start) before it is
-            treated as hung, killed and replaced; None waits forever (crashes are still
-            detected). Generous by default.
+        actor_timeout: Seconds a worker may take for one round's rollouts (or to start)
+            before it is treated as hung, killed and replaced; None waits forever
+            (crashes are still detected). Generous by default.
         max_retries: Re-runs of a faulted slot within a round.
         on_incomplete: ``"partial"`` or ``"raise"`` when a slot fails after its retries.
         stop_idle: Stop workers above the requested size instead of parking them.
+        actors_per_worker: Slots per worker process; above 1 a worker steps its slots in
+            lockstep with one policy forward per step (fewer processes than actors).
         context: ``multiprocessing`` start method: ``"forkserver"`` (default), ``"spawn"``
             or ``"fork"`` (fast, but unsafe once the parent has run torch ops).
         torch_threads: torch threads per worker.
@@ -354,6 +391,7 @@ class ProcessFleet(FleetBase):
         max_retries: int = 1,
         on_incomplete: str = "partial",
         stop_idle: bool = False,
+        actors_per_worker: int = 1,
         context: str = "forkserver",
         torch_threads: int = 1,
         shared_obs: bool = True,
@@ -377,6 +415,7 @@ class ProcessFleet(FleetBase):
             raise ValueError(f"context: expected one of {methods}, actual {context!r}")
         self.stop_idle = stop_idle
         self.shared_obs = shared_obs
+        self.actors_per_worker = check_int("actors_per_worker", actors_per_worker, 1)
         self.torch_threads = check_int("torch_threads", torch_threads, 1)
         self.context = context
         self._ctx = multiprocessing.get_context(context)
@@ -405,18 +444,20 @@ class ProcessFleet(FleetBase):
         return sum(1 for w in self._workers.values() if w.process.is_alive())
 
     def worker_pids(self) -> dict[int, int]:
-        """``{slot: pid}`` of the live, ready workers (for monitoring and fault tests)."""
+        """``{slot: pid}`` of the slots whose worker is live and ready (several slots share
+        a pid when ``actors_per_worker > 1``; for monitoring and fault tests)."""
         return {
             slot: w.pid
-            for slot, w in sorted(self._workers.items())
+            for _, w in sorted(self._workers.items())
             if w.ready and w.pid is not None and w.process.is_alive()
+            for slot in w.slots
         }
 
     def prewarm(self, num_actors: int) -> float:
-        """Start slots ``0..num_actors-1`` that have no live worker and wait until ready.
+        """Start the workers of slots ``0..num_actors-1`` not running yet; wait until ready.
 
         Returns:
-            Seconds it took (0 when every slot was already warm).
+            Seconds it took (about 0 when every slot was already warm).
 
         Raises:
             FleetError: If a worker cannot start (the message carries its traceback).
@@ -424,34 +465,35 @@ class ProcessFleet(FleetBase):
         self._check_open()
         num_actors = check_int("num_actors", num_actors, 1, self.max_actors)
         started = time.perf_counter()
-        for slot in range(num_actors):
-            self._ensure_worker(slot)
+        needed = self._workers_for(num_actors)
+        for index in needed:
+            self._ensure_worker(index)
         deadline = None if self.actor_timeout is None else started + self.actor_timeout
-        waiting = {slot for slot in range(num_actors) if not self._workers[slot].ready}
+        waiting = {index for index in needed if not self._workers[index].ready}
         while waiting:
             timeout = None if deadline is None else max(0.0, deadline - time.perf_counter())
             by_object: dict[Any, int] = {}
-            for slot in waiting:
-                by_object[self._workers[slot].pipe] = slot
-                by_object[self._workers[slot].process.sentinel] = slot
+            for index in waiting:
+                by_object[self._workers[index].pipe] = index
+                by_object[self._workers[index].process.sentinel] = index
             ready = wait(list(by_object), timeout)
             if not ready:
-                for slot in waiting:
-                    self._stop_worker(slot, kill=True)
+                for index in waiting:
+                    self._stop_worker(index, kill=True)
                 raise FleetError(
                     f"prewarm: expected workers {sorted(waiting)} ready within "
                     f"{self.actor_timeout} s, actual none answered"
                 )
             ready.sort(key=lambda obj: not isinstance(obj, Connection))
             for obj in ready:
-                slot = by_object[obj]
-                if slot not in waiting:
+                index = by_object[obj]
+                if index not in waiting:
                     continue
-                status, payload = self._receive(self._workers[slot])
+                status, payload = self._receive(self._workers[index])
                 if status != "ready":
-                    self._stop_worker(slot, kill=True)
-                    raise FleetError(f"prewarm: worker {slot} failed to start: {payload}")
-                waiting.discard(slot)
+                    self._stop_worker(index, kill=True)
+                    raise FleetError(f"prewarm: worker {index} failed to start: {payload}")
+                waiting.discard(index)
         return time.perf_counter() - started
 
     def resize(self, num_actors: int) -> float:
@@ -463,8 +505,7 @@ class ProcessFleet(FleetBase):
         started = time.perf_counter()
         self.prewarm(num_actors)
         if self.stop_idle:
-            for slot in [s for s in self._workers if s >= num_actors]:
-                self._stop_worker(slot, kill=False)
+            self._stop_idle_workers(num_actors)
         return time.perf_counter() - started
 
     def run_round(
@@ -493,18 +534,19 @@ class ProcessFleet(FleetBase):
         spec = self._publish_weights(weights, steps_per_actor, policy_version)
         publish_s = time.perf_counter() - round_started
 
-        slots: dict[int, _SlotRound] = {}
+        rounds: dict[int, _WorkerRound] = {}
         trajectories: dict[int, Trajectory] = {}
         timings: dict[int, ActorTiming] = {}
         failures: list[ActorFailure] = []
-        for slot in range(num_actors):
-            worker = self._workers.get(slot)
+        for index in self._workers_for(num_actors):
+            slots = [s for s in self._slots_of(index) if s < num_actors]
+            worker = self._workers.get(index)
             warm = worker is not None and worker.ready and worker.process.is_alive()
-            slots[slot] = _SlotRound(state="starting", deadline=0.0, cold=not warm)
+            rounds[index] = _WorkerRound(slots, state="starting", deadline=0.0, cold=not warm)
             if not warm:
                 if worker is not None and worker.ready:
                     # Died while parked: a fault too, though no rollout was in flight.
-                    failures.append(
+                    failures.extend(
                         ActorFailure(
                             actor_id=slot,
                             kind="crash",
@@ -513,72 +555,29 @@ class ProcessFleet(FleetBase):
                             restarted=True,
                             rerun=False,
                         )
+                        for slot in slots
                     )
-                self._ensure_worker(slot)
+                self._ensure_worker(index)
 
-        for slot, progress in slots.items():
-            if self._workers[slot].ready:
-                self._dispatch(slot, progress, spec)
+        for index, progress in rounds.items():
+            if self._workers[index].ready:
+                self._dispatch(index, progress, spec)
             else:
                 progress.deadline = self._deadline(time.perf_counter())
 
-        pending = set(slots)
+        pending = set(rounds)
         try:
             while pending:
-                timeout = None
-                if self.actor_timeout is not None:
-                    timeout = max(
-                        0.0, min(slots[s].deadline for s in pending) - time.perf_counter()
-                    )
-                by_object: dict[Any, tuple[int, _Worker]] = {}
-                for slot in pending:
-                    worker = self._workers[slot]
-                    by_object[worker.pipe] = (slot, worker)
-                    by_object[worker.process.sentinel] = (slot, worker)
-                ready = wait(list(by_object), timeout)
-                # Pipes first: a worker that answered and then exited still delivered.
-                ready.sort(key=lambda obj: not isinstance(obj, Connection))
-                for obj in ready:
-                    slot, worker = by_object[obj]
-                    # Skip events of a worker replaced earlier in this batch of events.
-                    if slot not in pending or self._workers.get(slot) is not worker:
-                        continue
-                    progress = slots[slot]
-                    if isinstance(obj, Connection) or worker.pipe.poll():
-                        status, payload = self._receive(worker)
-                    else:
-                        status, payload = "crash", f"exit code {worker.process.exitcode}"
-                    if status == "ready":
-                        progress.startup_s = worker.startup_s
-                        self._dispatch(slot, progress, spec)
-                    elif status == "result":
-                        trajectory, timing = self._collect(slot, payload, progress, publish_s)
-                        trajectories[slot], timings[slot] = trajectory, timing
-                        for failure in progress.failures:
-                            failure.rerun = True
-                        pending.discard(slot)
-                    else:
-                        kind = status if status in ("crash", "error") else "crash"
-                        if not self._fault(slot, progress, kind, str(payload), failures):
-                            pending.discard(slot)
-                now = time.perf_counter()
-                for slot in list(pending):
-                    progress = slots[slot]
-                    if self.actor_timeout is not None and now >= progress.deadline:
-                        what = "start" if progress.state == "starting" else "finish its rollout"
-                        message = f"did not {what} within actor_timeout={self.actor_timeout} s"
-                        if not self._fault(slot, progress, "timeout", message, failures):
-                            pending.discard(slot)
+                self._serve(rounds, pending, spec, publish_s, trajectories, timings, failures)
         except BaseException:
             # Interrupted (Ctrl-C, a bug): workers still mid-rollout would answer into the
             # next round, so they are killed; their slots restart cold next time.
-            for slot in pending:
-                self._stop_worker(slot, kill=True)
+            for index in pending:
+                self._stop_worker(index, kill=True)
             raise
 
         if self.stop_idle:
-            for slot in [s for s in self._workers if s >= num_actors]:
-                self._stop_worker(slot, kill=False)
+            self._stop_idle_workers(num_actors)
         return self._assemble(
             num_actors,
             steps_per_actor,
@@ -600,10 +599,10 @@ class ProcessFleet(FleetBase):
             except (OSError, ValueError):  # already dead or pipe closed
                 pass
         deadline = time.perf_counter() + _CLOSE_GRACE_S
-        for slot in list(self._workers):
-            worker = self._workers[slot]
+        for index in list(self._workers):
+            worker = self._workers[index]
             worker.process.join(max(0.0, deadline - time.perf_counter()))
-            self._stop_worker(slot, kill=True)
+            self._stop_worker(index, kill=True)
         for segment in [self._weights_segment, *self._obs_segments.values()]:
             if segment is not None:
                 _release(segment)
@@ -618,6 +617,72 @@ class ProcessFleet(FleetBase):
                 pass
 
     # -- internals ------------------------------------------------------------------------
+    def _slots_of(self, index: int) -> list[int]:
+        first = index * self.actors_per_worker
+        return list(range(first, min(first + self.actors_per_worker, self.max_actors)))
+
+    def _workers_for(self, num_actors: int) -> list[int]:
+        return list(range(-(-num_actors // self.actors_per_worker)))
+
+    def _stop_idle_workers(self, num_actors: int) -> None:
+        needed = len(self._workers_for(num_actors))
+        for index in [i for i in self._workers if i >= needed]:
+            self._stop_worker(index, kill=False)
+
+    def _serve(
+        self,
+        rounds: dict[int, _WorkerRound],
+        pending: set[int],
+        spec: dict[str, Any],
+        publish_s: float,
+        trajectories: dict[int, Trajectory],
+        timings: dict[int, ActorTiming],
+        failures: list[ActorFailure],
+    ) -> None:
+        """Wait for the next events of the pending workers and handle them."""
+        timeout = None
+        if self.actor_timeout is not None:
+            timeout = max(0.0, min(rounds[i].deadline for i in pending) - time.perf_counter())
+        by_object: dict[Any, tuple[int, _Worker]] = {}
+        for index in pending:
+            worker = self._workers[index]
+            by_object[worker.pipe] = (index, worker)
+            by_object[worker.process.sentinel] = (index, worker)
+        ready = wait(list(by_object), timeout)
+        # Pipes first: a worker that answered and then exited still delivered.
+        ready.sort(key=lambda obj: not isinstance(obj, Connection))
+        for obj in ready:
+            index, worker = by_object[obj]
+            # Skip events of a worker replaced earlier in this batch of events.
+            if index not in pending or self._workers.get(index) is not worker:
+                continue
+            progress = rounds[index]
+            if isinstance(obj, Connection) or worker.pipe.poll():
+                status, payload = self._receive(worker)
+            else:
+                status, payload = "crash", f"exit code {worker.process.exitcode}"
+            if status == "ready":
+                progress.startup_s = worker.startup_s
+                self._dispatch(index, progress, spec)
+            elif status == "result":
+                for slot, trajectory, timing in self._collect(payload, progress, publish_s):
+                    trajectories[slot], timings[slot] = trajectory, timing
+                for failure in progress.failures:
+                    failure.rerun = True
+                pending.discard(index)
+            else:
+                kind = status if status in ("crash", "error") else "crash"
+                if not self._fault(index, progress, kind, str(payload), failures):
+                    pending.discard(index)
+        now = time.perf_counter()
+        for index in list(pending):
+            progress = rounds[index]
+            if self.actor_timeout is not None and now >= progress.deadline:
+                what = "start" if progress.state == "starting" else "finish its rollout"
+                message = f"did not {what} within actor_timeout={self.actor_timeout} s"
+                if not self._fault(index, progress, "timeout", message, failures):
+                    pending.discard(index)
+
     def _observation_step_bytes(self) -> int | None:
         """Bytes of one observation of the workload (None: unknown, use the pipe)."""
         from fleetgym.agents.workloads import workload_spaces
@@ -634,29 +699,32 @@ class ProcessFleet(FleetBase):
     def _deadline(self, now: float) -> float:
         return float("inf") if self.actor_timeout is None else now + self.actor_timeout
 
-    def _ensure_worker(self, slot: int) -> _Worker:
-        worker = self._workers.get(slot)
+    def _ensure_worker(self, index: int) -> _Worker:
+        worker = self._workers.get(index)
         if worker is not None and worker.process.is_alive():
             return worker
         if worker is not None:
-            self._stop_worker(slot, kill=True)
-        incarnation = self._next_incarnation(slot)
+            self._stop_worker(index, kill=True)
+        slots = self._slots_of(index)
+        incarnations = [(slot, self._next_incarnation(slot)) for slot in slots]
         build: CloudpickleWrapper[Any] = CloudpickleWrapper(
-            functools.partial(self.actor_factory, self.workload, slot, self.seed, incarnation)
+            functools.partial(
+                _build_actors, self.actor_factory, self.workload, self.seed, incarnations
+            )
         )
         parent_pipe, child_pipe = self._ctx.Pipe()
         process = self._ctx.Process(  # type: ignore[attr-defined]
             target=_worker,
-            name=f"Worker<{type(self).__name__}>-{slot}.{incarnation}",
-            args=(slot, build, child_pipe, parent_pipe, self.torch_threads),
+            name=f"Worker<{type(self).__name__}>-{index}",
+            args=(index, build, child_pipe, parent_pipe, self.torch_threads),
             daemon=True,
         )
         started = time.perf_counter()
         with clear_mpi_env_vars():
             process.start()
         child_pipe.close()
-        worker = _Worker(slot, incarnation, process, parent_pipe, started)
-        self._workers[slot] = worker
+        worker = _Worker(index, slots, process, parent_pipe, started)
+        self._workers[index] = worker
         return worker
 
     def _receive(self, worker: _Worker) -> tuple[str, Any]:
@@ -676,80 +744,98 @@ class ProcessFleet(FleetBase):
             payload = (*payload, time.perf_counter() - received)
         return status, payload
 
-    def _dispatch(self, slot: int, progress: _SlotRound, spec: dict[str, Any]) -> None:
-        worker = self._workers[slot]
-        slot_spec = dict(spec)
-        segment = self._obs_segment(slot, spec["steps"])
-        if segment is not None:
-            slot_spec["obs_name"] = segment.name
-            slot_spec["obs_capacity"] = segment.size
+    def _dispatch(self, index: int, progress: _WorkerRound, spec: dict[str, Any]) -> None:
+        worker = self._workers[index]
+        obs = {}
+        for slot in progress.slots:
+            segment = self._obs_segment(slot, spec["steps"])
+            if segment is not None:
+                obs[slot] = (segment.name, segment.size)
         progress.state = "running"
         progress.sent = time.perf_counter()
         progress.deadline = self._deadline(progress.sent)
         try:
-            worker.pipe.send(("rollout", slot_spec))
+            worker.pipe.send(("rollout", {**spec, "slots": progress.slots, "obs": obs}))
         except (OSError, ValueError):
             # Dead already: the sentinel reports it on the next wait.
             pass
-        logger.debug("actor %d dispatched to pid %s", slot, worker.pid)
+        logger.debug(
+            "worker %d dispatched to pid %s (actors %s)", index, worker.pid, progress.slots
+        )
 
     def _collect(
-        self, slot: int, payload: Any, progress: _SlotRound, publish_s: float
-    ) -> tuple[Trajectory, ActorTiming]:
-        trajectory, obs_meta, compute_s, cpu_s, worker_transfer_s, receive_s = payload
+        self, payload: Any, progress: _WorkerRound, publish_s: float
+    ) -> list[tuple[int, Trajectory, ActorTiming]]:
+        results, worker_transfer_s, receive_s = payload
         copied = time.perf_counter()
-        if obs_meta is not None:
-            dtype, shape = obs_meta
-            segment = self._obs_segments[slot]
-            view = _view(segment.buf, dtype, shape)
-            trajectory.obs = view.copy()
-            del view
-        elif self._obs_step_bytes is not None and isinstance(trajectory.obs, np.ndarray):
-            # Did not fit: size this slot's buffer for what actually came back.
-            self._obs_step_bytes = max(
-                self._obs_step_bytes, trajectory.obs.nbytes // max(1, len(trajectory))
+        for slot, trajectory, obs_meta, _, _ in results:
+            if obs_meta is not None:
+                dtype, shape = obs_meta
+                view = _view(self._obs_segments[slot].buf, dtype, shape)
+                trajectory.obs = view.copy()
+                del view
+            elif self._obs_step_bytes is not None and isinstance(trajectory.obs, np.ndarray):
+                # Did not fit: size the buffers for what actually came back.
+                self._obs_step_bytes = max(
+                    self._obs_step_bytes, trajectory.obs.nbytes // max(1, len(trajectory))
+                )
+        # The worker's messages carry all its actors: their transfer is shared equally.
+        shared_s = (worker_transfer_s + receive_s + time.perf_counter() - copied) / len(results)
+        return [
+            (
+                slot,
+                trajectory,
+                ActorTiming(
+                    actor_id=slot,
+                    startup_s=progress.startup_s if progress.cold else 0.0,
+                    compute_s=float(compute_s),
+                    transfer_s=float(publish_s + shared_s),
+                    cold_start=progress.cold,
+                    num_steps=len(trajectory),
+                    cpu_s=float(cpu_s),
+                ),
             )
-        copy_s = time.perf_counter() - copied
-        timing = ActorTiming(
-            actor_id=slot,
-            startup_s=progress.startup_s if progress.cold else 0.0,
-            compute_s=float(compute_s),
-            transfer_s=float(publish_s + worker_transfer_s + receive_s + copy_s),
-            cold_start=progress.cold,
-            num_steps=len(trajectory),
-            cpu_s=float(cpu_s),
-        )
-        return trajectory, timing
+            for slot, trajectory, _, compute_s, cpu_s in results
+        ]
 
     def _fault(
         self,
-        slot: int,
-        progress: _SlotRound,
+        index: int,
+        progress: _WorkerRound,
         kind: str,
         message: str,
         failures: list[ActorFailure],
     ) -> bool:
-        """Record a fault, replace the worker if a retry is left; True if the slot goes on."""
-        self._stop_worker(slot, kill=True)
+        """Record a fault of each of the worker's actors, replace the worker if a retry is
+        left; True if its slots go on."""
+        self._stop_worker(index, kill=True)
         progress.attempts += 1
         retry = progress.attempts <= self.max_retries
-        failure = ActorFailure(
-            actor_id=slot, kind=kind, message=message.strip()[-2000:], restarted=retry, rerun=False
+        message = message.strip()[-2000:]
+        mine = [
+            ActorFailure(actor_id=s, kind=kind, message=message, restarted=retry, rerun=False)
+            for s in progress.slots
+        ]
+        failures.extend(mine)
+        logger.warning(
+            "worker %d (actors %s) %s: %s",
+            index,
+            progress.slots,
+            kind,
+            (message.splitlines() or [""])[-1],
         )
-        failures.append(failure)
-        logger.warning("actor %d %s: %s", slot, kind, (failure.message.splitlines() or [""])[-1])
         if not retry:
             return False
-        progress.failures.append(failure)
+        progress.failures.extend(mine)
         progress.cold = True
         progress.state = "starting"
-        self._ensure_worker(slot)
+        self._ensure_worker(index)
         progress.deadline = self._deadline(time.perf_counter())
         return True
 
-    def _stop_worker(self, slot: int, *, kill: bool) -> None:
-        """Stop and forget a slot's worker. ``kill=False`` asks politely and does not wait."""
-        worker = self._workers.pop(slot, None)
+    def _stop_worker(self, index: int, *, kill: bool) -> None:
+        """Stop and forget a worker. ``kill=False`` asks politely and does not wait."""
+        worker = self._workers.pop(index, None)
         if worker is None:
             return
         if not kill:
