@@ -108,7 +108,8 @@ def run_calf(
         episodes: Evaluation episodes per (policy, condition): default 50 (20 quick).
         ablation: Evaluate the clean-trained policy under the paper's ablation.
         variants: wifi-degraded variants to evaluate (default
-            :data:`~fleetgym.agents.calf.DEGRADED_VARIANTS`; empty to skip).
+            :data:`~fleetgym.agents.calf.DEGRADED_VARIANTS`, none with ``quick``; empty
+            to skip).
         variant_regimes: Regimes evaluated under the variants.
         step_ms: Control period override (MiniGrid's default is 20 ms).
         algo: ``"ppo"`` or ``"recurrent-ppo"`` override.
@@ -148,8 +149,9 @@ def run_calf(
         cond_objs = [calf.resolve_condition(c) for c in conditions]
     if "sim-clean" not in [c.name for c in cond_objs]:
         cond_objs.insert(0, calf.CONDITIONS["sim-clean"])
-    variant_objs = [calf.resolve_condition(c) for c in
-                    (calf.DEGRADED_VARIANTS if variants is None else variants)]
+    if variants is None:
+        variants = () if quick else calf.DEGRADED_VARIANTS
+    variant_objs = [calf.resolve_condition(c) for c in variants]
     v_regimes = set(VARIANT_REGIMES if variant_regimes is None else variant_regimes)
     total = timesteps if timesteps is not None else (
         setup.quick_timesteps if quick else setup.total_timesteps)
@@ -181,12 +183,15 @@ def run_calf(
             records.append(calf.evaluate_policy(
                 setup, policy, cond, n_episodes, seed=calf.eval_seed(seed, cond.name),
                 table=table))
+        if regime is regime_objs[-1]:
+            # Rewrite the report after every seed: a long run stopped early keeps the
+            # seeds it finished.
+            done = seed_list[: seed_list.index(seed) + 1]
+            results = CalfResults(env, records, calf.aggregate(records), [],
+                                  time.perf_counter() - start, train_wall, layouts)
+            results.files = _write_outputs(results, out, setup, done, total, n_episodes,
+                                           [c.name for c in cond_objs])
     bar.close()
-    cells = calf.aggregate(records)
-    wall = time.perf_counter() - start
-    results = CalfResults(env, records, cells, [], wall, train_wall, layouts)
-    results.files = _write_outputs(results, out, setup, seed_list, total, n_episodes,
-                                   [c.name for c in cond_objs])
     return results
 
 
