@@ -3,7 +3,9 @@
 * ``test_bench_process_vs_subproc``: env steps/s of :class:`ProcessFleet` (each worker runs
   a whole rollout with its policy copy) against SB3's ``SubprocVecEnv`` with the same
   number of workers, the same CartPole env and the same policy (one batched forward in
-  the parent per step, one pipe round trip per step). Target: ratio >= 1.0.
+  the parent per step, one pipe round trip per step). Target: ratio >= 1.0. Also the
+  same processes hosting 4 actors each (``actors_per_worker=4``, lockstep inside a
+  worker): ``grouped_ratio``.
 * ``test_bench_resize_warm_pool``: a warm pool resized P -> 4 -> P (P=32 in the full run),
   against the cold reference of the same resize when shrinking stops the extras
   (``stop_idle=True``: growing starts P-4 processes). Target: <= 50 ms.
@@ -37,6 +39,8 @@ WORKLOAD = "CartPole-v1"
 WORKERS = int(os.environ.get("FLEETGYM_BENCH_WORKERS", "2"))
 #: Pool size of the resize benchmark (32 in the full run; 32 processes are heavy for CI).
 POOL = int(os.environ.get("FLEETGYM_BENCH_POOL", "6"))
+#: Actors per worker process in the grouped variant of the throughput comparison.
+GROUP = 4
 #: Steps per worker in the throughput comparison.
 STEPS = int(os.environ.get("FLEETGYM_BENCH_STEPS", "1024"))
 
@@ -98,13 +102,22 @@ def test_bench_process_vs_subproc(benchmark, weights):
         fleet_round()
         benchmark.pedantic(fleet_round, rounds=repeats, iterations=1)
         fleet_s = _best(fleet_round, repeats)
+    # Same processes, GROUP actors each stepping in lockstep (one forward per step).
+    actors = WORKERS * GROUP
+    with ProcessFleet(WORKLOAD, max_actors=actors, seed=0, actors_per_worker=GROUP) as grouped:
+        grouped.prewarm(actors)
+        grouped_round = lambda: grouped.run_round(weights, actors, STEPS)  # noqa: E731
+        grouped_round()
+        grouped_s = _best(grouped_round, repeats)
     steps = WORKERS * STEPS
     _report(
         benchmark,
-        f"process fleet vs SubprocVecEnv ({WORKERS} workers, {STEPS} steps each)",
-        fleet_steps_per_s=steps / fleet_s,
+        f"process fleet vs SubprocVecEnv ({WORKERS} worker processes, {STEPS} steps/actor)",
         subproc_steps_per_s=steps / subproc_s,
+        fleet_steps_per_s=steps / fleet_s,
         ratio=subproc_s / fleet_s,
+        grouped_steps_per_s=actors * STEPS / grouped_s,
+        grouped_ratio=(actors * STEPS / grouped_s) / (steps / subproc_s),
     )
 
 
