@@ -14,14 +14,14 @@ env and its sampling generator from ``np.random.SeedSequence([s, i, k])``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import gymnasium as gym
 import numpy as np
 import torch
 
-from fleetgym.agents.policies import ActorCriticPolicy
+from fleetgym.agents.policies import ActorCriticPolicy, NumpyActorCritic
 from fleetgym.agents.types import Trajectory, Weights
 from fleetgym.agents.workloads import Workload, get_workload
 
@@ -130,7 +130,7 @@ class RolloutWorker:
         log_prob: float,
         value: float,
         finished: tuple[list[float], list[int]],
-        policy: ActorCriticPolicy,
+        value_fn: Callable[[np.ndarray], np.ndarray],
     ) -> None:
         """Record step ``t`` (obs, action, ...) and advance the env, resetting on episode end."""
         buf.obs[t] = self.obs
@@ -147,7 +147,7 @@ class RolloutWorker:
             # A step that both terminates and truncates is a true terminal: no bootstrap.
             buf.truncated[t] = bool(truncated) and not terminated
             if buf.truncated[t]:
-                buf.truncation_values[t] = float(policy.value(np.asarray(obs)[None])[0])
+                buf.truncation_values[t] = float(value_fn(np.asarray(obs)[None])[0])
             finished[0].append(self.episode_return)
             finished[1].append(self.episode_length)
             self.episode_return = 0.0
@@ -243,27 +243,39 @@ def _lockstep(
     buffers = [w._new_buffer(steps) for w in workers]
     finished: list[tuple[list[float], list[int]]] = [([], []) for _ in workers]
     obs_batch = np.empty((len(workers), *workers[0].obs.shape), dtype=workers[0].obs.dtype)
+    # MLP policies step through a numpy snapshot: at one to a few envs per forward, torch's
+    # per-call overhead would cost several times the matrix products themselves.
+    fast = None if policy.shared else NumpyActorCritic(policy)
+    value_fn: Callable[[np.ndarray], np.ndarray] = policy.value if fast is None else fast.value
     with torch.inference_mode():
         for t in range(steps):
             for i, w in enumerate(workers):
                 obs_batch[i] = w.obs
-            params, values_t = policy(torch.from_numpy(obs_batch))
             if policy.discrete:
-                uniforms = np.array([w.rng.random() for w in workers])
-                actions_t = policy.sample_from(params, uniforms, None)
+                uniforms, normals = np.array([w.rng.random() for w in workers]), None
             else:
-                normals = np.stack(
-                    [w.rng.standard_normal(policy.action_dim, dtype=np.float32) for w in workers]
+                uniforms, normals = (
+                    None,
+                    np.stack(
+                        [
+                            w.rng.standard_normal(policy.action_dim, dtype=np.float32)
+                            for w in workers
+                        ]
+                    ),
                 )
-                actions_t = policy.sample_from(params, None, normals)
-            log_probs = policy.log_prob(params, actions_t).numpy()
-            actions = actions_t.numpy()
-            values = values_t.numpy()
+            if fast is not None:
+                params, values = fast.forward(obs_batch)
+                actions, log_probs = fast.sample(params, uniforms, normals)
+            else:
+                params_t, values_t = policy(torch.from_numpy(obs_batch))
+                actions_t = policy.sample_from(params_t, uniforms, normals)
+                log_probs = policy.log_prob(params_t, actions_t).numpy()
+                actions, values = actions_t.numpy(), values_t.numpy()
             for i, w in enumerate(workers):
-                w._step(buffers[i], t, actions[i], log_probs[i], values[i], finished[i], policy)
+                w._step(buffers[i], t, actions[i], log_probs[i], values[i], finished[i], value_fn)
         for i, w in enumerate(workers):
             obs_batch[i] = w.obs
-        last_values = policy.value(obs_batch)
+        last_values = value_fn(obs_batch)
     return [
         w._finish(buffers[i], float(last_values[i]), finished[i], policy_version)
         for i, w in enumerate(workers)

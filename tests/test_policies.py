@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from fleetgym.agents.policies import ActorCriticPolicy
+from fleetgym.agents.policies import ActorCriticPolicy, NumpyActorCritic
 from fleetgym.errors import UnsupportedSpaceError
 
 VEC = gym.spaces.Box(-np.inf, np.inf, (5,), np.float32)
@@ -231,3 +231,42 @@ def test_cnn_policy_on_stacked_frames():
 def test_invalid_construction(obs_space, action_space, kw, error, match):
     with pytest.raises(error, match=match):
         ActorCriticPolicy(obs_space, action_space, **kw)
+
+
+@pytest.mark.parametrize(
+    ("action_space", "kw"),
+    [
+        (gym.spaces.Discrete(4), {}),
+        (gym.spaces.Discrete(3), {"activation": "relu", "normalize_obs": True}),
+        (BOX, {"normalize_obs": True, "log_std_init": -0.7}),
+    ],
+)
+def test_numpy_snapshot_matches_the_torch_policy(action_space, kw):
+    policy = _policy(action_space, **kw)
+    rng = np.random.default_rng(0)
+    policy.update_obs_stats(rng.normal(1.0, 2.0, size=(40, 5)))
+    fast = NumpyActorCritic(policy)
+    obs = rng.normal(size=(9, 5)).astype(np.float32)
+    params, values = fast.forward(obs)
+    params_t, values_t = policy(torch.from_numpy(obs))
+    # float32 products in a different order: agreement to rounding (~1e-7 relative)
+    np.testing.assert_allclose(params, params_t.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(values, values_t.detach().numpy(), rtol=1e-5, atol=1e-6)
+    uniforms, normals = policy.draw(np.random.default_rng(1), 9)
+    actions, log_probs = fast.sample(params, uniforms, normals)
+    actions_t = policy.sample_from(params_t, uniforms, normals)
+    np.testing.assert_allclose(actions, actions_t.detach().numpy(), rtol=1e-5, atol=1e-6)
+    lp_t = policy.log_prob(params_t, torch.from_numpy(actions)).detach().numpy()
+    np.testing.assert_allclose(log_probs, lp_t, rtol=1e-5, atol=1e-5)
+    mode, _ = fast.sample(params, None, None)
+    np.testing.assert_allclose(
+        mode, policy.sample_from(params_t, None, None).detach().numpy(), atol=1e-6
+    )
+
+
+def test_numpy_snapshot_refuses_cnn_policies():
+    policy = ActorCriticPolicy(
+        IMG, gym.spaces.Discrete(2), network="nature_cnn", hidden_sizes=(32,)
+    )
+    with pytest.raises(ValueError, match="expected an MLP policy"):
+        NumpyActorCritic(policy)
