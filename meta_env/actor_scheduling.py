@@ -109,6 +109,7 @@ class SchedulingDefaults:
         compute: the modelled compute (``timing="modeled"``, and the observation's
             reference times).
         learner_overrides: PPO hyperparameters replacing the workload's.
+        prewarm: keep containers warm between rounds (MinionsRL pre-warms its functions).
     """
 
     steps_per_actor: int
@@ -120,6 +121,7 @@ class SchedulingDefaults:
     learner_speed_factor: float
     compute: ComputeCostModel
     learner_overrides: Mapping[str, Any] = field(default_factory=dict)
+    prewarm: bool = True
 
 
 # Modelled compute, calibrated on this project's 2-core development machine (the in-process
@@ -307,7 +309,8 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         cold_start_actor_s: actor container cold start.
         cold_start_learner_s: GPU learner container cold start.
         prewarm: keep the learner and actor containers warm (no cold starts on the
-            critical path; warm containers are billed for every second of the round).
+            critical path; warm containers are billed for every second of the round);
+            None: the preset's (True: MinionsRL pre-warms its functions).
         warm_pool: with ``prewarm``: None keeps the previous round's actors alive
             (keep-alive; the first round's are warmed before training), N keeps a fixed
             pool of N slots alive whether used or not.
@@ -348,7 +351,7 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         billing: str = "serverless",
         cold_start_actor_s: float = 0.3,
         cold_start_learner_s: float = 1.5,
-        prewarm: bool = False,
+        prewarm: bool | None = None,
         warm_pool: int | None = None,
         bandwidth_bytes_per_s: float = 125e6,
         latency_s: float = 0.001,
@@ -411,7 +414,7 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         self.time_model = TimeModel(
             cold_start_actor_s=cold_start_actor_s,
             cold_start_learner_s=cold_start_learner_s,
-            prewarm=prewarm,
+            prewarm=defaults.prewarm if prewarm is None else prewarm,
             warm_pool=warm_pool,
             bandwidth_bytes_per_s=bandwidth_bytes_per_s,
             latency_s=latency_s,

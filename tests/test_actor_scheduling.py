@@ -130,6 +130,7 @@ def make_env(**kwargs):
         pricing_overrides=UNIT_PRICES,
         cold_start_actor_s=0.3,
         cold_start_learner_s=1.5,
+        prewarm=False,
         bandwidth_bytes_per_s=1e6,
         latency_s=0.01,
         learner_speed_factor=2.0,
@@ -401,6 +402,7 @@ def test_registered_ids_use_the_real_fleet_and_learner():
     assert isinstance(inner.learner, PPOLearner)
     assert type(inner.fleet).__name__ == "InProcessFleet" and inner.fleet.batched
     assert inner.timing == "modeled" and inner.preset == "fast"
+    assert inner.time_model.keep_alive  # the preset pre-warms, as MinionsRL does
     _, _, _, _, info = env.step(3)
     assert info["num_samples"] == 4 * 16 and len(info["actor_times"]) == 4
     env.close()

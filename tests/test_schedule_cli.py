@@ -76,8 +76,9 @@ def test_evaluate_scheduler_records_and_determinism():
 
 
 def test_server_baseline_is_billed_as_the_cluster():
-    serverless = scheduling.evaluate_scheduler(FixedScheduler(4, 4), TINY, [0])[0]
-    server = scheduling.evaluate_scheduler(ServerBasedScheduler(4, 4), TINY, [0])[0]
+    cold = {**TINY, "prewarm": False}
+    serverless = scheduling.evaluate_scheduler(FixedScheduler(4, 4), cold, [0])[0]
+    server = scheduling.evaluate_scheduler(ServerBasedScheduler(4, 4), cold, [0])[0]
     assert server.num_actors == serverless.num_actors
     assert server.cost != serverless.cost
     assert server.time_s < serverless.time_s  # VMs are up: no container cold starts
