@@ -134,10 +134,12 @@ def run_calf(
         if seeds < 1:
             raise ValueError(f"seeds: expected a positive count, actual {seeds!r}")
         seed_list = list(range(seeds))
-    else:
+    elif isinstance(seeds, Sequence) and not isinstance(seeds, str):
         seed_list = [int(s) for s in seeds]
         if not seed_list or any(s < 0 for s in seed_list):
             raise ValueError(f"seeds: expected non-negative seeds, actual {seeds!r}")
+    else:
+        raise TypeError(f"seeds: expected a count or a sequence of seeds, actual {seeds!r}")
     regime_objs = [_regime(name) for name in (regimes or
                                               (QUICK_REGIMES if quick else calf.DEFAULT_REGIMES))]
     if conditions is None:

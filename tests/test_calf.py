@@ -136,6 +136,8 @@ def test_cli_calf_quick(tmp_path, capsys):
 def test_run_calf_rejects_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="seeds: expected a positive count"):
         run_calf(seeds=0, out_dir=tmp_path, progress=False)
+    with pytest.raises(TypeError, match="seeds: expected a count or a sequence"):
+        run_calf(seeds=True, out_dir=tmp_path, progress=False)
     with pytest.raises(ValueError, match="condition: expected one of"):
         run_calf(regimes=["nowhere+comp"], out_dir=tmp_path, progress=False)
     with pytest.raises(ValueError, match="episodes: expected a positive int"):
