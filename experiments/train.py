@@ -171,7 +171,11 @@ def run(args: argparse.Namespace) -> int:
     steps_per_actor = args.steps_per_actor or workload.rollout_steps
     target = workload.target_return if args.target is None else args.target
     overrides = {} if args.lr is None else {"lr": args.lr}
-    learner = PPOLearner(workload, seed=args.seed, **overrides)
+    try:
+        learner = PPOLearner(workload, seed=args.seed, **overrides)
+    except ValueError as error:
+        print(f"fleetgym train: {error}", file=sys.stderr)
+        return 2
     options: dict[str, Any] = {}
     if args.backend == "inprocess":
         options["batched"] = not args.sequential
