@@ -25,9 +25,9 @@ round ``k`` (all zeros but the budget before the first round), normalised by def
  2    mean return R_bar        ``R_bar / |J|`` (1.0 = target reached)
  3    KL(pi_k-1 || pi_k)       ``log1p(KL / 0.01)`` (0.01: a typical PPO step)
  4    learner time P^l         ``P^l / t_l`` (t_l: modelled learner time of a round
-                               of ``max_actors`` actors, cold start included)
+                               of ``max_actors`` actors, cold start unless warm)
  5    mean actor time P^a      ``P^a / t_a`` (t_a: modelled time of one actor's
-                               rollout, cold start included)
+                               rollout, cold start unless warm)
  6    budget left b            ``b / budget`` (1.0 with no budget)
 ====  =======================  ==================================================
 
@@ -455,12 +455,14 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         self.learner_warm = billing == "server" or self.time_model.prewarm
         # Reference times of the normalised observation: a round of max_actors, modelled.
         self.reference_learner_s = self.time_model.learner_time(
-            self.compute.learner_update_s(self.max_actors * self.steps_per_actor)
+            self.compute.learner_update_s(self.max_actors * self.steps_per_actor),
+            warm=self.learner_warm,
         ).total_s
         self.reference_actor_s = self.time_model.actor_time(
             self.compute.actor_overhead_s + self.steps_per_actor * self.compute.actor_step_s,
             weight_bytes=0,
             trajectory_bytes=0,
+            warm=billing == "server" or self.time_model.prewarm,
         ).total_s
 
         self.action_space = gym.spaces.Discrete(self.max_actors)

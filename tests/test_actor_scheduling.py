@@ -269,6 +269,9 @@ def test_observation_normalisation():
     # Reference times: modelled learner time of a max_actors round and one actor's rollout.
     assert env.reference_learner_s == pytest.approx(1.5 + (0.1 + 4 * STEPS * 0.001) / 2.0)
     assert env.reference_actor_s == pytest.approx(0.3 + 0.02 + STEPS * 0.01)
+    warm = make_env(prewarm=True)  # warm containers: the references drop the cold starts
+    assert warm.reference_learner_s == pytest.approx((0.1 + 4 * STEPS * 0.001) / 2.0)
+    assert warm.reference_actor_s == pytest.approx(0.02 + STEPS * 0.01)
     raw_env = make_env(normalize_obs=False, budget=1.0)
     obs, _ = raw_env.reset(seed=0)
     obs, _, _, _, info = raw_env.step(1)
