@@ -380,6 +380,16 @@ def _parse_env_kwarg(text: str) -> tuple[str, Any]:
         return key, value  # a bare string such as pricing=lambda
 
 
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, actual {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, actual {value}")
+    return value
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -400,7 +410,9 @@ def _configure_evaluate(p: argparse.ArgumentParser) -> None:
         "(repeatable or comma-separated; default: all)",
     )
     p.add_argument("--seeds", type=_positive_int, default=5, help="episodes per scheduler")
-    p.add_argument("--first-seed", type=int, default=0, help="seeds are FIRST..FIRST+N-1")
+    p.add_argument(
+        "--first-seed", type=_non_negative_int, default=0, help="seeds are FIRST..FIRST+N-1"
+    )
     p.add_argument(
         "--timing",
         choices=("modeled", "measured"),

@@ -157,6 +157,8 @@ def test_train_and_finetune_delegate(monkeypatch, capsys):
     assert "not available yet" in capsys.readouterr().err
 
 
-def test_cli_rejects_bad_seed_count():
+@pytest.mark.parametrize("args", [["--seeds", "0"], ["--first-seed", "-1"], ["--seeds", "x"]])
+def test_cli_rejects_bad_seeds(args, capsys):
     with pytest.raises(SystemExit):
-        cli.main(["schedule", "evaluate", "--seeds", "0"])
+        cli.main(["schedule", "evaluate", *args])
+    assert "expected an integer" in capsys.readouterr().err
