@@ -185,14 +185,13 @@ def run_calf(
             records.append(calf.evaluate_policy(
                 setup, policy, cond, n_episodes, seed=calf.eval_seed(seed, cond.name),
                 table=table))
-        if regime is regime_objs[-1]:
-            # Rewrite the report after every seed: a long run stopped early keeps the
-            # seeds it finished.
-            done = seed_list[: seed_list.index(seed) + 1]
-            results = CalfResults(env, records, calf.aggregate(records), [],
-                                  time.perf_counter() - start, train_wall, layouts)
-            results.files = _write_outputs(results, out, setup, done, total, n_episodes,
-                                           [c.name for c in cond_objs])
+        # Rewrite the report after every policy: a long run stopped early keeps what
+        # it finished.
+        done = seed_list[: seed_list.index(seed) + 1]
+        results = CalfResults(env, records, calf.aggregate(records), [],
+                              time.perf_counter() - start, train_wall, layouts)
+        results.files = _write_outputs(results, out, setup, done, total, n_episodes,
+                                       [c.name for c in cond_objs])
     bar.close()
     return results
 
