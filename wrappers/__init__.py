@@ -20,6 +20,13 @@ from fleetgym.wrappers.channels import (
     GilbertElliottChannel,
     TraceChannel,
 )
+from fleetgym.wrappers.compensation import (
+    ObservationAgeFeatures,
+    ObservationHistory,
+    SentActionHistory,
+    history_length_for_profile,
+    make_robust_env,
+)
 from fleetgym.wrappers.network_shim import (
     DELIVERY_MODES,
     NetworkShimWrapper,
@@ -40,11 +47,16 @@ __all__ = [
     "NetworkProfile",
     "NetworkShimVectorWrapper",
     "NetworkShimWrapper",
+    "ObservationAgeFeatures",
+    "ObservationHistory",
+    "SentActionHistory",
     "TraceChannel",
     "default_start_action",
     "get_profile",
+    "history_length_for_profile",
     "infer_step_ms",
     "list_profiles",
     "make_network_shim_env",
+    "make_robust_env",
     "register_profile",
 ]
