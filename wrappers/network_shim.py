@@ -131,7 +131,7 @@ class _Link:
         """Forget packets in flight and the episode's counters (delays stay pre-drawn)."""
         self.last_arrival = -_INF
         self.pending: list[tuple[float, int, Any]] = []
-        self.next_due = _INF  # earliest arrival in flight; _INF iff nothing is in flight
+        self.next_due = _INF  # earliest arrival in flight (_INF when none)
         self.best_idx = -1
         self.best_payload: Any = None
         self.reordered = self.stale = self.lost = 0
@@ -149,7 +149,8 @@ class _Link:
             pos = 0
         rel = self.buf[pos]
         self.pos = pos + 1
-        if rel < 1.0 and self.next_due == _INF:
+        pending = self.pending
+        if rel < 1.0 and not pending:
             # The common case: on time with nothing in flight. (In fifo mode the previous
             # arrival was before this tick, so it cannot hold this packet back, and this
             # one's arrival, < idx + 1, cannot hold back any later packet.)
@@ -166,10 +167,27 @@ class _Link:
                 if arrival < self.last_arrival:
                     arrival = self.last_arrival
                 self.last_arrival = arrival
-            self.pending.append((arrival, idx, payload))
+            pending.append((arrival, idx, payload))
             if arrival < self.next_due:
                 self.next_due = arrival
-        if self.next_due < idx + 1 and self._deliver(idx + 1):
+        limit = idx + 1
+        if self.next_due >= limit:
+            return code
+        if self.fifo:
+            # In fifo order arrivals are sorted by index: take the head of the queue.
+            n = 0
+            for item in pending:
+                if item[0] >= limit:
+                    break
+                n += 1
+            newest = pending[n - 1]
+            del pending[:n]
+            self.next_due = pending[0][0] if pending else _INF
+            self.best_idx = newest[1]
+            self.best_payload = newest[2]
+            self.stale += n - 1
+            return code + 2
+        if self._deliver(limit):
             code += 2
         return code
 
@@ -441,6 +459,8 @@ class NetworkShimWrapper(
             self._start_action = start_action
 
         self._streams: ShimStreams | None = None
+        # Integer actions are immutable: no copy needed when one is held.
+        self._copy_actions = not isinstance(env.action_space, spaces.Discrete)
         self.profile: NetworkProfile = self._profiles[0]
         self._up: _Link | None = None
         self._down: _Link | None = None
@@ -514,24 +534,33 @@ class NetworkShimWrapper(
         else:
             # Hand out a repeated observation as a new object: agents (and Gymnasium's
             # checker) assume successive observations do not share memory.
-            ret = _copy_tree(up.best_payload)
+            ret = up.best_payload
+            ret = ret.copy() if type(ret) is np.ndarray else _copy_tree(ret)
         obs_age = t1 - up.best_idx
         action_age = t - down.best_idx
         step_ms = self.step_ms
-        info["obs_age_steps"] = obs_age
-        info["obs_age_ms"] = obs_age * step_ms
-        info["action_age_steps"] = action_age
-        info["action_age_ms"] = action_age * step_ms
-        info["uplink_lost"] = up_code & 1 == 1
-        info["downlink_lost"] = down_code & 1 == 1
-        info["action_held"] = held
-        # A held action goes to the env again; in info it must be a new object each step.
-        info["applied_action"] = _copy_tree(applied) if held else applied
-        info["true_obs"] = obs
-        info["reordered_packets"] = up.reordered + down.reordered
-        info["stale_packets"] = up.stale + down.stale
-        info["lost_packets"] = up.lost + down.lost
-        info["action_holds"] = self._holds
+        if held and self._copy_actions:
+            # A held action goes to the env again; in info it must be a new object each step.
+            applied = _copy_tree(applied)
+        ours = {
+            "obs_age_steps": obs_age,
+            "obs_age_ms": obs_age * step_ms,
+            "action_age_steps": action_age,
+            "action_age_ms": action_age * step_ms,
+            "uplink_lost": up_code & 1 == 1,
+            "downlink_lost": down_code & 1 == 1,
+            "action_held": held,
+            "applied_action": applied,
+            "true_obs": obs,
+            "reordered_packets": up.reordered + down.reordered,
+            "stale_packets": up.stale + down.stale,
+            "lost_packets": up.lost + down.lost,
+            "action_holds": self._holds,
+        }
+        if info:
+            info.update(ours)
+        else:
+            info = ours
         return ret, reward, terminated, truncated, info
 
     def network_stats(self) -> dict[str, int]:

@@ -36,7 +36,14 @@ _ARRAY_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.Multi
 
 
 class _VecLink:
-    """One direction for all sub-envs: delay blocks, arrival calendar, payload ring."""
+    """One direction for all sub-envs: delay blocks, arrival calendar, payload ring.
+
+    Every sub-env sends one packet per call of :meth:`tick` (sub-envs that were being
+    reset are fixed up by the caller with :meth:`unsend` and :meth:`clear`), so the hot
+    path is a fixed list of whole-array numpy operations, with no per-env Python.
+    Delays are kept in ticks; a lost packet, or one delayed by ``horizon`` ticks or
+    more, is stored as ``-inf`` and routed to a trash row of the calendar.
+    """
 
     def __init__(
         self,
@@ -45,99 +52,99 @@ class _VecLink:
         block: int,
         step_ms: float,
         fifo: bool,
-        latest_scan: bool,
         payload_shape: tuple[int, ...],
         dtype: np.dtype[Any],
+        counters: tuple[np.ndarray, np.ndarray, np.ndarray],
     ) -> None:
         self.n, self.h, self.block, self.step_ms, self.fifo = n, horizon, block, step_ms, fifo
         self.samplers: list[DelaySampler | None] = [None] * n
         self.buf = np.zeros((n, block))
         self.pos = np.full(n, block, dtype=np.int64)  # == block: refill before next use
-        self.cal_max = np.full((horizon, n), -1, dtype=np.int64)
-        self.cal_cnt = np.zeros((horizon, n), dtype=np.int64)
-        self.latest_scan = latest_scan
-        if latest_scan:  # per-send arrival ticks, only needed to count reordering
-            self.arr = np.full((horizon, n), -1, dtype=np.int64)
-            self.sent_idx = np.full((horizon, n), -1, dtype=np.int64)
+        # Calendar by arrival tick (row h is the trash row of lost packets).
+        self.cal_max = np.full((horizon + 1, n), -1, dtype=np.int64)
+        self.cal_cnt = np.zeros((horizon + 1, n), dtype=np.int64)
+        self.scan = not fifo  # only "latest" can reorder; then keep per-send arrival ticks
+        self.arr = np.full((horizon, n), -1, dtype=np.int64)
+        self.sent_idx = np.zeros((horizon, n), dtype=np.int64)
         self.ring = np.zeros((horizon, n, *payload_shape), dtype=dtype)
-        self.last_arrival = np.full(n, -math.inf)
+        self.last_arrival = np.full(n, -1.0)  # fifo: arrival of the last packet (-1: none)
         self.best = np.full(n, -1, dtype=np.int64)
-        self.reordered = np.zeros(n, dtype=np.int64)
-        self.stale = np.zeros(n, dtype=np.int64)
-        self.lost = np.zeros(n, dtype=np.int64)
-        self.late = np.zeros(n, dtype=np.int64)
+        # Episode counters (reordered, stale, lost), shared by both directions.
+        self.reordered, self.stale, self.lost = counters
         self.cols = np.arange(n)
+        self.left = 0  # draws left before some sub-env's block runs out
 
     def clear(self, envs: np.ndarray) -> None:
-        """Forget packets in flight and counters of the given sub-envs (a bool mask)."""
+        """Forget packets in flight of the given sub-envs (indices or a bool mask)."""
         self.cal_max[:, envs] = -1
         self.cal_cnt[:, envs] = 0
-        if self.latest_scan:
+        if self.scan:
             self.arr[:, envs] = -1
-        self.last_arrival[envs] = -math.inf
+        self.last_arrival[envs] = -1.0
         self.best[envs] = -1
-        for counter in (self.reordered, self.stale, self.lost, self.late):
-            counter[envs] = 0
 
     def set_sampler(self, i: int, sampler: DelaySampler) -> None:
         self.samplers[i] = sampler
         self.pos[i] = self.block
+        self.left = 0
 
-    def _draw(self, active: np.ndarray) -> np.ndarray:
-        """Next delay (in ticks, inf = lost) of each active sub-env."""
-        need = np.flatnonzero(active & (self.pos >= self.block))
-        for i in need.tolist():
+    def unsend(self, envs: np.ndarray) -> None:
+        """Give back the delay the given sub-envs just drew (they were resetting)."""
+        self.pos[envs] -= 1  # only lowers positions: `left` stays a lower bound
+
+    def _refill(self) -> None:
+        for i in np.flatnonzero(self.pos >= self.block).tolist():
             sampler = self.samplers[i]
             assert sampler is not None
-            self.buf[i] = sampler.next(self.block) / self.step_ms
+            rel = sampler.next(self.block) / self.step_ms
+            # Lost (inf) and beyond-horizon packets become -inf: "never arrives".
+            rel[rel >= self.h] = -np.inf
+            self.buf[i] = rel
             self.pos[i] = 0
-        rel = self.buf[self.cols, np.minimum(self.pos, self.block - 1)]
-        self.pos += active
-        return rel
+        self.left = self.block - int(self.pos.max())
 
-    def tick(
-        self, now: np.ndarray, payload: np.ndarray, active: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Active sub-envs send their packet (index = ``now``) and process tick ``now``.
+    def tick(self, now: np.ndarray, payload: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every sub-env sends its packet (index = ``now``) and processes tick ``now``.
 
-        Returns (lost, delivered) bool masks; ``best`` holds the freshest index and
-        :meth:`freshest` its payload.
+        Returns (lost, delivered) bool masks; ``best`` holds the freshest index.
         """
-        rel = self._draw(active)
-        arrival = now + rel  # same float arithmetic as the scalar shim
+        if self.left <= 0:
+            self._refill()
+        self.left -= 1
+        cols = self.cols
+        rel = self.buf[cols, self.pos]
+        self.pos += 1
+        lost = rel < 0.0
         if self.fifo:
-            arrival = np.where(active, np.maximum(arrival, self.last_arrival), arrival)
-        lost = active & np.isinf(rel)
-        tick = np.floor(np.where(lost | ~active, now, arrival)).astype(np.int64)
-        late = active & ~lost & (tick - now >= self.h)
-        send = active & ~lost & ~late
-        if self.fifo:
-            self.last_arrival = np.where(send, arrival, self.last_arrival)
-        self.lost += lost | late
-        self.late += late
-        cols = self.cols[send]
-        if cols.size:
-            idx = now[send]
-            slot = tick[send] % self.h
-            self.cal_max[slot, cols] = np.maximum(self.cal_max[slot, cols], idx)
-            self.cal_cnt[slot, cols] += 1
-            self.ring[idx % self.h, cols] = payload[send]
-            if self.latest_scan:
-                self.arr[idx % self.h, cols] = tick[send]
-                self.sent_idx[idx % self.h, cols] = idx
-        # Arrivals at tick `now` of the active sub-envs.
-        slot_now = now % self.h
-        newest = np.where(active, self.cal_max[slot_now, self.cols], -1)
-        count = np.where(active, self.cal_cnt[slot_now, self.cols], 0)
-        if self.latest_scan:
-            here = (self.arr == now) & active
-            self.reordered += np.sum(here & (self.sent_idx < self.best), axis=0)
-            self.arr[here] = -1
-        self.cal_max[slot_now, self.cols] = np.where(active, -1, self.cal_max[slot_now, self.cols])
-        self.cal_cnt[slot_now, self.cols] = np.where(active, 0, self.cal_cnt[slot_now, self.cols])
+            # A lost packet has rel = -inf: max(-inf, last) leaves last_arrival unchanged.
+            arrival = np.maximum(now + rel, self.last_arrival, out=self.last_arrival)
+            tick = arrival.astype(np.int64)  # floor (arrival >= -1); lost ones are trashed below
+        else:
+            arrival = np.maximum(now + rel, -1.0)
+            tick = arrival.astype(np.int64)
+        slot = tick % self.h
+        np.copyto(slot, self.h, where=lost)
+        self.cal_max[slot, cols] = np.maximum(self.cal_max[slot, cols], now)
+        self.cal_cnt[slot, cols] += 1
+        slot_now = now % self.h  # also the ring slot of the packet sent now
+        self.ring[slot_now, cols] = payload
+        self.lost += lost
+        if self.scan:
+            np.copyto(tick, -1, where=lost)
+            self.arr[slot_now, cols] = tick
+            self.sent_idx[slot_now, cols] = now
+            here = self.arr == now
+            here &= self.sent_idx < self.best
+            self.reordered += here.sum(axis=0)
+        # Arrivals at tick `now`.
+        newest = self.cal_max[slot_now, cols]
+        count = self.cal_cnt[slot_now, cols]
+        self.cal_max[slot_now, cols] = -1
+        self.cal_cnt[slot_now, cols] = 0
         delivered = newest > self.best
-        self.stale += count - delivered
-        self.best = np.where(delivered, newest, self.best)
+        self.stale += count
+        self.stale -= delivered
+        np.maximum(self.best, newest, out=self.best)
         return lost, delivered
 
     def payload_of_best(self, envs: np.ndarray) -> np.ndarray:
@@ -158,7 +165,7 @@ class NetworkShimVectorWrapper(VectorWrapper):
     Differences from the scalar shim: observation and action spaces must be arrays
     (Box, Discrete, MultiDiscrete, MultiBinary; use ``gym.make_vec`` with the scalar
     wrapper for Dict/Tuple); a packet delayed by ``max_delay_steps`` control periods or
-    more is dropped and counted as lost (``info["late_packets"]``); the vector env must
+    more is dropped and counted as lost (``info["lost_packets"]``); the vector env must
     use Gymnasium's default ``AutoresetMode.NEXT_STEP`` (a sub-env that ended is reset
     on the next ``step``, its action ignored; the shim clears that sub-env's network
     and returns the reset observation as is). ``info`` holds the scalar shim's keys as
@@ -271,15 +278,19 @@ class NetworkShimVectorWrapper(VectorWrapper):
         obs_space = env.single_observation_space
         assert obs_space.shape is not None and single_act.shape is not None
         self._start = np.asarray(start_action, dtype=single_act.dtype)
+        self._reordered = np.zeros(n, dtype=np.int64)
+        self._stale = np.zeros(n, dtype=np.int64)
+        self._lost = np.zeros(n, dtype=np.int64)
+        counters = (self._reordered, self._stale, self._lost)
         self._up = _VecLink(
             n,
             int(max_delay_steps),
             int(block_size),
             self.step_ms,
             fifo,
-            not fifo,
             obs_space.shape,
             np.dtype(obs_space.dtype),
+            counters,
         )
         self._down = _VecLink(
             n,
@@ -287,9 +298,9 @@ class NetworkShimVectorWrapper(VectorWrapper):
             int(block_size),
             self.step_ms,
             fifo,
-            not fifo,
             single_act.shape,
             np.dtype(single_act.dtype),
+            counters,
         )
         self._streams: list[ShimStreams | None] = [None] * n
         self.profile_names = [self._profiles[0].name] * n
@@ -345,6 +356,9 @@ class NetworkShimVectorWrapper(VectorWrapper):
         self._up.best[envs] = 0
         self._t[envs] = 0
         self._holds[envs] = 0
+        self._reordered[envs] = 0
+        self._stale[envs] = 0
+        self._lost[envs] = 0
         self._applied[envs] = self._start
         assert self._obs is not None
         self._obs[envs] = obs[envs]
@@ -395,29 +409,41 @@ class NetworkShimVectorWrapper(VectorWrapper):
             raise gym.error.ResetNeeded("call reset() before step()")
         actions = np.asarray(actions)
         restarting = self._autoreset
-        active = ~restarting
+        any_restart = bool(restarting.any())
         up, down = self._up, self._down
         t = self._t
-        down_lost, down_new = down.tick(t, actions, active)
+        down_lost, down_new = down.tick(t, actions)
         if down_new.any():
             self._applied[down_new] = down.payload_of_best(down_new)
-        held = active & ~down_new
-        self._holds += held
+        held = ~down_new
         applied = self._applied.copy()
         obs, reward, terminated, truncated, info = self.env.step(applied)
-        if restarting.any():
-            for i in np.flatnonzero(restarting).tolist():
-                if len(self._profiles) > 1:
-                    self._new_episode(i)
-            self._start_episodes(restarting, obs)
-        t1 = np.where(active, t + 1, 0)
-        self._t = t1
-        up_lost, up_new = up.tick(t1, obs, active)
+        t1 = t + 1
+        if any_restart:
+            t1[restarting] = 0
+        up_lost, up_new = up.tick(t1, obs)
         if up_new.any():
             self._obs[up_new] = up.payload_of_best(up_new)
+        if any_restart:
+            # These sub-envs were reset by the vector env (their action ignored): they sent
+            # nothing, so give back the delays drawn for them and start a new episode.
+            down.unsend(restarting)
+            up.unsend(restarting)
+            if len(self._profiles) > 1:
+                for i in np.flatnonzero(restarting).tolist():
+                    self._new_episode(i)
+            self._start_episodes(np.flatnonzero(restarting), obs)
+            keep = ~restarting
+            held &= keep
+            down_lost &= keep
+            up_lost &= keep
+        self._holds += held
+        self._t = t1
         ret = self._obs.copy()
         obs_age = t1 - up.best
-        action_age = np.where(active, t - down.best, 0)
+        action_age = t - down.best
+        if any_restart:
+            action_age[restarting] = 0
         self._autoreset = np.logical_or(terminated, truncated)
         mask = self._all
         values = {
@@ -430,10 +456,9 @@ class NetworkShimVectorWrapper(VectorWrapper):
             "action_held": held,
             "applied_action": applied,
             "true_obs": obs,
-            "reordered_packets": up.reordered + down.reordered,
-            "stale_packets": up.stale + down.stale,
-            "lost_packets": up.lost + down.lost,
-            "late_packets": up.late + down.late,
+            "reordered_packets": self._reordered.copy(),
+            "stale_packets": self._stale.copy(),
+            "lost_packets": self._lost.copy(),
             "action_holds": self._holds.copy(),
         }
         for key, value in values.items():

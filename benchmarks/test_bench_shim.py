@@ -1,0 +1,198 @@
+"""Network shim overhead, as ratios against references measured in the same run.
+
+* ``test_bench_shim_cartpole``: env steps/s of ``NetworkShimWrapper(gym.make("CartPole-v1"),
+  "wifi-degraded")`` over the bare ``gym.make("CartPole-v1")``, same random actions,
+  episodes reset as they end. Target: >= 0.7.
+* ``test_bench_vector_shim_64``: steps/s of ``NetworkShimVectorWrapper`` (wifi-degraded) over
+  the bare ``gym.make_vec("CartPole-v1", 64, "sync")``. Target: >= 0.9.
+* ``test_bench_sb3_ppo_mode2``: SB3 PPO training timesteps/s on CartPole with the shim
+  (Mode 2, wifi-degraded) over without (Mode 1). Target: >= 0.95.
+
+Each round times the reference and the shim back to back, in CPU time of this process
+(``time.process_time``: on a shared machine, wall time mostly measures the other
+processes); the reported ratio is the median over rounds of reference time / shim time.
+Nothing absolute is asserted. Default sizes are tiny so the CI run (``--benchmark-disable``,
+each benchmarked function once) takes seconds; the measured run:
+
+``pytest benchmarks/test_bench_shim.py --benchmark-enable -s``
+"""
+
+from __future__ import annotations
+
+import time
+
+import gymnasium as gym
+import numpy as np
+
+import fleetgym  # noqa: F401  (registers the IDs)
+from fleetgym.wrappers import NetworkShimVectorWrapper, NetworkShimWrapper
+
+
+def _sizes(benchmark, quick: int, full: int, rounds_full: int) -> tuple[int, int]:
+    return (quick, 1) if benchmark.disabled else (full, rounds_full)
+
+
+def _report(
+    benchmark,
+    name: str,
+    ref: list[float],
+    shim: list[float],
+    work: int,
+    target: float,
+    prefix: str = "",
+) -> None:
+    """Store and print shim/reference throughput ratios of paired rounds."""
+    paired = [r / s for r, s in zip(ref, shim, strict=True)]
+    ratio = float(np.median(paired))
+    benchmark.extra_info.update(
+        {
+            prefix + "work_per_round": work,
+            prefix + "reference_per_cpu_s": work / float(np.median(ref)),
+            prefix + "shim_per_cpu_s": work / float(np.median(shim)),
+            prefix + "ratio_median_paired": ratio,
+            prefix + "ratio_best_rounds": min(ref) / min(shim),
+            "target": target,
+        }
+    )
+    print(
+        f"\n{name}: shim/reference = {ratio:.3f} (median of {len(paired)} paired rounds, "
+        f"best rounds {min(ref) / min(shim):.3f}); reference {work / np.median(ref):,.0f}/cpu-s, "
+        f"shim {work / np.median(shim):,.0f}/cpu-s; target >= {target}"
+    )
+    assert ratio > 0
+
+
+def _run_scalar(env: gym.Env, actions: list[int]) -> float:
+    env.reset(seed=0)
+    start = time.process_time()
+    for a in actions:
+        _, _, term, trunc, _ = env.step(a)
+        if term or trunc:
+            env.reset()
+    return time.process_time() - start
+
+
+def _applied_scalar(shim: gym.Env, actions: list[int]) -> list[int]:
+    """The actions the shim really applies to the env for this action sequence (seed 0)."""
+    shim.reset(seed=0)
+    applied = []
+    for a in actions:
+        _, _, term, trunc, info = shim.step(a)
+        applied.append(info["applied_action"])
+        if term or trunc:
+            shim.reset()
+    return applied
+
+
+def test_bench_shim_cartpole(benchmark):
+    """Two references: the bare env fed the agent's actions (like for like for a user, but
+    the delays make episodes shorter, so the shimmed run also does more resets), and the
+    bare env fed the actions the shim applied (the same env work: the shim's own cost)."""
+    steps, rounds = _sizes(benchmark, 500, 5_000, 41)
+    actions = np.random.default_rng(0).integers(0, 2, steps).tolist()
+    bare = gym.make("CartPole-v1")
+    shim = NetworkShimWrapper(gym.make("CartPole-v1"), "wifi-degraded")
+    applied = _applied_scalar(shim, actions)
+    ref_agent: list[float] = []
+    ref_applied: list[float] = []
+    got: list[float] = []
+
+    def one_round() -> None:
+        ref_agent.append(_run_scalar(bare, actions))
+        ref_applied.append(_run_scalar(bare, applied))
+        got.append(_run_scalar(shim, actions))
+
+    benchmark.pedantic(one_round, rounds=rounds, iterations=1)
+    _report(
+        benchmark,
+        "shim(wifi-degraded) vs bare CartPole, same agent actions",
+        ref_agent,
+        got,
+        steps,
+        0.7,
+    )
+    _report(
+        benchmark,
+        "shim(wifi-degraded) vs bare CartPole, same applied actions",
+        ref_applied,
+        got,
+        steps,
+        0.7,
+        "applied_",
+    )
+
+
+def _run_vector(env, actions: np.ndarray) -> float:
+    env.reset(seed=0)
+    start = time.process_time()
+    for a in actions:
+        env.step(a)
+    return time.process_time() - start
+
+
+def test_bench_vector_shim_64(benchmark):
+    """Same two references as the scalar benchmark, for 64 sync sub-envs."""
+    n_envs = 64
+    steps, rounds = _sizes(benchmark, 20, 100, 25)
+    actions = np.random.default_rng(0).integers(0, 2, (steps, n_envs))
+    bare = gym.make_vec("CartPole-v1", num_envs=n_envs, vectorization_mode="sync")
+    shim = NetworkShimVectorWrapper(
+        gym.make_vec("CartPole-v1", num_envs=n_envs, vectorization_mode="sync"), "wifi-degraded"
+    )
+    shim.reset(seed=0)
+    applied = np.stack([shim.step(a)[4]["applied_action"] for a in actions])
+    ref_agent: list[float] = []
+    ref_applied: list[float] = []
+    got: list[float] = []
+
+    def one_round() -> None:
+        ref_agent.append(_run_vector(bare, actions))
+        ref_applied.append(_run_vector(bare, applied))
+        got.append(_run_vector(shim, actions))
+
+    benchmark.pedantic(one_round, rounds=rounds, iterations=1)
+    work = steps * n_envs
+    _report(
+        benchmark,
+        f"vector shim vs bare vector env ({n_envs} envs), same agent actions",
+        ref_agent,
+        got,
+        work,
+        0.9,
+    )
+    _report(
+        benchmark,
+        f"vector shim vs bare vector env ({n_envs} envs), same applied actions",
+        ref_applied,
+        got,
+        work,
+        0.9,
+        "applied_",
+    )
+
+
+def test_bench_sb3_ppo_mode2(benchmark):
+    import torch
+    from stable_baselines3 import PPO
+
+    torch.set_num_threads(1)
+    timesteps, rounds = _sizes(benchmark, 256, 4096, 5)
+    n_steps = 128 if benchmark.disabled else 1024
+
+    def train_seconds(env: gym.Env) -> float:
+        model = PPO(
+            "MlpPolicy", env, n_steps=n_steps, batch_size=64, n_epochs=4, seed=0, device="cpu"
+        )
+        start = time.process_time()
+        model.learn(timesteps)
+        return time.process_time() - start
+
+    ref: list[float] = []
+    got: list[float] = []
+
+    def one_round() -> None:
+        ref.append(train_seconds(gym.make("CartPole-v1")))
+        got.append(train_seconds(NetworkShimWrapper(gym.make("CartPole-v1"), "wifi-degraded")))
+
+    benchmark.pedantic(one_round, rounds=rounds, iterations=1)
+    _report(benchmark, "SB3 PPO Mode 2 (shim) vs Mode 1", ref, got, timesteps, 0.95)
