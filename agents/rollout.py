@@ -6,7 +6,9 @@ continue across rollouts (see :mod:`fleetgym.agents.types`). :func:`rollout_many
 several workers' environments in lockstep with ONE policy forward per step for all of them;
 each slot keeps its own env, its own sampling generator and its own episode bookkeeping, so
 a slot's trajectory is the same whether it runs alone or batched (up to float rounding of
-the batched forward pass).
+the batched forward pass). MLP policies step through a numpy snapshot of the round's weights
+(:class:`~fleetgym.agents.policies.NumpyActorCritic`), CNN policies through torch in
+inference mode.
 
 Seeding: slot ``i`` of a fleet seeded ``s``, in its ``k``-th incarnation (restart), seeds its
 env and its sampling generator from ``np.random.SeedSequence([s, i, k])``.
