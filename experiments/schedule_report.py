@@ -474,6 +474,8 @@ def transfer_experiment(
     learning_rate: float | None = None,
     scratch_checkpoint: str | Path | None = None,
     eval_seeds: Sequence[int] = (1000, 1001, 1002, 1003, 1004),
+    heuristics: Sequence[str] | None = None,
+    fixed_sweep: Sequence[int] | None = None,
     tensorboard: bool = True,
     progress: bool = True,
 ) -> dict[str, Any]:
@@ -481,7 +483,23 @@ def transfer_experiment(
 
     Trains both short runs on the new workload's env, then evaluates them (and
     ``scratch_checkpoint``, e.g. 100 episodes from scratch, if given) against the
-    baselines with :func:`compare_schedulers`.
+    baselines with :func:`compare_schedulers`. Writes ``finetuned/``, ``scratch/``,
+    ``evaluation/``, ``transfer_training.png`` and ``transfer.json`` under ``out_dir``.
+
+    Args:
+        checkpoint: the trained scheduler to fine-tune.
+        out_dir: output directory.
+        env_id: the new workload's scheduling env ID.
+        env_kwargs: its keyword arguments.
+        episodes: episodes of both the fine-tuning and the short run from scratch.
+        seed: seed of both runs.
+        learning_rate: fine-tuning learning rate (None: the stored one).
+        scratch_checkpoint: a (longer) run from scratch on the new workload to compare.
+        eval_seeds: evaluation seeds.
+        heuristics: baselines of the comparison (None: all).
+        fixed_sweep: Fixed(n) sizes (None: 1..32; ``()``: none).
+        tensorboard: write TensorBoard logs.
+        progress: tqdm bars.
 
     Raises:
         FileNotFoundError: a missing checkpoint.
@@ -526,6 +544,8 @@ def transfer_experiment(
         env_id=env_id,
         env_kwargs=env_kwargs,
         seeds=eval_seeds,
+        heuristics=heuristics,
+        fixed_sweep=fixed_sweep,
         progress=progress,
         title="transfer",
     )

@@ -845,6 +845,16 @@ def add_finetune_arguments(parser: argparse.ArgumentParser) -> None:
         help="a scheduler trained from scratch on this workload (e.g. 100 episodes) to compare",
     )
     parser.add_argument("--eval-seeds", type=int, default=5, help="evaluation seeds of --compare")
+    parser.add_argument(
+        "--baselines",
+        default=None,
+        help="comma-separated baselines of --compare (default: every heuristic and the "
+        "Fixed(n) sweep)",
+    )
+
+
+def _split_names(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
 
 
 def env_config_from_args(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
@@ -933,6 +943,8 @@ def finetune(args: argparse.Namespace) -> int:
             learning_rate=args.lr,
             scratch_checkpoint=args.scratch,
             eval_seeds=range(1000, 1000 + max(1, args.eval_seeds)),
+            heuristics=None if args.baselines is None else _split_names(args.baselines),
+            fixed_sweep=None if args.baselines is None else (),
             tensorboard=not args.no_tensorboard,
         )
         print(result["markdown"])
