@@ -42,8 +42,22 @@ WORKERS = int(os.environ.get("FLEETGYM_BENCH_WORKERS", "2"))
 POOL = int(os.environ.get("FLEETGYM_BENCH_POOL", "6"))
 #: Actors per worker process in the grouped variant of the throughput comparison.
 GROUP = 4
-#: Steps per worker in the throughput comparison.
-STEPS = int(os.environ.get("FLEETGYM_BENCH_STEPS", "1024"))
+#: Steps per worker in the throughput comparison (default 1024, 128 under
+#: ``--benchmark-disable``: SubprocVecEnv's pipe round trip per step can cost tens of
+#: milliseconds on an overloaded CI machine).
+STEPS = os.environ.get("FLEETGYM_BENCH_STEPS")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_torch_thread():
+    """One torch thread here too: the reference's policy runs in this process, and
+    OpenMP threads spinning on a shared machine would slow it down, not the fleet."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +85,7 @@ def test_bench_process_vs_subproc(benchmark, weights):
     from stable_baselines3.common.vec_env import SubprocVecEnv
 
     repeats = 5 if benchmark.enabled else 1
+    steps_per_actor = int(STEPS) if STEPS else (1024 if benchmark.enabled else 128)
     policy = get_workload(WORKLOAD).make_policy()
     policy.load_weights(weights)
     rng = np.random.default_rng(0)
@@ -80,15 +95,15 @@ def test_bench_process_vs_subproc(benchmark, weights):
     venv.seed(0)
     state = {"obs": venv.reset()}
 
-    def subproc_rollout() -> None:
+    def subproc_rollout(steps: int = steps_per_actor) -> None:
         obs = state["obs"]
-        for _ in range(STEPS):
+        for _ in range(steps):
             actions, _, _ = policy.act(obs, rng=rng)
             obs, _, _, _ = venv.step(actions)
         state["obs"] = obs
 
     try:
-        subproc_rollout()  # warm-up: first pickles, first allocations
+        subproc_rollout(16)  # warm-up: first pickles, first allocations
         subproc_s = _best(subproc_rollout, repeats)
     finally:
         venv.close()
@@ -97,7 +112,7 @@ def test_bench_process_vs_subproc(benchmark, weights):
         fleet.prewarm(WORKERS)
 
         def fleet_round() -> None:
-            result = fleet.run_round(weights, WORKERS, STEPS)
+            result = fleet.run_round(weights, WORKERS, steps_per_actor)
             assert result.complete
 
         fleet_round()
@@ -107,18 +122,19 @@ def test_bench_process_vs_subproc(benchmark, weights):
     actors = WORKERS * GROUP
     with ProcessFleet(WORKLOAD, max_actors=actors, seed=0, actors_per_worker=GROUP) as grouped:
         grouped.prewarm(actors)
-        grouped_round = lambda: grouped.run_round(weights, actors, STEPS)  # noqa: E731
+        grouped_round = lambda: grouped.run_round(weights, actors, steps_per_actor)  # noqa: E731
         grouped_round()
         grouped_s = _best(grouped_round, repeats)
-    steps = WORKERS * STEPS
+    steps = WORKERS * steps_per_actor
     _report(
         benchmark,
-        f"process fleet vs SubprocVecEnv ({WORKERS} worker processes, {STEPS} steps/actor)",
+        f"process fleet vs SubprocVecEnv ({WORKERS} worker processes, "
+        f"{steps_per_actor} steps/actor)",
         subproc_steps_per_s=steps / subproc_s,
         fleet_steps_per_s=steps / fleet_s,
         ratio=subproc_s / fleet_s,
-        grouped_steps_per_s=actors * STEPS / grouped_s,
-        grouped_ratio=(actors * STEPS / grouped_s) / (steps / subproc_s),
+        grouped_steps_per_s=actors * steps_per_actor / grouped_s,
+        grouped_ratio=(actors * steps_per_actor / grouped_s) / (steps / subproc_s),
     )
 
 
