@@ -367,14 +367,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the subcommand; prints the Markdown report and where the files are."""
+    import sys
+
+    from fleetgym.errors import FleetgymError
+
     variants = _split(args.variants)
-    results = run_calf(
-        args.env, quick=args.quick, seeds=args.seeds, out_dir=args.out,
-        regimes=_split(args.regimes), conditions=_split(args.conditions),
-        timesteps=args.timesteps, episodes=args.episodes, ablation=not args.no_ablation,
-        variants=variants, variant_regimes=_split(args.variant_regimes),
-        step_ms=args.step_ms, algo=args.algo, progress=not args.no_progress,
-    )
+    try:
+        results = run_calf(
+            args.env, quick=args.quick, seeds=args.seeds, out_dir=args.out,
+            regimes=_split(args.regimes), conditions=_split(args.conditions),
+            timesteps=args.timesteps, episodes=args.episodes, ablation=not args.no_ablation,
+            variants=variants, variant_regimes=_split(args.variant_regimes),
+            step_ms=args.step_ms, algo=args.algo, progress=not args.no_progress,
+        )
+    except (ValueError, TypeError, FleetgymError) as exc:
+        # Bad arguments end with one line, not a traceback.
+        print(f"fleetgym calf: error: {exc}", file=sys.stderr)
+        return 2
     print(results.files[0].read_text())
     for path in results.files:
         print(f"wrote {path}")

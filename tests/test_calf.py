@@ -142,3 +142,9 @@ def test_run_calf_rejects_bad_arguments(tmp_path):
         run_calf(regimes=["nowhere+comp"], out_dir=tmp_path, progress=False)
     with pytest.raises(ValueError, match="episodes: expected a positive int"):
         run_calf(episodes=0, out_dir=tmp_path, progress=False)
+
+
+def test_cli_calf_bad_arguments_end_with_one_line(tmp_path, capsys):
+    code = cli_main(["calf", "--seeds", "0", "--out", str(tmp_path), "--no-progress"])
+    assert code == 2
+    assert "seeds: expected a positive count" in capsys.readouterr().err
