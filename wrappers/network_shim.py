@@ -63,9 +63,8 @@ def default_start_action(space: gym.Space[Any]) -> Any:
             space.dtype
         )
     if isinstance(space, spaces.Discrete):
-        # A Python int: envs check actions with space.contains, which is much slower on
-        # numpy integers than on ints.
-        return int(space.start)
+        # The space's own integer type, as space.sample() returns.
+        return space.dtype.type(space.start)
     if isinstance(space, spaces.MultiDiscrete):
         return np.array(space.start, dtype=space.dtype, copy=True)
     if isinstance(space, spaces.MultiBinary):
@@ -407,7 +406,7 @@ class NetworkShimWrapper(
                     raise TypeError(
                         f"expected {name} as a fleetgym Channel, actual {type(ch).__name__}"
                     )
-            self._profiles = (
+            self._profiles: tuple[NetworkProfile, ...] = (
                 NetworkProfile(
                     "custom", uplink or _PERFECT, downlink or _PERFECT, "explicit channels"
                 ),

@@ -385,7 +385,8 @@ class NetworkShimVectorWrapper(VectorWrapper):
                 raise ValueError(f"expected non-negative int seeds, actual {s!r}")
         if options and "reset_mask" in options:
             raise ValueError("expected a full reset: partial resets (reset_mask) are not supported")
-        obs, info = self.env.reset(seed=seed, options=options)
+        # Gymnasium's vector envs take a list of per-env seeds too (typed as int | None).
+        obs, info = self.env.reset(seed=seed, options=options)  # type: ignore[arg-type]
         for i, s in enumerate(seeds):
             if s is not None or self._streams[i] is None:
                 self._streams[i] = ShimStreams(s)
