@@ -278,10 +278,10 @@ class NetworkShimVectorWrapper(VectorWrapper):
         obs_space = env.single_observation_space
         assert obs_space.shape is not None and single_act.shape is not None
         self._start = np.asarray(start_action, dtype=single_act.dtype)
-        self._reordered = np.zeros(n, dtype=np.int64)
-        self._stale = np.zeros(n, dtype=np.int64)
-        self._lost = np.zeros(n, dtype=np.int64)
-        counters = (self._reordered, self._stale, self._lost)
+        # Episode counters in one array (cleared and copied with one call each):
+        # rows reordered, stale, lost (shared by both directions) and action holds.
+        self._counts = np.zeros((4, n), dtype=np.int64)
+        counters = (self._counts[0], self._counts[1], self._counts[2])
         self._up = _VecLink(
             n,
             int(max_delay_steps),
@@ -307,7 +307,7 @@ class NetworkShimVectorWrapper(VectorWrapper):
         self._t = np.zeros(n, dtype=np.int64)
         self._applied = np.repeat(self._start[None], n, axis=0)
         self._obs: np.ndarray | None = None
-        self._holds = np.zeros(n, dtype=np.int64)
+        self._holds = self._counts[3]
         self._autoreset = np.zeros(n, dtype=bool)
         self._all = np.ones(n, dtype=bool)
 
@@ -355,10 +355,7 @@ class NetworkShimVectorWrapper(VectorWrapper):
         self._down.clear(envs)
         self._up.best[envs] = 0
         self._t[envs] = 0
-        self._holds[envs] = 0
-        self._reordered[envs] = 0
-        self._stale[envs] = 0
-        self._lost[envs] = 0
+        self._counts[:, envs] = 0
         self._applied[envs] = self._start
         assert self._obs is not None
         self._obs[envs] = obs[envs]
@@ -447,6 +444,7 @@ class NetworkShimVectorWrapper(VectorWrapper):
             action_age[restarting] = 0
         self._autoreset = np.logical_or(terminated, truncated)
         mask = self._all
+        counts = self._counts.copy()
         values = {
             "obs_age_steps": obs_age,
             "obs_age_ms": obs_age * self.step_ms,
@@ -457,10 +455,10 @@ class NetworkShimVectorWrapper(VectorWrapper):
             "action_held": held,
             "applied_action": applied,
             "true_obs": obs,
-            "reordered_packets": self._reordered.copy(),
-            "stale_packets": self._stale.copy(),
-            "lost_packets": self._lost.copy(),
-            "action_holds": self._holds.copy(),
+            "reordered_packets": counts[0],
+            "stale_packets": counts[1],
+            "lost_packets": counts[2],
+            "action_holds": counts[3],
         }
         for key, value in values.items():
             info[key] = value
