@@ -505,7 +505,8 @@ class TraceChannel(Channel):
         )
 
     def __hash__(self) -> int:
-        return hash((self.trace.source, len(self.trace), self.trace.period_ms, self.random_start))
+        # Content-based like __eq__ (equal traces loaded from different files hash alike).
+        return hash((len(self.trace), self.trace.period_ms, self.random_start))
 
     def __repr__(self) -> str:
         return f"TraceChannel({self.name!r}, packets={len(self.trace)}, random_start={self.random_start})"
