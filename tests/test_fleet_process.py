@@ -289,6 +289,10 @@ def test_argument_errors(fleet, weights):
         fleet.run_round(bad, 1, 8)
     with pytest.raises(ValueError, match=r"actor_timeout: expected seconds > 0"):
         ProcessFleet(WORKLOAD, actor_timeout=0)
+    with pytest.raises(TypeError, match=r"startup_timeout: expected seconds \(float\) or None"):
+        ProcessFleet(WORKLOAD, startup_timeout="60")
+    with pytest.raises(ValueError, match=r"actors_per_worker: expected an int >= 1, actual 0"):
+        ProcessFleet(WORKLOAD, actors_per_worker=0)
     with pytest.raises(ValueError, match=r"context: expected one of"):
         ProcessFleet(WORKLOAD, context="threads")
     with pytest.raises(ValueError, match=r"max_actors: expected an int in \[1, 4096\], actual 0"):

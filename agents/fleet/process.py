@@ -363,9 +363,10 @@ class ProcessFleet(FleetBase):
         workload: A workload name or :class:`~fleetgym.agents.workloads.Workload`.
         max_actors: Largest fleet a round may ask for.
         seed: Fleet seed; slot ``i``'s ``k``-th incarnation seeds from ``(seed, i, k)``.
-        actor_timeout: Seconds a worker may take for one round's rollouts (or to start)
-            before it is treated as hung, killed and replaced; None waits forever
-            (crashes are still detected). Generous by default.
+        actor_timeout: Seconds a worker may take for one round's rollouts before it is
+            treated as hung, killed and replaced; None waits forever (crashes are still
+            detected). Generous by default.
+        startup_timeout: The same for starting a worker (process start to built actors).
         max_retries: Re-runs of a faulted slot within a round.
         on_incomplete: ``"partial"`` or ``"raise"`` when a slot fails after its retries.
         stop_idle: Stop workers above the requested size instead of parking them.
@@ -388,6 +389,7 @@ class ProcessFleet(FleetBase):
         max_actors: int = 32,
         seed: int = 0,
         actor_timeout: float | None = 300.0,
+        startup_timeout: float | None = 300.0,
         max_retries: int = 1,
         on_incomplete: str = "partial",
         stop_idle: bool = False,
@@ -406,6 +408,7 @@ class ProcessFleet(FleetBase):
             on_incomplete=on_incomplete,
         )
         self.actor_timeout = check_timeout("actor_timeout", actor_timeout)
+        self.startup_timeout = check_timeout("startup_timeout", startup_timeout)
         if not isinstance(stop_idle, bool):
             raise TypeError(f"stop_idle: expected a bool, actual {type(stop_idle).__name__}")
         if not isinstance(shared_obs, bool):
@@ -468,7 +471,7 @@ class ProcessFleet(FleetBase):
         needed = self._workers_for(num_actors)
         for index in needed:
             self._ensure_worker(index)
-        deadline = None if self.actor_timeout is None else started + self.actor_timeout
+        deadline = None if self.startup_timeout is None else started + self.startup_timeout
         waiting = {index for index in needed if not self._workers[index].ready}
         while waiting:
             timeout = None if deadline is None else max(0.0, deadline - time.perf_counter())
@@ -482,7 +485,7 @@ class ProcessFleet(FleetBase):
                     self._stop_worker(index, kill=True)
                 raise FleetError(
                     f"prewarm: expected workers {sorted(waiting)} ready within "
-                    f"{self.actor_timeout} s, actual none answered"
+                    f"startup_timeout={self.startup_timeout} s, actual none answered"
                 )
             ready.sort(key=lambda obj: not isinstance(obj, Connection))
             for obj in ready:
@@ -563,7 +566,7 @@ class ProcessFleet(FleetBase):
             if self._workers[index].ready:
                 self._dispatch(index, progress, spec)
             else:
-                progress.deadline = self._deadline(time.perf_counter())
+                progress.deadline = self._deadline(time.perf_counter(), starting=True)
 
         pending = set(rounds)
         try:
@@ -641,8 +644,9 @@ class ProcessFleet(FleetBase):
     ) -> None:
         """Wait for the next events of the pending workers and handle them."""
         timeout = None
-        if self.actor_timeout is not None:
-            timeout = max(0.0, min(rounds[i].deadline for i in pending) - time.perf_counter())
+        soonest = min(rounds[i].deadline for i in pending)
+        if soonest != float("inf"):
+            timeout = max(0.0, soonest - time.perf_counter())
         by_object: dict[Any, tuple[int, _Worker]] = {}
         for index in pending:
             worker = self._workers[index]
@@ -677,9 +681,13 @@ class ProcessFleet(FleetBase):
         now = time.perf_counter()
         for index in list(pending):
             progress = rounds[index]
-            if self.actor_timeout is not None and now >= progress.deadline:
-                what = "start" if progress.state == "starting" else "finish its rollout"
-                message = f"did not {what} within actor_timeout={self.actor_timeout} s"
+            if now >= progress.deadline:
+                if progress.state == "starting":
+                    message = f"did not start within startup_timeout={self.startup_timeout} s"
+                else:
+                    message = (
+                        f"did not finish its rollout within actor_timeout={self.actor_timeout} s"
+                    )
                 if not self._fault(index, progress, "timeout", message, failures):
                     pending.discard(index)
 
@@ -696,8 +704,9 @@ class ProcessFleet(FleetBase):
             return None
         return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
 
-    def _deadline(self, now: float) -> float:
-        return float("inf") if self.actor_timeout is None else now + self.actor_timeout
+    def _deadline(self, now: float, *, starting: bool = False) -> float:
+        limit = self.startup_timeout if starting else self.actor_timeout
+        return float("inf") if limit is None else now + limit
 
     def _ensure_worker(self, index: int) -> _Worker:
         worker = self._workers.get(index)
@@ -830,7 +839,7 @@ class ProcessFleet(FleetBase):
         progress.cold = True
         progress.state = "starting"
         self._ensure_worker(index)
-        progress.deadline = self._deadline(time.perf_counter())
+        progress.deadline = self._deadline(time.perf_counter(), starting=True)
         return True
 
     def _stop_worker(self, index: int, *, kill: bool) -> None:

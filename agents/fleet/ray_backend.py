@@ -145,8 +145,9 @@ class RayFleet(FleetBase):
         workload: A workload name or :class:`~fleetgym.agents.workloads.Workload`.
         max_actors: Largest fleet a round may ask for.
         seed: Fleet seed; slot ``i``'s ``k``-th incarnation seeds from ``(seed, i, k)``.
-        actor_timeout: Seconds a slot may take to start or to finish a rollout before it
-            is killed and replaced; None waits forever (crashes are still detected).
+        actor_timeout: Seconds a slot may take to finish a rollout before it is killed and
+            replaced; None waits forever (crashes are still detected).
+        startup_timeout: The same for an actor to start (Ray actor start-ups are slow).
         max_retries: Re-runs of a faulted slot within a round.
         on_incomplete: ``"partial"`` or ``"raise"`` when a slot fails after its retries.
         actor_options: Ray actor options (``num_cpus``, ``resources``, ...); default one
@@ -167,6 +168,7 @@ class RayFleet(FleetBase):
         max_actors: int = 32,
         seed: int = 0,
         actor_timeout: float | None = 300.0,
+        startup_timeout: float | None = 300.0,
         max_retries: int = 1,
         on_incomplete: str = "partial",
         actor_options: dict[str, Any] | None = None,
@@ -183,6 +185,7 @@ class RayFleet(FleetBase):
             on_incomplete=on_incomplete,
         )
         self.actor_timeout = check_timeout("actor_timeout", actor_timeout)
+        self.startup_timeout = check_timeout("startup_timeout", startup_timeout)
         for name, value in (("actor_options", actor_options), ("init_kwargs", init_kwargs)):
             if value is not None and not isinstance(value, dict):
                 raise TypeError(f"{name}: expected a dict or None, actual {type(value).__name__}")
@@ -218,7 +221,7 @@ class RayFleet(FleetBase):
             Seconds it took.
 
         Raises:
-            FleetError: If an actor fails to start within ``actor_timeout``.
+            FleetError: If an actor fails to start within ``startup_timeout``.
         """
         self._check_open()
         num_actors = check_int("num_actors", num_actors, 1, self.max_actors)
@@ -231,7 +234,9 @@ class RayFleet(FleetBase):
             if actor.ready:
                 continue
             try:
-                self._mark_ready(actor, self._ray.get(actor.ready_ref, timeout=self.actor_timeout))
+                self._mark_ready(
+                    actor, self._ray.get(actor.ready_ref, timeout=self.startup_timeout)
+                )
             except Exception as exc:
                 self._kill(slot)
                 raise FleetError(f"prewarm: actor {slot} failed to start: {exc}") from exc
@@ -293,8 +298,9 @@ class RayFleet(FleetBase):
                 if not actor.ready:
                     refs[actor.ready_ref] = slot
             timeout = None
-            if self.actor_timeout is not None:
-                timeout = max(0.0, min(progress[s].deadline for s in pending) - time.perf_counter())
+            soonest = min(progress[s].deadline for s in pending)
+            if soonest != float("inf"):
+                timeout = max(0.0, soonest - time.perf_counter())
             done, _ = ray.wait(list(refs), num_returns=1, timeout=timeout)
             for ref in done:
                 slot = refs[ref]
@@ -335,10 +341,14 @@ class RayFleet(FleetBase):
             for slot in list(pending):
                 p = progress[slot]
                 if now >= p.deadline:
-                    what = "start" if not self._slots[slot].ready else "finish its rollout"
-                    late = TimeoutError(
-                        f"did not {what} within actor_timeout={self.actor_timeout} s"
-                    )
+                    if self._slots[slot].ready:
+                        late = TimeoutError(
+                            f"did not finish its rollout within actor_timeout={self.actor_timeout} s"
+                        )
+                    else:
+                        late = TimeoutError(
+                            f"did not start within startup_timeout={self.startup_timeout} s"
+                        )
                     if not self._fault(slot, p, late, failures, args):
                         pending.discard(slot)
         del weights_ref
@@ -363,8 +373,9 @@ class RayFleet(FleetBase):
         super().close()
 
     # -- internals ------------------------------------------------------------------------
-    def _deadline(self, now: float) -> float:
-        return float("inf") if self.actor_timeout is None else now + self.actor_timeout
+    def _deadline(self, now: float, *, starting: bool = False) -> float:
+        limit = self.startup_timeout if starting else self.actor_timeout
+        return float("inf") if limit is None else now + limit
 
     def _start(self, slot: int) -> _RaySlot:
         incarnation = self._next_incarnation(slot)
@@ -387,7 +398,7 @@ class RayFleet(FleetBase):
         p.ref = actor.handle.rollout.remote(*args)
         p.submitted = time.perf_counter()
         p.state = "running" if actor.ready else "starting"
-        p.deadline = self._deadline(p.submitted)
+        p.deadline = self._deadline(p.submitted, starting=not actor.ready)
 
     def _kill(self, slot: int) -> None:
         actor = self._slots.pop(slot, None)
