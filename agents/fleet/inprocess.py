@@ -20,7 +20,7 @@ import logging
 import time
 from typing import Any
 
-from fleetgym.agents.fleet.base import Actor, ActorFactory, FleetBase
+from fleetgym.agents.fleet.base import Actor, ActorFactory, FleetBase, check_int
 from fleetgym.agents.types import ActorFailure, ActorTiming, RoundResult, Trajectory, Weights
 
 logger = logging.getLogger(__name__)
@@ -101,8 +101,6 @@ class InProcessFleet(FleetBase):
         Returns:
             Seconds it took.
         """
-        from fleetgym.agents.fleet.base import check_int
-
         self._check_open()
         num_actors = check_int("num_actors", num_actors, 1, self.max_actors)
         started = time.perf_counter()
