@@ -46,6 +46,17 @@ def _bare_round_times(repeats: int) -> tuple[list[float], list[float]]:
     return fleet_only[1:], full[1:]
 
 
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """One torch thread, as in the tests: the machine's 2 cores are shared."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
 @pytest.fixture
 def env():
     env = gym.make(ENV_ID, **KWARGS)
