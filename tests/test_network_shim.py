@@ -404,6 +404,41 @@ def test_gym_make_spec_round_trip_rebuilds_the_shim():
     assert isinstance(gym.make(channels.spec).unwrapped, type(channels.unwrapped))
 
 
+def wrapper_stack(env: gym.Env) -> list[str]:
+    names = []
+    while isinstance(env, gym.Wrapper):
+        names.append(type(env).__name__)
+        env = env.env
+    return names
+
+
+def test_netshim_spec_round_trip_keeps_one_time_limit():
+    # The entry point builds the inner env (with its own TimeLimit) from env_id, so the
+    # rebuilt stack must not gain an outer TimeLimit from the spec's max_episode_steps.
+    made = gym.make("fleetgym/NetShim-v0", env_id="CartPole-v1", profile="wifi-normal")
+    rebuilt = gym.make(made.spec)
+    assert wrapper_stack(rebuilt) == wrapper_stack(made)
+    assert wrapper_stack(made).count("TimeLimit") == 1
+    assert gym.make(rebuilt.spec).spec == made.spec
+    # An explicit outer limit is part of the spec and survives the round trip once.
+    limited = gym.make("fleetgym/NetShim-v0", env_id="CartPole-v1", max_episode_steps=7)
+    again = gym.make(limited.spec)
+    assert wrapper_stack(again) == wrapper_stack(limited)
+    assert wrapper_stack(again).count("TimeLimit") == 2 and again.spec.max_episode_steps == 7
+    again.reset(seed=0)
+    steps = 0
+    while True:
+        steps += 1
+        _, _, term, trunc, _ = again.step(0)
+        if term or trunc:
+            break
+    assert steps <= 7
+    # A shim put around an env by hand keeps the env's own limit in its spec.
+    by_hand = NetworkShimWrapper(gym.make("CartPole-v1"), "wifi-normal")
+    assert by_hand.spec.max_episode_steps == 500
+    assert wrapper_stack(gym.make(by_hand.spec)) == wrapper_stack(by_hand)
+
+
 def test_netshim_id_passes_kwargs_through():
     env = gym.make(
         "fleetgym/NetShim-v0",

@@ -466,6 +466,23 @@ class NetworkShimWrapper(
         self._t = 0
         self._applied: Any = self._start_action
         self._holds = 0
+        # Set by make_network_shim_env: the env below was built by the entry point itself.
+        self._inner_env_from_entry_point = False
+
+    @property
+    def spec(self) -> gym.envs.registration.EnvSpec | None:
+        """The env's spec with this wrapper appended (see ``gym.Wrapper.spec``).
+
+        Under ``fleetgym/NetShim-v0`` the inner env (and its ``TimeLimit``) is built by the
+        entry point from ``env_id``, so the spec does not carry the inner env's
+        ``max_episode_steps``: ``gym.make(env.spec)`` would add a second, outer TimeLimit.
+        """
+        if self._cached_spec is not None:
+            return self._cached_spec
+        spec = super().spec
+        if spec is not None and self._inner_env_from_entry_point:
+            spec.max_episode_steps = None  # super().spec is this wrapper's own deep copy
+        return spec
 
     # -- randomness -------------------------------------------------------------------
     def _seed(self, seed: int | None) -> None:
@@ -635,4 +652,6 @@ def make_network_shim_env(
         if profile == "wifi-degraded":  # the default, not a user choice
             profile = None
     env = gym.make(env_id, **inner_kwargs)
-    return NetworkShimWrapper(env, profile=profile, **wrapper_kwargs)
+    shim = NetworkShimWrapper(env, profile=profile, **wrapper_kwargs)
+    shim._inner_env_from_entry_point = True
+    return shim
