@@ -510,7 +510,14 @@ def run(args: argparse.Namespace) -> int:
         print("usage: fleetgym schedule {evaluate,train,finetune} ...", file=sys.stderr)
         return 2
     if command == "evaluate":
-        return _run_evaluate(args)
+        from fleetgym.errors import FleetgymError
+
+        try:
+            return _run_evaluate(args)
+        except (FleetgymError, ValueError, TypeError, FileNotFoundError) as exc:
+            # Bad names, paths or env arguments: a one-line message, not a traceback.
+            print(f"fleetgym schedule evaluate: {exc}", file=sys.stderr)
+            return 2
     training = _training_module()
     fn = getattr(training, command, None) if training is not None else None
     if fn is None:

@@ -162,3 +162,19 @@ def test_cli_rejects_bad_seeds(args, capsys):
     with pytest.raises(SystemExit):
         cli.main(["schedule", "evaluate", *args])
     assert "expected an integer" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        (["--scheduler", "random"], "expected one of"),
+        (["--workload", "Pong-v99"], "CartPole-v1"),
+        (["--env-kwarg", "budget=-1"], "budget"),
+        (["--scheduler", "learned:/nonexistent.zip"], "no file"),
+    ],
+)
+def test_cli_reports_bad_input_in_one_line(args, match, capsys, tmp_path):
+    status = cli.main(["schedule", "evaluate", *args, "--out", str(tmp_path), "--no-progress"])
+    assert status == 2
+    err = capsys.readouterr().err
+    assert "fleetgym schedule evaluate:" in err and match in err
