@@ -98,6 +98,13 @@ def test_k_grows_with_the_profile_and_takes_the_max_of_a_mix():
     assert history_length_for_profile("wifi-normal", STEP_MS) == ks[2]
 
 
+def test_k_one_way_profile_has_no_action_path():
+    # wifi-degraded-uplink has a perfect downlink: the round trip adds nothing.
+    k = history_length_for_profile("wifi-degraded-uplink", STEP_MS)
+    assert k == history_length_for_profile("wifi-degraded-uplink", STEP_MS, path="round_trip")
+    assert k == history_length_for_profile("wifi-degraded", STEP_MS)
+
+
 def test_k_from_the_shim_inside_an_env():
     env = shim(uplink=fixed(50), downlink=fixed(0))
     assert history_length_for_env(env) == 3

@@ -7,6 +7,7 @@ Built in (from the CALF paper, one-way, both directions independent):
 ``ethernet``                  2 ± 0.5 ms, no loss
 ``wifi-normal``               30 ± 10 ms, 2 % loss
 ``wifi-degraded``             80 ± 40 ms, 10 % loss
+``wifi-degraded-uplink``      80 ± 40 ms, 10 % loss on observations only, actions local
 ``trace-wifi-office``         replay of the shipped ``wifi-office.csv`` trace
 ============================  ==============================================
 
@@ -93,6 +94,12 @@ def _builtin() -> None:
     both("ethernet", GaussianChannel(2.0, 0.5, 0.0), "wired LAN: 2 ± 0.5 ms, no loss")
     both("wifi-normal", GaussianChannel(30.0, 10.0, 0.02), "Wi-Fi: 30 ± 10 ms, 2 % loss")
     both("wifi-degraded", GaussianChannel(80.0, 40.0, 0.10), "poor Wi-Fi: 80 ± 40 ms, 10 % loss")
+    # Sensing over poor Wi-Fi, actuation local: the variant of wifi-degraded under which
+    # the CALF experiment finds the paper's pattern (README, section calf).
+    _REGISTRY["wifi-degraded-uplink"] = NetworkProfile(
+        "wifi-degraded-uplink", GaussianChannel(80.0, 40.0, 0.10), GaussianChannel(0.0, 0.0, 0.0),
+        "poor Wi-Fi on observations only (80 ± 40 ms, 10 % loss), actions local",
+    )
     for file_name in list_traces():
         stem = Path(file_name).stem
         name = f"trace-{stem}"
