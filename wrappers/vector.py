@@ -33,6 +33,29 @@ from fleetgym.wrappers.profiles import NetworkProfile
 __all__ = ["NetworkShimVectorWrapper"]
 
 _ARRAY_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+#: The per-step info keys (the scalar shim's), each with its Gymnasium "_key" mask.
+_INFO_KEYS = tuple(
+    (key, "_" + key)
+    for key in (
+        "obs_age_steps",
+        "obs_age_ms",
+        "action_age_steps",
+        "action_age_ms",
+        "uplink_lost",
+        "downlink_lost",
+        "action_held",
+        "applied_action",
+        "true_obs",
+        "reordered_packets",
+        "stale_packets",
+        "lost_packets",
+        "action_holds",
+    )
+)
+
+
+#: Delay (in ticks) standing for a lost packet: far below any arrival tick.
+_LOST = -(1 << 40)
 
 
 class _VecLink:
@@ -41,8 +64,15 @@ class _VecLink:
     Every sub-env sends one packet per call of :meth:`tick` (sub-envs that were being
     reset are fixed up by the caller with :meth:`unsend` and :meth:`clear`), so the hot
     path is a fixed list of whole-array numpy operations, with no per-env Python.
-    Delays are kept in ticks; a lost packet, or one delayed by ``horizon`` ticks or
-    more, is stored as ``-inf`` and routed to a trash row of the calendar.
+
+    Time is a global tick ``g`` shared by all sub-envs (one per vector step), not each
+    episode's own tick: then the packet sent now goes to the same ring column for every
+    sub-env and this tick's arrivals are one column of the calendar, so those are views,
+    not fancy indexing. Episode ages follow from differences of global ticks (a sub-env's
+    episode starts at a known global tick). Delays are whole ticks (``floor(d / P)``;
+    ``floor(i + d / P) == i + floor(d / P)`` and floor commutes with the FIFO maximum),
+    a lost packet, or one delayed by ``horizon`` ticks or more, is ``_LOST`` and goes to
+    the trash slot of the calendar.
     """
 
     def __init__(
@@ -57,98 +87,130 @@ class _VecLink:
         counters: tuple[np.ndarray, np.ndarray, np.ndarray],
     ) -> None:
         self.n, self.h, self.block, self.step_ms, self.fifo = n, horizon, block, step_ms, fifo
+        # Ring and calendar sizes: a power of two >= horizon, so "mod" is a bit mask.
+        size = 1 << max(int(horizon) - 1, 1).bit_length()
+        self.size, self.mask = size, size - 1
         self.samplers: list[DelaySampler | None] = [None] * n
-        self.buf = np.zeros((n, block))
+        self.cols = np.arange(n)
+        self.kbuf = np.zeros(n * block, dtype=np.int64)  # row i: [i * block, (i + 1) * block)
+        self.rowoff = self.cols * block
         self.pos = np.full(n, block, dtype=np.int64)  # == block: refill before next use
-        # Calendar by arrival tick (row h is the trash row of lost packets).
-        self.cal_max = np.full((horizon + 1, n), -1, dtype=np.int64)
-        self.cal_cnt = np.zeros((horizon + 1, n), dtype=np.int64)
+        self.flatpos = self.rowoff + self.pos
+        # Calendar by arrival tick, one row per sub-env (slot `size` is the trash slot of
+        # lost packets): newest global send tick arriving then, and how many arrive.
+        self.cal_max = np.full((n, size + 1), -1, dtype=np.int64)
+        self.cal_cnt = np.zeros((n, size + 1), dtype=np.int64)
+        self.cal_off = self.cols * (size + 1)
+        self.cal_max_flat = self.cal_max.reshape(-1)
+        self.cal_cnt_flat = self.cal_cnt.reshape(-1)
+        self.trash = size
         self.scan = not fifo  # only "latest" can reorder; then keep per-send arrival ticks
-        self.arr = np.full((horizon, n), -1, dtype=np.int64)
-        self.sent_idx = np.zeros((horizon, n), dtype=np.int64)
-        self.ring = np.zeros((horizon, n, *payload_shape), dtype=dtype)
-        self.last_arrival = np.full(n, -1.0)  # fifo: arrival of the last packet (-1: none)
-        self.best = np.full(n, -1, dtype=np.int64)
+        self.arr = np.full((size, n), -1, dtype=np.int64)
+        self.sent_idx = np.zeros(size, dtype=np.int64)
+        # Payloads by send tick, one row per sub-env.
+        self.ring = np.zeros((n, size, *payload_shape), dtype=dtype)
+        self.ring_flat = self.ring.reshape(n * size, *payload_shape)
+        self.ring_off = self.cols * size
+        self.last = np.full(n, -1, dtype=np.int64)  # fifo: arrival of the last packet
+        self.best = np.full(n, -1, dtype=np.int64)  # global send tick of the freshest
         # Episode counters (reordered, stale, lost), shared by both directions.
         self.reordered, self.stale, self.lost = counters
-        self.cols = np.arange(n)
         self.left = 0  # draws left before some sub-env's block runs out
+        # Scratch arrays reused every tick.
+        self._k = np.empty(n, dtype=np.int64)
+        self._a = np.empty(n, dtype=np.int64)
+        self._fi = np.empty(n, dtype=np.int64)
+        self._lost = np.empty(n, dtype=bool)
+        self._gi = np.empty(n, dtype=np.int64)
 
-    def clear(self, envs: np.ndarray) -> None:
-        """Forget packets in flight of the given sub-envs (indices or a bool mask)."""
-        self.cal_max[:, envs] = -1
-        self.cal_cnt[:, envs] = 0
+    def clear(self, mask: np.ndarray, envs: np.ndarray) -> None:
+        """Forget packets in flight of the given sub-envs (a bool mask and its indices).
+
+        Stale calendar entries of ``cal_max`` are left: they are older than the new
+        episode's ``best`` (set by the caller), so they can never count as fresher.
+        """
+        self.cal_cnt[envs] = 0
         if self.scan:
             self.arr[:, envs] = -1
-        self.last_arrival[envs] = -1.0
-        self.best[envs] = -1
+        np.copyto(self.last, -1, where=mask)
 
     def set_sampler(self, i: int, sampler: DelaySampler) -> None:
         self.samplers[i] = sampler
         self.pos[i] = self.block
+        self.flatpos[i] = self.rowoff[i] + self.block
         self.left = 0
 
-    def unsend(self, envs: np.ndarray) -> None:
-        """Give back the delay the given sub-envs just drew (they were resetting)."""
-        self.pos[envs] -= 1  # only lowers positions: `left` stays a lower bound
+    def unsend(self, mask: np.ndarray) -> None:
+        """Give back the delay the sub-envs in ``mask`` just drew (they were resetting)."""
+        self.pos -= mask  # only lowers positions: `left` stays a lower bound
+        self.flatpos -= mask
 
     def _refill(self) -> None:
-        for i in np.flatnonzero(self.pos >= self.block).tolist():
+        block = self.block
+        for i in np.flatnonzero(self.pos >= block).tolist():
             sampler = self.samplers[i]
             assert sampler is not None
-            rel = sampler.next(self.block) / self.step_ms
-            # Lost (inf) and beyond-horizon packets become -inf: "never arrives".
-            rel[rel >= self.h] = -np.inf
-            self.buf[i] = rel
+            rel = sampler.next(block) / self.step_ms
+            # Lost (inf) and beyond-horizon packets never arrive.
+            far = rel >= self.h
+            rel[far] = 0.0
+            k = np.floor(rel, out=rel).astype(np.int64)
+            k[far] = _LOST
+            self.kbuf[i * block : (i + 1) * block] = k
             self.pos[i] = 0
-        self.left = self.block - int(self.pos.max())
+            self.flatpos[i] = i * block
+        self.left = block - int(self.pos.max())
 
-    def tick(self, now: np.ndarray, payload: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Every sub-env sends its packet (index = ``now``) and processes tick ``now``.
+    def tick(self, g: int, payload: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every sub-env sends its packet (global tick ``g``) and processes tick ``g``.
 
-        Returns (lost, delivered) bool masks; ``best`` holds the freshest index.
+        Returns (lost, delivered) bool masks; ``best`` holds the freshest global tick.
         """
         if self.left <= 0:
             self._refill()
         self.left -= 1
-        cols = self.cols
-        rel = self.buf[cols, self.pos]
+        k = self.kbuf.take(self.flatpos, out=self._k)
+        self.flatpos += 1
         self.pos += 1
-        lost = rel < 0.0
+        lost = np.less(k, 0, out=self._lost)
+        a = np.add(k, g, out=self._a)
         if self.fifo:
-            # A lost packet has rel = -inf: max(-inf, last) leaves last_arrival unchanged.
-            arrival = np.maximum(now + rel, self.last_arrival, out=self.last_arrival)
-            tick = arrival.astype(np.int64)  # floor (arrival >= -1); lost ones are trashed below
-        else:
-            arrival = np.maximum(now + rel, -1.0)
-            tick = arrival.astype(np.int64)
-        slot = tick % self.h
-        np.copyto(slot, self.h, where=lost)
-        self.cal_max[slot, cols] = np.maximum(self.cal_max[slot, cols], now)
-        self.cal_cnt[slot, cols] += 1
-        slot_now = now % self.h  # also the ring slot of the packet sent now
-        self.ring[slot_now, cols] = payload
+            # A lost packet's tick is hugely negative: the maximum leaves `last` unchanged.
+            a = np.maximum(a, self.last, out=self.last)
+        fi = np.bitwise_and(a, self.mask, out=self._fi)
+        np.copyto(fi, self.trash, where=lost)
+        fi += self.cal_off
+        # Send ticks only grow, so the newest packet of a slot is the one written last.
+        self.cal_max_flat[fi] = g
+        self.cal_cnt_flat[fi] += 1
+        r = g & self.mask
+        self.ring[:, r] = payload
         self.lost += lost
+        best = self.best
         if self.scan:
-            np.copyto(tick, -1, where=lost)
-            self.arr[slot_now, cols] = tick
-            self.sent_idx[slot_now, cols] = now
-            here = self.arr == now
-            here &= self.sent_idx < self.best
+            arr = self.arr
+            arr[r] = a
+            np.copyto(arr[r], -1, where=lost)
+            self.sent_idx[r] = g
+            here = arr == g
+            here &= self.sent_idx[:, None] < best
             self.reordered += here.sum(axis=0)
-        # Arrivals at tick `now`.
-        newest = self.cal_max[slot_now, cols]
-        count = self.cal_cnt[slot_now, cols]
-        self.cal_max[slot_now, cols] = -1
-        self.cal_cnt[slot_now, cols] = 0
-        delivered = newest > self.best
+        # Arrivals at tick g: one calendar column.
+        newest = self.cal_max[:, r]
+        count = self.cal_cnt[:, r]
+        delivered = newest > best
         self.stale += count
         self.stale -= delivered
-        np.maximum(self.best, newest, out=self.best)
+        np.maximum(best, newest, out=best)
+        newest.fill(-1)
+        count.fill(0)
         return lost, delivered
 
-    def payload_of_best(self, envs: np.ndarray) -> np.ndarray:
-        return self.ring[self.best[envs] % self.h, self.cols[envs]]
+    def payload_of_best(self) -> np.ndarray:
+        """Every sub-env's freshest payload (valid where delivered this tick)."""
+        gi = np.bitwise_and(self.best, self.mask, out=self._gi)
+        gi += self.ring_off
+        return self.ring_flat.take(gi, axis=0)
 
 
 class NetworkShimVectorWrapper(VectorWrapper):
@@ -304,12 +366,16 @@ class NetworkShimVectorWrapper(VectorWrapper):
         )
         self._streams: list[ShimStreams | None] = [None] * n
         self.profile_names = [self._profiles[0].name] * n
-        self._t = np.zeros(n, dtype=np.int64)
+        # Global tick of the next step (see _VecLink); episode ticks are offsets from it.
+        self._g = 0
         self._applied = np.repeat(self._start[None], n, axis=0)
         self._obs: np.ndarray | None = None
         self._holds = self._counts[3]
         self._autoreset = np.zeros(n, dtype=bool)
         self._all = np.ones(n, dtype=bool)
+        # Shapes that broadcast a per-sub-env mask over one action / observation.
+        self._act_bcast = (n,) + (1,) * len(single_act.shape)
+        self._obs_bcast = (n,) + (1,) * len(obs_space.shape)
 
     @staticmethod
     def _infer_step_ms(env: VectorEnv) -> float:
@@ -350,15 +416,17 @@ class NetworkShimVectorWrapper(VectorWrapper):
         self._up.set_sampler(i, up)
         self._down.set_sampler(i, down)
 
-    def _start_episodes(self, envs: np.ndarray, obs: np.ndarray) -> None:
-        self._up.clear(envs)
-        self._down.clear(envs)
-        self._up.best[envs] = 0
-        self._t[envs] = 0
-        self._counts[:, envs] = 0
-        self._applied[envs] = self._start
+    def _start_episodes(self, mask: np.ndarray, obs: np.ndarray, start: int) -> None:
+        """The sub-envs in ``mask`` start an episode whose tick 0 is global tick ``start``."""
+        envs = np.flatnonzero(mask)
+        self._up.clear(mask, envs)
+        self._down.clear(mask, envs)
+        np.copyto(self._up.best, start, where=mask)  # the reset observation, sent at tick 0
+        np.copyto(self._down.best, start - 1, where=mask)  # no action yet: "sent" at tick -1
+        np.copyto(self._counts, 0, where=mask)
+        np.copyto(self._applied, self._start, where=mask.reshape(self._act_bcast))
         assert self._obs is not None
-        self._obs[envs] = obs[envs]
+        np.copyto(self._obs, obs, where=mask.reshape(self._obs_bcast))
 
     def reset(
         self,
@@ -391,7 +459,7 @@ class NetworkShimVectorWrapper(VectorWrapper):
             elif len(self._profiles) > 1:
                 self._new_episode(i)
         self._obs = np.array(obs, copy=True)
-        self._start_episodes(self._all, obs)
+        self._start_episodes(self._all, obs, self._g)
         self._autoreset[:] = False
         info["obs_age_steps"] = np.zeros(self._n, dtype=np.int64)
         info["_obs_age_steps"] = self._all.copy()
@@ -407,21 +475,21 @@ class NetworkShimVectorWrapper(VectorWrapper):
             raise gym.error.ResetNeeded("call reset() before step()")
         actions = np.asarray(actions)
         restarting = self._autoreset
-        any_restart = bool(restarting.any())
+        any_restart = np.count_nonzero(restarting) > 0
         up, down = self._up, self._down
-        t = self._t
-        down_lost, down_new = down.tick(t, actions)
-        if down_new.any():
-            self._applied[down_new] = down.payload_of_best(down_new)
+        g = self._g
+        self._g = g + 1
+        # The action sent at episode tick t goes at global tick g, the observation that
+        # results from it (episode tick t + 1) at global tick g + 1.
+        down_lost, down_new = down.tick(g, actions)
+        applied_now = self._applied
+        np.copyto(applied_now, down.payload_of_best(), where=down_new.reshape(self._act_bcast))
         held = ~down_new
-        applied = self._applied.copy()
+        applied = applied_now.copy()
         obs, reward, terminated, truncated, info = self.env.step(applied)
-        t1 = t + 1
-        if any_restart:
-            t1[restarting] = 0
-        up_lost, up_new = up.tick(t1, obs)
-        if up_new.any():
-            self._obs[up_new] = up.payload_of_best(up_new)
+        up_lost, up_new = up.tick(g + 1, obs)
+        obs_now = self._obs
+        np.copyto(obs_now, up.payload_of_best(), where=up_new.reshape(self._obs_bcast))
         if any_restart:
             # These sub-envs were reset by the vector env (their action ignored): they sent
             # nothing, so give back the delays drawn for them and start a new episode.
@@ -430,39 +498,39 @@ class NetworkShimVectorWrapper(VectorWrapper):
             if len(self._profiles) > 1:
                 for i in np.flatnonzero(restarting).tolist():
                     self._new_episode(i)
-            self._start_episodes(np.flatnonzero(restarting), obs)
+            self._start_episodes(restarting, obs, g + 1)
             keep = ~restarting
             held &= keep
             down_lost &= keep
             up_lost &= keep
         self._holds += held
-        self._t = t1
-        ret = self._obs.copy()
-        obs_age = t1 - up.best
-        action_age = t - down.best
+        ret = obs_now.copy()
+        obs_age = (g + 1) - up.best
+        action_age = g - down.best
         if any_restart:
-            action_age[restarting] = 0
+            np.copyto(action_age, 0, where=restarting)
         self._autoreset = np.logical_or(terminated, truncated)
-        mask = self._all
         counts = self._counts.copy()
-        values = {
-            "obs_age_steps": obs_age,
-            "obs_age_ms": obs_age * self.step_ms,
-            "action_age_steps": action_age,
-            "action_age_ms": action_age * self.step_ms,
-            "uplink_lost": up_lost,
-            "downlink_lost": down_lost,
-            "action_held": held,
-            "applied_action": applied,
-            "true_obs": obs,
-            "reordered_packets": counts[0],
-            "stale_packets": counts[1],
-            "lost_packets": counts[2],
-            "action_holds": counts[3],
-        }
-        for key, value in values.items():
+        step_ms = self.step_ms
+        values = (
+            obs_age,
+            obs_age * step_ms,
+            action_age,
+            action_age * step_ms,
+            up_lost,
+            down_lost,
+            held,
+            applied,
+            obs,
+            counts[0],
+            counts[1],
+            counts[2],
+            counts[3],
+        )
+        mask = self._all
+        for (key, mask_key), value in zip(_INFO_KEYS, values, strict=True):
             info[key] = value
-            info["_" + key] = mask
+            info[mask_key] = mask
         return ret, reward, terminated, truncated, info
 
     @property
