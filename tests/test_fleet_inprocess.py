@@ -212,3 +212,45 @@ def test_make_fleet_builds_each_local_backend():
         assert type(fleet).__name__ == "ProcessFleet" and fleet.stop_idle
     with pytest.raises(TypeError, match=r"unexpected keyword argument 'batched'"):
         make_fleet(WORKLOAD, "process", batched=True)
+
+
+class _FirstIncarnationFails:
+    """Slot 0's first incarnation always raises; every other actor is a real worker."""
+
+    def __init__(self, workload, actor_id, seed, incarnation):
+        self.broken = actor_id == 0 and incarnation == 0
+        self.worker = RolloutWorker(workload, actor_id, seed, incarnation)
+
+    def rollout(self, weights, steps, policy_version):
+        if self.broken:
+            raise RuntimeError("broken for good")
+        return self.worker.rollout(weights, steps, policy_version)
+
+
+def test_slot_that_failed_for_good_starts_fresh_next_round(weights):
+    # With no retry left the slot is left out of the round; like a crashed worker process,
+    # its broken actor must not be reused: the next round starts a new incarnation (cold).
+    fleet = InProcessFleet(WORKLOAD, max_actors=2, seed=0, max_retries=0,
+                           actor_factory=_FirstIncarnationFails)  # fmt: skip
+    first = fleet.run_round(weights, 2, 6)
+    assert [t.actor_id for t in first.trajectories] == [1]
+    assert [(f.actor_id, f.restarted) for f in first.failures] == [(0, False)]
+    second = fleet.run_round(weights, 2, 6)
+    assert second.complete and second.failures == []
+    assert fleet.incarnations == {0: 1, 1: 0}
+    assert [t.cold_start for t in second.timings] == [True, False]
+
+
+def test_batched_fleet_that_failed_for_good_starts_fresh_next_round(weights):
+    fleet = InProcessFleet(WORKLOAD, max_actors=2, seed=0, batched=True, max_retries=0)
+    fleet.prewarm(2)
+
+    def broken_step(action):
+        raise RuntimeError("simulator fault")
+
+    fleet._actors[1].env.step = broken_step  # type: ignore[attr-defined]
+    assert fleet.run_round(weights, 2, 8).trajectories == []
+    second = fleet.run_round(weights, 2, 8)
+    assert second.complete and second.failures == []
+    assert fleet.incarnations == {0: 1, 1: 1}
+    assert all(t.cold_start for t in second.timings)

@@ -166,14 +166,22 @@ class InProcessFleet(FleetBase):
         super().close()
 
     # -- internals ------------------------------------------------------------------------
-    def _build(self, slot: int) -> float:
-        """(Re)build a slot's actor; returns its measured start-up time."""
+    def _discard(self, slot: int) -> None:
+        """Close and forget a slot's actor, so its next round starts a new incarnation.
+
+        A faulted actor may hold a half-stepped environment: like a crashed worker
+        process, it is never reused.
+        """
         old = self._actors.pop(slot, None)
         if old is not None and callable(getattr(old, "close", None)):
             try:
                 old.close()  # type: ignore[attr-defined]
             except Exception:  # a broken actor's env may fail to close too
                 logger.debug("closing the old actor of slot %d failed", slot, exc_info=True)
+
+    def _build(self, slot: int) -> float:
+        """(Re)build a slot's actor; returns its measured start-up time."""
+        self._discard(slot)
         incarnation = self._next_incarnation(slot)
         started = time.perf_counter()
         self._actors[slot] = self.actor_factory(self.workload, slot, self.seed, incarnation)
@@ -202,6 +210,7 @@ class InProcessFleet(FleetBase):
                 failures.append(failure)
                 logger.warning("actor %d error: %s", slot, failure.message)
                 if not retry:
+                    self._discard(slot)
                     return
                 mine.append(failure)
                 startup[slot] = self._build(slot)
@@ -255,6 +264,8 @@ class InProcessFleet(FleetBase):
                     mine.append(failure)
                 logger.warning("lockstep batch error: %s", message)
                 if not retry:
+                    for slot in slots:
+                        self._discard(slot)
                     return {}, {}, failures
                 for slot in slots:
                     startup[slot] = self._build(slot)
