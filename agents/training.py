@@ -8,6 +8,7 @@ asks to stop. It returns a :class:`TrainingHistory`, one :class:`RoundRecord` pe
 from __future__ import annotations
 
 import logging
+import numbers
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -77,9 +78,10 @@ class TrainingHistory:
 
 
 def _positive_int(name: str, value: object) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+    # numbers.Integral admits numpy integers (a schedule built with numpy returns them).
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
         raise ValueError(f"{name}: expected an int >= 1, actual {value!r}")
-    return value
+    return int(value)
 
 
 def train(
@@ -239,15 +241,18 @@ def evaluate_policy(
         One undiscounted return per episode.
 
     Raises:
-        ValueError: If ``episodes`` < 1 or ``seed`` < 0.
+        ValueError: If ``episodes`` or ``max_steps_per_episode`` < 1, or ``seed`` < 0.
     """
     import gymnasium as gym
     import numpy as np
 
     wl = get_workload(workload)
     episodes = _positive_int("episodes", episodes)
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+    if not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"seed: expected an int >= 0, actual {seed!r}")
+    seed = int(seed)
+    if max_steps_per_episode is not None:
+        max_steps_per_episode = _positive_int("max_steps_per_episode", max_steps_per_episode)
     env = wl.make_env(seed=seed)
     rng = np.random.default_rng(seed)
     space = env.action_space

@@ -211,3 +211,33 @@ def test_cli_train_rejects_bad_arguments(capsys):
     assert main(["train", "--backend", "process", "--sequential"]) == 2
     assert main(["train", "--lr", "-1"]) == 2
     assert "lr: expected a float > 0, actual -1.0" in capsys.readouterr().err
+
+
+def test_numpy_integers_are_accepted_as_counts():
+    # A schedule built with numpy (np.clip, np.round(...).astype(int)) returns np.int64.
+    fleet, learner = CountingFleet(), ScriptedLearner([0.0] * 3)
+    history = train(
+        "CartPole-v1",
+        fleet,
+        learner,
+        lambda k: np.int64(k + 1),
+        np.int64(3),
+        target=1e9,
+        steps_per_actor=np.int32(2),
+        max_steps=np.int64(100),
+    )
+    assert [c[0] for c in fleet.calls] == [1, 2, 3] and history.total_steps == 12
+    assert all(type(c[0]) is int for c in fleet.calls)
+
+
+def test_evaluate_policy_rejects_a_bad_step_cap():
+    from fleetgym.agents.training import evaluate_policy
+    from fleetgym.agents.workloads import get_workload
+
+    policy = get_workload("CartPole-v1").make_policy()
+    with pytest.raises(ValueError, match=r"max_steps_per_episode: expected an int >= 1, actual 0"):
+        evaluate_policy(policy, "CartPole-v1", episodes=1, max_steps_per_episode=0)
+    assert evaluate_policy(policy, "CartPole-v1", 2, seed=np.int64(0), max_steps_per_episode=3) == [
+        3.0,
+        3.0,
+    ]
