@@ -19,6 +19,7 @@ import collections
 import logging
 import math
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -257,10 +258,14 @@ class PPOLearner:
         return 0.5 * (values - returns).square().mean()
 
     # ----------------------------------------------------------------- update
-    def _check(self, trajectories: list[Trajectory]) -> None:
-        if not isinstance(trajectories, (list, tuple)) or not trajectories:
+    def _check(self, trajectories: Iterable[Trajectory]) -> list[Trajectory]:
+        """The trajectories as a list (an iterable is read once), each checked."""
+        given = trajectories
+        if isinstance(given, Iterable) and not isinstance(given, (str, bytes)):
+            trajectories = list(given)
+        if not isinstance(trajectories, list) or not trajectories:
             raise ValueError(
-                f"trajectories: expected a non-empty list of Trajectory, actual {trajectories!r:.80}"
+                f"trajectories: expected a non-empty list of Trajectory, actual {given!r:.80}"
             )
         for traj in trajectories:
             if not isinstance(traj, Trajectory):
@@ -277,6 +282,7 @@ class PPOLearner:
                     raise ValueError(
                         f"trajectory {name}: expected {n} steps, actual {getattr(traj, name).shape[0]}"
                     )
+        return trajectories
 
     def build_batch(self, trajectories: list[Trajectory]) -> Batch:
         """Advantages per trajectory, then everything flattened into one :class:`Batch`."""
@@ -307,16 +313,16 @@ class PPOLearner:
         log_std = None if self.policy.discrete else self.policy.log_std.detach().clone()
         return torch.cat(chunks), log_std
 
-    def update(self, trajectories: list[Trajectory]) -> UpdateStats:
+    def update(self, trajectories: Iterable[Trajectory]) -> UpdateStats:
         """One PPO update from one round's trajectories; increments :attr:`policy_version`.
 
         Raises:
             ValueError / TypeError: If ``trajectories`` is empty or malformed.
         """
-        self._check(list(trajectories))
+        trajectories = self._check(trajectories)
         start = time.perf_counter()
         self.policy.train()
-        batch = self.build_batch(list(trajectories))
+        batch = self.build_batch(trajectories)
         before, log_std_before = self._distribution(batch.obs)
 
         n = len(batch)

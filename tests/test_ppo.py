@@ -216,3 +216,16 @@ def test_invalid_arguments():
         learner.update([bad])
     with pytest.raises(ValueError, match="lr: expected a float > 0"):
         learner.set_learning_rate(0.0)
+
+
+def test_update_takes_any_iterable_of_trajectories_once():
+    # A generator must not be consumed by the checks before the batch is built.
+    twin = PPOLearner("CartPole-v1", seed=3, epochs=1)
+    learner = PPOLearner("CartPole-v1", seed=3, epochs=1)
+    trajectories = _rollouts(learner, 2, 16)
+    from_list = twin.update(list(trajectories))
+    from_generator = learner.update(t for t in trajectories)
+    assert from_generator.num_samples == 32 == from_list.num_samples
+    assert from_generator.loss == pytest.approx(from_list.loss)
+    with pytest.raises(ValueError, match="expected a non-empty list of Trajectory, actual 3"):
+        learner.update(3)  # type: ignore[arg-type]
