@@ -58,21 +58,23 @@ _INFO_KEYS = tuple(
 _LOST = -(1 << 40)
 
 
-class _VecLink:
-    """One direction for all sub-envs: delay blocks, arrival calendar, payload ring.
+class _VecLinks:
+    """Both directions for all sub-envs: delay blocks, arrival calendar, payload rings.
 
-    Every sub-env sends one packet per call of :meth:`tick` (sub-envs that were being
-    reset are fixed up by the caller with :meth:`unsend` and :meth:`clear`), so the hot
-    path is a fixed list of whole-array numpy operations, with no per-env Python.
+    Row ``i`` of every per-row array is sub-env i's downlink (actions), row ``n + i`` its
+    uplink (observations), so one whole-array operation serves both directions. Every
+    row sends one packet per call of :meth:`tick` (sub-envs that were being reset are
+    fixed up by the caller with :meth:`unsend` and :meth:`clear`): the hot path is a
+    fixed list of numpy operations, with no per-env Python.
 
     Time is a global tick ``g`` shared by all sub-envs (one per vector step), not each
-    episode's own tick: then the packet sent now goes to the same ring column for every
-    sub-env and this tick's arrivals are one column of the calendar, so those are views,
-    not fancy indexing. Episode ages follow from differences of global ticks (a sub-env's
-    episode starts at a known global tick). Delays are whole ticks (``floor(d / P)``;
-    ``floor(i + d / P) == i + floor(d / P)`` and floor commutes with the FIFO maximum),
-    a lost packet, or one delayed by ``horizon`` ticks or more, is ``_LOST`` and goes to
-    the trash slot of the calendar.
+    episode's own tick: the action sent at a sub-env's episode tick t and the
+    observation sent at its tick t + 1 (they are sent in the same vector step) both
+    carry ``g``. So the packets sent now go to one ring column and this tick's arrivals
+    are one calendar column (views, not fancy indexing); episode ages are differences of
+    global ticks. Delays are whole ticks (``floor(i + d / P) == i + floor(d / P)``, and
+    floor commutes with the FIFO maximum); a lost packet, or one delayed by ``horizon``
+    ticks or more, has delay ``_LOST`` and goes to the trash slot of the calendar.
     """
 
     def __init__(
@@ -82,73 +84,73 @@ class _VecLink:
         block: int,
         step_ms: float,
         fifo: bool,
-        payload_shape: tuple[int, ...],
-        dtype: np.dtype[Any],
-        counters: tuple[np.ndarray, np.ndarray, np.ndarray],
+        act: tuple[tuple[int, ...], np.dtype[Any]],
+        obs: tuple[tuple[int, ...], np.dtype[Any]],
     ) -> None:
+        m = 2 * n
         self.n, self.h, self.block, self.step_ms, self.fifo = n, horizon, block, step_ms, fifo
         # Ring and calendar sizes: a power of two >= horizon, so "mod" is a bit mask.
         size = 1 << max(int(horizon) - 1, 1).bit_length()
-        self.size, self.mask = size, size - 1
-        self.samplers: list[DelaySampler | None] = [None] * n
-        self.cols = np.arange(n)
-        self.kbuf = np.zeros(n * block, dtype=np.int64)  # row i: [i * block, (i + 1) * block)
-        self.rowoff = self.cols * block
-        self.pos = np.full(n, block, dtype=np.int64)  # == block: refill before next use
-        self.flatpos = self.rowoff + self.pos
-        # Calendar by arrival tick, one row per sub-env (slot `size` is the trash slot of
-        # lost packets): newest global send tick arriving then, and how many arrive.
-        self.cal_max = np.full((n, size + 1), -1, dtype=np.int64)
-        self.cal_cnt = np.zeros((n, size + 1), dtype=np.int64)
-        self.cal_off = self.cols * (size + 1)
+        self.mask = size - 1
+        self.samplers: list[DelaySampler | None] = [None] * m
+        rows = np.arange(m)
+        self.kbuf = np.zeros(m * block, dtype=np.int64)  # row j: [j * block, (j + 1) * block)
+        self.rowoff = rows * block
+        self.flatpos = self.rowoff + block  # at the row's end: refill before next use
+        # Calendar by arrival tick (slot `size` is the trash slot of lost packets): the
+        # newest global send tick arriving then, and how many packets arrive.
+        self.cal_max = np.full((m, size + 1), -1, dtype=np.int64)
+        self.cal_cnt = np.zeros((m, size + 1), dtype=np.int64)
+        self.cal_off = rows * (size + 1)
         self.cal_max_flat = self.cal_max.reshape(-1)
         self.cal_cnt_flat = self.cal_cnt.reshape(-1)
         self.trash = size
         self.scan = not fifo  # only "latest" can reorder; then keep per-send arrival ticks
-        self.arr = np.full((size, n), -1, dtype=np.int64)
+        self.arr = np.full((size, m), -1, dtype=np.int64)
         self.sent_idx = np.zeros(size, dtype=np.int64)
         # Payloads by send tick, one row per sub-env.
-        self.ring = np.zeros((n, size, *payload_shape), dtype=dtype)
-        self.ring_flat = self.ring.reshape(n * size, *payload_shape)
-        self.ring_off = self.cols * size
-        self.last = np.full(n, -1, dtype=np.int64)  # fifo: arrival of the last packet
-        self.best = np.full(n, -1, dtype=np.int64)  # global send tick of the freshest
-        # Episode counters (reordered, stale, lost), shared by both directions.
-        self.reordered, self.stale, self.lost = counters
-        self.left = 0  # draws left before some sub-env's block runs out
-        # Scratch arrays reused every tick.
-        self._k = np.empty(n, dtype=np.int64)
-        self._a = np.empty(n, dtype=np.int64)
-        self._fi = np.empty(n, dtype=np.int64)
-        self._lost = np.empty(n, dtype=bool)
+        self.down_ring = np.zeros((n, size, *act[0]), dtype=act[1])
+        self.up_ring = np.zeros((n, size, *obs[0]), dtype=obs[1])
+        self.down_ring_flat = self.down_ring.reshape(n * size, *act[0])
+        self.up_ring_flat = self.up_ring.reshape(n * size, *obs[0])
+        self.ring_off = np.arange(n) * size
+        self.last = np.full(m, -1, dtype=np.int64)  # fifo: arrival of the last packet
+        self.best = np.full(m, -1, dtype=np.int64)  # global send tick of the freshest
+        self.best_down, self.best_up = self.best[:n], self.best[n:]
+        # Episode counters per row: reordered, stale, lost.
+        self.counts = np.zeros((3, m), dtype=np.int64)
+        self.reordered, self.stale, self.lost = self.counts
+        self.left = 0  # draws left before some row's block runs out
+        self._fi = np.empty(m, dtype=np.int64)  # scratch, reused every tick
         self._gi = np.empty(n, dtype=np.int64)
 
-    def clear(self, mask: np.ndarray, envs: np.ndarray) -> None:
-        """Forget packets in flight of the given sub-envs (a bool mask and its indices).
+    def clear(self, mask: np.ndarray) -> None:
+        """Forget packets in flight and counters of the rows in ``mask`` (bool, 2n).
 
-        Stale calendar entries of ``cal_max`` are left: they are older than the new
-        episode's ``best`` (set by the caller), so they can never count as fresher.
+        Stale entries of ``cal_max`` are left: they are not newer than the new episode's
+        ``best`` (set by the caller), so they can never count as fresher.
         """
-        self.cal_cnt[envs] = 0
+        rows = np.flatnonzero(mask)
+        self.cal_cnt[rows] = 0
         if self.scan:
-            self.arr[:, envs] = -1
+            self.arr[:, rows] = -1
         np.copyto(self.last, -1, where=mask)
+        np.copyto(self.counts, 0, where=mask)
 
-    def set_sampler(self, i: int, sampler: DelaySampler) -> None:
-        self.samplers[i] = sampler
-        self.pos[i] = self.block
-        self.flatpos[i] = self.rowoff[i] + self.block
+    def set_sampler(self, row: int, sampler: DelaySampler) -> None:
+        self.samplers[row] = sampler
+        self.flatpos[row] = self.rowoff[row] + self.block
         self.left = 0
 
     def unsend(self, mask: np.ndarray) -> None:
-        """Give back the delay the sub-envs in ``mask`` just drew (they were resetting)."""
-        self.pos -= mask  # only lowers positions: `left` stays a lower bound
-        self.flatpos -= mask
+        """Give back the delays the rows in ``mask`` just drew (their sub-env was resetting)."""
+        self.flatpos -= mask  # only lowers positions: `left` stays a lower bound
 
     def _refill(self) -> None:
         block = self.block
-        for i in np.flatnonzero(self.pos >= block).tolist():
-            sampler = self.samplers[i]
+        pos = self.flatpos - self.rowoff
+        for j in np.flatnonzero(pos >= block).tolist():
+            sampler = self.samplers[j]
             assert sampler is not None
             rel = sampler.next(block) / self.step_ms
             # Lost (inf) and beyond-horizon packets never arrive.
@@ -156,24 +158,24 @@ class _VecLink:
             rel[far] = 0.0
             k = np.floor(rel, out=rel).astype(np.int64)
             k[far] = _LOST
-            self.kbuf[i * block : (i + 1) * block] = k
-            self.pos[i] = 0
-            self.flatpos[i] = i * block
-        self.left = block - int(self.pos.max())
+            self.kbuf[j * block : (j + 1) * block] = k
+            self.flatpos[j] = j * block
+            pos[j] = 0
+        self.left = block - int(pos.max())
 
-    def tick(self, g: int, payload: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Every sub-env sends its packet (global tick ``g``) and processes tick ``g``.
+    def tick(self, g: int) -> tuple[np.ndarray, np.ndarray]:
+        """Every row sends its packet at global tick ``g`` and processes tick ``g``.
 
-        Returns (lost, delivered) bool masks; ``best`` holds the freshest global tick.
+        Returns fresh (lost, delivered) bool arrays of shape (2n,); ``best`` holds the
+        freshest global tick. Payloads are stored separately (:meth:`store`).
         """
         if self.left <= 0:
             self._refill()
         self.left -= 1
-        k = self.kbuf.take(self.flatpos, out=self._k)
+        a = self.kbuf.take(self.flatpos)
         self.flatpos += 1
-        self.pos += 1
-        lost = np.less(k, 0, out=self._lost)
-        a = np.add(k, g, out=self._a)
+        lost = a < 0
+        a += g
         if self.fifo:
             # A lost packet's tick is hugely negative: the maximum leaves `last` unchanged.
             a = np.maximum(a, self.last, out=self.last)
@@ -183,10 +185,9 @@ class _VecLink:
         # Send ticks only grow, so the newest packet of a slot is the one written last.
         self.cal_max_flat[fi] = g
         self.cal_cnt_flat[fi] += 1
-        r = g & self.mask
-        self.ring[:, r] = payload
         self.lost += lost
         best = self.best
+        r = g & self.mask
         if self.scan:
             arr = self.arr
             arr[r] = a
@@ -206,11 +207,21 @@ class _VecLink:
         count.fill(0)
         return lost, delivered
 
-    def payload_of_best(self) -> np.ndarray:
-        """Every sub-env's freshest payload (valid where delivered this tick)."""
-        gi = np.bitwise_and(self.best, self.mask, out=self._gi)
+    def _payload_of(self, best: np.ndarray, ring_flat: np.ndarray) -> np.ndarray:
+        gi = np.bitwise_and(best, self.mask, out=self._gi)
         gi += self.ring_off
-        return self.ring_flat.take(gi, axis=0)
+        return ring_flat.take(gi, axis=0)
+
+    def store_actions(self, g: int, actions: np.ndarray) -> np.ndarray:
+        """Store the actions sent at ``g``; return every sub-env's freshest arrived action
+        (valid where the downlink delivered this tick)."""
+        self.down_ring[:, g & self.mask] = actions
+        return self._payload_of(self.best_down, self.down_ring_flat)
+
+    def store_observations(self, g: int, obs: np.ndarray) -> np.ndarray:
+        """Store the observations sent at ``g``; return the freshest arrived ones."""
+        self.up_ring[:, g & self.mask] = obs
+        return self._payload_of(self.best_up, self.up_ring_flat)
 
 
 class NetworkShimVectorWrapper(VectorWrapper):
@@ -340,29 +351,14 @@ class NetworkShimVectorWrapper(VectorWrapper):
         obs_space = env.single_observation_space
         assert obs_space.shape is not None and single_act.shape is not None
         self._start = np.asarray(start_action, dtype=single_act.dtype)
-        # Episode counters in one array (cleared and copied with one call each):
-        # rows reordered, stale, lost (shared by both directions) and action holds.
-        self._counts = np.zeros((4, n), dtype=np.int64)
-        counters = (self._counts[0], self._counts[1], self._counts[2])
-        self._up = _VecLink(
+        self._links = _VecLinks(
             n,
             int(max_delay_steps),
             int(block_size),
             self.step_ms,
             fifo,
-            obs_space.shape,
-            np.dtype(obs_space.dtype),
-            counters,
-        )
-        self._down = _VecLink(
-            n,
-            int(max_delay_steps),
-            int(block_size),
-            self.step_ms,
-            fifo,
-            single_act.shape,
-            np.dtype(single_act.dtype),
-            counters,
+            (single_act.shape, np.dtype(single_act.dtype)),
+            (obs_space.shape, np.dtype(obs_space.dtype)),
         )
         self._streams: list[ShimStreams | None] = [None] * n
         self.profile_names = [self._profiles[0].name] * n
@@ -370,9 +366,12 @@ class NetworkShimVectorWrapper(VectorWrapper):
         self._g = 0
         self._applied = np.repeat(self._start[None], n, axis=0)
         self._obs: np.ndarray | None = None
-        self._holds = self._counts[3]
-        self._autoreset = np.zeros(n, dtype=bool)
+        self._holds = np.zeros(n, dtype=np.int64)
+        # Sub-envs the vector env resets on the next step, once per direction (2n rows).
+        self._restart2 = np.zeros(2 * n, dtype=bool)
+        self._autoreset = self._restart2[:n]
         self._all = np.ones(n, dtype=bool)
+        self._all2 = np.ones(2 * n, dtype=bool)
         # Shapes that broadcast a per-sub-env mask over one action / observation.
         self._act_bcast = (n,) + (1,) * len(single_act.shape)
         self._obs_bcast = (n,) + (1,) * len(obs_space.shape)
@@ -413,17 +412,20 @@ class NetworkShimVectorWrapper(VectorWrapper):
         assert streams is not None
         profile, up, down = streams.draw(self._profiles, self.step_ms)
         self.profile_names[i] = profile.name
-        self._up.set_sampler(i, up)
-        self._down.set_sampler(i, down)
+        self._links.set_sampler(i, down)
+        self._links.set_sampler(self._n + i, up)
 
-    def _start_episodes(self, mask: np.ndarray, obs: np.ndarray, start: int) -> None:
-        """The sub-envs in ``mask`` start an episode whose tick 0 is global tick ``start``."""
-        envs = np.flatnonzero(mask)
-        self._up.clear(mask, envs)
-        self._down.clear(mask, envs)
-        np.copyto(self._up.best, start, where=mask)  # the reset observation, sent at tick 0
-        np.copyto(self._down.best, start - 1, where=mask)  # no action yet: "sent" at tick -1
-        np.copyto(self._counts, 0, where=mask)
+    def _start_episodes(self, mask: np.ndarray, mask2: np.ndarray, obs: np.ndarray, g: int) -> None:
+        """The sub-envs in ``mask`` (``mask2``: their 2n rows) start an episode at step ``g``.
+
+        Its first action will be sent at global tick ``g``; as the reset observation
+        counts as sent at tick 0 and "no action yet" as sent at tick -1, both
+        directions' freshest packet is at global tick ``g - 1``.
+        """
+        links = self._links
+        links.clear(mask2)
+        np.copyto(links.best, g - 1, where=mask2)
+        np.copyto(self._holds, 0, where=mask)
         np.copyto(self._applied, self._start, where=mask.reshape(self._act_bcast))
         assert self._obs is not None
         np.copyto(self._obs, obs, where=mask.reshape(self._obs_bcast))
@@ -459,8 +461,8 @@ class NetworkShimVectorWrapper(VectorWrapper):
             elif len(self._profiles) > 1:
                 self._new_episode(i)
         self._obs = np.array(obs, copy=True)
-        self._start_episodes(self._all, obs, self._g)
-        self._autoreset[:] = False
+        self._start_episodes(self._all, self._all2, obs, self._g)
+        self._restart2[:] = False
         info["obs_age_steps"] = np.zeros(self._n, dtype=np.int64)
         info["_obs_age_steps"] = self._all.copy()
         info["true_obs"] = obs
@@ -473,59 +475,62 @@ class NetworkShimVectorWrapper(VectorWrapper):
         """One control tick for every sub-env (see the class docstring)."""
         if self._obs is None:
             raise gym.error.ResetNeeded("call reset() before step()")
-        actions = np.asarray(actions)
+        n = self._n
         restarting = self._autoreset
         any_restart = np.count_nonzero(restarting) > 0
-        up, down = self._up, self._down
+        links = self._links
         g = self._g
         self._g = g + 1
-        # The action sent at episode tick t goes at global tick g, the observation that
-        # results from it (episode tick t + 1) at global tick g + 1.
-        down_lost, down_new = down.tick(g, actions)
-        applied_now = self._applied
-        np.copyto(applied_now, down.payload_of_best(), where=down_new.reshape(self._act_bcast))
+        # Both directions' deliveries for this tick (they do not depend on the payloads).
+        lost, delivered = links.tick(g)
+        down_new = delivered[:n]
+        np.copyto(
+            self._applied,
+            links.store_actions(g, np.asarray(actions)),
+            where=down_new.reshape(self._act_bcast),
+        )
         held = ~down_new
-        applied = applied_now.copy()
+        applied = self._applied.copy()
         obs, reward, terminated, truncated, info = self.env.step(applied)
-        up_lost, up_new = up.tick(g + 1, obs)
-        obs_now = self._obs
-        np.copyto(obs_now, up.payload_of_best(), where=up_new.reshape(self._obs_bcast))
+        np.copyto(
+            self._obs,
+            links.store_observations(g, obs),
+            where=delivered[n:].reshape(self._obs_bcast),
+        )
         if any_restart:
             # These sub-envs were reset by the vector env (their action ignored): they sent
             # nothing, so give back the delays drawn for them and start a new episode.
-            down.unsend(restarting)
-            up.unsend(restarting)
+            restart2 = self._restart2
+            links.unsend(restart2)
             if len(self._profiles) > 1:
                 for i in np.flatnonzero(restarting).tolist():
                     self._new_episode(i)
-            self._start_episodes(restarting, obs, g + 1)
-            keep = ~restarting
-            held &= keep
-            down_lost &= keep
-            up_lost &= keep
+            self._start_episodes(restarting, restart2, obs, g + 1)
+            held &= ~restarting
+            lost &= ~restart2
         self._holds += held
-        ret = obs_now.copy()
-        obs_age = (g + 1) - up.best
-        action_age = g - down.best
-        if any_restart:
-            np.copyto(action_age, 0, where=restarting)
-        self._autoreset = np.logical_or(terminated, truncated)
-        counts = self._counts.copy()
+        ret = self._obs.copy()
+        obs_age = g - links.best_up
+        action_age = g - links.best_down
+        np.logical_or(terminated, truncated, out=self._autoreset)
+        self._restart2[n:] = self._autoreset
+        counts = links.counts
+        both = counts[:, :n] + counts[:, n:]  # reordered, stale, lost of both directions
         step_ms = self.step_ms
         values = (
             obs_age,
             obs_age * step_ms,
             action_age,
             action_age * step_ms,
-            up_lost,
-            down_lost,
+            lost[n:],
+            lost[:n],
             held,
             applied,
             obs,
-            counts[0],
-            counts[1],
-            counts[2],
-            counts[3],
+            both[0],
+            both[1],
+            both[2],
+            self._holds.copy(),
         )
         mask = self._all
         for (key, mask_key), value in zip(_INFO_KEYS, values, strict=True):
