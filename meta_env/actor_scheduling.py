@@ -487,6 +487,9 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         self.total_time = 0.0
         self.max_return = -math.inf
         self.last_return = 0.0
+        #: Whether the learner has reported a real mean return (a finished episode); before
+        #: that its 0.0 is a placeholder, which must not reach a target J <= 0.
+        self.returns_seen = False
         self.actor_seconds = 0.0
         self.actors_used = 0
         self._prev_actors = 0
@@ -671,7 +674,14 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         if not math.isfinite(mean_return):
             mean_return = self.last_return  # no episode finished yet: keep the last value
         self.last_return = mean_return
-        self.max_return = max(self.max_return, mean_return)
+        # A learner that does not count episodes but reports a non-zero mean has seen some.
+        self.returns_seen = self.returns_seen or (
+            int(getattr(stats, "episodes_completed", 0)) > 0 or mean_return != 0.0
+        )
+        if self.returns_seen:
+            self.max_return = max(self.max_return, mean_return)
+        # Until a return is seen, max_k R_bar is the placeholder (as before for J > 0).
+        best_return = self.max_return if self.returns_seen else mean_return
         mean_actor = float(acc.actor_times.mean())
         self._raw = np.array(
             [
@@ -685,7 +695,7 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
             ]
         )
 
-        reached = mean_return >= self.target_return
+        reached = self.returns_seen and mean_return >= self.target_return
         overspent = self.budget is not None and self.total_cost > self.budget
         spent = self.budget is not None and self.total_cost >= self.budget
         terminated = bool(reached or spent)
@@ -693,7 +703,7 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         reward = -self.beta * acc.round_time - self.cost_weight * round_cost
         penalty = 0.0
         if (terminated or truncated) and (not reached or overspent):
-            penalty = (self.max_return - self.target_return) / self.penalty_scale
+            penalty = (best_return - self.target_return) / self.penalty_scale
             reward += penalty
         self._done = terminated or truncated
         success = bool(reached and not overspent)
@@ -716,7 +726,7 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
             "total_time": self.total_time,
             "budget_left": self.budget_left,
             "mean_return": mean_return,
-            "max_return": self.max_return,
+            "max_return": best_return,
             "kl": float(stats.kl),
             "loss": float(stats.loss),
             "num_samples": int(stats.num_samples),

@@ -485,3 +485,25 @@ def test_a_tiny_real_run_to_truncation():
     )
     assert info["total_time"] > 0 and info["total_cost"] > 0
     env.close()
+
+
+class NoEpisodeLearner(FakeLearner):
+    """Like PPOLearner before its first finished episode: mean return 0.0, 0 episodes."""
+
+    def update(self, trajectories):
+        stats = super().update(trajectories)
+        stats.mean_return, stats.episodes_completed = 0.0, 0
+        return stats
+
+
+def test_a_non_positive_target_is_not_reached_before_any_episode_ends():
+    # The learner's 0.0 before the first finished episode is a placeholder, not a return:
+    # with J <= 0 it must neither reach the target nor count as max_k R_bar.
+    env = make_env(target_return=-5.0, max_rounds=2, learner_factory=NoEpisodeLearner)
+    env.reset(seed=0)
+    _, _, terminated, truncated, info = env.step(0)
+    assert not terminated and not truncated and not info["target_reached"]
+    _, reward, terminated, truncated, info = env.step(0)
+    assert truncated and not terminated and not info["success"]
+    # No return was ever seen: the penalty uses the placeholder, max R_bar - J = 0 - (-5).
+    assert info["terminal_penalty"] == pytest.approx(5.0 / 10.0)
