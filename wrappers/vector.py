@@ -108,21 +108,23 @@ class _VecLinks:
         self.scan = not fifo  # only "latest" can reorder; then keep per-send arrival ticks
         self.arr = np.full((size, m), -1, dtype=np.int64)
         self.sent_idx = np.zeros(size, dtype=np.int64)
-        # Payloads by send tick, one row per sub-env.
-        self.down_ring = np.zeros((n, size, *act[0]), dtype=act[1])
-        self.up_ring = np.zeros((n, size, *obs[0]), dtype=obs[1])
-        self.down_ring_flat = self.down_ring.reshape(n * size, *act[0])
-        self.up_ring_flat = self.up_ring.reshape(n * size, *obs[0])
-        self.ring_off = np.arange(n) * size
+        # Payloads by arrival tick, beside the calendar (same flat slot index): the newest
+        # packet of a slot is written last, so the slot holds the payload that matters.
+        # Actions use rows [0, n), observations rows [n, 2n) (the first n rows unused).
+        self.cal_act = np.zeros((n, size + 1, *act[0]), dtype=act[1])
+        self.cal_obs = np.zeros((m, size + 1, *obs[0]), dtype=obs[1])
+        self.cal_act_flat = self.cal_act.reshape(n * (size + 1), *act[0])
+        self.cal_obs_flat = self.cal_obs.reshape(m * (size + 1), *obs[0])
         self.last = np.full(m, -1, dtype=np.int64)  # fifo: arrival of the last packet
         self.best = np.full(m, -1, dtype=np.int64)  # global send tick of the freshest
         self.best_down, self.best_up = self.best[:n], self.best[n:]
-        # Episode counters per row: reordered, stale, lost.
-        self.counts = np.zeros((3, m), dtype=np.int64)
-        self.reordered, self.stale, self.lost = self.counts
+        # Episode counters per row: reordered, stale, lost, and action holds (downlink rows).
+        self.counts = np.zeros((4, m), dtype=np.int64)
+        self.reordered, self.stale, self.lost, holds = self.counts
+        self.holds = holds[:n]
         self.left = 0  # draws left before some row's block runs out
-        self._fi = np.empty(m, dtype=np.int64)  # scratch, reused every tick
-        self._gi = np.empty(n, dtype=np.int64)
+        self._fi = np.empty(m, dtype=np.int64)  # scratch, reused within one step
+        self._r = 0  # calendar column of the current tick
 
     def clear(self, mask: np.ndarray) -> None:
         """Forget packets in flight and counters of the rows in ``mask`` (bool, 2n).
@@ -182,12 +184,12 @@ class _VecLinks:
         fi = np.bitwise_and(a, self.mask, out=self._fi)
         np.copyto(fi, self.trash, where=lost)
         fi += self.cal_off
+        self._r = r = g & self.mask
         # Send ticks only grow, so the newest packet of a slot is the one written last.
         self.cal_max_flat[fi] = g
         self.cal_cnt_flat[fi] += 1
         self.lost += lost
         best = self.best
-        r = g & self.mask
         if self.scan:
             arr = self.arr
             arr[r] = a
@@ -207,21 +209,18 @@ class _VecLinks:
         count.fill(0)
         return lost, delivered
 
-    def _payload_of(self, best: np.ndarray, ring_flat: np.ndarray) -> np.ndarray:
-        gi = np.bitwise_and(best, self.mask, out=self._gi)
-        gi += self.ring_off
-        return ring_flat.take(gi, axis=0)
+    def store_actions(self, actions: np.ndarray) -> np.ndarray:
+        """Queue this tick's actions; return the newest action arriving this tick per
+        sub-env (a view, valid where the downlink delivered)."""
+        n = self.n
+        self.cal_act_flat[self._fi[:n]] = actions
+        return self.cal_act[:, self._r]
 
-    def store_actions(self, g: int, actions: np.ndarray) -> np.ndarray:
-        """Store the actions sent at ``g``; return every sub-env's freshest arrived action
-        (valid where the downlink delivered this tick)."""
-        self.down_ring[:, g & self.mask] = actions
-        return self._payload_of(self.best_down, self.down_ring_flat)
-
-    def store_observations(self, g: int, obs: np.ndarray) -> np.ndarray:
-        """Store the observations sent at ``g``; return the freshest arrived ones."""
-        self.up_ring[:, g & self.mask] = obs
-        return self._payload_of(self.best_up, self.up_ring_flat)
+    def store_observations(self, obs: np.ndarray) -> np.ndarray:
+        """Queue this tick's observations; return the newest arriving this tick."""
+        n = self.n
+        self.cal_obs_flat[self._fi[n:]] = obs
+        return self.cal_obs[n:, self._r]
 
 
 class NetworkShimVectorWrapper(VectorWrapper):
@@ -366,7 +365,6 @@ class NetworkShimVectorWrapper(VectorWrapper):
         self._g = 0
         self._applied = np.repeat(self._start[None], n, axis=0)
         self._obs: np.ndarray | None = None
-        self._holds = np.zeros(n, dtype=np.int64)
         # Sub-envs the vector env resets on the next step, once per direction (2n rows).
         self._restart2 = np.zeros(2 * n, dtype=bool)
         self._autoreset = self._restart2[:n]
@@ -425,7 +423,6 @@ class NetworkShimVectorWrapper(VectorWrapper):
         links = self._links
         links.clear(mask2)
         np.copyto(links.best, g - 1, where=mask2)
-        np.copyto(self._holds, 0, where=mask)
         np.copyto(self._applied, self._start, where=mask.reshape(self._act_bcast))
         assert self._obs is not None
         np.copyto(self._obs, obs, where=mask.reshape(self._obs_bcast))
@@ -486,7 +483,7 @@ class NetworkShimVectorWrapper(VectorWrapper):
         down_new = delivered[:n]
         np.copyto(
             self._applied,
-            links.store_actions(g, np.asarray(actions)),
+            links.store_actions(np.asarray(actions)),
             where=down_new.reshape(self._act_bcast),
         )
         held = ~down_new
@@ -494,7 +491,7 @@ class NetworkShimVectorWrapper(VectorWrapper):
         obs, reward, terminated, truncated, info = self.env.step(applied)
         np.copyto(
             self._obs,
-            links.store_observations(g, obs),
+            links.store_observations(obs),
             where=delivered[n:].reshape(self._obs_bcast),
         )
         if any_restart:
@@ -506,22 +503,22 @@ class NetworkShimVectorWrapper(VectorWrapper):
                 for i in np.flatnonzero(restarting).tolist():
                     self._new_episode(i)
             self._start_episodes(restarting, restart2, obs, g + 1)
-            held &= ~restarting
-            lost &= ~restart2
-        self._holds += held
+            keep = ~restart2
+            held &= keep[:n]
+            lost &= keep
+        links.holds += held
         ret = self._obs.copy()
-        obs_age = g - links.best_up
-        action_age = g - links.best_down
+        ages = g - links.best  # action ages, then observation ages
+        ages_ms = ages * self.step_ms
         np.logical_or(terminated, truncated, out=self._autoreset)
         self._restart2[n:] = self._autoreset
         counts = links.counts
-        both = counts[:, :n] + counts[:, n:]  # reordered, stale, lost of both directions
-        step_ms = self.step_ms
+        both = counts[:, :n] + counts[:, n:]  # reordered, stale, lost, holds
         values = (
-            obs_age,
-            obs_age * step_ms,
-            action_age,
-            action_age * step_ms,
+            ages[n:],
+            ages_ms[n:],
+            ages[:n],
+            ages_ms[:n],
             lost[n:],
             lost[:n],
             held,
@@ -530,7 +527,7 @@ class NetworkShimVectorWrapper(VectorWrapper):
             both[0],
             both[1],
             both[2],
-            self._holds.copy(),
+            both[3],
         )
         mask = self._all
         for (key, mask_key), value in zip(_INFO_KEYS, values, strict=True):
