@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 import numbers
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -119,6 +120,30 @@ def resolve_workload(workload: Any) -> Workload:
     return get_workload(workload)
 
 
+#: Characters of a fault's message kept in its ActorFailure (a traceback's tail).
+FAILURE_MESSAGE_CHARS = 2000
+
+
+@dataclass
+class SlotProgress:
+    """How far one supervised unit (an actor, a worker process) got in the current round.
+
+    ``failures`` are the faults that led to a re-run; once the re-run delivers, they are
+    marked ``rerun`` (:meth:`mark_rerun`).
+    """
+
+    state: str = "starting"  # "starting" | "running"
+    deadline: float = float("inf")
+    attempts: int = 0
+    cold: bool = False
+    failures: list[ActorFailure] = field(default_factory=list)
+
+    def mark_rerun(self) -> None:
+        """The re-run delivered: every fault that caused it is marked ``rerun``."""
+        for failure in self.failures:
+            failure.rerun = True
+
+
 class FleetBase:
     """Shared state and checks of every backend (not used directly).
 
@@ -214,7 +239,40 @@ class FleetBase:
                 f"missing keys {missing}, unexpected keys {unexpected}, wrong shapes {shapes}"
             )
 
+    def _check_prewarm(self, num_actors: Any) -> int:
+        self._check_open()
+        return check_int("num_actors", num_actors, 1, self.max_actors)
+
     # -- slots ----------------------------------------------------------------------------
+    def _record_fault(
+        self,
+        slots: Sequence[int],
+        progress: SlotProgress,
+        kind: str,
+        message: str,
+        failures: list[ActorFailure],
+        label: str,
+    ) -> bool:
+        """Count one fault of the unit running ``slots``; True if a retry is left.
+
+        Appends one :class:`~fleetgym.agents.types.ActorFailure` per slot to ``failures``;
+        with a retry left they are also kept in ``progress`` (marked ``rerun`` once the
+        re-run delivers) and the re-run is a cold start. The caller replaces the unit.
+        """
+        progress.attempts += 1
+        retry = progress.attempts <= self.max_retries
+        message = message.strip()[-FAILURE_MESSAGE_CHARS:]
+        mine = [
+            ActorFailure(actor_id=s, kind=kind, message=message, restarted=retry, rerun=False)
+            for s in slots
+        ]
+        failures.extend(mine)
+        logger.warning("%s %s: %s", label, kind, (message.splitlines() or [""])[-1])
+        if retry:
+            progress.failures.extend(mine)
+            progress.cold = True
+        return retry
+
     def _next_incarnation(self, slot: int) -> int:
         """Claim the next incarnation of ``slot`` (0 the first time it starts)."""
         incarnation = self.incarnations.get(slot, -1) + 1
@@ -280,3 +338,40 @@ class FleetBase:
             f"{type(self).__name__}(workload={self.workload.name!r}, "
             f"max_actors={self.max_actors}, seed={self.seed})"
         )
+
+
+class SupervisedFleetBase(FleetBase):
+    """Shared by backends whose actors run elsewhere (processes, Ray): their timeouts.
+
+    Args:
+        workload: See :class:`FleetBase` (as are the other keyword arguments).
+        actor_timeout: Seconds an actor may take for its rollout before it is treated as
+            hung, killed and replaced; None waits forever.
+        startup_timeout: The same for starting an actor.
+
+    Raises:
+        TypeError, ValueError: On an argument of the wrong type or range.
+    """
+
+    def __init__(
+        self,
+        workload: Any,
+        *,
+        actor_timeout: float | None = 300.0,
+        startup_timeout: float | None = 300.0,
+        **options: Any,
+    ) -> None:
+        super().__init__(workload, **options)
+        self.actor_timeout = check_timeout("actor_timeout", actor_timeout)
+        self.startup_timeout = check_timeout("startup_timeout", startup_timeout)
+
+    def _deadline(self, now: float, *, starting: bool = False) -> float:
+        """When a unit started (or dispatched) at ``now`` is late."""
+        limit = self.startup_timeout if starting else self.actor_timeout
+        return float("inf") if limit is None else now + limit
+
+    def _late_message(self, *, starting: bool) -> str:
+        """What a unit that missed its deadline is reported with."""
+        if starting:
+            return f"did not start within startup_timeout={self.startup_timeout} s"
+        return f"did not finish its rollout within actor_timeout={self.actor_timeout} s"

@@ -20,7 +20,7 @@ import logging
 import time
 from typing import Any
 
-from fleetgym.agents.fleet.base import Actor, ActorFactory, FleetBase, check_int
+from fleetgym.agents.fleet.base import Actor, ActorFactory, FleetBase, SlotProgress
 from fleetgym.agents.types import ActorFailure, ActorTiming, RoundResult, Trajectory, Weights
 
 logger = logging.getLogger(__name__)
@@ -101,8 +101,7 @@ class InProcessFleet(FleetBase):
         Returns:
             Seconds it took.
         """
-        self._check_open()
-        num_actors = check_int("num_actors", num_actors, 1, self.max_actors)
+        num_actors = self._check_prewarm(num_actors)
         started = time.perf_counter()
         for slot in range(num_actors):
             if slot not in self._actors:
@@ -198,26 +197,23 @@ class InProcessFleet(FleetBase):
         timings: dict[int, ActorTiming],
         failures: list[ActorFailure],
     ) -> None:
-        mine: list[ActorFailure] = []
-        for attempt in range(self.max_retries + 1):
+        progress = SlotProgress()
+        while True:
             cpu_started = time.process_time()
             compute_started = time.perf_counter()
             try:
                 trajectory = self._actors[slot].rollout(weights, steps, policy_version)
             except Exception as exc:
-                retry = attempt < self.max_retries
-                failure = ActorFailure(slot, "error", f"{type(exc).__name__}: {exc}", retry, False)
-                failures.append(failure)
-                logger.warning("actor %d error: %s", slot, failure.message)
-                if not retry:
+                message = f"{type(exc).__name__}: {exc}"
+                if not self._record_fault(
+                    [slot], progress, "error", message, failures, f"actor {slot}"
+                ):
                     self._discard(slot)
                     return
-                mine.append(failure)
                 startup[slot] = self._build(slot)
                 continue
             compute_s = time.perf_counter() - compute_started
-            for failure in mine:
-                failure.rerun = True
+            progress.mark_rerun()
             trajectories[slot] = trajectory
             timings[slot] = ActorTiming(
                 actor_id=slot,
@@ -242,8 +238,8 @@ class InProcessFleet(FleetBase):
 
         slots = list(range(num_actors))
         failures: list[ActorFailure] = []
-        mine: list[ActorFailure] = []
-        for attempt in range(self.max_retries + 1):
+        progress = SlotProgress()
+        while True:
             cpu_started = time.process_time()
             compute_started = time.perf_counter()
             try:
@@ -256,14 +252,10 @@ class InProcessFleet(FleetBase):
             except Exception as exc:
                 # The lockstep step cannot tell which slot broke it: every slot is
                 # rebuilt (its env may be half-stepped) and the whole batch re-run.
-                retry = attempt < self.max_retries
                 message = f"{type(exc).__name__}: {exc} (lockstep batch of {num_actors})"
-                for slot in slots:
-                    failure = ActorFailure(slot, "error", message, retry, False)
-                    failures.append(failure)
-                    mine.append(failure)
-                logger.warning("lockstep batch error: %s", message)
-                if not retry:
+                if not self._record_fault(
+                    slots, progress, "error", message, failures, "lockstep batch"
+                ):
                     for slot in slots:
                         self._discard(slot)
                     return {}, {}, failures
@@ -272,8 +264,7 @@ class InProcessFleet(FleetBase):
                 continue
             compute_s = (time.perf_counter() - compute_started) / num_actors
             cpu_s = (time.process_time() - cpu_started) / num_actors
-            for failure in mine:
-                failure.rerun = True
+            progress.mark_rerun()
             trajectories = dict(zip(slots, batch, strict=True))
             timings = {
                 slot: ActorTiming(
@@ -288,4 +279,3 @@ class InProcessFleet(FleetBase):
                 for slot in slots
             }
             return trajectories, timings, failures
-        raise AssertionError("unreachable: the loop returns")  # pragma: no cover

@@ -79,9 +79,9 @@ from gymnasium.vector.utils import CloudpickleWrapper, clear_mpi_env_vars
 
 from fleetgym.agents.fleet.base import (
     ActorFactory,
-    FleetBase,
+    SlotProgress,
+    SupervisedFleetBase,
     check_int,
-    check_timeout,
 )
 from fleetgym.agents.types import ActorFailure, ActorTiming, RoundResult, Trajectory, Weights
 from fleetgym.errors import FleetError
@@ -324,20 +324,15 @@ class _Worker:
 
 
 @dataclass
-class _WorkerRound:
+class _WorkerRound(SlotProgress):
     """One worker's progress through a round."""
 
-    slots: list[int]  # the worker's slots this round runs
-    state: str  # "starting" | "running"
-    deadline: float
-    attempts: int = 0
-    cold: bool = False
+    slots: list[int] = field(default_factory=list)  # the worker's slots this round runs
     startup_s: float = 0.0
     sent: float = 0.0
-    failures: list[ActorFailure] = field(default_factory=list)
 
 
-class ProcessFleet(FleetBase):
+class ProcessFleet(SupervisedFleetBase):
     """An elastic pool of local actor processes on the AsyncVectorEnv pattern.
 
     Models a fleet of actors on one machine, each with its own environment and policy
@@ -406,9 +401,9 @@ class ProcessFleet(FleetBase):
             actor_factory=actor_factory,
             max_retries=max_retries,
             on_incomplete=on_incomplete,
+            actor_timeout=actor_timeout,
+            startup_timeout=startup_timeout,
         )
-        self.actor_timeout = check_timeout("actor_timeout", actor_timeout)
-        self.startup_timeout = check_timeout("startup_timeout", startup_timeout)
         if not isinstance(stop_idle, bool):
             raise TypeError(f"stop_idle: expected a bool, actual {type(stop_idle).__name__}")
         if not isinstance(shared_obs, bool):
@@ -465,8 +460,7 @@ class ProcessFleet(FleetBase):
         Raises:
             FleetError: If a worker cannot start (the message carries its traceback).
         """
-        self._check_open()
-        num_actors = check_int("num_actors", num_actors, 1, self.max_actors)
+        num_actors = self._check_prewarm(num_actors)
         started = time.perf_counter()
         needed = self._workers_for(num_actors)
         for index in needed:
@@ -545,7 +539,7 @@ class ProcessFleet(FleetBase):
             slots = [s for s in self._slots_of(index) if s < num_actors]
             worker = self._workers.get(index)
             warm = worker is not None and worker.ready and worker.process.is_alive()
-            rounds[index] = _WorkerRound(slots, state="starting", deadline=0.0, cold=not warm)
+            rounds[index] = _WorkerRound(slots=slots, deadline=0.0, cold=not warm)
             if not warm:
                 if worker is not None and worker.ready:
                     # Died while parked: a fault too, though no rollout was in flight.
@@ -671,8 +665,7 @@ class ProcessFleet(FleetBase):
             elif status == "result":
                 for slot, trajectory, timing in self._collect(payload, progress, publish_s):
                     trajectories[slot], timings[slot] = trajectory, timing
-                for failure in progress.failures:
-                    failure.rerun = True
+                progress.mark_rerun()
                 pending.discard(index)
             else:
                 kind = status if status in ("crash", "error") else "crash"
@@ -682,12 +675,7 @@ class ProcessFleet(FleetBase):
         for index in list(pending):
             progress = rounds[index]
             if now >= progress.deadline:
-                if progress.state == "starting":
-                    message = f"did not start within startup_timeout={self.startup_timeout} s"
-                else:
-                    message = (
-                        f"did not finish its rollout within actor_timeout={self.actor_timeout} s"
-                    )
+                message = self._late_message(starting=progress.state == "starting")
                 if not self._fault(index, progress, "timeout", message, failures):
                     pending.discard(index)
 
@@ -703,10 +691,6 @@ class ProcessFleet(FleetBase):
         if shape is None or dtype is None:
             return None
         return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-
-    def _deadline(self, now: float, *, starting: bool = False) -> float:
-        limit = self.startup_timeout if starting else self.actor_timeout
-        return float("inf") if limit is None else now + limit
 
     def _ensure_worker(self, index: int) -> _Worker:
         worker = self._workers.get(index)
@@ -818,25 +802,9 @@ class ProcessFleet(FleetBase):
         """Record a fault of each of the worker's actors, replace the worker if a retry is
         left; True if its slots go on."""
         self._stop_worker(index, kill=True)
-        progress.attempts += 1
-        retry = progress.attempts <= self.max_retries
-        message = message.strip()[-2000:]
-        mine = [
-            ActorFailure(actor_id=s, kind=kind, message=message, restarted=retry, rerun=False)
-            for s in progress.slots
-        ]
-        failures.extend(mine)
-        logger.warning(
-            "worker %d (actors %s) %s: %s",
-            index,
-            progress.slots,
-            kind,
-            (message.splitlines() or [""])[-1],
-        )
-        if not retry:
+        label = f"worker {index} (actors {progress.slots})"
+        if not self._record_fault(progress.slots, progress, kind, message, failures, label):
             return False
-        progress.failures.extend(mine)
-        progress.cold = True
         progress.state = "starting"
         self._ensure_worker(index)
         progress.deadline = self._deadline(time.perf_counter(), starting=True)

@@ -26,10 +26,10 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from fleetgym.agents.fleet.base import ActorFactory, FleetBase, check_int, check_timeout
+from fleetgym.agents.fleet.base import ActorFactory, SlotProgress, SupervisedFleetBase
 from fleetgym.agents.types import ActorFailure, ActorTiming, RoundResult, Trajectory, Weights
 from fleetgym.errors import FleetError
 
@@ -113,17 +113,12 @@ class _RaySlot:
 
 
 @dataclass
-class _Progress:
+class _Progress(SlotProgress):
     ref: Any = None
-    state: str = "starting"  # "starting" | "running"
-    deadline: float = float("inf")
     submitted: float = 0.0
-    attempts: int = 0
-    cold: bool = False
-    failures: list[ActorFailure] = field(default_factory=list)
 
 
-class RayFleet(FleetBase):
+class RayFleet(SupervisedFleetBase):
     """A fleet of Ray actors, one per slot, with the same round interface as the others.
 
     Models actors spread over a Ray cluster (one machine or many): weights go out once per
@@ -183,9 +178,9 @@ class RayFleet(FleetBase):
             actor_factory=actor_factory,
             max_retries=max_retries,
             on_incomplete=on_incomplete,
+            actor_timeout=actor_timeout,
+            startup_timeout=startup_timeout,
         )
-        self.actor_timeout = check_timeout("actor_timeout", actor_timeout)
-        self.startup_timeout = check_timeout("startup_timeout", startup_timeout)
         for name, value in (("actor_options", actor_options), ("init_kwargs", init_kwargs)):
             if value is not None and not isinstance(value, dict):
                 raise TypeError(f"{name}: expected a dict or None, actual {type(value).__name__}")
@@ -223,8 +218,7 @@ class RayFleet(FleetBase):
         Raises:
             FleetError: If an actor fails to start within ``startup_timeout``.
         """
-        self._check_open()
-        num_actors = check_int("num_actors", num_actors, 1, self.max_actors)
+        num_actors = self._check_prewarm(num_actors)
         started = time.perf_counter()
         for slot in range(num_actors):
             if slot not in self._slots:
@@ -334,21 +328,13 @@ class RayFleet(FleetBase):
                     cpu_s=float(cpu_s),
                 )
                 trajectories[slot] = trajectory
-                for failure in p.failures:
-                    failure.rerun = True
+                p.mark_rerun()
                 pending.discard(slot)
             now = time.perf_counter()
             for slot in list(pending):
                 p = progress[slot]
                 if now >= p.deadline:
-                    if self._slots[slot].ready:
-                        late = TimeoutError(
-                            f"did not finish its rollout within actor_timeout={self.actor_timeout} s"
-                        )
-                    else:
-                        late = TimeoutError(
-                            f"did not start within startup_timeout={self.startup_timeout} s"
-                        )
+                    late = TimeoutError(self._late_message(starting=not self._slots[slot].ready))
                     if not self._fault(slot, p, late, failures, args):
                         pending.discard(slot)
         del weights_ref
@@ -373,10 +359,6 @@ class RayFleet(FleetBase):
         super().close()
 
     # -- internals ------------------------------------------------------------------------
-    def _deadline(self, now: float, *, starting: bool = False) -> float:
-        limit = self.startup_timeout if starting else self.actor_timeout
-        return float("inf") if limit is None else now + limit
-
     def _start(self, slot: int) -> _RaySlot:
         incarnation = self._next_incarnation(slot)
         handle = self._remote_cls.options(
@@ -425,16 +407,8 @@ class RayFleet(FleetBase):
         else:
             kind = "error"
         self._kill(slot)
-        p.attempts += 1
-        retry = p.attempts <= self.max_retries
-        message = str(exc).strip()[-2000:]
-        failure = ActorFailure(slot, kind, message, restarted=retry, rerun=False)
-        failures.append(failure)
-        logger.warning("ray actor %d %s: %s", slot, kind, (message.splitlines() or [""])[-1])
-        if not retry:
+        if not self._record_fault([slot], p, kind, str(exc), failures, f"ray actor {slot}"):
             return False
-        p.failures.append(failure)
-        p.cold = True
         self._start(slot)
         self._submit(slot, p, args)
         return True
