@@ -8,6 +8,7 @@ The control-loop model (virtual time, one tick per ``step``) is documented on
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Sequence
 from typing import Any, SupportsFloat
 
@@ -129,7 +130,10 @@ class _Link:
     def clear(self) -> None:
         """Forget packets in flight and the episode's counters (delays stay pre-drawn)."""
         self.last_arrival = -_INF
-        self.pending: list[tuple[float, int, Any]] = []
+        # fifo: a queue in arrival order; latest: a list scanned on arrival.
+        self.pending: deque[tuple[float, int, Any]] | list[tuple[float, int, Any]] = (
+            deque() if self.fifo else []
+        )
         self.next_due = _INF  # earliest arrival in flight (_INF when none)
         self.best_idx = -1
         self.best_payload: Any = None
@@ -149,10 +153,41 @@ class _Link:
         rel = self.buf[pos]
         self.pos = pos + 1
         pending = self.pending
+        limit = idx + 1
+        if self.fifo:
+            # In fifo order arrival times grow with the index, so the packets arriving
+            # now are a run at the head of the queue and the last of them is the newest.
+            if rel == _INF:
+                self.lost += 1
+                if not pending or pending[0][0] >= limit:
+                    return 1
+                code = 1
+            else:
+                arrival = idx + rel
+                if arrival < self.last_arrival:
+                    arrival = self.last_arrival
+                self.last_arrival = arrival
+                if arrival < limit:
+                    # On time: everything still in flight arrives no later, all older.
+                    if pending:
+                        self.stale += len(pending)
+                        pending.clear()
+                    self.best_idx = idx
+                    self.best_payload = payload
+                    return 2
+                pending.append((arrival, idx, payload))
+                if pending[0][0] >= limit:
+                    return 0
+                code = 0
+            item = pending.popleft()
+            while pending and pending[0][0] < limit:
+                item = pending.popleft()
+                self.stale += 1
+            self.best_idx = item[1]
+            self.best_payload = item[2]
+            return code + 2
         if rel < 1.0 and not pending:
-            # The common case: on time with nothing in flight. (In fifo mode the previous
-            # arrival was before this tick, so it cannot hold this packet back, and this
-            # one's arrival, < idx + 1, cannot hold back any later packet.)
+            # On time with nothing in flight.
             self.best_idx = idx
             self.best_payload = payload
             return 2
@@ -162,30 +197,11 @@ class _Link:
             code = 1
         else:
             arrival = idx + rel
-            if self.fifo:
-                if arrival < self.last_arrival:
-                    arrival = self.last_arrival
-                self.last_arrival = arrival
             pending.append((arrival, idx, payload))
             if arrival < self.next_due:
                 self.next_due = arrival
-        limit = idx + 1
         if self.next_due >= limit:
             return code
-        if self.fifo:
-            # In fifo order arrivals are sorted by index: take the head of the queue.
-            n = 0
-            for item in pending:
-                if item[0] >= limit:
-                    break
-                n += 1
-            newest = pending[n - 1]
-            del pending[:n]
-            self.next_due = pending[0][0] if pending else _INF
-            self.best_idx = newest[1]
-            self.best_payload = newest[2]
-            self.stale += n - 1
-            return code + 2
         if self._deliver(limit):
             code += 2
         return code
