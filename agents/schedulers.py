@@ -356,8 +356,8 @@ class ServerBasedScheduler(FixedScheduler):
     """The server-based baseline: a fixed fleet on VMs billed for the whole wall time.
 
     Always ``num_actors`` actors (32 = 4 x 8-core VMs); ``env_overrides`` asks the
-    environment to bill the VM cluster (idle included, no container cold starts) instead
-    of serverless containers.
+    environment to bill a VM cluster of that many actor cores (idle included, no
+    container cold starts) instead of serverless containers.
 
     Example:
         >>> s = ServerBasedScheduler()
@@ -372,10 +372,10 @@ class ServerBasedScheduler(FixedScheduler):
         TypeError, ValueError: ``num_actors`` not in [1, max_actors].
     """
 
-    env_overrides = {"billing": "server"}
-
     def __init__(self, num_actors: int = 32, max_actors: int = 32) -> None:
         super().__init__(num_actors, max_actors)
+        # The cluster is sized (and billed) for this fleet, not for the action space.
+        self.env_overrides = {"billing": "server", "server_actors": self.num_actors}
 
     @property
     def name(self) -> str:

@@ -308,6 +308,8 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
             or a PricingPreset.
         pricing_overrides: fields of the pricing preset to replace.
         billing: ``"serverless"`` or ``"server"`` (the VM cluster, idle included).
+        server_actors: actor cores of the server cluster (``billing="server"``); None:
+            ``max_actors``.
         cold_start_actor_s: actor container cold start.
         cold_start_learner_s: GPU learner container cold start.
         prewarm: keep the learner and actor containers warm (no cold starts on the
@@ -351,6 +353,7 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         pricing: str | PricingPreset = "aci",
         pricing_overrides: Mapping[str, Any] | None = None,
         billing: str = "serverless",
+        server_actors: int | None = None,
         cold_start_actor_s: float = 0.3,
         cold_start_learner_s: float = 1.5,
         prewarm: bool | None = None,
@@ -453,7 +456,12 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         self._learner_factory = learner_factory or _default_learner_factory
 
         self.serverless = ServerlessCostModel(self.pricing)
-        self.cluster = ServerClusterCostModel(self.pricing, actors=self.max_actors)
+        self.server_actors = (
+            self.max_actors
+            if server_actors is None
+            else _integer("server_actors", server_actors, 1)
+        )
+        self.cluster = ServerClusterCostModel(self.pricing, actors=self.server_actors)
         self.learner_warm = billing == "server" or self.time_model.prewarm
         # Reference times of the normalised observation: a round of max_actors, modelled.
         self.reference_learner_s = self.time_model.learner_time(

@@ -324,6 +324,17 @@ def test_server_billing_is_wall_time_of_the_cluster():
     assert info["round_cost"] == pytest.approx(p * (3.06 + 4 * 1.008) / 3600, abs=1e-15)
 
 
+def test_server_billing_sizes_the_cluster_for_its_own_fleet():
+    # server:8 runs 8 actors on one 8-core VM, whatever the action space's I_max.
+    env = make_env(billing="server", pricing_overrides=None, max_actors=32, server_actors=8)
+    env.reset(seed=0)
+    _, _, _, _, info = env.step(7)
+    p = (0.1 + 8 * STEPS * 0.001) / 2.0 + actor_time(0.1, cold=0.0)
+    assert info["round_cost"] == pytest.approx(p * (3.06 + 1 * 1.008) / 3600, abs=1e-15)
+    with pytest.raises(ValueError, match=r"server_actors: expected an integer >= 1, actual 0"):
+        make_env(billing="server", server_actors=0)
+
+
 def test_same_seed_same_modeled_episode_with_stragglers():
     def episode(seed):
         env = make_env(compute={**COMPUTE, "actor_jitter_cv": 0.3})
