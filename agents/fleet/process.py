@@ -17,6 +17,9 @@ vector env steps all its envs once per command, a worker here runs a *whole roll
 command, and the pool is elastic (workers are started, parked and replaced one by one),
 which AsyncVectorEnv's fixed ``num_envs`` cannot do.
 
+The worker-process side (the worker loop and the shared-memory wire format) lives in
+:mod:`fleetgym.agents.fleet.process_worker`; this module is the parent side.
+
 Data paths:
 
 * Weights are written once per round into one shared-memory segment; every worker reads
@@ -64,11 +67,8 @@ import functools
 import logging
 import multiprocessing
 import os
-import pickle
 import signal
-import sys
 import time
-import traceback
 from dataclasses import dataclass, field
 from multiprocessing import shared_memory
 from multiprocessing.connection import Connection, wait
@@ -82,6 +82,13 @@ from fleetgym.agents.fleet.base import (
     SlotProgress,
     SupervisedFleetBase,
     check_int,
+)
+from fleetgym.agents.fleet.process_worker import (
+    array_view,
+    build_actors,
+    decode_message,
+    layout_weights,
+    worker_main,
 )
 from fleetgym.agents.types import ActorFailure, ActorTiming, RoundResult, Trajectory, Weights
 from fleetgym.errors import FleetError
@@ -99,6 +106,7 @@ _PRELOAD = (
     "fleetgym.agents.policies",
     "fleetgym.agents.rollout",
     "fleetgym.agents.fleet.process",
+    "fleetgym.agents.fleet.process_worker",
 )
 _KIND_PRELOAD = {"atari": ("ale_py", "cv2"), "mujoco": ("mujoco",)}
 
@@ -106,209 +114,6 @@ _KIND_PRELOAD = {"atari": ("ale_py", "cv2"), "mujoco": ("mujoco",)}
 _CLOSE_GRACE_S = 2.0
 
 
-# ---------------------------------------------------------------------------------------
-# shared memory helpers
-# ---------------------------------------------------------------------------------------
-def _attach(name: str) -> shared_memory.SharedMemory:
-    """Open an existing segment without registering it with this process's tracker.
-
-    The parent owns (and unlinks) every segment. Before Python 3.13, merely attaching
-    registers the segment with the resource tracker, which would then unlink it, or warn
-    about a leak, when a worker exits; hence the tracker is bypassed for the attach.
-    """
-    if sys.version_info >= (3, 13):
-        return shared_memory.SharedMemory(name=name, track=False)  # type: ignore[call-arg]
-    from multiprocessing import resource_tracker
-
-    register = resource_tracker.register
-    resource_tracker.register = lambda *args, **kwargs: None  # type: ignore[assignment]
-    try:
-        return shared_memory.SharedMemory(name=name)
-    finally:
-        resource_tracker.register = register  # type: ignore[assignment]
-
-
-@dataclass(frozen=True)
-class _ArrayLayout:
-    """Where one array sits in a shared segment."""
-
-    key: str
-    dtype: str
-    shape: tuple[int, ...]
-    offset: int
-
-
-def _layout_weights(weights: Weights) -> tuple[list[_ArrayLayout], int]:
-    layout, offset = [], 0
-    for key, array in weights.items():
-        # 64-byte alignment keeps every view aligned for any dtype.
-        offset = (offset + 63) // 64 * 64
-        layout.append(_ArrayLayout(key, array.dtype.str, tuple(array.shape), offset))
-        offset += array.nbytes
-    return layout, max(offset, 1)
-
-
-def _view(buf: Any, dtype: str, shape: tuple[int, ...], offset: int = 0) -> np.ndarray:
-    return np.ndarray(shape, dtype=np.dtype(dtype), buffer=buf, offset=offset)
-
-
-# ---------------------------------------------------------------------------------------
-# the worker process
-# ---------------------------------------------------------------------------------------
-class _Segments:
-    """A worker's attachments, one per role; a new name replaces (and closes) the old."""
-
-    def __init__(self) -> None:
-        self._open: dict[str, shared_memory.SharedMemory] = {}
-
-    def get(self, role: str, name: str) -> shared_memory.SharedMemory:
-        current = self._open.get(role)
-        if current is not None and current.name == name:
-            return current
-        if current is not None:
-            current.close()
-        self._open[role] = segment = _attach(name)
-        return segment
-
-    def close(self) -> None:
-        for segment in self._open.values():
-            try:
-                segment.close()
-            except BufferError:  # pragma: no cover - a view still alive at exit
-                pass
-        self._open.clear()
-
-
-def _build_actors(
-    factory: ActorFactory, workload: Any, seed: int, slots: list[tuple[int, int]]
-) -> dict[int, Any]:
-    """The actors of one worker: ``{slot: factory(workload, slot, seed, incarnation)}``."""
-    return {slot: factory(workload, slot, seed, incarnation) for slot, incarnation in slots}
-
-
-def _worker(
-    index: int,
-    build_actors: CloudpickleWrapper[Any],
-    pipe: Connection,
-    parent_pipe: Connection,
-    torch_threads: int,
-) -> None:
-    """Worker loop: build the worker's actors, then run one whole rollout per command.
-
-    Protocol (pickled tuples on the pipe): the worker first sends ``("ready", info)`` or
-    ``("error", text)``. Then for ``("rollout", spec)`` it answers ``("result", payload)``
-    or ``("error", text)`` and exits (the parent restarts it: an actor that raised
-    mid-rollout may hold a half-stepped environment). ``("close", None)`` ends the loop.
-    """
-    parent_pipe.close()
-    # The parent handles Ctrl-C and shuts workers down itself.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    segments = _Segments()
-    try:
-        import torch
-
-        torch.set_num_threads(torch_threads)
-        built = time.perf_counter()
-        actors = build_actors()
-        pipe.send(("ready", {"pid": os.getpid(), "build_s": time.perf_counter() - built}))
-    except Exception:
-        pipe.send(("error", traceback.format_exc()))
-        return
-    try:
-        while True:
-            try:
-                command, spec = pipe.recv()
-            except EOFError:  # the parent is gone
-                break
-            if command == "close":
-                try:
-                    pipe.send(("closed", None))
-                except OSError:  # the parent stopped listening (a non-blocking stop)
-                    pass
-                break
-            if command != "rollout":
-                pipe.send(("error", f"expected command 'rollout' or 'close', actual {command!r}"))
-                break
-            try:
-                payload = _run_rollouts(actors, spec, segments)
-            except Exception:
-                pipe.send(("error", traceback.format_exc()))
-                break
-            pipe.send_bytes(payload)
-    finally:
-        segments.close()
-
-
-def _rollouts(
-    actors: list[Any], weights: Weights, steps: int, policy_version: int
-) -> tuple[list[Trajectory], list[float], list[float]]:
-    """Run ``actors``; returns trajectories and per-actor wall and CPU seconds."""
-    from fleetgym.agents.rollout import RolloutWorker, rollout_many
-
-    if len(actors) > 1 and all(type(actor) is RolloutWorker for actor in actors):
-        # Lockstep: one forward per step for all; time apportioned equally (same steps).
-        cpu_started, started = time.process_time(), time.perf_counter()
-        trajectories = rollout_many(actors, weights, steps, policy_version)
-        share = 1.0 / len(actors)
-        wall = (time.perf_counter() - started) * share
-        cpu = (time.process_time() - cpu_started) * share
-        return trajectories, [wall] * len(actors), [cpu] * len(actors)
-    trajectories, walls, cpus = [], [], []
-    for actor in actors:
-        cpu_started, started = time.process_time(), time.perf_counter()
-        trajectories.append(actor.rollout(weights, steps, policy_version))
-        walls.append(time.perf_counter() - started)
-        cpus.append(time.process_time() - cpu_started)
-    return trajectories, walls, cpus
-
-
-def _run_rollouts(actors: dict[int, Any], spec: dict[str, Any], segments: _Segments) -> bytes:
-    started = time.perf_counter()
-    weights_segment = segments.get("weights", spec["weights_name"])
-    # Copies: the segment is rewritten next round while an actor may keep references.
-    weights = {
-        item.key: _view(weights_segment.buf, item.dtype, item.shape, item.offset).copy()
-        for item in spec["weights_layout"]
-    }
-    read_s = time.perf_counter() - started
-
-    slots = spec["slots"]
-    trajectories, walls, cpus = _rollouts(
-        [actors[slot] for slot in slots], weights, spec["steps"], spec["policy_version"]
-    )
-
-    send_started = time.perf_counter()
-    results = []
-    for slot, trajectory, wall, cpu in zip(slots, trajectories, walls, cpus, strict=True):
-        obs_meta = None
-        obs = trajectory.obs
-        name, capacity = spec["obs"].get(slot, (None, 0))
-        if name is not None and isinstance(obs, np.ndarray) and obs.nbytes <= capacity:
-            segment = segments.get(f"obs{slot}", name)
-            view = _view(segment.buf, obs.dtype.str, obs.shape)
-            view[...] = obs
-            del view
-            obs_meta = (obs.dtype.str, tuple(obs.shape))
-            trajectory.obs = np.empty(0, dtype=obs.dtype)  # travels through shared memory
-        results.append((slot, trajectory, obs_meta, wall, cpu))
-    payload = pickle.dumps(("result", results), protocol=pickle.HIGHEST_PROTOCOL)
-    # The serialisation time is appended after the fact, so it covers the pickling itself.
-    worker_transfer_s = read_s + (time.perf_counter() - send_started)
-    return payload + pickle.dumps(worker_transfer_s, protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def _decode(blob: bytes) -> tuple[str, Any]:
-    """A worker message: a pickled ``(status, payload)``, optionally followed by a float."""
-    import io
-
-    stream = io.BytesIO(blob)
-    status, payload = pickle.load(stream)
-    if status == "result":
-        payload = (payload, pickle.load(stream))
-    return status, payload
-
-
-# ---------------------------------------------------------------------------------------
 # the parent side
 # ---------------------------------------------------------------------------------------
 @dataclass
@@ -702,12 +507,12 @@ class ProcessFleet(SupervisedFleetBase):
         incarnations = [(slot, self._next_incarnation(slot)) for slot in slots]
         build: CloudpickleWrapper[Any] = CloudpickleWrapper(
             functools.partial(
-                _build_actors, self.actor_factory, self.workload, self.seed, incarnations
+                build_actors, self.actor_factory, self.workload, self.seed, incarnations
             )
         )
         parent_pipe, child_pipe = self._ctx.Pipe()
         process = self._ctx.Process(  # type: ignore[attr-defined]
-            target=_worker,
+            target=worker_main,
             name=f"Worker<{type(self).__name__}>-{index}",
             args=(index, build, child_pipe, parent_pipe, self.torch_threads),
             daemon=True,
@@ -725,7 +530,7 @@ class ProcessFleet(SupervisedFleetBase):
         try:
             received = time.perf_counter()
             blob = worker.pipe.recv_bytes()
-            status, payload = _decode(blob)
+            status, payload = decode_message(blob)
         except (EOFError, OSError):
             worker.process.join(0.5)
             return "crash", f"worker pipe closed (exit code {worker.process.exitcode})"
@@ -764,7 +569,7 @@ class ProcessFleet(SupervisedFleetBase):
         for slot, trajectory, obs_meta, _, _ in results:
             if obs_meta is not None:
                 dtype, shape = obs_meta
-                view = _view(self._obs_segments[slot].buf, dtype, shape)
+                view = array_view(self._obs_segments[slot].buf, dtype, shape)
                 trajectory.obs = view.copy()
                 del view
             elif self._obs_step_bytes is not None and isinstance(trajectory.obs, np.ndarray):
@@ -832,14 +637,14 @@ class ProcessFleet(SupervisedFleetBase):
         worker.pipe.close()
 
     def _publish_weights(self, weights: Weights, steps: int, policy_version: int) -> dict[str, Any]:
-        layout, size = _layout_weights(weights)
+        layout, size = layout_weights(weights)
         segment = self._weights_segment
         if segment is None or segment.size < size:
             if segment is not None:
                 _release(segment)
             segment = self._weights_segment = shared_memory.SharedMemory(create=True, size=size)
         for item in layout:
-            view = _view(segment.buf, item.dtype, item.shape, item.offset)
+            view = array_view(segment.buf, item.dtype, item.shape, item.offset)
             view[...] = weights[item.key]
             del view
         return {
