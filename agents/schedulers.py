@@ -124,7 +124,8 @@ class BaseScheduler:
             for a batch; state of shape ``(n_envs, d)``.
 
         Raises:
-            ValueError: an observation that does not have 7 entries per row.
+            ValueError: an observation that does not have 7 entries per row, or an
+                ``episode_start`` without one entry per observation.
         """
         obs = np.asarray(observation, dtype=np.float64)
         single = obs.ndim == 1
@@ -141,8 +142,13 @@ class BaseScheduler:
             rows = np.array(state, dtype=np.float64, copy=True)
         if episode_start is not None:
             starts = np.asarray(episode_start, dtype=bool).reshape(-1)
-            if starts.shape[0] == n:
-                rows[starts] = init
+            if starts.shape[0] != n:
+                # Silently ignoring it would keep counting rounds across episodes.
+                raise ValueError(
+                    f"episode_start: expected {n} entries (one per observation), "
+                    f"actual shape {np.shape(episode_start)}"
+                )
+            rows[starts] = init
         actions = np.empty(n, dtype=np.int64)
         for i in range(n):
             num, rows[i] = self._decide(batch[i], rows[i])

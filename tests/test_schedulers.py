@@ -121,6 +121,11 @@ def test_make_baseline(name, cls, count):
         (lambda: MaxScheduler(0), ValueError, "max_actors"),
         (lambda: AdaptScheduler(target_return=0.0), ValueError, "non-zero"),
         (lambda: MaxScheduler().predict(np.zeros(6)), ValueError, r"shape \(7,\)"),
+        (
+            lambda: IncreaseScheduler().predict(np.zeros((2, 7)), None, np.array([True])),
+            ValueError,
+            r"episode_start: expected 2 entries \(one per observation\), actual shape \(1,\)",
+        ),
     ],
 )
 def test_bad_input(call, exc, match):
