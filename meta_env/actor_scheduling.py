@@ -48,7 +48,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import gymnasium as gym
@@ -251,6 +251,15 @@ def _number(name: str, value: Any, *, low: float = 0.0, strict: bool = False) ->
     return value
 
 
+def _mapping(name: str, value: Any) -> dict[str, Any]:
+    """``value`` (a mapping of keyword arguments, or None) as a dict."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{name}: expected a mapping or None, actual {type(value).__name__}")
+    return dict(value)
+
+
 def _integer(name: str, value: Any, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name}: expected an integer, actual {type(value).__name__} {value!r}")
@@ -415,7 +424,7 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
             strict=True,
         )
         self.cost_weight = _number("cost_weight", cost_weight)
-        self.pricing = get_pricing(pricing, **dict(pricing_overrides or {}))
+        self.pricing = get_pricing(pricing, **_mapping("pricing_overrides", pricing_overrides))
         self.time_model = TimeModel(
             cold_start_actor_s=cold_start_actor_s,
             cold_start_learner_s=cold_start_learner_s,
@@ -434,6 +443,12 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         elif isinstance(compute, ComputeCostModel):
             self.compute = compute
         elif isinstance(compute, Mapping):
+            unknown = sorted(set(compute) - {f.name for f in fields(ComputeCostModel)})
+            if unknown:
+                raise ValueError(
+                    f"compute: expected fields of ComputeCostModel "
+                    f"{[f.name for f in fields(ComputeCostModel)]}, actual unknown {unknown}"
+                )
             self.compute = replace(defaults.compute, **dict(compute))
         else:
             raise TypeError(
@@ -450,8 +465,11 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         # policy forward for all actors per step) is used; measured timing needs each actor
         # timed on its own, so the sequential in-process fleet is.
         self.fleet_kwargs = {"backend": "inprocess", "batched": timing == "modeled"}
-        self.fleet_kwargs.update(dict(fleet_kwargs or {}))
-        self.learner_overrides = {**defaults.learner_overrides, **dict(learner_overrides or {})}
+        self.fleet_kwargs.update(_mapping("fleet_kwargs", fleet_kwargs))
+        self.learner_overrides = {
+            **defaults.learner_overrides,
+            **_mapping("learner_overrides", learner_overrides),
+        }
         self._fleet_factory = fleet_factory or _default_fleet_factory
         self._learner_factory = learner_factory or _default_learner_factory
 

@@ -384,6 +384,14 @@ def test_numpy_actions_are_accepted():
         ({"penalty_scale": 0.0}, ValueError, "penalty_scale"),
         ({"steps_per_actor": 0}, ValueError, "steps_per_actor"),
         ({"compute": 3}, TypeError, "compute"),
+        (
+            {"compute": {"actor_step": 0.1}},
+            ValueError,
+            r"compute: expected fields of ComputeCostModel .*actual unknown \['actor_step'\]",
+        ),
+        ({"fleet_kwargs": [("backend", "process")]}, TypeError, "fleet_kwargs: expected a mapping"),
+        ({"learner_overrides": 3}, TypeError, "learner_overrides: expected a mapping"),
+        ({"pricing_overrides": "cheap"}, TypeError, "pricing_overrides: expected a mapping"),
     ],
 )
 def test_bad_arguments(kwargs, exc, match):
