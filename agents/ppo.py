@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import logging
 import math
+import numbers
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -194,7 +195,7 @@ class PPOLearner:
 
     def set_learning_rate(self, lr: float) -> None:
         """Change the optimiser's learning rate (e.g. an annealing schedule)."""
-        if not lr > 0:
+        if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not lr > 0:
             raise ValueError(f"lr: expected a float > 0, actual {lr!r}")
         for group in self.optimizer.param_groups:
             group["lr"] = float(lr)

@@ -15,6 +15,7 @@ rewards for Atari (the reported returns stay the raw game score).
 from __future__ import annotations
 
 import functools
+import numbers
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
@@ -117,21 +118,24 @@ class Workload:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name}: expected an int >= 1, actual {value!r}")
-        if not self.hidden_sizes or any(int(h) < 1 for h in self.hidden_sizes):
+        if not self.hidden_sizes or any(
+            isinstance(h, bool) or not isinstance(h, numbers.Integral) or h < 1
+            for h in self.hidden_sizes
+        ):
             raise ValueError(
                 f"hidden_sizes: expected a non-empty tuple of ints >= 1, actual {self.hidden_sizes!r}"
             )
         for name in ("gamma", "gae_lambda"):
             value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
+            if not _is_real(value) or not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name}: expected a float in [0, 1], actual {value!r}")
         for name in ("lr", "clip_coef", "max_grad_norm"):
             value = getattr(self, name)
-            if not value > 0.0:
+            if not _is_real(value) or not value > 0.0:
                 raise ValueError(f"{name}: expected a float > 0, actual {value!r}")
         for name in ("ent_coef", "vf_coef"):
             value = getattr(self, name)
-            if not value >= 0.0:
+            if not _is_real(value) or not value >= 0.0:
                 raise ValueError(f"{name}: expected a float >= 0, actual {value!r}")
 
     def make_env(self, seed: int | None = None) -> gym.Env:
@@ -181,6 +185,11 @@ class Workload:
         if unknown:
             raise TypeError(f"expected Workload fields {sorted(known)}, actual unknown {unknown}")
         return replace(self, **overrides)
+
+
+def _is_real(value: Any) -> bool:
+    """A real number (numpy scalars included), not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def _make_env(env_id: str, kind: str) -> gym.Env:

@@ -216,6 +216,8 @@ def test_invalid_arguments():
         learner.update([bad])
     with pytest.raises(ValueError, match="lr: expected a float > 0"):
         learner.set_learning_rate(0.0)
+    with pytest.raises(ValueError, match="lr: expected a float > 0, actual '1e-3'"):
+        learner.set_learning_rate("1e-3")  # type: ignore[arg-type]
 
 
 def test_update_takes_any_iterable_of_trajectories_once():

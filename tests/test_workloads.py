@@ -68,6 +68,9 @@ def test_non_string_name_is_a_type_error():
         ("lr", 0.0, "lr: expected a float > 0"),
         ("ent_coef", -0.1, "ent_coef: expected a float >= 0"),
         ("hidden_sizes", (), "hidden_sizes: expected"),
+        ("lr", "fast", "lr: expected a float > 0, actual 'fast'"),
+        ("gamma", None, r"gamma: expected a float in \[0, 1\], actual None"),
+        ("hidden_sizes", ("wide",), "hidden_sizes: expected"),
     ],
 )
 def test_invalid_fields_are_rejected(field, value, match):
