@@ -115,29 +115,35 @@ class _VecLinks:
         self.cal_obs = np.zeros((m, size + 1, *obs[0]), dtype=obs[1])
         self.cal_act_flat = self.cal_act.reshape(n * (size + 1), *act[0])
         self.cal_obs_flat = self.cal_obs.reshape(m * (size + 1), *obs[0])
-        self.last = np.full(m, -1, dtype=np.int64)  # fifo: arrival of the last packet
-        self.best = np.full(m, -1, dtype=np.int64)  # global send tick of the freshest
+        # Per-row state in one array, so that starting episodes resets it in one call:
+        # fifo arrival of the last packet, global send tick of the freshest packet, and
+        # the episode counters reordered, stale, lost and action holds (downlink rows).
+        self.state = np.zeros((6, m), dtype=np.int64)
+        self._fresh = np.array([-1, -1, 0, 0, 0, 0], dtype=np.int64)[:, None]
+        self.last, self.best = self.state[0], self.state[1]
+        self.last.fill(-1)
+        self.best.fill(-1)
         self.best_down, self.best_up = self.best[:n], self.best[n:]
-        # Episode counters per row: reordered, stale, lost, and action holds (downlink rows).
-        self.counts = np.zeros((4, m), dtype=np.int64)
+        self.counts = self.state[2:]
         self.reordered, self.stale, self.lost, holds = self.counts
         self.holds = holds[:n]
         self.left = 0  # draws left before some row's block runs out
         self._fi = np.empty(m, dtype=np.int64)  # scratch, reused within one step
         self._r = 0  # calendar column of the current tick
 
-    def clear(self, mask: np.ndarray) -> None:
-        """Forget packets in flight and counters of the rows in ``mask`` (bool, 2n).
+    def start(self, mask: np.ndarray, best: int) -> None:
+        """Rows in ``mask`` (bool, 2n) start an episode: nothing in flight, counters 0,
+        freshest packet at global tick ``best``.
 
-        Stale entries of ``cal_max`` are left: they are not newer than the new episode's
-        ``best`` (set by the caller), so they can never count as fresher.
+        Stale entries of ``cal_max`` are left: they are not newer than ``best``, so they
+        can never count as fresher.
         """
-        rows = np.flatnonzero(mask)
-        self.cal_cnt[rows] = 0
+        self.cal_cnt[mask] = 0
         if self.scan:
-            self.arr[:, rows] = -1
-        np.copyto(self.last, -1, where=mask)
-        np.copyto(self.counts, 0, where=mask)
+            self.arr[:, mask] = -1
+        fresh = self._fresh
+        fresh[1, 0] = best
+        np.copyto(self.state, fresh, where=mask)
 
     def set_sampler(self, row: int, sampler: DelaySampler) -> None:
         self.samplers[row] = sampler
@@ -421,8 +427,7 @@ class NetworkShimVectorWrapper(VectorWrapper):
         directions' freshest packet is at global tick ``g - 1``.
         """
         links = self._links
-        links.clear(mask2)
-        np.copyto(links.best, g - 1, where=mask2)
+        links.start(mask2, g - 1)
         np.copyto(self._applied, self._start, where=mask.reshape(self._act_bcast))
         assert self._obs is not None
         np.copyto(self._obs, obs, where=mask.reshape(self._obs_bcast))
