@@ -98,3 +98,23 @@ def test_argument_errors(cluster, weights, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(ImportError, match=r"pip install 'fleetgym\[ray\]'"):
         _import_ray()
+
+
+def test_interrupted_round_kills_its_in_flight_actors(cluster, weights, monkeypatch):
+    # Ctrl-C during a round: the actors still running it would run that stale rollout
+    # before the next round's (their calls queue in order), so they are killed; the next
+    # round restarts them cold and completes.
+    with make_fleet(WORKLOAD, "ray", max_actors=2, seed=0) as fleet:
+        fleet.prewarm(2)
+
+        def interrupted(*args, **kwargs):
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(fleet._ray, "wait", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            fleet.run_round(weights, 2, 10)
+        monkeypatch.undo()
+        assert fleet.num_workers == 0
+        result = fleet.run_round(weights, 2, 10)
+        assert result.complete and all(t.cold_start for t in result.timings)
+        assert fleet.incarnations == {0: 1, 1: 1}

@@ -283,60 +283,72 @@ class RayFleet(SupervisedFleetBase):
         timings: dict[int, ActorTiming] = {}
         failures: list[ActorFailure] = []
         pending = set(progress)
-        while pending:
-            refs = {}
-            for slot in pending:
-                p = progress[slot]
-                refs[p.ref] = slot
-                actor = self._slots[slot]
-                if not actor.ready:
-                    refs[actor.ready_ref] = slot
-            timeout = None
-            soonest = min(progress[s].deadline for s in pending)
-            if soonest != float("inf"):
-                timeout = max(0.0, soonest - time.perf_counter())
-            done, _ = ray.wait(list(refs), num_returns=1, timeout=timeout)
-            for ref in done:
-                slot = refs[ref]
-                p, actor = progress[slot], self._slots[slot]
-                if ref is actor.ready_ref and not actor.ready:
+        try:
+            while pending:
+                refs = {}
+                for slot in pending:
+                    p = progress[slot]
+                    refs[p.ref] = slot
+                    actor = self._slots[slot]
+                    if not actor.ready:
+                        refs[actor.ready_ref] = slot
+                timeout = None
+                soonest = min(progress[s].deadline for s in pending)
+                if soonest != float("inf"):
+                    timeout = max(0.0, soonest - time.perf_counter())
+                done, _ = ray.wait(list(refs), num_returns=1, timeout=timeout)
+                for ref in done:
+                    slot = refs[ref]
+                    p, actor = progress[slot], self._slots[slot]
+                    if ref is actor.ready_ref and not actor.ready:
+                        try:
+                            self._mark_ready(actor, ray.get(ref))
+                            p.state = "running"
+                            p.deadline = self._deadline(time.perf_counter())
+                        except Exception as exc:
+                            if not self._fault(slot, p, exc, failures, args):
+                                pending.discard(slot)
+                        continue
                     try:
-                        self._mark_ready(actor, ray.get(ref))
-                        p.state = "running"
-                        p.deadline = self._deadline(time.perf_counter())
+                        trajectory, compute_s, cpu_s = ray.get(ref)
                     except Exception as exc:
                         if not self._fault(slot, p, exc, failures, args):
                             pending.discard(slot)
-                    continue
-                try:
-                    trajectory, compute_s, cpu_s = ray.get(ref)
-                except Exception as exc:
-                    if not self._fault(slot, p, exc, failures, args):
-                        pending.discard(slot)
-                    continue
-                received = time.perf_counter()
-                if not actor.ready:  # its ready() resolved first; noticed only now
-                    self._mark_ready(actor, ray.get(actor.ready_ref))
-                begun = max(p.submitted, actor.created + actor.startup_s) if p.cold else p.submitted
-                timings[slot] = ActorTiming(
-                    actor_id=slot,
-                    startup_s=actor.startup_s if p.cold else 0.0,
-                    compute_s=float(compute_s),
-                    transfer_s=put_s + max(0.0, received - begun - float(compute_s)),
-                    cold_start=p.cold,
-                    num_steps=len(trajectory),
-                    cpu_s=float(cpu_s),
-                )
-                trajectories[slot] = trajectory
-                p.mark_rerun()
-                pending.discard(slot)
-            now = time.perf_counter()
-            for slot in list(pending):
-                p = progress[slot]
-                if now >= p.deadline:
-                    late = TimeoutError(self._late_message(starting=not self._slots[slot].ready))
-                    if not self._fault(slot, p, late, failures, args):
-                        pending.discard(slot)
+                        continue
+                    received = time.perf_counter()
+                    if not actor.ready:  # its ready() resolved first; noticed only now
+                        self._mark_ready(actor, ray.get(actor.ready_ref))
+                    begun = (
+                        max(p.submitted, actor.created + actor.startup_s) if p.cold else p.submitted
+                    )
+                    timings[slot] = ActorTiming(
+                        actor_id=slot,
+                        startup_s=actor.startup_s if p.cold else 0.0,
+                        compute_s=float(compute_s),
+                        transfer_s=put_s + max(0.0, received - begun - float(compute_s)),
+                        cold_start=p.cold,
+                        num_steps=len(trajectory),
+                        cpu_s=float(cpu_s),
+                    )
+                    trajectories[slot] = trajectory
+                    p.mark_rerun()
+                    pending.discard(slot)
+                now = time.perf_counter()
+                for slot in list(pending):
+                    p = progress[slot]
+                    if now >= p.deadline:
+                        late = TimeoutError(
+                            self._late_message(starting=not self._slots[slot].ready)
+                        )
+                        if not self._fault(slot, p, late, failures, args):
+                            pending.discard(slot)
+        except BaseException:
+            # Interrupted (Ctrl-C, a bug): an actor still running this round would run
+            # the stale rollout before the next round's (Ray queues its calls), so the
+            # pending ones are killed; their slots restart cold next time.
+            for slot in pending:
+                self._kill(slot)
+            raise
         del weights_ref
         return self._assemble(
             num_actors,
