@@ -163,9 +163,11 @@ class _NormalDelays:
         if self._rho > 0.0:
             z = _ar1_filter(z, self._rho, self._z)
             self._z = float(z[-1])
-        d = self._mean + self._std * z
-        np.maximum(d, 0.0, out=d)
-        return d
+        # In place (z is ours): the same floats as mean + std * z, fewer temporaries.
+        z *= self._std
+        z += self._mean
+        np.maximum(z, 0.0, out=z)
+        return z
 
 
 @dataclass(frozen=True)
@@ -240,7 +242,7 @@ class _GaussianSampler(DelaySampler):
         lost = self._rng.random(n) < self._loss if self._loss > 0.0 else None
         d = self._delays.draw(n)
         if lost is not None:
-            d[lost] = np.inf
+            np.copyto(d, np.inf, where=lost)
         return d
 
 

@@ -157,18 +157,23 @@ class _VecLinks:
     def _refill(self) -> None:
         block = self.block
         pos = self.flatpos - self.rowoff
-        for j in np.flatnonzero(pos >= block).tolist():
+        rows = np.flatnonzero(pos >= block)
+        # One stream per row (each its own generator), then the conversion to whole
+        # ticks for all refilled rows at once.
+        raw = np.empty((rows.size, block))
+        for i, j in enumerate(rows.tolist()):
             sampler = self.samplers[j]
             assert sampler is not None
-            rel = sampler.next(block) / self.step_ms
-            # Lost (inf) and beyond-horizon packets never arrive.
-            far = rel >= self.h
-            rel[far] = 0.0
-            k = np.floor(rel, out=rel).astype(np.int64)
-            k[far] = _LOST
-            self.kbuf[j * block : (j + 1) * block] = k
-            self.flatpos[j] = j * block
-            pos[j] = 0
+            raw[i] = sampler.next(block)
+        rel = np.divide(raw, self.step_ms, out=raw)
+        # Lost (inf) and beyond-horizon packets never arrive.
+        far = rel >= self.h
+        rel[far] = 0.0
+        k = np.floor(rel, out=rel).astype(np.int64)
+        k[far] = _LOST
+        self.kbuf.reshape(-1, block)[rows] = k
+        self.flatpos[rows] = self.rowoff[rows]
+        pos[rows] = 0
         self.left = block - int(pos.max())
 
     def tick(self, g: int) -> tuple[np.ndarray, np.ndarray]:
