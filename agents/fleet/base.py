@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import numbers
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -119,6 +120,9 @@ def resolve_workload(workload: Any) -> Workload:
 
     return get_workload(workload)
 
+
+#: A backend's round before assembly: trajectories and timings by slot, and the faults.
+RoundParts = tuple[dict[int, Trajectory], dict[int, ActorTiming], list[ActorFailure]]
 
 #: Characters of a fault's message kept in its ActorFailure (a traceback's tail).
 FAILURE_MESSAGE_CHARS = 2000
@@ -278,6 +282,54 @@ class FleetBase:
         incarnation = self.incarnations.get(slot, -1) + 1
         self.incarnations[slot] = incarnation
         return incarnation
+
+    # -- the round ------------------------------------------------------------------------
+    def run_round(
+        self,
+        weights: Weights,
+        num_actors: int,
+        steps_per_actor: int,
+        *,
+        policy_version: int = 0,
+    ) -> RoundResult:
+        """Send ``weights`` to slots ``0..num_actors-1``; each runs ``steps_per_actor`` steps.
+
+        Returns:
+            The round: trajectories and timings ordered by actor id, the faults seen.
+
+        Raises:
+            TypeError, ValueError: On a bad argument (weights the workload's policy
+                cannot load included).
+            FleetError: If the fleet is closed, or a slot failed after its retries and
+                ``on_incomplete="raise"``.
+        """
+        weights, num_actors, steps_per_actor, policy_version = self._check_round(
+            weights, num_actors, steps_per_actor, policy_version
+        )
+        self._check_weights_fit(weights)
+        started = time.perf_counter()
+        trajectories, timings, failures = self._run_slots(
+            weights, num_actors, steps_per_actor, policy_version
+        )
+        return self._assemble(
+            num_actors,
+            steps_per_actor,
+            policy_version,
+            trajectories,
+            timings,
+            failures,
+            time.perf_counter() - started,
+        )
+
+    def _run_slots(
+        self,
+        weights: Weights,
+        num_actors: int,
+        steps_per_actor: int,
+        policy_version: int,
+    ) -> RoundParts:
+        """The backend's part of a round (checked arguments): where the rollouts run."""
+        raise NotImplementedError
 
     # -- results --------------------------------------------------------------------------
     def _assemble(

@@ -20,8 +20,8 @@ import logging
 import time
 from typing import Any
 
-from fleetgym.agents.fleet.base import Actor, ActorFactory, FleetBase, SlotProgress
-from fleetgym.agents.types import ActorFailure, ActorTiming, RoundResult, Trajectory, Weights
+from fleetgym.agents.fleet.base import Actor, ActorFactory, FleetBase, RoundParts, SlotProgress
+from fleetgym.agents.types import ActorFailure, ActorTiming, Trajectory, Weights
 
 logger = logging.getLogger(__name__)
 
@@ -108,28 +108,14 @@ class InProcessFleet(FleetBase):
                 self._build(slot)
         return time.perf_counter() - started
 
-    def run_round(
+    def _run_slots(
         self,
         weights: Weights,
         num_actors: int,
         steps_per_actor: int,
-        *,
-        policy_version: int = 0,
-    ) -> RoundResult:
-        """Run slots ``0..num_actors-1``, each for ``steps_per_actor`` steps.
-
-        Returns:
-            The round, trajectories and timings ordered by actor id.
-
-        Raises:
-            TypeError, ValueError: On a bad argument.
-            FleetError: If closed, or a slot failed for good and ``on_incomplete="raise"``.
-        """
-        weights, num_actors, steps_per_actor, policy_version = self._check_round(
-            weights, num_actors, steps_per_actor, policy_version
-        )
-        self._check_weights_fit(weights)
-        started = time.perf_counter()
+        policy_version: int,
+    ) -> RoundParts:
+        """One after the other (or in lockstep), each slot really timed."""
         startup = {}
         for slot in range(num_actors):
             if slot not in self._actors:
@@ -145,15 +131,7 @@ class InProcessFleet(FleetBase):
                     slot, weights, steps_per_actor, policy_version, startup,
                     trajectories, timings, failures,
                 )  # fmt: skip
-        return self._assemble(
-            num_actors,
-            steps_per_actor,
-            policy_version,
-            trajectories,
-            timings,
-            failures,
-            time.perf_counter() - started,
-        )
+        return trajectories, timings, failures
 
     def close(self) -> None:
         """Close every actor's environment (idempotent)."""

@@ -79,6 +79,7 @@ from gymnasium.vector.utils import CloudpickleWrapper, clear_mpi_env_vars
 
 from fleetgym.agents.fleet.base import (
     ActorFactory,
+    RoundParts,
     SlotProgress,
     SupervisedFleetBase,
     check_int,
@@ -90,7 +91,7 @@ from fleetgym.agents.fleet.process_worker import (
     layout_weights,
     worker_main,
 )
-from fleetgym.agents.types import ActorFailure, ActorTiming, RoundResult, Trajectory, Weights
+from fleetgym.agents.types import ActorFailure, ActorTiming, Trajectory, Weights
 from fleetgym.errors import FleetError
 
 logger = logging.getLogger(__name__)
@@ -310,28 +311,14 @@ class ProcessFleet(SupervisedFleetBase):
             self._stop_idle_workers(num_actors)
         return time.perf_counter() - started
 
-    def run_round(
+    def _run_slots(
         self,
         weights: Weights,
         num_actors: int,
         steps_per_actor: int,
-        *,
-        policy_version: int = 0,
-    ) -> RoundResult:
-        """Run slots ``0..num_actors-1`` concurrently, each for ``steps_per_actor`` steps.
-
-        Returns:
-            The round: trajectories and timings ordered by actor id, the faults seen.
-
-        Raises:
-            TypeError, ValueError: On a bad argument.
-            FleetError: If the fleet is closed, or a slot failed after its retries and
-                ``on_incomplete="raise"``.
-        """
-        weights, num_actors, steps_per_actor, policy_version = self._check_round(
-            weights, num_actors, steps_per_actor, policy_version
-        )
-        self._check_weights_fit(weights)
+        policy_version: int,
+    ) -> RoundParts:
+        """The slots' worker processes run concurrently; faults are replaced and re-run."""
         round_started = time.perf_counter()
         spec = self._publish_weights(weights, steps_per_actor, policy_version)
         publish_s = time.perf_counter() - round_started
@@ -380,15 +367,7 @@ class ProcessFleet(SupervisedFleetBase):
 
         if self.stop_idle:
             self._stop_idle_workers(num_actors)
-        return self._assemble(
-            num_actors,
-            steps_per_actor,
-            policy_version,
-            trajectories,
-            timings,
-            failures,
-            time.perf_counter() - round_started,
-        )
+        return trajectories, timings, failures
 
     def close(self) -> None:
         """Stop every worker and free shared memory; never hangs (stragglers are killed)."""

@@ -29,8 +29,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from fleetgym.agents.fleet.base import ActorFactory, SlotProgress, SupervisedFleetBase
-from fleetgym.agents.types import ActorFailure, ActorTiming, RoundResult, Trajectory, Weights
+from fleetgym.agents.fleet.base import ActorFactory, RoundParts, SlotProgress, SupervisedFleetBase
+from fleetgym.agents.types import ActorFailure, ActorTiming, Trajectory, Weights
 from fleetgym.errors import FleetError
 
 logger = logging.getLogger(__name__)
@@ -244,28 +244,15 @@ class RayFleet(SupervisedFleetBase):
         """
         return self.prewarm(num_actors)
 
-    def run_round(
+    def _run_slots(
         self,
         weights: Weights,
         num_actors: int,
         steps_per_actor: int,
-        *,
-        policy_version: int = 0,
-    ) -> RoundResult:
-        """Run slots ``0..num_actors-1`` as Ray actors, each for ``steps_per_actor`` steps.
-
-        Returns:
-            The round, trajectories and timings ordered by actor id, the faults seen.
-
-        Raises:
-            TypeError, ValueError: On a bad argument.
-            FleetError: If closed, or a slot failed for good and ``on_incomplete="raise"``.
-        """
+        policy_version: int,
+    ) -> RoundParts:
+        """One Ray actor per slot; faults are replaced and re-run."""
         ray = self._ray
-        weights, num_actors, steps_per_actor, policy_version = self._check_round(
-            weights, num_actors, steps_per_actor, policy_version
-        )
-        self._check_weights_fit(weights)
         round_started = time.perf_counter()
         weights_ref = ray.put(weights)
         put_s = time.perf_counter() - round_started
@@ -350,15 +337,7 @@ class RayFleet(SupervisedFleetBase):
                 self._kill(slot)
             raise
         del weights_ref
-        return self._assemble(
-            num_actors,
-            steps_per_actor,
-            policy_version,
-            trajectories,
-            timings,
-            failures,
-            time.perf_counter() - round_started,
-        )
+        return trajectories, timings, failures
 
     def close(self) -> None:
         """Kill every actor; shut Ray down if this fleet started it (idempotent)."""
