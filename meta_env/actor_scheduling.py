@@ -464,8 +464,10 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         # Modelled timing never reads the fleet's clocks, so the lockstep batched fleet (one
         # policy forward for all actors per step) is used; measured timing needs each actor
         # timed on its own, so the sequential in-process fleet is.
-        self.fleet_kwargs = {"backend": "inprocess", "batched": timing == "modeled"}
-        self.fleet_kwargs.update(_mapping("fleet_kwargs", fleet_kwargs))
+        self.fleet_kwargs = {"backend": "inprocess", **_mapping("fleet_kwargs", fleet_kwargs)}
+        if self.fleet_kwargs["backend"] == "inprocess":
+            # Only the in-process backend takes the lockstep option.
+            self.fleet_kwargs.setdefault("batched", timing == "modeled")
         self.learner_overrides = {
             **defaults.learner_overrides,
             **_mapping("learner_overrides", learner_overrides),

@@ -526,3 +526,22 @@ def test_a_non_positive_target_is_not_reached_before_any_episode_ends():
     assert truncated and not terminated and not info["success"]
     # No return was ever seen: the penalty uses the placeholder, max R_bar - J = 0 - (-5).
     assert info["terminal_penalty"] == pytest.approx(5.0 / 10.0)
+
+
+def test_process_backend_through_fleet_kwargs():
+    # The in-process default's lockstep flag must not leak into another backend's options.
+    env = ActorSchedulingEnv(
+        "CartPole-v1",
+        timing="modeled",
+        max_actors=2,
+        steps_per_actor=8,
+        max_rounds=1,
+        fleet_kwargs={"backend": "process"},
+    )
+    try:
+        env.reset(seed=0)
+        assert type(env.fleet).__name__ == "ProcessFleet"
+        _, _, _, truncated, info = env.step(1)
+        assert truncated and info["num_actors"] == 2 and info["num_samples"] == 16
+    finally:
+        env.close()
