@@ -254,3 +254,20 @@ def test_batched_fleet_that_failed_for_good_starts_fresh_next_round(weights):
     assert second.complete and second.failures == []
     assert fleet.incarnations == {0: 1, 1: 1}
     assert all(t.cold_start for t in second.timings)
+
+
+class _CloseFails(_FirstIncarnationFails):
+    closed: list[int] = []
+
+    def close(self):
+        if self.worker.actor_id == 0:
+            raise RuntimeError("env already gone")
+        self.worker.close()
+        _CloseFails.closed.append(self.worker.actor_id)
+
+
+def test_close_releases_every_actor_even_if_one_fails_to_close(weights):
+    fleet = InProcessFleet(WORKLOAD, max_actors=3, seed=0, actor_factory=_CloseFails)
+    fleet.prewarm(3)
+    fleet.close()  # slot 0's close raises: logged, the others are still closed
+    assert fleet.closed and fleet.num_workers == 0 and sorted(_CloseFails.closed) == [1, 2]

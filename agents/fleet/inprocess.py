@@ -134,12 +134,9 @@ class InProcessFleet(FleetBase):
         return trajectories, timings, failures
 
     def close(self) -> None:
-        """Close every actor's environment (idempotent)."""
-        for actor in self._actors.values():
-            close = getattr(actor, "close", None)
-            if callable(close):
-                close()
-        self._actors.clear()
+        """Close every actor's environment (idempotent; one that fails to close is logged)."""
+        for slot in list(self._actors):
+            self._discard(slot)
         super().close()
 
     # -- internals ------------------------------------------------------------------------
@@ -154,7 +151,7 @@ class InProcessFleet(FleetBase):
             try:
                 old.close()  # type: ignore[attr-defined]
             except Exception:  # a broken actor's env may fail to close too
-                logger.debug("closing the old actor of slot %d failed", slot, exc_info=True)
+                logger.debug("closing the actor of slot %d failed", slot, exc_info=True)
 
     def _build(self, slot: int) -> float:
         """(Re)build a slot's actor; returns its measured start-up time."""
