@@ -8,7 +8,8 @@ worker sends. See :mod:`fleetgym.agents.fleet.process` for the protocol and the 
 semantics. Messages are pickled only on the local pipes between the fleet and the workers
 it started itself, never on a network socket.
 
-This module imports numpy only at load; torch and the actor modules load in the worker.
+This module loads numpy and Gymnasium's vector utilities; torch and the actor modules load in
+the worker process.
 """
 
 from __future__ import annotations
