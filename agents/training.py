@@ -126,7 +126,9 @@ def train(
         The :class:`TrainingHistory`.
 
     Raises:
-        ValueError: For non-positive budgets or actor counts, or more actors than the fleet has.
+        ValueError: For non-positive budgets or actor counts, more actors than the fleet
+            has, or a NaN target.
+        TypeError: For a target that is not a number or a callback that is not callable.
         FleetError: If a round returns no trajectory (or fewer than asked, with
             ``allow_partial=False``).
     """
@@ -139,6 +141,13 @@ def train(
         _positive_int("max_steps", max_steps)
     if target is None:
         target = wl.target_return
+    if isinstance(target, bool) or not isinstance(target, numbers.Real):
+        raise TypeError(f"target: expected a number or None, actual {type(target).__name__}")
+    if target != target:  # NaN: no return would ever reach it, nor fail to
+        raise ValueError(f"target: expected a number (inf: never stop early), actual {target!r}")
+    target = float(target)
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback: expected a callable or None, actual {type(callback).__name__}")
     if callable(num_actors):
         schedule = num_actors
     else:

@@ -150,6 +150,15 @@ def test_partial_rounds():
         train("CartPole-v1", CountingFleet(drop=1), ScriptedLearner([0.0]), 1, 2)
 
 
+def test_invalid_target_and_callback():
+    fleet, learner = CountingFleet(), ScriptedLearner([0.0] * 3)
+    with pytest.raises(TypeError, match=r"target: expected a number or None, actual str"):
+        train("CartPole-v1", fleet, learner, 1, 2, target="475")
+    with pytest.raises(TypeError, match=r"callback: expected a callable or None, actual int"):
+        train("CartPole-v1", fleet, learner, 1, 2, callback=3)
+    assert fleet.calls == []  # refused before the first round
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
