@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from fleetgym.agents.checks import check_integer
+
 __all__ = [
     "BASELINE_NAMES",
     "OBSERVATION_FIELDS",
@@ -66,14 +68,6 @@ OBS_ROUND, OBS_LOSS, OBS_RETURN, OBS_KL, OBS_LEARNER_TIME, OBS_ACTOR_TIME, OBS_B
 BASELINE_NAMES: tuple[str, ...] = ("fixed", "max", "increase", "decrease", "adapt", "server")
 
 
-def _check_int(name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name}: expected an integer, actual {type(value).__name__} {value!r}")
-    if value < low:
-        raise ValueError(f"{name}: expected an integer >= {low}, actual {value}")
-    return int(value)
-
-
 class BaseScheduler:
     """Common machinery: batching, per-environment state, the SB3 ``predict`` signature.
 
@@ -91,7 +85,7 @@ class BaseScheduler:
     env_overrides: dict[str, Any] = {}
 
     def __init__(self, max_actors: int = 32) -> None:
-        self.max_actors = _check_int("max_actors", max_actors, 1)
+        self.max_actors = check_integer("max_actors", max_actors, 1)
 
     @property
     def name(self) -> str:
@@ -177,7 +171,7 @@ class FixedScheduler(BaseScheduler):
 
     def __init__(self, num_actors: int, max_actors: int = 32) -> None:
         super().__init__(max_actors)
-        self.num_actors = _check_int("num_actors", num_actors, 1)
+        self.num_actors = check_integer("num_actors", num_actors, 1)
         if self.num_actors > self.max_actors:
             raise ValueError(
                 f"num_actors: expected an integer <= max_actors={self.max_actors}, "
@@ -224,11 +218,11 @@ class _SteppedScheduler(BaseScheduler):
 
     def __init__(self, start: int, step: int, every: int, max_actors: int) -> None:
         super().__init__(max_actors)
-        self.start = _check_int("start", start, 1)
+        self.start = check_integer("start", start, 1)
         if self.start > self.max_actors:
             raise ValueError(f"start: expected <= max_actors={self.max_actors}, actual {start}")
-        self.step = _check_int("step", step, 0)
-        self.every = _check_int("every", every, 1)
+        self.step = check_integer("step", step, 0)
+        self.every = check_integer("every", every, 1)
 
     def num_actors_at(self, round_index: int) -> int:
         """Actors of round ``round_index`` (0-based)."""
@@ -329,7 +323,7 @@ class AdaptScheduler(BaseScheduler):
         self, max_actors: int = 32, window: int = 5, target_return: float | None = None
     ) -> None:
         super().__init__(max_actors)
-        self.window = _check_int("window", window, 1)
+        self.window = check_integer("window", window, 1)
         if target_return is not None:
             target_return = float(target_return)
             if not np.isfinite(target_return) or target_return == 0.0:

@@ -54,6 +54,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from fleetgym.agents.checks import check_integer, check_number
 from fleetgym.agents.schedulers import OBSERVATION_FIELDS
 from fleetgym.agents.types import ActorFleet, Learner, RoundResult, UpdateStats
 from fleetgym.errors import UnknownWorkloadError
@@ -240,17 +241,6 @@ def _default_learner_factory(workload: Any, *, seed: int, **overrides: Any) -> A
     return PPOLearner(workload, seed=seed, **overrides)
 
 
-def _number(name: str, value: Any, *, low: float = 0.0, strict: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name}: expected a number, actual {type(value).__name__} {value!r}")
-    value = float(value)
-    bad = value <= low if strict else value < low
-    if not math.isfinite(value) or bad:
-        op = ">" if strict else ">="
-        raise ValueError(f"{name}: expected a finite number {op} {low}, actual {value!r}")
-    return value
-
-
 def _mapping(name: str, value: Any) -> dict[str, Any]:
     """``value`` (a mapping of keyword arguments, or None) as a dict."""
     if value is None:
@@ -258,14 +248,6 @@ def _mapping(name: str, value: Any) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise TypeError(f"{name}: expected a mapping or None, actual {type(value).__name__}")
     return dict(value)
-
-
-def _integer(name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name}: expected an integer, actual {type(value).__name__} {value!r}")
-    if value < low:
-        raise ValueError(f"{name}: expected an integer >= {low}, actual {value}")
-    return int(value)
 
 
 @dataclass
@@ -396,8 +378,8 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         self.preset = preset
         self.timing = timing
         self.billing = billing
-        self.max_actors = _integer("max_actors", max_actors, 1)
-        self.steps_per_actor = _integer(
+        self.max_actors = check_integer("max_actors", max_actors, 1)
+        self.steps_per_actor = check_integer(
             "steps_per_actor",
             defaults.steps_per_actor if steps_per_actor is None else steps_per_actor,
             1,
@@ -407,7 +389,7 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         )
         if not math.isfinite(self.target_return):
             raise ValueError(f"target_return: expected a finite number, actual {target_return!r}")
-        self.max_rounds = _integer(
+        self.max_rounds = check_integer(
             "max_rounds", defaults.max_rounds if max_rounds is None else max_rounds, 1
         )
         if isinstance(budget, str):
@@ -416,14 +398,14 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
                     f"budget: expected a number >= 0, None or 'default', actual {budget!r}"
                 )
             budget = defaults.budget
-        self.budget = None if budget is None else _number("budget", budget)
-        self.beta = _number("beta", defaults.beta if beta is None else beta)
-        self.penalty_scale = _number(
+        self.budget = None if budget is None else check_number("budget", budget)
+        self.beta = check_number("beta", defaults.beta if beta is None else beta)
+        self.penalty_scale = check_number(
             "penalty_scale",
             defaults.penalty_scale if penalty_scale is None else penalty_scale,
             strict=True,
         )
-        self.cost_weight = _number("cost_weight", cost_weight)
+        self.cost_weight = check_number("cost_weight", cost_weight)
         self.pricing = get_pricing(pricing, **_mapping("pricing_overrides", pricing_overrides))
         self.time_model = TimeModel(
             cold_start_actor_s=cold_start_actor_s,
@@ -479,7 +461,7 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         self.server_actors = (
             self.max_actors
             if server_actors is None
-            else _integer("server_actors", server_actors, 1)
+            else check_integer("server_actors", server_actors, 1)
         )
         self.cluster = ServerClusterCostModel(self.pricing, actors=self.server_actors)
         self.learner_warm = billing == "server" or self.time_model.prewarm

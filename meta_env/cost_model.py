@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from fleetgym.agents.checks import check_number
+
 __all__ = [
     "PRICING_PRESETS",
     "ActorTimeBreakdown",
@@ -47,23 +49,6 @@ __all__ = [
 ]
 
 _HOUR = 3600.0
-
-
-def _check_non_negative(name: str, value: Any) -> float:
-    """``value`` as a float, or a ValueError/TypeError naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name}: expected a number, actual {type(value).__name__} {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or value < 0.0:
-        raise ValueError(f"{name}: expected a finite number >= 0, actual {value!r}")
-    return value
-
-
-def _check_positive(name: str, value: Any) -> float:
-    value = _check_non_negative(name, value)
-    if value <= 0.0:
-        raise ValueError(f"{name}: expected a number > 0, actual {value!r}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -125,14 +110,14 @@ class PricingPreset:
                 continue
             value = getattr(self, f.name)
             if f.name in ("actor_vcpus", "actor_memory_gb"):
-                _check_non_negative(f.name, value)
+                check_number(f.name, value)
             elif f.name == "server_actor_vm_cores":
                 if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                     raise ValueError(
                         f"server_actor_vm_cores: expected an integer >= 1, actual {value!r}"
                     )
             else:
-                _check_non_negative(f.name, value)
+                check_number(f.name, value)
 
     @property
     def actor_price_per_s(self) -> float:
@@ -336,11 +321,11 @@ class TimeModel:
     learner_speed_factor: float = 1.0
 
     def __post_init__(self) -> None:
-        _check_non_negative("cold_start_actor_s", self.cold_start_actor_s)
-        _check_non_negative("cold_start_learner_s", self.cold_start_learner_s)
-        _check_non_negative("latency_s", self.latency_s)
-        _check_positive("bandwidth_bytes_per_s", self.bandwidth_bytes_per_s)
-        _check_positive("learner_speed_factor", self.learner_speed_factor)
+        check_number("cold_start_actor_s", self.cold_start_actor_s)
+        check_number("cold_start_learner_s", self.cold_start_learner_s)
+        check_number("latency_s", self.latency_s)
+        check_number("bandwidth_bytes_per_s", self.bandwidth_bytes_per_s, strict=True)
+        check_number("learner_speed_factor", self.learner_speed_factor, strict=True)
         if not isinstance(self.prewarm, (bool, np.bool_)):
             raise TypeError(f"prewarm: expected a bool, actual {self.prewarm!r}")
         if self.warm_pool is not None and (
@@ -430,7 +415,7 @@ class ComputeCostModel:
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            _check_non_negative(f.name, getattr(self, f.name))
+            check_number(f.name, getattr(self, f.name))
 
     def actor_compute_s(self, steps: int, rng: np.random.Generator, num_actors: int) -> np.ndarray:
         """Compute seconds of ``num_actors`` rollouts of ``steps`` steps each."""
