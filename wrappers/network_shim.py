@@ -130,10 +130,8 @@ class _Link:
     def clear(self) -> None:
         """Forget packets in flight and the episode's counters (delays stay pre-drawn)."""
         self.last_arrival = -_INF
-        # fifo: a queue in arrival order; latest: a list scanned on arrival.
-        self.pending: deque[tuple[float, int, Any]] | list[tuple[float, int, Any]] = (
-            deque() if self.fifo else []
-        )
+        # Packets in flight (fifo: in arrival order; latest: scanned on arrival).
+        self.pending: deque[tuple[float, int, Any]] = deque()
         self.next_due = _INF  # earliest arrival in flight (_INF when none)
         self.best_idx = -1
         self.best_payload: Any = None
@@ -217,7 +215,7 @@ class _Link:
         newest = -1
         payload = None
         arrived = 0
-        keep: list[tuple[float, int, Any]] = []
+        keep: deque[tuple[float, int, Any]] = deque()
         due = _INF
         for item in self.pending:
             if item[0] < limit:
@@ -492,7 +490,7 @@ class NetworkShimWrapper(
         self._inner_env_from_entry_point = False
 
     @property
-    def spec(self) -> gym.envs.registration.EnvSpec | None:
+    def spec(self) -> gym.envs.registration.EnvSpec | None:  # type: ignore[override]
         """The env's spec with this wrapper appended (see ``gym.Wrapper.spec``).
 
         Under ``fleetgym/NetShim-v0`` the inner env (and its ``TimeLimit``) is built by the

@@ -2,10 +2,10 @@
 
 Same control-loop model, channels, profiles and ``info`` keys as
 :class:`~fleetgym.wrappers.network_shim.NetworkShimWrapper`, but the per-step work is a
-handful of numpy operations over all sub-envs instead of a Python loop: delays are
-pre-drawn per sub-env in blocks, in-flight packets live in per-sub-env arrival
-calendars (ring buffers indexed by arrival tick), and observations/actions in ring
-buffers indexed by send tick.
+fixed list of whole-array numpy operations over all sub-envs and both directions
+instead of a Python loop: delays are pre-drawn per sub-env in blocks (as whole ticks),
+and in-flight packets and their payloads live in per-sub-env arrival calendars (ring
+buffers indexed by a global arrival tick, see :class:`_VecLinks`).
 """
 
 from __future__ import annotations
@@ -372,7 +372,7 @@ class NetworkShimVectorWrapper(VectorWrapper):
         )
         self._streams: list[ShimStreams | None] = [None] * n
         self.profile_names = [self._profiles[0].name] * n
-        # Global tick of the next step (see _VecLink); episode ticks are offsets from it.
+        # Global tick of the next step (see _VecLinks); episode ticks are offsets from it.
         self._g = 0
         self._applied = np.repeat(self._start[None], n, axis=0)
         self._obs: np.ndarray | None = None
