@@ -261,7 +261,10 @@ def plot_time_cost(
 
 
 def plot_training_curve(
-    records: Sequence[Any], path: str | Path, *, title: str = "scheduler training"
+    records: Sequence[Any] | Mapping[str, Sequence[Any]],
+    path: str | Path,
+    *,
+    title: str = "scheduler training",
 ) -> Path:
     """Scheduler episode reward, cost and mean actors against episodes.
 
@@ -354,7 +357,7 @@ def compare_schedulers(
     kwargs = dict(env_kwargs or {})
     seeds = [int(s) for s in seeds]
     probe = gym.make(env_id, **kwargs)
-    max_actors = int(probe.action_space.n)
+    max_actors = int(getattr(probe.action_space, "n", 0))
     target = _env_attr(probe, "target_return")
     probe.close()
     heuristics = list(HEURISTICS if heuristics is None else heuristics)
