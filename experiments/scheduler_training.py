@@ -933,7 +933,7 @@ def finetune(args: argparse.Namespace) -> int:
     if args.compare or args.scratch:
         from fleetgym.experiments import schedule_report as rep
 
-        result = rep.transfer_experiment(
+        comparison = rep.transfer_experiment(
             args.from_checkpoint,
             args.out,
             env_id=env_id,
@@ -947,7 +947,7 @@ def finetune(args: argparse.Namespace) -> int:
             fixed_sweep=None if args.baselines is None else (),
             tensorboard=not args.no_tensorboard,
         )
-        print(result["markdown"])
+        print(comparison["markdown"])
         return 0
     result = finetune_scheduler(
         args.from_checkpoint,
