@@ -289,6 +289,26 @@ def resolve_profiles(profile: Any) -> tuple[NetworkProfile, ...]:
     )
 
 
+def resolve_network(
+    profile: Any, uplink: Channel | None, downlink: Channel | None
+) -> tuple[NetworkProfile, ...]:
+    """The profiles a shim draws from: explicit channels (missing ones perfect) or
+    :func:`resolve_profiles` of ``profile`` (default ``"wifi-degraded"``).
+
+    Raises:
+        ValueError: For both a profile and explicit channels.
+        TypeError: For a channel that is not a fleetgym :class:`Channel`.
+    """
+    if uplink is None and downlink is None:
+        return resolve_profiles("wifi-degraded" if profile is None else profile)
+    if profile is not None:
+        raise ValueError("expected either profile or explicit uplink/downlink channels, actual both")
+    for name, ch in (("uplink", uplink), ("downlink", downlink)):
+        if ch is not None and not isinstance(ch, Channel):
+            raise TypeError(f"expected {name} as a fleetgym Channel, actual {type(ch).__name__}")
+    return (NetworkProfile("custom", uplink or _PERFECT, downlink or _PERFECT, "explicit channels"),)
+
+
 class NetworkShimWrapper(
     gym.Wrapper[Any, Any, Any, Any],
     gym.utils.RecordConstructorArgs,
@@ -415,23 +435,7 @@ class NetworkShimWrapper(
             raise TypeError(f"expected env as a gymnasium.Env, actual {type(env).__name__}")
         gym.Wrapper.__init__(self, env)
 
-        if uplink is not None or downlink is not None:
-            if profile is not None:
-                raise ValueError(
-                    "expected either profile or explicit uplink/downlink channels, actual both"
-                )
-            for name, ch in (("uplink", uplink), ("downlink", downlink)):
-                if ch is not None and not isinstance(ch, Channel):
-                    raise TypeError(
-                        f"expected {name} as a fleetgym Channel, actual {type(ch).__name__}"
-                    )
-            self._profiles: tuple[NetworkProfile, ...] = (
-                NetworkProfile(
-                    "custom", uplink or _PERFECT, downlink or _PERFECT, "explicit channels"
-                ),
-            )
-        else:
-            self._profiles = resolve_profiles("wifi-degraded" if profile is None else profile)
+        self._profiles = resolve_network(profile, uplink, downlink)
 
         if step_ms is None:
             inferred = infer_step_ms(env)

@@ -22,11 +22,10 @@ from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 from fleetgym.errors import UnsupportedSpaceError
 from fleetgym.wrappers.channels import Channel, DelaySampler
 from fleetgym.wrappers.network_shim import (
-    _PERFECT,
     DELIVERY_MODES,
     ShimStreams,
     default_start_action,
-    resolve_profiles,
+    resolve_network,
 )
 from fleetgym.wrappers.profiles import NetworkProfile
 
@@ -311,23 +310,7 @@ class NetworkShimVectorWrapper(VectorWrapper):
                     f"expected an array {what} space (Box, Discrete, MultiDiscrete, MultiBinary), "
                     f"actual {space}; wrap each sub-env with NetworkShimWrapper in gym.make_vec instead"
                 )
-        if uplink is not None or downlink is not None:
-            if profile is not None:
-                raise ValueError(
-                    "expected either profile or explicit uplink/downlink channels, actual both"
-                )
-            for name, ch in (("uplink", uplink), ("downlink", downlink)):
-                if ch is not None and not isinstance(ch, Channel):
-                    raise TypeError(
-                        f"expected {name} as a fleetgym Channel, actual {type(ch).__name__}"
-                    )
-            self._profiles: tuple[NetworkProfile, ...] = (
-                NetworkProfile(
-                    "custom", uplink or _PERFECT, downlink or _PERFECT, "explicit channels"
-                ),
-            )
-        else:
-            self._profiles = resolve_profiles("wifi-degraded" if profile is None else profile)
+        self._profiles = resolve_network(profile, uplink, downlink)
         if step_ms is None:
             step_ms = self._infer_step_ms(env)
         if isinstance(step_ms, bool) or not isinstance(
