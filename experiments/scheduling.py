@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fleetgym.experiments.argtypes import non_negative_int, positive_int
+
 #: The general scheduling env (kwargs ``workload``, ``timing``, ...).
 DEFAULT_ENV_ID = "fleetgym/ActorScheduling-v0"
 #: What ``--scheduler all`` expands to: a Fixed(n) sweep and every MinionsRL heuristic
@@ -380,24 +382,8 @@ def _parse_env_kwarg(text: str) -> tuple[str, Any]:
         return key, value  # a bare string such as pricing=lambda
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, actual {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, actual {value}")
-    return value
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, actual {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, actual {value}")
-    return value
 
 
 def _configure_evaluate(p: argparse.ArgumentParser) -> None:
@@ -409,9 +395,9 @@ def _configure_evaluate(p: argparse.ArgumentParser) -> None:
         help="fixed:N, max, increase, decrease, adapt, server, all, learned:PATH "
         "(repeatable or comma-separated; default: all)",
     )
-    p.add_argument("--seeds", type=_positive_int, default=5, help="episodes per scheduler")
+    p.add_argument("--seeds", type=positive_int, default=5, help="episodes per scheduler")
     p.add_argument(
-        "--first-seed", type=_non_negative_int, default=0, help="seeds are FIRST..FIRST+N-1"
+        "--first-seed", type=non_negative_int, default=0, help="seeds are FIRST..FIRST+N-1"
     )
     p.add_argument(
         "--timing",
@@ -420,7 +406,7 @@ def _configure_evaluate(p: argparse.ArgumentParser) -> None:
         help="modeled (default): deterministic compute model; measured: this machine's",
     )
     p.add_argument("--preset", choices=("fast", "paper"), default="fast", help="env defaults")
-    p.add_argument("--max-actors", type=_positive_int, default=32, help="I_max")
+    p.add_argument("--max-actors", type=positive_int, default=32, help="I_max")
     p.add_argument("--env-id", default=DEFAULT_ENV_ID, help="scheduling env ID")
     p.add_argument(
         "--env-kwarg",

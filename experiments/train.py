@@ -22,27 +22,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fleetgym.experiments.argtypes import non_negative_int, positive_int
+
 BACKENDS = ("inprocess", "process", "ray")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, actual {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, actual {value}")
-    return value
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, actual {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, actual {value}")
-    return value
 
 
 def _float(text: str) -> float:
@@ -66,18 +52,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help=f"workload to train, one of {', '.join(WORKLOADS)} (default CartPole-v1)",
     )
     parser.add_argument(
-        "--actors", type=_positive_int, default=8, help="actors per round (default 8)"
+        "--actors", type=positive_int, default=8, help="actors per round (default 8)"
     )
     parser.add_argument(
         "--backend", choices=BACKENDS, default="inprocess", help="fleet backend (default inprocess)"
     )
     parser.add_argument(
-        "--rounds", type=_positive_int, default=None, help="round budget (default: the workload's)"
+        "--rounds", type=positive_int, default=None, help="round budget (default: the workload's)"
     )
-    parser.add_argument("--max-steps", type=_positive_int, default=None, help="env-step budget")
+    parser.add_argument("--max-steps", type=positive_int, default=None, help="env-step budget")
     parser.add_argument(
         "--steps-per-actor",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help="env steps per actor per round (default: the workload's rollout_steps)",
     )
@@ -87,7 +73,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="stop at this mean return (default: the workload's)",
     )
-    parser.add_argument("--seed", type=_non_negative_int, default=0, help="seed (default 0)")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed (default 0)")
     parser.add_argument("--lr", type=_float, default=None, help="override the learning rate")
     parser.add_argument(
         "--sequential",
@@ -105,7 +91,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", type=Path, default=None, metavar="PNG", help="learning curves")
     parser.add_argument(
         "--eval-episodes",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=0,
         help="evaluate the final policy (deterministic) for this many episodes",
     )
