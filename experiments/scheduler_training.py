@@ -87,6 +87,13 @@ class SchedulerPPOConfig:
             ``VecNormalize(norm_obs=False)``); the observation is already normalised by
             the env, so a saved model needs nothing extra at evaluation.
         hidden: hidden layer sizes of both networks.
+        actions: the action parametrisation
+            (:data:`~fleetgym.agents.scheduler_actions.ACTION_MODES`): ``"discrete"``, the
+            env's ``Discrete(max_actors)`` (the paper's); ``"pow2"``, the sizes 1, 2, 4,
+            ..., ``max_actors``; ``"log2"``, one continuous action on a log scale.
+        use_sde: with ``actions="log2"``, generalised state-dependent exploration (SB3
+            ``use_sde``, noise drawn once per rollout), so that exploration changes the
+            fleet size smoothly with the state instead of at random every round.
 
     Raises:
         ValueError: a non-positive size or rate, or a batch larger than a rollout.
@@ -105,8 +112,16 @@ class SchedulerPPOConfig:
     n_envs: int = 1
     normalize_reward: bool = False
     hidden: tuple[int, ...] = (64, 64)
+    actions: str = "discrete"
+    use_sde: bool = False
 
     def __post_init__(self) -> None:
+        from fleetgym.agents.scheduler_actions import ACTION_MODES
+
+        if self.actions not in ACTION_MODES:
+            raise ValueError(f"actions: expected one of {ACTION_MODES}, actual {self.actions!r}")
+        if self.use_sde and self.actions != "log2":
+            raise ValueError("use_sde: needs a continuous action space, actions='log2'")
         for name in ("n_steps", "batch_size", "n_epochs", "n_envs"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -160,6 +175,7 @@ class SchedulerPPOConfig:
             "vf_coef": self.vf_coef,
             "max_grad_norm": self.max_grad_norm,
             "policy_kwargs": self.policy_kwargs(),
+            **({"use_sde": True, "sde_sample_freq": -1} if self.use_sde else {}),
         }
 
 
@@ -227,6 +243,7 @@ def make_scheduler_vec_env(
     seed: int | None = 0,
     normalize_reward: bool = False,
     gamma: float = 0.99,
+    actions: str = "discrete",
 ) -> VecEnv:
     """The SB3 vector env the scheduler trains on (``DummyVecEnv`` of ``Monitor``-ed envs).
 
@@ -241,6 +258,8 @@ def make_scheduler_vec_env(
         seed: seed of the first env (SB3 gives env ``i`` seed ``seed + i``).
         normalize_reward: wrap in ``VecNormalize(norm_obs=False, norm_reward=True)``.
         gamma: discount used by the reward normalisation.
+        actions: the scheduler's action parametrisation
+            (:class:`~fleetgym.agents.scheduler_actions.SchedulerActionWrapper`).
 
     Raises:
         TypeError: ``env_kwargs`` is not a mapping.
@@ -261,8 +280,13 @@ def make_scheduler_vec_env(
             f"(known: {sorted(k for k in gym.registry if k.startswith('fleetgym/ActorScheduling'))})"
         )
 
+    from fleetgym.agents.scheduler_actions import SchedulerActionWrapper
+
     def factory() -> gym.Env:
-        return Monitor(gym.make(env_id, **kwargs))
+        env = gym.make(env_id, **kwargs)
+        if actions != "discrete":
+            env = SchedulerActionWrapper(env, actions)
+        return Monitor(env)
 
     venv: VecEnv = DummyVecEnv([factory] * n_envs)
     if seed is not None:
@@ -572,6 +596,7 @@ def train_scheduler(
         seed=seed + start_episode,  # a resumed run does not replay the episodes it has seen
         normalize_reward=config.normalize_reward,
         gamma=config.gamma,
+        actions=config.actions,
     )
     tb_dir = str(out / "tb") if tensorboard else None
     if resume_from is not None:
@@ -795,6 +820,18 @@ def add_ppo_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="scale rewards by a running std of the return (VecNormalize, rewards only)",
     )
+    parser.add_argument(
+        "--actions",
+        choices=("discrete", "pow2", "log2"),
+        default=d.actions,
+        help="action parametrisation: discrete (Discrete(max_actors), the paper's), pow2 "
+        "(1, 2, 4, ..., max_actors) or log2 (one continuous action on a log scale)",
+    )
+    parser.add_argument(
+        "--sde",
+        action="store_true",
+        help="state-dependent exploration (with --actions log2)",
+    )
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
@@ -892,6 +929,8 @@ def train(args: argparse.Namespace) -> int:
         gamma=args.gamma,
         ent_coef=args.ent_coef,
         normalize_reward=args.normalize_reward,
+        actions=args.actions,
+        use_sde=args.sde,
     )
     result = train_scheduler(
         args.out,

@@ -199,7 +199,16 @@ def load_learned_scheduler(path: str | Path) -> Any:
         )
     from stable_baselines3 import PPO
 
-    return PPO.load(str(found), device="cpu")
+    from fleetgym.agents.scheduler_actions import MappedScheduler
+
+    model = PPO.load(str(found), device="cpu")
+    meta = getattr(model, "fleetgym_meta", None)
+    mode = (meta or {}).get("config", {}).get("actions", "discrete")
+    if mode == "discrete":
+        return model
+    # A scheduler trained in another action space acts through the same mapping.
+    max_actors = int((meta or {}).get("env_kwargs", {}).get("max_actors", 32))
+    return MappedScheduler(model, mode, max_actors=max_actors)
 
 
 def resolve_schedulers(

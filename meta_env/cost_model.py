@@ -3,8 +3,8 @@
 What this module models (DESIGN.md Part B):
 
 * **Pricing presets** (:data:`PRICING_PRESETS`): list prices of serverless containers per
-  vCPU-second and GB-second, a per-request fee, a GPU learner priced per second from a V100
-  VM, and the VMs of a server-based cluster. Every price carries its source and the date it
+  vCPU-second and GB-second, a per-request fee, the learner priced per second (a V100 VM in
+  ``aci`` and ``lambda``, a CPU container in ``aci-cpu``), and the VMs of a server-based cluster. Every price carries its source and the date it
   was read; every field can be overridden (:func:`get_pricing`).
 * **The time model** (:class:`TimeModel`): what this machine cannot show -- a container's
   cold start (300 ms per actor, 1500 ms for a GPU learner, as measured by MinionsRL on
@@ -53,13 +53,13 @@ _HOUR = 3600.0
 
 @dataclass(frozen=True)
 class PricingPreset:
-    """The prices of one deployment: serverless actors, a GPU learner, a server cluster.
+    """The prices of one deployment: serverless actors, a learner, a server cluster.
 
     Models the per-resource-second billing of MinionsRL: an actor container has
     ``actor_vcpus`` vCPUs and ``actor_memory_gb`` GB and costs
     ``actor_vcpus * vcpu_second + actor_memory_gb * gb_second`` per second plus
     ``actor_request`` per invocation (one invocation per actor per round). The learner is
-    one GPU container priced per second (``learner_second``). The server-based cluster is
+    one container (a GPU one in MinionsRL) priced per second (``learner_second``). The server-based cluster is
     one learner VM plus ``ceil(actors / server_actor_vm_cores)`` actor VMs, billed per hour
     for the whole wall time.
 
@@ -77,7 +77,7 @@ class PricingPreset:
         actor_request: $ per actor invocation.
         actor_vcpus: vCPUs of one actor container (MinionsRL: 1).
         actor_memory_gb: memory of one actor container in GB.
-        learner_second: $ per second of the GPU learner container.
+        learner_second: $ per second of the learner container.
         learner_request: $ per learner invocation.
         server_learner_vm_hour: $ per hour of the server cluster's learner VM.
         server_actor_vm_hour: $ per hour of one actor VM of the server cluster.
@@ -141,6 +141,7 @@ class PricingPreset:
 # East US; both are what MinionsRL's server baselines ran on.
 _NC6S_V3_HOUR = 3.06
 _E16_8S_V5_HOUR = 1.008
+_D4S_V5_HOUR = 0.192
 _VM_SOURCE = (
     "Azure Linux VM pay-as-you-go list prices, East US: Standard_NC6s_v3 $3.06/h, "
     "Standard_E16-8s_v5 $1.008/h (https://azure.microsoft.com/pricing/details/virtual-machines/linux/)"
@@ -167,6 +168,27 @@ PRICING_PRESETS: dict[str, PricingPreset] = {
         server_actor_vm_cores=8,
         source="Azure Container Instances pricing, Linux, East US "
         "(https://azure.microsoft.com/pricing/details/container-instances/); " + _VM_SOURCE,
+        date="2024-06",
+    ),
+    # The same Azure prices with the learner on CPU, for MLP workloads (CartPole, MuJoCo),
+    # whose updates a GPU does not speed up (``learner_speed_factor`` 1.0 in the scheduling
+    # presets): the learner is an ACI container of 2 vCPU + 4 GB, and the server cluster's
+    # learner VM a Standard_D4s_v5 (4 vCPU, 16 GB, $0.192/h); actors as in "aci".
+    "aci-cpu": PricingPreset(
+        name="aci-cpu",
+        vcpu_second=0.0000113,
+        gb_second=0.0000012,
+        actor_request=0.0,
+        actor_vcpus=1.0,
+        actor_memory_gb=1.0,
+        learner_second=2 * 0.0000113 + 4 * 0.0000012,
+        learner_request=0.0,
+        server_learner_vm_hour=_D4S_V5_HOUR,
+        server_actor_vm_hour=_E16_8S_V5_HOUR,
+        server_actor_vm_cores=8,
+        source="Azure Container Instances pricing, Linux, East US "
+        "(https://azure.microsoft.com/pricing/details/container-instances/); " + _VM_SOURCE
+        + ", Standard_D4s_v5 $0.192/h",
         date="2024-06",
     ),
     # AWS Lambda, x86, us-east-1: $0.0000166667 per GB-s (CPU is allocated in proportion to

@@ -18,7 +18,7 @@ import fleetgym  # noqa: F401  (registers the IDs)
 from fleetgym.agents.types import ActorTiming, RoundResult, Trajectory, UpdateStats
 from fleetgym.errors import UnknownWorkloadError
 from fleetgym.meta_env import ActorSchedulingEnv
-from fleetgym.meta_env.actor_scheduling import KL_SCALE
+from fleetgym.meta_env.actor_scheduling import KL_SCALE, scheduling_defaults
 
 STEPS = 10
 WEIGHT_BYTES = 1000  # 250 float32
@@ -314,19 +314,33 @@ def test_prewarm_keep_alive_keeps_the_previous_fleet_warm():
     assert info["round_cost"] == pytest.approx(p3 * 1e-2 + p3 * 1e-3, abs=1e-15)
 
 
-def test_server_billing_is_wall_time_of_the_cluster():
-    env = make_env(billing="server", pricing_overrides=None, max_actors=32)
+@pytest.mark.parametrize(
+    ("pricing", "learner_vm_hour"),
+    [(None, 0.192), ("aci-cpu", 0.192), ("aci", 3.06)],  # CartPole's default: a CPU learner
+)
+def test_server_billing_is_wall_time_of_the_cluster(pricing, learner_vm_hour):
+    env = make_env(billing="server", pricing=pricing, pricing_overrides=None, max_actors=32)
     env.reset(seed=0)
     _, _, _, _, info = env.step(31)
     a = actor_time(0.1, cold=0.0)
     p = (0.1 + 32 * STEPS * 0.001) / 2.0 + a
     assert info["round_time"] == pytest.approx(p, abs=1e-12)
-    assert info["round_cost"] == pytest.approx(p * (3.06 + 4 * 1.008) / 3600, abs=1e-15)
+    expected = p * (learner_vm_hour + 4 * 1.008) / 3600
+    assert info["round_cost"] == pytest.approx(expected, abs=1e-15)
+
+
+def test_pricing_default_follows_the_workload():
+    assert make_env().pricing.name == "aci-cpu"
+    assert make_env(pricing="aci").pricing.name == "aci"
+    assert scheduling_defaults("Hopper-v5").pricing == "aci-cpu"
+    assert scheduling_defaults("QbertNoFrameskip-v4").pricing == "aci"  # a GPU for the CNN
 
 
 def test_server_billing_sizes_the_cluster_for_its_own_fleet():
     # server:8 runs 8 actors on one 8-core VM, whatever the action space's I_max.
-    env = make_env(billing="server", pricing_overrides=None, max_actors=32, server_actors=8)
+    env = make_env(
+        billing="server", pricing="aci", pricing_overrides=None, max_actors=32, server_actors=8
+    )
     env.reset(seed=0)
     _, _, _, _, info = env.step(7)
     p = (0.1 + 8 * STEPS * 0.001) / 2.0 + actor_time(0.1, cold=0.0)

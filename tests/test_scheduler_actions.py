@@ -1,0 +1,123 @@
+"""Action parametrisations of the learned scheduler (fleetgym.agents.scheduler_actions)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import fleetgym  # noqa: F401  (registers the IDs)
+from fleetgym.agents.scheduler_actions import (
+    ACTION_MODES,
+    MappedScheduler,
+    SchedulerActionWrapper,
+    action_space_for,
+    fleet_sizes,
+    num_actors_for,
+)
+from fleetgym.agents.schedulers import FixedScheduler
+
+MODELED = "fleetgym/ActorScheduling-CartPole-Modeled-v0"
+
+
+@pytest.mark.parametrize("max_actors", [1, 2, 3, 8, 20, 32, 64])
+def test_pow2_sizes_are_increasing_and_end_at_max(max_actors):
+    sizes = fleet_sizes(max_actors)
+    assert sizes[0] == 1 and sizes[-1] == max_actors
+    assert list(sizes) == sorted(set(sizes))
+    assert all(b <= 2 * a for a, b in zip(sizes, sizes[1:]))
+
+
+@pytest.mark.parametrize("max_actors", [1, 7, 32])
+def test_every_action_of_every_mode_is_a_valid_fleet(max_actors):
+    for mode in ACTION_MODES:
+        space = action_space_for(mode, max_actors)
+        if isinstance(space, gym.spaces.Discrete):
+            actions = [np.int64(a) for a in range(space.n)]
+        else:
+            actions = [np.array([a], dtype=np.float32) for a in np.linspace(-1, 1, 101)]
+        sizes = [num_actors_for(mode, a, max_actors) for a in actions]
+        assert all(1 <= n <= max_actors for n in sizes)
+        assert sizes == sorted(sizes)  # every mode is ordered
+        assert sizes[0] == 1 and sizes[-1] == max_actors
+
+
+def test_log2_is_a_log_scale():
+    # a = 0 is the geometric middle of 1..32; out-of-range actions are clipped.
+    assert num_actors_for("log2", 0.0, 32) == round(32**0.5)
+    assert num_actors_for("log2", -5.0, 32) == 1
+    assert num_actors_for("log2", np.array([7.0]), 32) == 32
+
+
+@pytest.mark.parametrize(
+    ("mode", "action", "match"),
+    [
+        ("discrete", 32, r"in \[0, 32\), actual 32"),
+        ("discrete", -1, r"in \[0, 32\), actual -1"),
+        ("pow2", 6, r"in \[0, 6\), actual 6"),
+        ("pow2", 1.5, "expected one integer"),
+        ("log2", np.nan, "expected one finite number"),
+        ("log2", [0.1, 0.2], "expected one finite number"),
+        ("linear", 0, "actions: expected one of"),
+    ],
+)
+def test_bad_actions_raise(mode, action, match):
+    with pytest.raises(ValueError, match=match):
+        num_actors_for(mode, action, 32)
+
+
+def test_wrapper_maps_onto_the_env():
+    env = SchedulerActionWrapper(gym.make(MODELED), "pow2")
+    assert env.action_space == gym.spaces.Discrete(6)
+    env.reset(seed=0)
+    for index, expected in enumerate((1, 2, 4, 8, 16, 32)):
+        assert env.step(index)[4]["num_actors"] == expected
+    env.close()
+    env = SchedulerActionWrapper(gym.make(MODELED), "log2")
+    assert isinstance(env.action_space, gym.spaces.Box)
+    env.reset(seed=0)
+    assert env.step(np.array([1.0], dtype=np.float32))[4]["num_actors"] == 32
+    env.close()
+
+
+def test_wrapper_rejects_a_non_discrete_env():
+    with pytest.raises(TypeError, match="expected a Discrete action space"):
+        SchedulerActionWrapper(gym.make("Pendulum-v1"), "pow2")
+
+
+def test_mapped_scheduler_acts_in_the_env_space():
+    # The inner predictor answers index 4 (FixedScheduler(5) -> action 4): the fifth pow2
+    # size, 16 actors, env action 15, for single and batched observations alike.
+    mapped = MappedScheduler(FixedScheduler(5, max_actors=6), "pow2", max_actors=32)
+    action, _ = mapped.predict(np.zeros(7, dtype=np.float32))
+    assert action.tolist() == [15]
+    action, _ = mapped.predict(np.zeros((3, 7), dtype=np.float32))
+    assert action.tolist() == [15, 15, 15]
+    with pytest.raises(TypeError, match="expected an object with predict"):
+        MappedScheduler(object(), "pow2")
+
+
+def test_a_trained_pow2_scheduler_is_evaluated_on_the_plain_env(tmp_path):
+    from fleetgym.experiments.scheduler_training import SchedulerPPOConfig, train_scheduler
+    from fleetgym.experiments.scheduling import evaluate_scheduler, load_learned_scheduler
+
+    config = SchedulerPPOConfig(n_steps=8, batch_size=4, n_epochs=1, actions="pow2")
+    kwargs = {"workload": "CartPole-v1", "timing": "modeled", "max_rounds": 6}
+    result = train_scheduler(
+        tmp_path, env_id="fleetgym/ActorScheduling-v0", env_kwargs=kwargs, episodes=2,
+        config=config, tensorboard=False, progress=False,
+    )
+    scheduler = load_learned_scheduler(result.model_path)
+    assert isinstance(scheduler, MappedScheduler) and scheduler.mode == "pow2"
+    (episode,) = evaluate_scheduler(scheduler, kwargs, [0], env_id="fleetgym/ActorScheduling-v0")
+    assert set(episode.num_actors) <= set(fleet_sizes(32))
+
+
+def test_config_checks_the_action_mode():
+    from fleetgym.experiments.scheduler_training import SchedulerPPOConfig
+
+    with pytest.raises(ValueError, match="actions: expected one of"):
+        SchedulerPPOConfig(actions="linear")
+    with pytest.raises(ValueError, match="use_sde: needs a continuous action space"):
+        SchedulerPPOConfig(actions="pow2", use_sde=True)
+    assert SchedulerPPOConfig(actions="log2", use_sde=True).ppo_kwargs()["use_sde"] is True
