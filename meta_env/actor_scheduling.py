@@ -113,6 +113,7 @@ class SchedulingDefaults:
         prewarm: keep containers warm between rounds (MinionsRL pre-warms its functions).
         pricing: the pricing preset (``"aci-cpu"`` for MLP workloads, whose update a GPU
             does not speed up; ``"aci"``, MinionsRL's V100 learner, for Atari).
+        keep_alive_s: how long an idle actor container stays warm under keep-alive.
     """
 
     steps_per_actor: int
@@ -126,6 +127,7 @@ class SchedulingDefaults:
     learner_overrides: Mapping[str, Any] = field(default_factory=dict)
     prewarm: bool = True
     pricing: str = "aci-cpu"
+    keep_alive_s: float = 1.0
 
 
 # Modelled compute, calibrated on this project's 2-core development machine (the in-process
@@ -342,6 +344,9 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         warm_pool: with ``prewarm``: None keeps the previous round's actors alive
             (keep-alive; the first round's are warmed before training), N keeps a fixed
             pool of N slots alive whether used or not.
+        keep_alive_s: under keep-alive, seconds an actor container a round does not use
+            stays warm (billed, idle) before it is released, so that a fleet that shrinks
+            and grows back within it pays no cold start; None: the preset's (1 s).
         bandwidth_bytes_per_s: actor <-> learner bandwidth.
         latency_s: one-way latency of a transfer.
         learner_speed_factor: speed-up of the learner's device over this CPU.
@@ -382,6 +387,7 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         cold_start_learner_s: float = 1.5,
         prewarm: bool | None = None,
         warm_pool: int | None = None,
+        keep_alive_s: float | None = None,
         bandwidth_bytes_per_s: float = 125e6,
         latency_s: float = 0.001,
         learner_speed_factor: float | None = None,
@@ -448,6 +454,7 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
             cold_start_learner_s=cold_start_learner_s,
             prewarm=defaults.prewarm if prewarm is None else prewarm,
             warm_pool=warm_pool,
+            keep_alive_s=defaults.keep_alive_s if keep_alive_s is None else keep_alive_s,
             bandwidth_bytes_per_s=bandwidth_bytes_per_s,
             latency_s=latency_s,
             learner_speed_factor=(
@@ -539,6 +546,8 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         self.actor_seconds = 0.0
         self.actors_used = 0
         self._prev_actors = 0
+        # Keep-alive: virtual time until which each actor slot stays warm.
+        self._warm_until = np.full(self.max_actors, -math.inf)
         self._raw = np.zeros(len(OBSERVATION_FIELDS))
         self._raw[6] = math.inf if self.budget is None else self.budget
 
@@ -630,11 +639,16 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         if self.billing == "server":
             pool = 0
         elif keep_alive:
-            # The first round's fleet is warmed before training starts.
+            # The first round's fleet is warmed before training starts; later, the previous
+            # round's actors and any released ones still within keep_alive_s are warm
+            # (slots are used from 0 up, so the warm slots are always 0..pool-1).
             pool = (
                 n
                 if self.round == 0
-                else self.time_model.pool_size(self.max_actors, self._prev_actors)
+                else max(
+                    self.time_model.pool_size(self.max_actors, self._prev_actors),
+                    int(np.count_nonzero(self._warm_until > self.total_time)),
+                )
             )
         else:
             pool = self.time_model.pool_size(self.max_actors)
@@ -665,6 +679,11 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         learner = self.time_model.learner_time(update_s, warm=self.learner_warm)
         round_time = learner.total_s + (float(actor_times.max()) if n else 0.0)
         prewarm_cost = 0.0
+        idle_s: list[float] = []
+        if keep_alive and self.round > 0:
+            # Warm containers this round does not use idle, billed, until they are released.
+            left = np.maximum(self._warm_until[n:pool] - self.total_time, 0.0)
+            idle_s = np.minimum(left, round_time).tolist()
         if self.billing == "server":
             cost = self.cluster.round_cost(round_s=round_time)
         else:
@@ -675,6 +694,7 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
                 pool=pool,
                 learner_warm=self.learner_warm,
                 keep_alive=keep_alive,
+                idle_s=idle_s,
             )
             if self.round == 0 and (pool or self.learner_warm):
                 prewarm_cost = self.serverless.prewarm_cost(
@@ -715,6 +735,10 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         self.total_cost += round_cost
         self.total_time += acc.round_time
         self.actors_used += num_actors
+        if self.time_model.keep_alive:
+            # This round's containers are released at the earliest when the next round
+            # starts, then kept keep_alive_s; earlier releases keep their own deadlines.
+            self._warm_until[:num_actors] = self.total_time + self.time_model.keep_alive_s
         self._prev_actors = num_actors
         mean_return = float(stats.mean_return)
         if not math.isfinite(mean_return):

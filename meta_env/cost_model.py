@@ -310,7 +310,10 @@ class TimeModel:
     billed for the whole round, see :class:`ServerlessCostModel`): with ``warm_pool=None``
     the *keep-alive* policy keeps the previous round's ``I_k-1`` actors alive (the first
     round's actors are warmed before training starts), with ``warm_pool=N`` a fixed pool
-    of slots ``0..N-1`` is kept alive whether used or not.
+    of slots ``0..N-1`` is kept alive whether used or not. Under keep-alive, containers a
+    round no longer needs stay warm (and billed) for ``keep_alive_s`` more seconds before
+    they are released, as serverless platforms keep idle instances for a while: a fleet
+    that shrinks and grows back within that time pays no cold start for it.
 
     Example:
         >>> tm = TimeModel(bandwidth_bytes_per_s=1e6, latency_s=0.01)
@@ -325,6 +328,8 @@ class TimeModel:
         prewarm: keep the learner and actor containers warm between rounds.
         warm_pool: with ``prewarm``, a fixed pool of warm actor slots; None: keep-alive
             (the previous round's actors stay warm).
+        keep_alive_s: under keep-alive, how long an idle actor container stays warm
+            (billed) before it is released (0: at the start of the next round).
         bandwidth_bytes_per_s: actor <-> learner bandwidth (default 1 Gbit/s).
         latency_s: one-way latency of one transfer.
         learner_speed_factor: how many times faster the learner's device runs the update
@@ -338,6 +343,7 @@ class TimeModel:
     cold_start_learner_s: float = 1.5
     prewarm: bool = False
     warm_pool: int | None = None
+    keep_alive_s: float = 0.0
     bandwidth_bytes_per_s: float = 125e6
     latency_s: float = 0.001
     learner_speed_factor: float = 1.0
@@ -346,6 +352,7 @@ class TimeModel:
         check_number("cold_start_actor_s", self.cold_start_actor_s)
         check_number("cold_start_learner_s", self.cold_start_learner_s)
         check_number("latency_s", self.latency_s)
+        check_number("keep_alive_s", self.keep_alive_s)
         check_number("bandwidth_bytes_per_s", self.bandwidth_bytes_per_s, strict=True)
         check_number("learner_speed_factor", self.learner_speed_factor, strict=True)
         if not isinstance(self.prewarm, (bool, np.bool_)):
@@ -512,6 +519,7 @@ class ServerlessCostModel:
         pool: int = 0,
         learner_warm: bool = False,
         keep_alive: bool = False,
+        idle_s: Sequence[float] = (),
     ) -> RoundCost:
         """Bill one round.
 
@@ -523,6 +531,8 @@ class ServerlessCostModel:
             learner_warm: the learner is kept alive for the whole round.
             keep_alive: every actor stays alive to the end of the round (billed ``P_k``)
                 and no pool slot idles unused.
+            idle_s: seconds each idle warm container (kept alive after its last round,
+                unused in this one) is billed in this round.
         """
         p = self.pricing
         price_a = p.actor_price_per_s
@@ -533,7 +543,7 @@ class ServerlessCostModel:
         )
         # Pool slots this round did not use idle for the whole round, billed all the same.
         idle_pool = 0 if keep_alive else max(0, pool - len(actor_s))
-        warm_pool = idle_pool * round_s * price_a
+        warm_pool = (idle_pool * round_s + float(sum(idle_s))) * price_a
         # A warm container is one long invocation (billed once, at warm-up), not one per round.
         cold_actors = max(0, len(actor_s) - pool)
         requests = cold_actors * p.actor_request + (0.0 if learner_warm else p.learner_request)

@@ -296,7 +296,7 @@ def test_prewarm_hides_cold_starts_and_bills_the_pool():
 
 
 def test_prewarm_keep_alive_keeps_the_previous_fleet_warm():
-    env = make_env(prewarm=True)  # warm_pool=None: keep-alive
+    env = make_env(prewarm=True, keep_alive_s=0.0)  # warm_pool=None: keep-alive
     env.reset(seed=0)
     warm, cold = actor_time(0.1, cold=0.0), actor_time(0.1)
     _, _, _, _, info = env.step(1)  # round 1: its 2 actors warmed before training
@@ -559,3 +559,53 @@ def test_process_backend_through_fleet_kwargs():
         assert truncated and info["num_actors"] == 2 and info["num_samples"] == 16
     finally:
         env.close()
+
+
+def test_keep_alive_ttl_keeps_released_containers_warm_and_bills_them():
+    ttl = 0.4
+    env = make_env(prewarm=True, keep_alive_s=ttl, target_return=1e9, max_rounds=50)
+    env.reset(seed=0)
+    warm, cold = actor_time(0.1, cold=0.0), actor_time(0.1)
+
+    def p(n, slowest):
+        return (0.1 + n * STEPS * 0.001) / 2.0 + slowest
+
+    env.step(3)  # round 1: 4 actors, warmed before training
+    _, _, _, _, info = env.step(0)  # round 2: 1 actor; slots 1-3 idle, warm, billed
+    p2 = p(1, warm)
+    assert p2 < ttl
+    idle2 = 3 * p2 * 1e-3
+    assert info["round_cost"] == pytest.approx(p2 * 1e-2 + p2 * 1e-3 + idle2, abs=1e-15)
+    # Round 3: back to 4 actors within the TTL: no cold start, and slots 1-3 are billed
+    # from the start of the round as warm ones.
+    _, _, _, _, info = env.step(3)
+    assert info["actor_times"] == pytest.approx([warm] * 4, abs=1e-12)
+    p3 = p(4, warm)
+    assert info["round_cost"] == pytest.approx(p3 * 1e-2 + 4 * p3 * 1e-3, abs=1e-15)
+    # Round 4 with 1 actor: slots 1-3 idle for min(round, ttl).
+    _, _, _, _, info = env.step(0)
+    p4 = p(1, warm)
+    idle4 = 3 * min(p4, ttl) * 1e-3
+    assert info["round_cost"] == pytest.approx(p4 * 1e-2 + p4 * 1e-3 + idle4, abs=1e-15)
+    # Rounds 5-6 with 1 actor: the TTL runs out in round 5 (partly billed), then round 7
+    # grows to 4 again and pays three cold starts.
+    _, _, _, _, info = env.step(0)
+    p5 = p(1, warm)
+    left = max(ttl - p4, 0.0)
+    idle5 = 3 * min(p5, left) * 1e-3
+    assert info["round_cost"] == pytest.approx(p5 * 1e-2 + p5 * 1e-3 + idle5, abs=1e-15)
+    env.step(0)
+    _, _, _, _, info = env.step(3)
+    assert info["actor_times"] == pytest.approx([warm, cold, cold, cold], abs=1e-12)
+
+
+def test_keep_alive_ttl_of_zero_releases_at_the_next_round():
+    env = make_env(prewarm=True, keep_alive_s=0.0)
+    env.reset(seed=0)
+    env.step(3)
+    env.step(0)
+    _, _, _, _, info = env.step(3)
+    warm, cold = actor_time(0.1, cold=0.0), actor_time(0.1)
+    assert info["actor_times"] == pytest.approx([warm, cold, cold, cold], abs=1e-12)
+    with pytest.raises(ValueError, match="keep_alive_s"):
+        make_env(prewarm=True, keep_alive_s=-1.0)
