@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+from typing import Any
 
 
 def _int_at_least(text: str, minimum: int) -> int:
@@ -35,3 +37,19 @@ def non_negative_int(text: str) -> int:
         0
     """
     return _int_at_least(text, 0)
+
+
+def env_kwarg(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE``, the value parsed as JSON when it can be (else kept as a string).
+
+    Example:
+        >>> env_kwarg("budget=0.01"), env_kwarg("pricing=lambda")
+        (('budget', 0.01), ('pricing', 'lambda'))
+    """
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, actual {text!r}")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value  # a bare string such as pricing=lambda

@@ -347,7 +347,6 @@ def compare_schedulers(
     from tqdm.auto import tqdm
 
     from fleetgym.agents.schedulers import make_baseline
-    from fleetgym.experiments import scheduler_training as st
     from fleetgym.experiments import scheduling as sch
 
     out = Path(out_dir)
@@ -364,7 +363,7 @@ def compare_schedulers(
     sweep = [n for n in (FIXED_SWEEP if fixed_sweep is None else fixed_sweep) if n <= max_actors]
     schedulers: dict[str, Any] = {}
     for name, path in (learned or {}).items():
-        schedulers[name] = st.load_scheduler(path)
+        schedulers[name] = sch.load_learned_scheduler(path)
     for spec in heuristics:
         sched = make_baseline(spec, max_actors=max_actors)
         schedulers[sched.name] = sched

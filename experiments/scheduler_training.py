@@ -39,6 +39,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fleetgym.experiments.argtypes import env_kwarg
+
 if TYPE_CHECKING:  # heavy imports only when a function needs them
     from stable_baselines3 import PPO
     from stable_baselines3.common.vec_env import VecEnv
@@ -761,16 +763,6 @@ def _stored_config(meta: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- CLI
-def _parse_env_kwarg(text: str) -> tuple[str, Any]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, actual {text!r}")
-    try:
-        return key, json.loads(value)
-    except json.JSONDecodeError:
-        return key, value  # a bare string such as pricing=lambda
-
-
 def add_env_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments that choose the scheduling env (shared by train and finetune)."""
     parser.add_argument(
@@ -799,7 +791,7 @@ def add_env_arguments(parser: argparse.ArgumentParser) -> None:
         "--env-kwarg",
         action="append",
         default=[],
-        type=_parse_env_kwarg,
+        type=env_kwarg,
         metavar="KEY=VALUE",
         help="extra env keyword argument (VALUE parsed as JSON if it can be), repeatable",
     )

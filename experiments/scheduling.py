@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import csv
 import importlib
-import json
 import math
 import statistics
 import sys
@@ -29,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleetgym.experiments.argtypes import non_negative_int, positive_int
+from fleetgym.experiments.argtypes import env_kwarg, non_negative_int, positive_int
 
 #: The general scheduling env (kwargs ``workload``, ``timing``, ...).
 DEFAULT_ENV_ID = "fleetgym/ActorScheduling-v0"
@@ -381,18 +380,6 @@ def write_report(
 
 
 # --------------------------------------------------------------------------- CLI
-def _parse_env_kwarg(text: str) -> tuple[str, Any]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, actual {text!r}")
-    try:
-        return key, json.loads(value)
-    except json.JSONDecodeError:
-        return key, value  # a bare string such as pricing=lambda
-
-
-
-
 
 
 def _configure_evaluate(p: argparse.ArgumentParser) -> None:
@@ -421,7 +408,7 @@ def _configure_evaluate(p: argparse.ArgumentParser) -> None:
         "--env-kwarg",
         action="append",
         default=[],
-        type=_parse_env_kwarg,
+        type=env_kwarg,
         metavar="KEY=VALUE",
         help="extra env keyword argument (VALUE parsed as JSON if it can be), repeatable",
     )

@@ -25,7 +25,7 @@ def test_pow2_sizes_are_increasing_and_end_at_max(max_actors):
     sizes = fleet_sizes(max_actors)
     assert sizes[0] == 1 and sizes[-1] == max_actors
     assert list(sizes) == sorted(set(sizes))
-    assert all(b <= 2 * a for a, b in zip(sizes, sizes[1:]))
+    assert all(b <= 2 * a for a, b in zip(sizes, sizes[1:], strict=False))
 
 
 @pytest.mark.parametrize("max_actors", [1, 7, 32])
