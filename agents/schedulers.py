@@ -357,7 +357,8 @@ class ServerBasedScheduler(FixedScheduler):
 
     Always ``num_actors`` actors (32 = 4 x 8-core VMs); ``env_overrides`` asks the
     environment to bill a VM cluster of that many actor cores (idle included, no
-    container cold starts) instead of serverless containers.
+    container cold starts) instead of serverless containers, with no dollar budget (it is
+    the reference the serverless schedulers are compared with).
 
     Example:
         >>> s = ServerBasedScheduler()
@@ -374,8 +375,15 @@ class ServerBasedScheduler(FixedScheduler):
 
     def __init__(self, num_actors: int = 32, max_actors: int = 32) -> None:
         super().__init__(num_actors, max_actors)
-        # The cluster is sized (and billed) for this fleet, not for the action space.
-        self.env_overrides = {"billing": "server", "server_actors": self.num_actors}
+        # The cluster is sized (and billed) for this fleet, not for the action space. The
+        # dollar budget constrains the serverless schedulers; the server-based fleet is the
+        # reference run to the target (as MinionsRL's Azure ML / IMPACT baselines), so it
+        # has none.
+        self.env_overrides = {
+            "billing": "server",
+            "server_actors": self.num_actors,
+            "budget": None,
+        }
 
     @property
     def name(self) -> str:

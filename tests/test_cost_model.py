@@ -32,6 +32,11 @@ def test_presets_carry_source_date_and_the_issue_prices():
     assert aci.server_cluster_price_per_s(32) == pytest.approx((3.06 + 4 * 1.008) / 3600)
     assert aci.server_actor_vms(32) == 4 and aci.server_actor_vms(33) == 5
     assert aci.actor_price_per_s == pytest.approx(0.0000113 + 0.0000012)
+    # CPU learner: an ACI container of 2 vCPU + 4 GB; its cluster's learner VM a D4s_v5.
+    cpu = PRICING_PRESETS["aci-cpu"]
+    assert cpu.actor_price_per_s == aci.actor_price_per_s
+    assert cpu.learner_second == pytest.approx(2 * 0.0000113 + 4 * 0.0000012)
+    assert cpu.server_cluster_price_per_s(32) == pytest.approx((0.192 + 4 * 1.008) / 3600)
 
 
 def test_get_pricing_overrides_and_errors():
