@@ -90,9 +90,11 @@ class SchedulerPPOConfig:
             the env, so a saved model needs nothing extra at evaluation.
         hidden: hidden layer sizes of both networks.
         actions: the action parametrisation
-            (:data:`~fleetgym.agents.scheduler_actions.ACTION_MODES`): ``"discrete"``, the
-            env's ``Discrete(max_actors)`` (the paper's); ``"pow2"``, the sizes 1, 2, 4,
-            ..., ``max_actors``; ``"log2"``, one continuous action on a log scale.
+            (:data:`~fleetgym.agents.scheduler_actions.ACTION_MODES`): ``"pow2"`` (the
+            default), the sizes 1, 2, 4, ..., ``max_actors``; ``"discrete"``, the env's
+            ``Discrete(max_actors)`` (the paper's; 32 unordered choices collapse onto one
+            early at lr 0.005, see the README); ``"log2"``, one continuous action on a log
+            scale.
         use_sde: with ``actions="log2"``, generalised state-dependent exploration (SB3
             ``use_sde``, noise drawn once per rollout), so that exploration changes the
             fleet size smoothly with the state instead of at random every round.
@@ -114,7 +116,7 @@ class SchedulerPPOConfig:
     n_envs: int = 1
     normalize_reward: bool = False
     hidden: tuple[int, ...] = (64, 64)
-    actions: str = "discrete"
+    actions: str = "pow2"
     use_sde: bool = False
 
     def __post_init__(self) -> None:
@@ -757,6 +759,8 @@ def finetune_scheduler(
 
 def _stored_config(meta: Mapping[str, Any]) -> dict[str, Any]:
     cfg = dict(meta.get("config", {}))
+    # Checkpoints from before the action modes acted in the env's own Discrete space.
+    cfg.setdefault("actions", "discrete")
     if "hidden" in cfg:
         cfg["hidden"] = tuple(cfg["hidden"])
     return {k: v for k, v in cfg.items() if k in SchedulerPPOConfig.__dataclass_fields__}
@@ -816,8 +820,8 @@ def add_ppo_arguments(parser: argparse.ArgumentParser) -> None:
         "--actions",
         choices=("discrete", "pow2", "log2"),
         default=d.actions,
-        help="action parametrisation: discrete (Discrete(max_actors), the paper's), pow2 "
-        "(1, 2, 4, ..., max_actors) or log2 (one continuous action on a log scale)",
+        help="action parametrisation: pow2 (1, 2, 4, ..., max_actors; the default), discrete "
+        "(Discrete(max_actors), the paper's) or log2 (one continuous action on a log scale)",
     )
     parser.add_argument(
         "--sde",
