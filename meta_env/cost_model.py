@@ -147,6 +147,23 @@ _VM_SOURCE = (
     "Standard_E16-8s_v5 $1.008/h (https://azure.microsoft.com/pricing/details/virtual-machines/linux/)"
 )
 
+_ACI = PricingPreset(
+    name="aci",
+    vcpu_second=0.0000113,
+    gb_second=0.0000012,
+    actor_request=0.0,
+    actor_vcpus=1.0,
+    actor_memory_gb=1.0,
+    learner_second=_NC6S_V3_HOUR / _HOUR,
+    learner_request=0.0,
+    server_learner_vm_hour=_NC6S_V3_HOUR,
+    server_actor_vm_hour=_E16_8S_V5_HOUR,
+    server_actor_vm_cores=8,
+    source="Azure Container Instances pricing, Linux, East US "
+    "(https://azure.microsoft.com/pricing/details/container-instances/); " + _VM_SOURCE,
+    date="2024-06",
+)
+
 #: Named pricing presets. Prices are list prices as read on the date given; clouds change
 #: them, so treat them as defaults to override (see :func:`get_pricing`).
 PRICING_PRESETS: dict[str, PricingPreset] = {
@@ -154,63 +171,32 @@ PRICING_PRESETS: dict[str, PricingPreset] = {
     # GB-s (= $0.04068 per vCPU-h and $0.00432 per GB-h); no per-request fee. Actor: 1 vCPU,
     # 1 GB, as MinionsRL's actor containers. ACI's own GPU SKUs are retired, so the learner
     # is priced per second from the V100 VM.
-    "aci": PricingPreset(
-        name="aci",
-        vcpu_second=0.0000113,
-        gb_second=0.0000012,
-        actor_request=0.0,
-        actor_vcpus=1.0,
-        actor_memory_gb=1.0,
-        learner_second=_NC6S_V3_HOUR / _HOUR,
-        learner_request=0.0,
-        server_learner_vm_hour=_NC6S_V3_HOUR,
-        server_actor_vm_hour=_E16_8S_V5_HOUR,
-        server_actor_vm_cores=8,
-        source="Azure Container Instances pricing, Linux, East US "
-        "(https://azure.microsoft.com/pricing/details/container-instances/); " + _VM_SOURCE,
-        date="2024-06",
-    ),
+    "aci": _ACI,
     # The same Azure prices with the learner on CPU, for MLP workloads (CartPole, MuJoCo),
     # whose updates a GPU does not speed up (``learner_speed_factor`` 1.0 in the scheduling
     # presets): the learner is an ACI container of 2 vCPU + 4 GB, and the server cluster's
     # learner VM a Standard_D4s_v5 (4 vCPU, 16 GB, $0.192/h); actors as in "aci".
-    "aci-cpu": PricingPreset(
+    "aci-cpu": replace(
+        _ACI,
         name="aci-cpu",
-        vcpu_second=0.0000113,
-        gb_second=0.0000012,
-        actor_request=0.0,
-        actor_vcpus=1.0,
-        actor_memory_gb=1.0,
         learner_second=2 * 0.0000113 + 4 * 0.0000012,
-        learner_request=0.0,
         server_learner_vm_hour=_D4S_V5_HOUR,
-        server_actor_vm_hour=_E16_8S_V5_HOUR,
-        server_actor_vm_cores=8,
-        source="Azure Container Instances pricing, Linux, East US "
-        "(https://azure.microsoft.com/pricing/details/container-instances/); " + _VM_SOURCE
-        + ", Standard_D4s_v5 $0.192/h",
-        date="2024-06",
+        source=_ACI.source + ", Standard_D4s_v5 $0.192/h",
     ),
     # AWS Lambda, x86, us-east-1: $0.0000166667 per GB-s (CPU is allocated in proportion to
     # memory, one full vCPU at 1769 MB, so an actor is 1.769 GB and has no separate vCPU
     # price) plus $0.20 per million requests. Lambda has no GPU: the learner is the V100 VM
     # priced per second.
-    "lambda": PricingPreset(
+    "lambda": replace(
+        _ACI,
         name="lambda",
         vcpu_second=0.0,
         gb_second=0.0000166667,
         actor_request=0.20 / 1e6,
-        actor_vcpus=1.0,
         actor_memory_gb=1.769,
-        learner_second=_NC6S_V3_HOUR / _HOUR,
-        learner_request=0.0,
-        server_learner_vm_hour=_NC6S_V3_HOUR,
-        server_actor_vm_hour=_E16_8S_V5_HOUR,
-        server_actor_vm_cores=8,
         source="AWS Lambda pricing, x86, us-east-1 (https://aws.amazon.com/lambda/pricing/); "
         "1 vCPU per 1769 MB (AWS Lambda developer guide, memory and computing power); "
         + _VM_SOURCE,
-        date="2024-06",
     ),
 }
 

@@ -214,9 +214,11 @@ def test_shipped_scheduler_loads_and_acts():
     assert path.stat().st_size < 1_000_000
     meta = st.read_scheduler_meta(path)
     assert meta["episodes"] >= 1
-    model = st.load_scheduler(path)
-    action, _ = model.predict(np.zeros(7, dtype=np.float32), deterministic=True)
-    assert 0 <= int(action) < model.action_space.n
+    from fleetgym.experiments.scheduling import load_learned_scheduler
+
+    scheduler = load_learned_scheduler(path)  # acts in the env's Discrete(max_actors)
+    action, _ = scheduler.predict(np.zeros(7, dtype=np.float32), deterministic=True)
+    assert 0 <= int(np.asarray(action).reshape(-1)[0]) < meta["env_kwargs"].get("max_actors", 32)
 
 
 # --------------------------------------------------------------------------- CLI
