@@ -93,6 +93,14 @@ def _run_schedule(out: Path, full: bool, progress: bool) -> list[str]:
         result["markdown"].rstrip(),
         "",
     ]
+    ratios = result.get("ratios", {})
+    parts = [
+        f"vs {ref}: time {r['time']:.2f}x, cost {r['cost']:.2f}x"
+        for ref, r in ratios.items()
+        if ref in ("max", "server")
+    ]
+    if parts:
+        lines += ["Learned scheduler " + "; ".join(parts) + ".", ""]
     for name, title in (
         ("actors_per_round.png", "actors and mean return per round"),
         ("time_cost.png", "time and cost of every scheduler against the Fixed(n) frontier"),

@@ -238,14 +238,16 @@ def plot_time_cost(
         )
         for r in budget_rows:
             ax.annotate(
-                f"B={r['budget']:.3g}",
+                # A run the budget stopped has no time to target: say how many reached it.
+                f"B={r['budget']:.3g}"
+                + ("" if r.get("success_rate", 1.0) >= 1.0 else f" ({r['success_rate']:.0%} reach J)"),
                 (r["time_s_mean"], r["cost_mean"]),
                 fontsize=7,
                 color="crimson",
                 xytext=(4, 4),
                 textcoords="offset points",
             )
-    ax.set_xlabel("time to target (s, sum of round times)")
+    ax.set_xlabel("time (s, sum of round times; to the target where it is reached)")
     ax.set_ylabel("cost ($)")
     ax.set_xscale("log")
     ax.set_yscale("log")
