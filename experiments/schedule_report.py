@@ -236,7 +236,7 @@ def plot_time_cost(
             label="learned, by budget",
             zorder=2,
         )
-        for r in budget_rows:
+        for i, r in enumerate(budget_rows):
             ax.annotate(
                 # A run the budget stopped has no time to target: say how many reached it.
                 f"B={r['budget']:.3g}"
@@ -244,7 +244,7 @@ def plot_time_cost(
                 (r["time_s_mean"], r["cost_mean"]),
                 fontsize=7,
                 color="crimson",
-                xytext=(4, 4),
+                xytext=(4, 4 + 9 * i),  # stacked: budgets that do not bind share a point
                 textcoords="offset points",
             )
     ax.set_xlabel("time (s, sum of round times; to the target where it is reached)")
