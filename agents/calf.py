@@ -508,6 +508,10 @@ def train_regime(
         from sb3_contrib import RecurrentPPO
 
         model = RecurrentPPO("MlpLstmPolicy", vec, seed=seed, device=device, verbose=0, **params)
+    from stable_baselines3.common.logger import Logger
+
+    # No outputs: SB3's default logger would create a dated folder in the temp dir per run.
+    model.set_logger(Logger(folder=None, output_formats=[]))
     start = time.perf_counter()
     model.learn(total_timesteps=total_timesteps)
     wall = time.perf_counter() - start

@@ -642,6 +642,11 @@ def train_scheduler(
     # that never ends an episode (each episode is at most max_rounds steps).
     max_rounds = _max_rounds(venv)
     bound = (episodes - start_episode + config.n_envs) * max_rounds + config.rollout_size
+    if tb_dir is None:
+        from stable_baselines3.common.logger import Logger
+
+        # No outputs: SB3's default logger would create a dated folder in the temp dir.
+        model.set_logger(Logger(folder=None, output_formats=[]))
     started = time.perf_counter()
     cpu_started = time.process_time()
     model.learn(
