@@ -40,6 +40,12 @@ deterministic :class:`~fleetgym.meta_env.cost_model.ComputeCostModel` (seeded st
 so an episode is exactly reproducible from its seed. In both, what this machine lacks is
 modelled (:class:`~fleetgym.meta_env.cost_model.TimeModel`): container cold starts (unless
 pre-warmed), transfers of weights and trajectories, a learner speed factor.
+
+Pre-warming (the presets' default) keeps the learner and the last round's actors warm
+(keep-alive); actors a round no longer needs stay warm and billed for ``keep_alive_s``
+(1 s) before release, so a fleet that shrinks and grows back within it pays no cold start,
+while growing beyond the warm containers pays one per new actor. Prices default to
+``"aci-cpu"`` (a CPU learner) for MLP workloads and ``"aci"`` (a V100) for Atari.
 """
 
 from __future__ import annotations
