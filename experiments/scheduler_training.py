@@ -808,6 +808,8 @@ def add_env_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_ppo_arguments(parser: argparse.ArgumentParser) -> None:
     """The scheduler's PPO hyperparameters."""
+    from fleetgym.agents.scheduler_actions import ACTION_MODES
+
     d = SchedulerPPOConfig()
     parser.add_argument("--lr", type=float, default=d.learning_rate, help="Adam learning rate")
     parser.add_argument("--n-steps", type=int, default=d.n_steps, help="rounds per env per update")
@@ -823,7 +825,7 @@ def add_ppo_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--actions",
-        choices=("discrete", "pow2", "log2"),
+        choices=ACTION_MODES,
         default=d.actions,
         help="action parametrisation: pow2 (1, 2, 4, ..., max_actors; the default), discrete "
         "(Discrete(max_actors), the paper's) or log2 (one continuous action on a log scale)",

@@ -199,9 +199,10 @@ def load_learned_scheduler(path: str | Path) -> Any:
     from stable_baselines3 import PPO
 
     from fleetgym.agents.scheduler_actions import MappedScheduler
+    from fleetgym.experiments.scheduler_training import META_ATTR
 
     model = PPO.load(str(found), device="cpu")
-    meta = getattr(model, "fleetgym_meta", None)
+    meta = getattr(model, META_ATTR, None)
     mode = (meta or {}).get("config", {}).get("actions", "discrete")
     if mode == "discrete":
         return model

@@ -456,7 +456,6 @@ class NetworkShimWrapper(
         if not isinstance(delivery, str) or delivery not in DELIVERY_MODES:
             raise ValueError(f"expected delivery in {DELIVERY_MODES}, actual {delivery!r}")
         self.delivery = delivery
-        self._fifo = delivery == "fifo"
         if not isinstance(copy_observations, bool):
             raise TypeError(
                 f"expected copy_observations as bool, actual {type(copy_observations).__name__}"
@@ -557,46 +556,7 @@ class NetworkShimWrapper(
         if down is None or up is None:
             raise gym.error.ResetNeeded("call reset() before step()")
         t = self._t
-        if self._fifo:
-            # The fifo case of _Link.tick, inlined for both directions (this runs once per
-            # env step; see _Link.tick for the reasoning). Packets arriving now are a run
-            # at the head of the in-flight queue, and the last of them is the newest.
-            limit = t + 1
-            pos = down.pos
-            if pos == down.nbuf:
-                down.refill()
-                pos = 0
-            rel = down.buf[pos]
-            down.pos = pos + 1
-            pending = down.pending
-            down_code = 0
-            if rel == _INF:
-                down.lost += 1
-                down_code = 1
-            else:
-                arrival = t + rel
-                if arrival < down.last_arrival:
-                    arrival = down.last_arrival
-                down.last_arrival = arrival
-                if arrival < limit:
-                    if pending:
-                        down.stale += len(pending)
-                        pending.clear()
-                    down.best_idx = t
-                    down.best_payload = action
-                    down_code = 2
-                else:
-                    pending.append((arrival, t, action))
-            if down_code < 2 and pending and pending[0][0] < limit:
-                item = pending.popleft()
-                while pending and pending[0][0] < limit:
-                    item = pending.popleft()
-                    down.stale += 1
-                down.best_idx = item[1]
-                down.best_payload = item[2]
-                down_code += 2
-        else:
-            down_code = down.tick(t, action)
+        down_code = down.tick(t, action)
         if down_code >= 2:
             self._applied = down.best_payload
             held = False
@@ -608,43 +568,7 @@ class NetworkShimWrapper(
         t1 = t + 1
         self._t = t1
         payload = _copy_tree(obs) if self._copy else obs
-        if self._fifo:
-            limit = t1 + 1
-            pos = up.pos
-            if pos == up.nbuf:
-                up.refill()
-                pos = 0
-            rel = up.buf[pos]
-            up.pos = pos + 1
-            pending = up.pending
-            up_code = 0
-            if rel == _INF:
-                up.lost += 1
-                up_code = 1
-            else:
-                arrival = t1 + rel
-                if arrival < up.last_arrival:
-                    arrival = up.last_arrival
-                up.last_arrival = arrival
-                if arrival < limit:
-                    if pending:
-                        up.stale += len(pending)
-                        pending.clear()
-                    up.best_idx = t1
-                    up.best_payload = payload
-                    up_code = 2
-                else:
-                    pending.append((arrival, t1, payload))
-            if up_code < 2 and pending and pending[0][0] < limit:
-                item = pending.popleft()
-                while pending and pending[0][0] < limit:
-                    item = pending.popleft()
-                    up.stale += 1
-                up.best_idx = item[1]
-                up.best_payload = item[2]
-                up_code += 2
-        else:
-            up_code = up.tick(t1, payload)
+        up_code = up.tick(t1, payload)
         if up_code >= 2:
             ret = up.best_payload
         else:
