@@ -16,10 +16,22 @@ from collections.abc import Sequence
 #: subcommand -> (module implementing it, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "profiles": ("fleetgym.experiments.profiles", "list the named network profiles and traces"),
-    "calf": ("fleetgym.experiments.calf", "train under the network and measure the sim-to-real gap"),
-    "train": ("fleetgym.experiments.train", "train a workload with the actor fleet and PPO learner"),
-    "schedule": ("fleetgym.experiments.scheduling", "train, fine-tune and evaluate actor schedulers"),
-    "reproduce": ("fleetgym.experiments.reproduce", "run the headline experiments and write a report"),
+    "calf": (
+        "fleetgym.experiments.calf",
+        "train under the network and measure the sim-to-real gap",
+    ),
+    "train": (
+        "fleetgym.experiments.train",
+        "train a workload with the actor fleet and PPO learner",
+    ),
+    "schedule": (
+        "fleetgym.experiments.scheduling",
+        "train, fine-tune and evaluate actor schedulers",
+    ),
+    "reproduce": (
+        "fleetgym.experiments.reproduce",
+        "run the headline experiments and write a report",
+    ),
 }
 
 

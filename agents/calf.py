@@ -113,9 +113,7 @@ class NetworkCondition:
         else:
             for key, spec in (("uplink", self.uplink), ("downlink", self.downlink)):
                 mean, std, loss, corr = spec if spec is not None else (0.0, 0.0, 0.0, 0.0)
-                kwargs[key] = GaussianChannel(
-                    mean_ms=mean, std_ms=std, loss=loss, correlation=corr
-                )
+                kwargs[key] = GaussianChannel(mean_ms=mean, std_ms=std, loss=loss, correlation=corr)
         if self.delivery is not None:
             kwargs["delivery"] = self.delivery
         return kwargs
@@ -135,32 +133,68 @@ CONDITIONS: dict[str, NetworkCondition] = {
         NetworkCondition(
             "wifi-degraded", profile="wifi-degraded", description="80±40 ms, 10 % loss"
         ),
-        NetworkCondition("fixed-50ms", uplink=_gauss(50), downlink=_gauss(50),
-                         description="50 ms each way, no jitter, no loss"),
-        NetworkCondition("fixed-30ms", uplink=_gauss(30), downlink=_gauss(30),
-                         description="30 ms each way, no jitter, no loss"),
-        NetworkCondition("jitter-only", uplink=_gauss(30, 10), downlink=_gauss(30, 10),
-                         description="30±10 ms each way, no loss"),
-        NetworkCondition("loss-only", uplink=_gauss(0, 0, 0.02), downlink=_gauss(0, 0, 0.02),
-                         description="2 % loss each way, no delay"),
-        NetworkCondition("jitter+loss", uplink=_gauss(30, 10, 0.02),
-                         downlink=_gauss(30, 10, 0.02),
-                         description="30±10 ms, 2 % loss each way (= wifi-normal)"),
-        NetworkCondition("degraded-latest", profile="wifi-degraded", delivery="latest",
-                         description="wifi-degraded, independent delays (reordering)"),
-        NetworkCondition("degraded-corr0.9", uplink=_gauss(80, 40, 0.10, 0.9),
-                         downlink=_gauss(80, 40, 0.10, 0.9),
-                         description="wifi-degraded with AR(1) delay correlation 0.9"),
-        NetworkCondition("degraded-uplink-only", uplink=_gauss(80, 40, 0.10),
-                         downlink=_gauss(0),
-                         description="wifi-degraded on observations only, actions local"),
+        NetworkCondition(
+            "fixed-50ms",
+            uplink=_gauss(50),
+            downlink=_gauss(50),
+            description="50 ms each way, no jitter, no loss",
+        ),
+        NetworkCondition(
+            "fixed-30ms",
+            uplink=_gauss(30),
+            downlink=_gauss(30),
+            description="30 ms each way, no jitter, no loss",
+        ),
+        NetworkCondition(
+            "jitter-only",
+            uplink=_gauss(30, 10),
+            downlink=_gauss(30, 10),
+            description="30±10 ms each way, no loss",
+        ),
+        NetworkCondition(
+            "loss-only",
+            uplink=_gauss(0, 0, 0.02),
+            downlink=_gauss(0, 0, 0.02),
+            description="2 % loss each way, no delay",
+        ),
+        NetworkCondition(
+            "jitter+loss",
+            uplink=_gauss(30, 10, 0.02),
+            downlink=_gauss(30, 10, 0.02),
+            description="30±10 ms, 2 % loss each way (= wifi-normal)",
+        ),
+        NetworkCondition(
+            "degraded-latest",
+            profile="wifi-degraded",
+            delivery="latest",
+            description="wifi-degraded, independent delays (reordering)",
+        ),
+        NetworkCondition(
+            "degraded-corr0.9",
+            uplink=_gauss(80, 40, 0.10, 0.9),
+            downlink=_gauss(80, 40, 0.10, 0.9),
+            description="wifi-degraded with AR(1) delay correlation 0.9",
+        ),
+        NetworkCondition(
+            "degraded-uplink-only",
+            uplink=_gauss(80, 40, 0.10),
+            downlink=_gauss(0),
+            description="wifi-degraded on observations only, actions local",
+        ),
         # Wi-Fi latency figures are usually ping round trips: 80±40 ms RTT and ~10 %
         # loss per round trip is 40±28 ms (28 = 40/sqrt 2) and 5 % loss each way.
-        NetworkCondition("degraded-rtt", uplink=_gauss(40, 28.3, 0.05),
-                         downlink=_gauss(40, 28.3, 0.05),
-                         description="wifi-degraded read as round trip: 40±28 ms, 5 % loss each way"),
-        NetworkCondition("degraded-100ms-loop", profile="wifi-degraded", step_ms=100.0,
-                         description="wifi-degraded with a 100 ms control period"),
+        NetworkCondition(
+            "degraded-rtt",
+            uplink=_gauss(40, 28.3, 0.05),
+            downlink=_gauss(40, 28.3, 0.05),
+            description="wifi-degraded read as round trip: 40±28 ms, 5 % loss each way",
+        ),
+        NetworkCondition(
+            "degraded-100ms-loop",
+            profile="wifi-degraded",
+            step_ms=100.0,
+            description="wifi-degraded with a 100 ms control period",
+        ),
     )
 }
 
@@ -168,11 +202,20 @@ CONDITIONS: dict[str, NetworkCondition] = {
 EVAL_CONDITIONS: tuple[str, ...] = ("sim-clean", "ethernet", "wifi-normal", "wifi-degraded")
 #: The paper's ablation, each against a clean-trained policy.
 ABLATION_CONDITIONS: tuple[str, ...] = (
-    "sim-clean", "fixed-50ms", "fixed-30ms", "jitter-only", "loss-only", "jitter+loss",
+    "sim-clean",
+    "fixed-50ms",
+    "fixed-30ms",
+    "jitter-only",
+    "loss-only",
+    "jitter+loss",
 )
 #: Physically meaningful changes to wifi-degraded (which brings the paper's pattern back?).
 DEGRADED_VARIANTS: tuple[str, ...] = (
-    "wifi-degraded", "degraded-latest", "degraded-corr0.9", "degraded-uplink-only", "degraded-rtt",
+    "wifi-degraded",
+    "degraded-latest",
+    "degraded-corr0.9",
+    "degraded-uplink-only",
+    "degraded-rtt",
 )
 
 
@@ -183,8 +226,9 @@ def shipped_trace_condition() -> NetworkCondition | None:
     traces = [n for n in profiles.list_profiles() if n.startswith("trace-")]
     if not traces:
         return None
-    return NetworkCondition(traces[0], profile=traces[0],
-                            description=f"replay of the shipped trace {traces[0]}")
+    return NetworkCondition(
+        traces[0], profile=traces[0], description=f"replay of the shipped trace {traces[0]}"
+    )
 
 
 def resolve_condition(name: str) -> NetworkCondition:
@@ -198,7 +242,9 @@ def resolve_condition(name: str) -> NetworkCondition:
     from fleetgym.wrappers import profiles
 
     if name in profiles.list_profiles():
-        return NetworkCondition(name, profile=name, description=profiles.get_profile(name).description)
+        return NetworkCondition(
+            name, profile=name, description=profiles.get_profile(name).description
+        )
     raise ValueError(
         f"condition: expected one of {sorted(CONDITIONS)} or a profile name "
         f"{profiles.list_profiles()}, actual {name!r}"
@@ -230,19 +276,29 @@ class Regime:
 
 
 CONDITIONS["net-aware-mix"] = NetworkCondition(
-    "net-aware-mix", profile=("perfect", "ethernet", "wifi-normal", "wifi-degraded"),
+    "net-aware-mix",
+    profile=("perfect", "ethernet", "wifi-normal", "wifi-degraded"),
     description="profile drawn per episode",
 )
 
 REGIMES: dict[str, Regime] = {}
-for _base, _cond in (("baseline", "sim-clean"), ("delay-only", "fixed-50ms"),
-                     ("net-aware", "wifi-normal"), ("net-aware-mix", "net-aware-mix")):
+for _base, _cond in (
+    ("baseline", "sim-clean"),
+    ("delay-only", "fixed-50ms"),
+    ("net-aware", "wifi-normal"),
+    ("net-aware-mix", "net-aware-mix"),
+):
     REGIMES[_base] = Regime(_base, _cond, False)
     REGIMES[_base + "+comp"] = Regime(_base + "+comp", _cond, True)
 
 #: The regimes of the default experiment (the paper's three, with and without compensation).
 DEFAULT_REGIMES: tuple[str, ...] = (
-    "baseline", "baseline+comp", "delay-only", "delay-only+comp", "net-aware", "net-aware+comp",
+    "baseline",
+    "baseline+comp",
+    "delay-only",
+    "delay-only+comp",
+    "net-aware",
+    "net-aware+comp",
 )
 
 
@@ -306,25 +362,45 @@ def _cartpole_setup(env_id: str) -> EnvSetup:
     # rl-zoo's tuned PPO hyperparameters for CartPole-v1 (500 within ~1e5 steps); the
     # linear schedules are built in train_regime.
     return EnvSetup(
-        env_id=env_id, algo="ppo", step_ms=None,
-        hyperparams={"n_steps": 32, "batch_size": 256, "gae_lambda": 0.8, "gamma": 0.98,
-                     "n_epochs": 20, "ent_coef": 0.0, "learning_rate": ("lin", 1e-3),
-                     "clip_range": ("lin", 0.2)},
-        total_timesteps=100_000, quick_timesteps=40_000,
+        env_id=env_id,
+        algo="ppo",
+        step_ms=None,
+        hyperparams={
+            "n_steps": 32,
+            "batch_size": 256,
+            "gae_lambda": 0.8,
+            "gamma": 0.98,
+            "n_epochs": 20,
+            "ent_coef": 0.0,
+            "learning_rate": ("lin", 1e-3),
+            "clip_range": ("lin", 0.2),
+        },
+        total_timesteps=100_000,
+        quick_timesteps=40_000,
     )
 
 
 def _minigrid_setup(env_id: str) -> EnvSetup:
     return EnvSetup(
-        env_id=env_id, algo="recurrent-ppo", step_ms=20.0,
+        env_id=env_id,
+        algo="recurrent-ppo",
+        step_ms=20.0,
         # 6 = "done", a no-op in navigation tasks: what the env does before the first
         # action packet of an episode arrives.
         shim_kwargs={"start_action": 6},
-        hyperparams={"n_steps": 128, "batch_size": 256, "gae_lambda": 0.95, "gamma": 0.99,
-                     "n_epochs": 4, "ent_coef": 0.01, "learning_rate": 7e-4,
-                     "clip_range": 0.2,
-                     "policy_kwargs": {"lstm_hidden_size": 64, "net_arch": [64]}},
-        total_timesteps=100_000, quick_timesteps=30_000,
+        hyperparams={
+            "n_steps": 128,
+            "batch_size": 256,
+            "gae_lambda": 0.95,
+            "gamma": 0.99,
+            "n_epochs": 4,
+            "ent_coef": 0.01,
+            "learning_rate": 7e-4,
+            "clip_range": 0.2,
+            "policy_kwargs": {"lstm_hidden_size": 64, "net_arch": [64]},
+        },
+        total_timesteps=100_000,
+        quick_timesteps=30_000,
     )
 
 
@@ -404,8 +480,11 @@ def make_condition_env(
     if layout.compensated:
         profile = kwargs.pop("profile", None)
         env: gym.Env[Any, Any] = make_robust_env(
-            base, profile, history_length=layout.history_length,
-            action_history_length=layout.action_history_length, **kwargs,
+            base,
+            profile,
+            history_length=layout.history_length,
+            action_history_length=layout.action_history_length,
+            **kwargs,
         )
     else:
         env = NetworkShimWrapper(base, **kwargs)
@@ -487,7 +566,11 @@ def train_regime(
 
     import torch
 
-    if isinstance(total_timesteps, bool) or not isinstance(total_timesteps, int) or total_timesteps < 1:
+    if (
+        isinstance(total_timesteps, bool)
+        or not isinstance(total_timesteps, int)
+        or total_timesteps < 1
+    ):
         raise ValueError(f"total_timesteps: expected a positive int, actual {total_timesteps!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed: expected an int >= 0, actual {seed!r}")
@@ -569,13 +652,25 @@ def evaluate_policy(
     n_envs = max(1, min(n_envs, n_episodes))
     vec = _vec_env(setup, condition, policy.layout, n_envs, seed=seed)
     returns, _ = sb3_evaluate(
-        policy.model, vec, n_eval_episodes=n_episodes, deterministic=True,
-        return_episode_rewards=True, warn=False,
+        policy.model,
+        vec,
+        n_eval_episodes=n_episodes,
+        deterministic=True,
+        return_episode_rewards=True,
+        warn=False,
     )
     vec.close()
     arr = np.asarray(returns, dtype=np.float64)
-    return EvalRecord(setup.env_id, policy.regime.name, policy.seed, condition.name,
-                      float(arr.mean()), float(arr.std()), int(arr.size), table)
+    return EvalRecord(
+        setup.env_id,
+        policy.regime.name,
+        policy.seed,
+        condition.name,
+        float(arr.mean()),
+        float(arr.std()),
+        int(arr.size),
+        table,
+    )
 
 
 def eval_seed(train_seed: int, condition: str) -> int:
@@ -626,7 +721,16 @@ def aggregate(records: Sequence[EvalRecord], clean: str = "sim-clean") -> list[C
         cleans = np.array([clean_of.get((regime, s), math.nan) for s in seeds])
         gaps = 1.0 - vals / np.where(cleans > 0, cleans, math.nan)
         gap = 1.0 - vals.mean() / cleans.mean() if np.all(cleans > 0) else math.nan
-        cells.append(Cell(table, regime, cond, float(vals.mean()), float(vals.std()),
-                          len(seeds), float(gap),
-                          float(np.nanstd(gaps)) if np.any(np.isfinite(gaps)) else math.nan))
+        cells.append(
+            Cell(
+                table,
+                regime,
+                cond,
+                float(vals.mean()),
+                float(vals.std()),
+                len(seeds),
+                float(gap),
+                float(np.nanstd(gaps)) if np.any(np.isfinite(gaps)) else math.nan,
+            )
+        )
     return cells

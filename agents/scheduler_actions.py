@@ -172,7 +172,9 @@ class MappedScheduler:
 
     def __init__(self, model: Any, mode: str, max_actors: int = 32, name: str = "learned"):
         if not hasattr(model, "predict"):
-            raise TypeError(f"model: expected an object with predict, actual {type(model).__name__}")
+            raise TypeError(
+                f"model: expected an object with predict, actual {type(model).__name__}"
+            )
         self.model = model
         self.mode = _check_mode(mode)
         self.max_actors = check_integer("max_actors", max_actors, 1)
@@ -192,8 +194,10 @@ class MappedScheduler:
         batched = obs.ndim == 2
         rows = np.asarray(action).reshape(obs.shape[0] if batched else 1, -1)
         out = np.array(
-            [num_actors_for(self.mode, r if self.mode == "log2" else r[0], self.max_actors) - 1
-             for r in rows],
+            [
+                num_actors_for(self.mode, r if self.mode == "log2" else r[0], self.max_actors) - 1
+                for r in rows
+            ],
             dtype=np.int64,
         )
         return out, state

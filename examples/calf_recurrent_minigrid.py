@@ -38,15 +38,22 @@ def main() -> None:
     for regime in regimes:
         policy = calf.train_regime(setup, regime, args.seed, args.timesteps)
         k, m = policy.layout.history_length, policy.layout.action_history_length
-        print(f"{regime.name}: trained {policy.timesteps} steps in {policy.wall_s:.0f} s "
-              f"(input: {k} frame(s), {m} sent action(s))")
+        print(
+            f"{regime.name}: trained {policy.timesteps} steps in {policy.wall_s:.0f} s "
+            f"(input: {k} frame(s), {m} sent action(s))"
+        )
         returns = {}
         for cond in (clean, network):
-            rec = calf.evaluate_policy(setup, policy, cond, args.episodes,
-                                       seed=calf.eval_seed(args.seed, cond.name))
+            rec = calf.evaluate_policy(
+                setup, policy, cond, args.episodes, seed=calf.eval_seed(args.seed, cond.name)
+            )
             returns[cond.name] = rec.mean_return
             print(f"  {cond.name:>14}: {rec.mean_return:.3f} ± {rec.std_return:.3f}")
-        gap = 1 - returns[network.name] / returns["sim-clean"] if returns["sim-clean"] else float("nan")
+        gap = (
+            1 - returns[network.name] / returns["sim-clean"]
+            if returns["sim-clean"]
+            else float("nan")
+        )
         print(f"  gap under {network.name}: {100 * gap:.0f} %")
 
 

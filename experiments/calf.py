@@ -140,8 +140,9 @@ def run_calf(
             raise ValueError(f"seeds: expected non-negative seeds, actual {seeds!r}")
     else:
         raise TypeError(f"seeds: expected a count or a sequence of seeds, actual {seeds!r}")
-    regime_objs = [_regime(name) for name in (regimes or
-                                              (QUICK_REGIMES if quick else calf.DEFAULT_REGIMES))]
+    regime_objs = [
+        _regime(name) for name in (regimes or (QUICK_REGIMES if quick else calf.DEFAULT_REGIMES))
+    ]
     if conditions is None:
         cond_objs = [calf.CONDITIONS[c] for c in calf.EVAL_CONDITIONS]
         trace = calf.shipped_trace_condition()
@@ -155,8 +156,11 @@ def run_calf(
         variants = () if quick else calf.DEGRADED_VARIANTS
     variant_objs = [calf.resolve_condition(c) for c in variants]
     v_regimes = set(VARIANT_REGIMES if variant_regimes is None else variant_regimes)
-    total = timesteps if timesteps is not None else (
-        setup.quick_timesteps if quick else setup.total_timesteps)
+    total = (
+        timesteps
+        if timesteps is not None
+        else (setup.quick_timesteps if quick else setup.total_timesteps)
+    )
     n_episodes = episodes if episodes is not None else (20 if quick else 50)
     if isinstance(n_episodes, bool) or not isinstance(n_episodes, int) or n_episodes < 1:
         raise ValueError(f"episodes: expected a positive int, actual {episodes!r}")
@@ -173,8 +177,7 @@ def run_calf(
         bar.set_postfix_str(f"train {regime.name} seed {seed}")
         policy = calf.train_regime(setup, regime, seed, total)
         train_wall[f"{regime.name}/{seed}"] = policy.wall_s
-        layouts[regime.name] = (policy.layout.history_length,
-                                policy.layout.action_history_length)
+        layouts[regime.name] = (policy.layout.history_length, policy.layout.action_history_length)
         evals: list[tuple[str, Any]] = [("grid", c) for c in cond_objs]
         if ablation and regime.name == "baseline":
             evals += [("ablation", calf.CONDITIONS[c]) for c in calf.ABLATION_CONDITIONS]
@@ -182,16 +185,31 @@ def run_calf(
             evals += [("degraded", c) for c in variant_objs]
         for table, cond in evals:
             bar.set_postfix_str(f"eval {regime.name} seed {seed} {cond.name}")
-            records.append(calf.evaluate_policy(
-                setup, policy, cond, n_episodes, seed=calf.eval_seed(seed, cond.name),
-                table=table))
+            records.append(
+                calf.evaluate_policy(
+                    setup,
+                    policy,
+                    cond,
+                    n_episodes,
+                    seed=calf.eval_seed(seed, cond.name),
+                    table=table,
+                )
+            )
         # Rewrite the report after every policy: a long run stopped early keeps what
         # it finished.
         done = seed_list[: seed_list.index(seed) + 1]
-        results = CalfResults(env, records, calf.aggregate(records), [],
-                              time.perf_counter() - start, train_wall, layouts)
-        results.files = _write_outputs(results, out, setup, done, total, n_episodes,
-                                       [c.name for c in cond_objs])
+        results = CalfResults(
+            env,
+            records,
+            calf.aggregate(records),
+            [],
+            time.perf_counter() - start,
+            train_wall,
+            layouts,
+        )
+        results.files = _write_outputs(
+            results, out, setup, done, total, n_episodes, [c.name for c in cond_objs]
+        )
     bar.close()
     return results
 
@@ -221,8 +239,11 @@ def _table(results: CalfResults, table: str, conditions: list[str]) -> list[str]
     for c in results.cells:
         if c.table == table and c.regime not in regimes:
             regimes.append(c.regime)
-    present = [cond for cond in conditions if any(
-        c.table == table and c.condition == cond for c in results.cells)]
+    present = [
+        cond
+        for cond in conditions
+        if any(c.table == table and c.condition == cond for c in results.cells)
+    ]
     header = ["regime", *present, *[f"gap {c}" for c in present if c != "sim-clean"]]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for regime in regimes:
@@ -244,8 +265,13 @@ def _table(results: CalfResults, table: str, conditions: list[str]) -> list[str]
 
 
 def _write_outputs(
-    results: CalfResults, out: Path, setup: Any, seeds: list[int], total: int,
-    n_episodes: int, grid_conditions: list[str],
+    results: CalfResults,
+    out: Path,
+    setup: Any,
+    seeds: list[int],
+    total: int,
+    n_episodes: int,
+    grid_conditions: list[str],
 ) -> list[Path]:
     from fleetgym.agents import calf
 
@@ -279,23 +305,29 @@ def _write_outputs(
         f"Wall time {results.wall_s / 60:.1f} min.",
         "",
         "Compensated input lengths (k frames, m sent actions): "
-        + ", ".join(f"{r} k={k} m={m}" for r, (k, m) in results.layouts.items()
-                    if r.endswith("+comp")),
+        + ", ".join(
+            f"{r} k={k} m={m}" for r, (k, m) in results.layouts.items() if r.endswith("+comp")
+        ),
         "",
         "## Evaluation grid",
         "",
         *_table(results, "grid", grid_conditions),
     ]
     if any(c.table == "ablation" for c in results.cells):
-        lines += ["", "## Ablation (clean-trained policy)", "",
-                  *_table(results, "ablation", list(calf.ABLATION_CONDITIONS))]
-        lines += ["", *[f"- {n}: {calf.CONDITIONS[n].description}"
-                        for n in calf.ABLATION_CONDITIONS]]
+        lines += [
+            "",
+            "## Ablation (clean-trained policy)",
+            "",
+            *_table(results, "ablation", list(calf.ABLATION_CONDITIONS)),
+        ]
+        lines += [
+            "",
+            *[f"- {n}: {calf.CONDITIONS[n].description}" for n in calf.ABLATION_CONDITIONS],
+        ]
     degraded = [c.condition for c in results.cells if c.table == "degraded"]
     if degraded:
         names = list(dict.fromkeys(degraded))
-        lines += ["", "## wifi-degraded variants", "",
-                  *_table(results, "degraded", names)]
+        lines += ["", "## wifi-degraded variants", "", *_table(results, "degraded", names)]
         lines += ["", *[f"- {n}: {calf.resolve_condition(n).description}" for n in names]]
     md_path.write_text("\n".join(lines) + "\n")
     _plot(results, png_path, grid_conditions)
@@ -325,8 +357,14 @@ def _plot(results: CalfResults, path: Path, conditions: list[str]) -> None:
             except KeyError:
                 means.append(0.0)
                 stds.append(0.0)
-        ax.bar(x + (i - (len(regimes) - 1) / 2) * width, means, width, yerr=stds,
-               capsize=2, label=regime)
+        ax.bar(
+            x + (i - (len(regimes) - 1) / 2) * width,
+            means,
+            width,
+            yerr=stds,
+            capsize=2,
+            label=regime,
+        )
     ax.set_xticks(x, conds, rotation=15)
     ax.set_ylabel("episode return (mean ± seed std)")
     ax.set_title(f"CALF: {results.env_id} return per training regime and network")
@@ -338,28 +376,47 @@ def _plot(results: CalfResults, path: Path, conditions: list[str]) -> None:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add this subcommand's arguments (imports nothing heavy)."""
-    parser.add_argument("--env", default="CartPole-v1",
-                        help="CartPole-v1 (PPO) or a MiniGrid ID, e.g. MiniGrid-Empty-5x5-v0 "
-                             "(RecurrentPPO); default %(default)s")
-    parser.add_argument("--quick", action="store_true",
-                        help="a few minutes on 2 cores: 1 seed, 3 regimes, small budgets")
-    parser.add_argument("--seeds", type=int, default=None,
-                        help="number of seeds (default 1 with --quick, else 5)")
+    parser.add_argument(
+        "--env",
+        default="CartPole-v1",
+        help="CartPole-v1 (PPO) or a MiniGrid ID, e.g. MiniGrid-Empty-5x5-v0 "
+        "(RecurrentPPO); default %(default)s",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a few minutes on 2 cores: 1 seed, 3 regimes, small budgets",
+    )
+    parser.add_argument(
+        "--seeds", type=int, default=None, help="number of seeds (default 1 with --quick, else 5)"
+    )
     parser.add_argument("--out", default="fleetgym-out/calf", help="output folder")
-    parser.add_argument("--regimes", default=None,
-                        help="comma-separated regimes (default: the paper's three, with and "
-                             "without compensation); any condition name also trains under it")
-    parser.add_argument("--conditions", default=None,
-                        help="comma-separated evaluation conditions (default: sim-clean, "
-                             "ethernet, wifi-normal, wifi-degraded, shipped trace)")
+    parser.add_argument(
+        "--regimes",
+        default=None,
+        help="comma-separated regimes (default: the paper's three, with and "
+        "without compensation); any condition name also trains under it",
+    )
+    parser.add_argument(
+        "--conditions",
+        default=None,
+        help="comma-separated evaluation conditions (default: sim-clean, "
+        "ethernet, wifi-normal, wifi-degraded, shipped trace)",
+    )
     parser.add_argument("--timesteps", type=int, default=None, help="training steps per policy")
-    parser.add_argument("--episodes", type=int, default=None,
-                        help="evaluation episodes per policy and condition (default 50)")
+    parser.add_argument(
+        "--episodes",
+        type=int,
+        default=None,
+        help="evaluation episodes per policy and condition (default 50)",
+    )
     parser.add_argument("--no-ablation", action="store_true", help="skip the ablation table")
-    parser.add_argument("--variants", default=None,
-                        help="comma-separated wifi-degraded variants ('' to skip)")
-    parser.add_argument("--variant-regimes", default=None,
-                        help="regimes evaluated under the variants")
+    parser.add_argument(
+        "--variants", default=None, help="comma-separated wifi-degraded variants ('' to skip)"
+    )
+    parser.add_argument(
+        "--variant-regimes", default=None, help="regimes evaluated under the variants"
+    )
     parser.add_argument("--step-ms", type=float, default=None, help="control period override")
     parser.add_argument("--algo", choices=("ppo", "recurrent-ppo"), default=None)
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -374,11 +431,20 @@ def run(args: argparse.Namespace) -> int:
     variants = _split(args.variants)
     try:
         results = run_calf(
-            args.env, quick=args.quick, seeds=args.seeds, out_dir=args.out,
-            regimes=_split(args.regimes), conditions=_split(args.conditions),
-            timesteps=args.timesteps, episodes=args.episodes, ablation=not args.no_ablation,
-            variants=variants, variant_regimes=_split(args.variant_regimes),
-            step_ms=args.step_ms, algo=args.algo, progress=not args.no_progress,
+            args.env,
+            quick=args.quick,
+            seeds=args.seeds,
+            out_dir=args.out,
+            regimes=_split(args.regimes),
+            conditions=_split(args.conditions),
+            timesteps=args.timesteps,
+            episodes=args.episodes,
+            ablation=not args.no_ablation,
+            variants=variants,
+            variant_regimes=_split(args.variant_regimes),
+            step_ms=args.step_ms,
+            algo=args.algo,
+            progress=not args.no_progress,
         )
     except (ValueError, TypeError, FleetgymError) as exc:
         # Bad arguments end with one line, not a traceback.

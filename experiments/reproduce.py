@@ -41,9 +41,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=",".join(PARTS),
         help=f"comma-separated parts to run, of {', '.join(PARTS)} (default: all)",
     )
-    parser.add_argument(
-        "--no-progress", action="store_true", help="no progress bars (for logs)"
-    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars (for logs)")
 
 
 def _parts(text: str) -> list[str]:

@@ -240,7 +240,11 @@ def plot_time_cost(
             ax.annotate(
                 # A run the budget stopped has no time to target: say how many reached it.
                 f"B={r['budget']:.3g}"
-                + ("" if r.get("success_rate", 1.0) >= 1.0 else f" ({r['success_rate']:.0%} reach J)"),
+                + (
+                    ""
+                    if r.get("success_rate", 1.0) >= 1.0
+                    else f" ({r['success_rate']:.0%} reach J)"
+                ),
                 (r["time_s_mean"], r["cost_mean"]),
                 fontsize=7,
                 color="crimson",

@@ -27,10 +27,6 @@ from fleetgym.experiments.argtypes import non_negative_int, positive_int
 BACKENDS = ("inprocess", "process", "ray")
 
 
-
-
-
-
 def _float(text: str) -> float:
     try:
         value = float(text)

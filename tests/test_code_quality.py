@@ -1,7 +1,10 @@
-"""The package stays ruff- and mypy-clean (the settings live in pyproject.toml).
+"""The package stays ruff-, format- and mypy-clean and keeps its import layers.
 
-mypy cannot see the editable install's import hook, so it checks the package through a
-temporary folder holding a ``fleetgym`` symlink to the repository root (DESIGN.md).
+The settings live in pyproject.toml. mypy cannot see the editable install's import hook,
+so it checks the package through a temporary folder holding a ``fleetgym`` symlink to the
+repository root. import-linter checks the layer ladder (experiments/cli -> meta_env ->
+agents -> wrappers -> traces -> errors/validation) and that no sibling modules import
+each other in a cycle (function-local imports included).
 """
 
 from __future__ import annotations
@@ -26,6 +29,19 @@ def _tool(name: str) -> list[str]:
 def test_ruff_is_clean():
     cmd = _tool("ruff") + ["check", str(ROOT)]
     result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_format_is_clean():
+    cmd = _tool("ruff") + ["format", "--check", str(ROOT)]
+    result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_import_layers_are_kept():
+    if shutil.which("lint-imports") is None:
+        pytest.skip("import-linter is not installed (pip install -e '.[test]')")
+    result = subprocess.run(["lint-imports"], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -26,4 +26,6 @@ def test_docstring_examples_run(name):
     result = doctest.testmod(
         module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, verbose=False
     )
-    assert result.failed == 0, f"{result.failed} of {result.attempted} doctest examples failed in {name}"
+    assert result.failed == 0, (
+        f"{result.failed} of {result.attempted} doctest examples failed in {name}"
+    )

@@ -157,7 +157,12 @@ def staleness_quantile(
 
 @functools.lru_cache(maxsize=256)
 def _cached_history_length(
-    profile: str, step_ms: float, quantile: float, path: str, n_steps: int, seed: int,
+    profile: str,
+    step_ms: float,
+    quantile: float,
+    path: str,
+    n_steps: int,
+    seed: int,
     delivery: str | None,
 ) -> int:
     extra = {} if delivery is None else {"delivery": delivery}
@@ -215,11 +220,17 @@ def history_length_for_profile(
     if not float(step_ms) > 0 or not math.isfinite(float(step_ms)):
         raise ValueError(f"step_ms: expected a positive number, actual {step_ms!r}")
     if profile is None:
-        channels = {k: v for k, v in shim_kwargs.items()
-                    if k not in ("start_action", "copy_observations")}
+        channels = {
+            k: v for k, v in shim_kwargs.items() if k not in ("start_action", "copy_observations")
+        }
         return (
             staleness_quantile(
-                None, float(step_ms), quantile, path=path, n_steps=n_steps, seed=seed,
+                None,
+                float(step_ms),
+                quantile,
+                path=path,
+                n_steps=n_steps,
+                seed=seed,
                 **channels,
             )
             + 1
@@ -231,18 +242,31 @@ def history_length_for_profile(
         )
     # Only what changes the packet schedule matters; drop the rest so the cache applies.
     measured = {
-        key: value for key, value in shim_kwargs.items()
+        key: value
+        for key, value in shim_kwargs.items()
         if value is not None and key not in ("start_action", "copy_observations", "block_size")
     }
     lengths = []
     for name in names:
         if isinstance(name, str) and set(measured) <= {"delivery"}:
-            lengths.append(_cached_history_length(
-                name, float(step_ms), quantile, path, n_steps, seed, measured.get("delivery")))
+            lengths.append(
+                _cached_history_length(
+                    name, float(step_ms), quantile, path, n_steps, seed, measured.get("delivery")
+                )
+            )
         else:
-            lengths.append(staleness_quantile(
-                name, float(step_ms), quantile, path=path, n_steps=n_steps, seed=seed,
-                **measured) + 1)
+            lengths.append(
+                staleness_quantile(
+                    name,
+                    float(step_ms),
+                    quantile,
+                    path=path,
+                    n_steps=n_steps,
+                    seed=seed,
+                    **measured,
+                )
+                + 1
+            )
     return max(lengths)
 
 
@@ -253,8 +277,7 @@ def _require_box(env: gym.Env[Any, Any], who: str) -> spaces.Box:
     space = env.observation_space
     if not isinstance(space, spaces.Box):
         raise UnsupportedSpaceError(
-            f"{who}: expected a Box observation space (flatten Dict/Tuple first), "
-            f"actual {space}"
+            f"{who}: expected a Box observation space (flatten Dict/Tuple first), actual {space}"
         )
     return space
 
@@ -490,8 +513,11 @@ class SentActionHistory(
         if isinstance(space, spaces.MultiDiscrete):
             parts = []
             for a, n, s in zip(
-                np.asarray(action).ravel(), space.nvec.ravel(), np.asarray(space.start).ravel()
-                if space.start is not None else np.zeros(space.nvec.size, np.int64),
+                np.asarray(action).ravel(),
+                space.nvec.ravel(),
+                np.asarray(space.start).ravel()
+                if space.start is not None
+                else np.zeros(space.nvec.size, np.int64),
                 strict=True,
             ):
                 one = np.zeros(int(n), np.float32)
@@ -606,9 +632,11 @@ def make_robust_env(
     if action_history_length is None:
         m = history_length_for_profile(profile, period, quantile, path="round_trip", **measured)
     else:
-        if isinstance(action_history_length, bool) or not isinstance(
-            action_history_length, (int, np.integer)
-        ) or action_history_length < 0:
+        if (
+            isinstance(action_history_length, bool)
+            or not isinstance(action_history_length, (int, np.integer))
+            or action_history_length < 0
+        ):
             raise ValueError(
                 f"action_history_length: expected an int >= 0 or None, "
                 f"actual {action_history_length!r}"

@@ -302,11 +302,15 @@ def resolve_network(
     if uplink is None and downlink is None:
         return resolve_profiles("wifi-degraded" if profile is None else profile)
     if profile is not None:
-        raise ValueError("expected either profile or explicit uplink/downlink channels, actual both")
+        raise ValueError(
+            "expected either profile or explicit uplink/downlink channels, actual both"
+        )
     for name, ch in (("uplink", uplink), ("downlink", downlink)):
         if ch is not None and not isinstance(ch, Channel):
             raise TypeError(f"expected {name} as a fleetgym Channel, actual {type(ch).__name__}")
-    return (NetworkProfile("custom", uplink or _PERFECT, downlink or _PERFECT, "explicit channels"),)
+    return (
+        NetworkProfile("custom", uplink or _PERFECT, downlink or _PERFECT, "explicit channels"),
+    )
 
 
 class NetworkShimWrapper(

@@ -97,7 +97,9 @@ def _builtin() -> None:
     # Sensing over poor Wi-Fi, actuation local: the variant of wifi-degraded under which
     # the CALF experiment finds the paper's pattern (README, section calf).
     _REGISTRY["wifi-degraded-uplink"] = NetworkProfile(
-        "wifi-degraded-uplink", GaussianChannel(80.0, 40.0, 0.10), GaussianChannel(0.0, 0.0, 0.0),
+        "wifi-degraded-uplink",
+        GaussianChannel(80.0, 40.0, 0.10),
+        GaussianChannel(0.0, 0.0, 0.0),
         "poor Wi-Fi on observations only (80 ± 40 ms, 10 % loss), actions local",
     )
     for file_name in list_traces():

@@ -69,9 +69,12 @@ def test_k_fixed_delay_is_exact():
     assert staleness_quantile(None, STEP_MS, 0.99, uplink=fixed(50), downlink=fixed(0)) == 2
     assert history_length_for_profile(None, STEP_MS, uplink=fixed(50), downlink=fixed(0)) == 3
     # Round trip adds the action path: 2 + floor(30/20) = 3.
-    assert staleness_quantile(
-        None, STEP_MS, 0.99, path="round_trip", uplink=fixed(50), downlink=fixed(30)
-    ) == 3
+    assert (
+        staleness_quantile(
+            None, STEP_MS, 0.99, path="round_trip", uplink=fixed(50), downlink=fixed(30)
+        )
+        == 3
+    )
 
 
 @pytest.mark.parametrize(("loss", "expected"), [(0.2, 2), (0.5, 6)])
@@ -89,8 +92,10 @@ def test_k_loss_only_matches_geometric_law(loss, expected):
 
 
 def test_k_grows_with_the_profile_and_takes_the_max_of_a_mix():
-    ks = [history_length_for_profile(p, STEP_MS) for p in
-          ("perfect", "ethernet", "wifi-normal", "wifi-degraded")]
+    ks = [
+        history_length_for_profile(p, STEP_MS)
+        for p in ("perfect", "ethernet", "wifi-normal", "wifi-degraded")
+    ]
     assert ks == sorted(ks)
     assert ks[2] >= 2 and ks[3] > ks[2]
     assert history_length_for_profile(["perfect", "wifi-degraded"], STEP_MS) == ks[3]
@@ -235,8 +240,7 @@ def test_sent_action_history_rejects_unsupported_spaces():
 
 # ---------------------------------------------------------------- the robust stack
 def test_make_robust_env_layout_and_contents():
-    env = make_robust_env(CounterEnv(), None, step_ms=STEP_MS, uplink=fixed(50),
-                          downlink=fixed(0))
+    env = make_robust_env(CounterEnv(), None, step_ms=STEP_MS, uplink=fixed(50), downlink=fixed(0))
     # k = 3 (uplink staleness 2 + 1); m = round trip 2 + 0 + 1 = 3; each frame 1 + 2 ages.
     assert env.observation_space.shape == (3 * 3 + 3 * 3,)
     obs, _ = env.reset(seed=0)
@@ -249,8 +253,7 @@ def test_make_robust_env_layout_and_contents():
 
 
 def test_make_robust_env_reset_clears_everything():
-    env = make_robust_env("CartPole-v1", "wifi-degraded", history_length=4,
-                          action_history_length=5)
+    env = make_robust_env("CartPole-v1", "wifi-degraded", history_length=4, action_history_length=5)
     first, _ = env.reset(seed=7)
     for i in range(20):
         if any(env.step(i % 2)[2:4]):
@@ -262,16 +265,16 @@ def test_make_robust_env_reset_clears_everything():
 def test_make_robust_env_passes_gymnasium_and_sb3_checks():
     from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
-    env = make_robust_env("CartPole-v1", "wifi-normal", history_length=3,
-                          action_history_length=4)
+    env = make_robust_env("CartPole-v1", "wifi-normal", history_length=3, action_history_length=4)
     gym_check_env(env, skip_render_check=True)
-    sb3_check_env(make_robust_env("CartPole-v1", "wifi-normal", history_length=3,
-                                  action_history_length=4), warn=True)
+    sb3_check_env(
+        make_robust_env("CartPole-v1", "wifi-normal", history_length=3, action_history_length=4),
+        warn=True,
+    )
 
 
 def test_make_robust_env_rebuilds_from_its_spec_and_is_deterministic():
-    env = make_robust_env("CartPole-v1", "wifi-normal", history_length=3,
-                          action_history_length=2)
+    env = make_robust_env("CartPole-v1", "wifi-normal", history_length=3, action_history_length=2)
     again = gym.make(env.spec)
     assert again.observation_space == env.observation_space
     o1, _ = env.reset(seed=5)
@@ -288,8 +291,11 @@ def test_make_robust_env_rebuilds_from_its_spec_and_is_deterministic():
 def test_make_robust_env_in_vector_envs():
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    factory = lambda: make_robust_env("CartPole-v1", "wifi-normal", history_length=3,  # noqa: E731
-                                      action_history_length=2)
+    def factory():
+        return make_robust_env(
+            "CartPole-v1", "wifi-normal", history_length=3, action_history_length=2
+        )
+
     vec = gym.vector.SyncVectorEnv([factory, factory])
     obs, _ = vec.reset(seed=0)
     assert obs.shape == (2, 3 * 6 + 2 * 2)
@@ -299,9 +305,14 @@ def test_make_robust_env_in_vector_envs():
     sb3_vec = DummyVecEnv([factory, factory])
     assert sb3_vec.reset().shape == (2, 22)
     sb3_vec.close()
-    made = gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync",
-                        wrappers=[lambda e: make_robust_env(e, "wifi-normal", history_length=2,
-                                                            action_history_length=2)])
+    made = gym.make_vec(
+        "CartPole-v1",
+        num_envs=2,
+        vectorization_mode="sync",
+        wrappers=[
+            lambda e: make_robust_env(e, "wifi-normal", history_length=2, action_history_length=2)
+        ],
+    )
     assert made.reset(seed=0)[0].shape == (2, 2 * 6 + 2 * 2)
     made.close()
 

@@ -77,8 +77,9 @@ def test_each_cartpole_regime_trains_and_evaluates(regime):
 def test_minigrid_recurrent_regime_trains_and_evaluates():
     setup = tiny_setup("MiniGrid-Empty-5x5-v0")
     assert setup.algo == "recurrent-ppo" and setup.period_ms == 20.0
-    policy = calf.train_regime(setup, calf.REGIMES["net-aware+comp"], seed=0,
-                               total_timesteps=128, n_envs=2)
+    policy = calf.train_regime(
+        setup, calf.REGIMES["net-aware+comp"], seed=0, total_timesteps=128, n_envs=2
+    )
     rec = calf.evaluate_policy(setup, policy, calf.CONDITIONS["wifi-normal"], 2, seed=0)
     assert rec.n_episodes == 2 and 0.0 <= rec.mean_return <= 1.0
 
@@ -86,8 +87,10 @@ def test_minigrid_recurrent_regime_trains_and_evaluates():
 def test_aggregate_means_seed_spread_and_gap():
     rec = calf.EvalRecord
     records = [
-        rec("E", "r", 0, "sim-clean", 400.0, 0.0, 5), rec("E", "r", 1, "sim-clean", 500.0, 0.0, 5),
-        rec("E", "r", 0, "wifi-normal", 200.0, 0.0, 5), rec("E", "r", 1, "wifi-normal", 400.0, 0.0, 5),
+        rec("E", "r", 0, "sim-clean", 400.0, 0.0, 5),
+        rec("E", "r", 1, "sim-clean", 500.0, 0.0, 5),
+        rec("E", "r", 0, "wifi-normal", 200.0, 0.0, 5),
+        rec("E", "r", 1, "wifi-normal", 400.0, 0.0, 5),
         rec("E", "r", 0, "jitter-only", 100.0, 0.0, 5, "ablation"),
     ]
     cells = {(c.table, c.condition): c for c in calf.aggregate(records)}
@@ -102,13 +105,22 @@ def test_aggregate_means_seed_spread_and_gap():
 
 def test_run_calf_writes_table_csv_and_png(tmp_path):
     results = run_calf(
-        "CartPole-v1", quick=True, out_dir=tmp_path, regimes=["baseline", "net-aware+comp"],
-        timesteps=256, episodes=2, variants=["wifi-degraded", "degraded-corr0.9"],
+        "CartPole-v1",
+        quick=True,
+        out_dir=tmp_path,
+        regimes=["baseline", "net-aware+comp"],
+        timesteps=256,
+        episodes=2,
+        variants=["wifi-degraded", "degraded-corr0.9"],
         progress=False,
     )
     names = sorted(p.name for p in results.files)
-    assert names == ["calf_CartPole-v1.md", "calf_CartPole-v1.png",
-                     "calf_CartPole-v1_records.csv", "calf_CartPole-v1_summary.csv"]
+    assert names == [
+        "calf_CartPole-v1.md",
+        "calf_CartPole-v1.png",
+        "calf_CartPole-v1_records.csv",
+        "calf_CartPole-v1_summary.csv",
+    ]
     text = (tmp_path / "calf_CartPole-v1.md").read_text()
     assert "| regime | sim-clean | ethernet | wifi-normal | wifi-degraded |" in text
     assert "## Ablation" in text and "## wifi-degraded variants" in text
@@ -123,10 +135,26 @@ def test_run_calf_writes_table_csv_and_png(tmp_path):
 
 
 def test_cli_calf_quick(tmp_path, capsys):
-    code = cli_main(["calf", "--quick", "--timesteps", "256", "--episodes", "2",
-                     "--regimes", "baseline", "--conditions", "sim-clean,wifi-normal",
-                     "--no-ablation", "--variants", "", "--out", str(tmp_path),
-                     "--no-progress"])
+    code = cli_main(
+        [
+            "calf",
+            "--quick",
+            "--timesteps",
+            "256",
+            "--episodes",
+            "2",
+            "--regimes",
+            "baseline",
+            "--conditions",
+            "sim-clean,wifi-normal",
+            "--no-ablation",
+            "--variants",
+            "",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert "# CALF on CartPole-v1" in out and "wrote" in out

@@ -104,8 +104,13 @@ def test_a_trained_pow2_scheduler_is_evaluated_on_the_plain_env(tmp_path):
     config = SchedulerPPOConfig(n_steps=8, batch_size=4, n_epochs=1, actions="pow2")
     kwargs = {"workload": "CartPole-v1", "timing": "modeled", "max_rounds": 6}
     result = train_scheduler(
-        tmp_path, env_id="fleetgym/ActorScheduling-v0", env_kwargs=kwargs, episodes=2,
-        config=config, tensorboard=False, progress=False,
+        tmp_path,
+        env_id="fleetgym/ActorScheduling-v0",
+        env_kwargs=kwargs,
+        episodes=2,
+        config=config,
+        tensorboard=False,
+        progress=False,
     )
     scheduler = load_learned_scheduler(result.model_path)
     assert isinstance(scheduler, MappedScheduler) and scheduler.mode == "pow2"
