@@ -40,5 +40,5 @@ class FleetError(FleetgymError, RuntimeError):
     """An actor fleet that cannot complete a round."""
 
 
-class ProtocolError(FleetgymError, ValueError):
-    """Malformed or oversized input on a fleetgym socket."""
+class InvalidActionError(FleetgymError, ValueError):
+    """An action that is not an element of the action space; the message names the step."""

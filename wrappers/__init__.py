@@ -27,14 +27,14 @@ from fleetgym.wrappers.compensation import (
     history_length_for_profile,
     make_robust_env,
 )
-from fleetgym.wrappers.network_shim import (
+from fleetgym.wrappers.network_shim import NetworkShimWrapper, make_network_shim_env
+from fleetgym.wrappers.profiles import NetworkProfile, get_profile, list_profiles, register_profile
+from fleetgym.wrappers.shim_config import (
     DELIVERY_MODES,
-    NetworkShimWrapper,
+    ShimConfig,
     default_start_action,
     infer_step_ms,
-    make_network_shim_env,
 )
-from fleetgym.wrappers.profiles import NetworkProfile, get_profile, list_profiles, register_profile
 from fleetgym.wrappers.vector import NetworkShimVectorWrapper
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "ObservationAgeFeatures",
     "ObservationHistory",
     "SentActionHistory",
+    "ShimConfig",
     "TraceChannel",
     "default_start_action",
     "get_profile",

@@ -16,68 +16,20 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from fleetgym.errors import UnsupportedSpaceError
-from fleetgym.wrappers.channels import Channel, DelaySampler, GaussianChannel
-from fleetgym.wrappers.profiles import NetworkProfile, get_profile
+from fleetgym.validation import check_bool, quote
+from fleetgym.wrappers.channels import Channel, DelaySampler
+from fleetgym.wrappers.profiles import NetworkProfile
+from fleetgym.wrappers.shim_config import (
+    ActionCheck,
+    ShimConfig,
+    ShimStreams,
+    check_seed,
+    infer_step_ms,
+)
 
-__all__ = [
-    "DELIVERY_MODES",
-    "NetworkShimWrapper",
-    "default_start_action",
-    "infer_step_ms",
-    "make_network_shim_env",
-]
+__all__ = ["NetworkShimWrapper", "make_network_shim_env"]
 
-#: Accepted values of ``delivery``.
-DELIVERY_MODES = ("fifo", "latest")
-#: Spawn key that separates the shim's streams from the env's own seeding of the same seed.
-_SHIM_STREAM_KEY = 0x5E7_5111
 _INF = math.inf
-_PERFECT = GaussianChannel(0.0, 0.0, 0.0)
-
-
-def infer_step_ms(env: gym.Env[Any, Any]) -> float | None:
-    """The control period in ms from ``env.unwrapped.dt`` or ``.tau`` (seconds), else None."""
-    base = env.unwrapped
-    for attr in ("dt", "tau"):
-        try:
-            value = getattr(base, attr, None)
-        except Exception:  # a dt property that needs state (e.g. before reset)
-            value = None
-        if isinstance(value, (int, float, np.floating)) and not isinstance(value, bool):
-            if math.isfinite(value) and value > 0:
-                return float(value) * 1000.0
-    return None
-
-
-def default_start_action(space: gym.Space[Any]) -> Any:
-    """The "zero" action of a space, applied before the first action of an episode arrives.
-
-    Box: zeros clipped into the bounds; Discrete: ``start`` (the first action);
-    MultiDiscrete: ``start``; MultiBinary: zeros; Dict/Tuple: element-wise.
-
-    Raises:
-        UnsupportedSpaceError: For other spaces (pass ``start_action`` explicitly).
-    """
-    if isinstance(space, spaces.Box):
-        return np.clip(np.zeros(space.shape, dtype=space.dtype), space.low, space.high).astype(
-            space.dtype
-        )
-    if isinstance(space, spaces.Discrete):
-        # The space's own integer type, as space.sample() returns.
-        return space.dtype.type(space.start)
-    if isinstance(space, spaces.MultiDiscrete):
-        return np.array(space.start, dtype=space.dtype, copy=True)
-    if isinstance(space, spaces.MultiBinary):
-        return np.zeros(space.shape, dtype=space.dtype)
-    if isinstance(space, spaces.Dict):
-        return {key: default_start_action(sub) for key, sub in space.spaces.items()}
-    if isinstance(space, spaces.Tuple):
-        return tuple(default_start_action(sub) for sub in space.spaces)
-    raise UnsupportedSpaceError(
-        f"expected an action space with a default start action (Box, Discrete, MultiDiscrete, "
-        f"MultiBinary, Dict, Tuple), actual {space}; pass start_action explicitly"
-    )
 
 
 def _copy_tree(x: Any) -> Any:
@@ -241,78 +193,6 @@ class _Link:
         return False
 
 
-class ShimStreams:
-    """The random streams of one shimmed env, derived from its reset seed.
-
-    ``SeedSequence(seed, spawn_key=(key,))`` (a branch the env's own seeding of the same
-    seed never uses) spawns one child for the per-episode profile draw, then two
-    (uplink, downlink) for each new pair of delay samplers. The vector shim uses the same
-    derivation per sub-env, so sub-env i with seed s + i replays scalar seed s + i.
-    """
-
-    __slots__ = ("root", "profile_rng")
-
-    def __init__(self, seed: int | None) -> None:
-        self.root = np.random.SeedSequence(seed, spawn_key=(_SHIM_STREAM_KEY,))
-        self.profile_rng = np.random.Generator(np.random.PCG64(self.root.spawn(1)[0]))
-
-    def draw(
-        self, profiles: Sequence[NetworkProfile], step_ms: float
-    ) -> tuple[NetworkProfile, DelaySampler, DelaySampler]:
-        """Pick this episode's profile (uniformly if several) and make fresh samplers."""
-        profile = profiles[0]
-        if len(profiles) > 1:
-            profile = profiles[int(self.profile_rng.integers(len(profiles)))]
-        up_ss, down_ss = self.root.spawn(2)
-        up = profile.uplink.sampler(np.random.Generator(np.random.PCG64(up_ss)), step_ms)
-        down = profile.downlink.sampler(np.random.Generator(np.random.PCG64(down_ss)), step_ms)
-        return profile, up, down
-
-
-def resolve_profiles(profile: Any) -> tuple[NetworkProfile, ...]:
-    """Profiles from a name, a NetworkProfile, or a non-empty sequence of them.
-
-    Raises:
-        UnknownProfileError: For an unknown name.
-        TypeError: For anything else.
-        ValueError: For an empty sequence.
-    """
-    if isinstance(profile, (str, NetworkProfile)):
-        return (get_profile(profile),)
-    if isinstance(profile, Sequence) and not isinstance(profile, (bytes, bytearray)):
-        if len(profile) == 0:
-            raise ValueError("expected at least one profile, actual an empty sequence")
-        return tuple(get_profile(p) for p in profile)
-    raise TypeError(
-        "expected profile as a name, a NetworkProfile or a sequence of them, "
-        f"actual {type(profile).__name__}"
-    )
-
-
-def resolve_network(
-    profile: Any, uplink: Channel | None, downlink: Channel | None
-) -> tuple[NetworkProfile, ...]:
-    """The profiles a shim draws from: explicit channels (missing ones perfect) or
-    :func:`resolve_profiles` of ``profile`` (default ``"wifi-degraded"``).
-
-    Raises:
-        ValueError: For both a profile and explicit channels.
-        TypeError: For a channel that is not a fleetgym :class:`Channel`.
-    """
-    if uplink is None and downlink is None:
-        return resolve_profiles("wifi-degraded" if profile is None else profile)
-    if profile is not None:
-        raise ValueError(
-            "expected either profile or explicit uplink/downlink channels, actual both"
-        )
-    for name, ch in (("uplink", uplink), ("downlink", downlink)):
-        if ch is not None and not isinstance(ch, Channel):
-            raise TypeError(f"expected {name} as a fleetgym Channel, actual {type(ch).__name__}")
-    return (
-        NetworkProfile("custom", uplink or _PERFECT, downlink or _PERFECT, "explicit channels"),
-    )
-
-
 class NetworkShimWrapper(
     gym.Wrapper[Any, Any, Any, Any],
     gym.utils.RecordConstructorArgs,
@@ -340,6 +220,10 @@ class NetworkShimWrapper(
        last one again (as a fresh copy, so the agent never holds two references to
        one array). Reward, terminated and truncated are the env's own for
        this tick (they are the training signal, not a sensor reading).
+
+    Every action is checked against the action space when it is sent (``step``), so an
+    invalid one fails there, naming the step, not ticks later inside the env (or never,
+    when its packet is lost).
 
     ``reset`` returns the env's initial observation as is (age 0) and clears every
     packet in flight. Timeline for a fixed delay of 1.5 periods on both paths (a packet
@@ -404,11 +288,9 @@ class NetworkShimWrapper(
             changes which random numbers go to which packet).
 
     Raises:
-        UnknownProfileError: For an unknown profile name (lists the known ones).
-        TypeError: For arguments of the wrong type.
-        ValueError: For out-of-range arguments, ``step_ms`` missing on an env without
-            ``dt``/``tau``, or a profile combined with explicit channels.
-        UnsupportedSpaceError: If no default start action exists for the action space.
+        TypeError, ValueError, UnknownProfileError, UnsupportedSpaceError: For a bad
+            argument (see :meth:`ShimConfig.create <fleetgym.wrappers.shim_config.ShimConfig.create>`).
+        InvalidActionError: From ``step``, for an action outside the action space.
     """
 
     def __init__(
@@ -436,54 +318,23 @@ class NetworkShimWrapper(
             block_size=block_size,
         )
         if not isinstance(env, gym.Env):
-            raise TypeError(f"expected env as a gymnasium.Env, actual {type(env).__name__}")
+            raise TypeError(f"env: expected a gymnasium.Env, actual {type(env).__name__}")
         gym.Wrapper.__init__(self, env)
-
-        self._profiles = resolve_network(profile, uplink, downlink)
-
-        if step_ms is None:
-            inferred = infer_step_ms(env)
-            if inferred is None:
-                raise ValueError(
-                    f"expected step_ms (the control period in ms): {env.unwrapped} has no "
-                    "dt or tau attribute to infer it from"
-                )
-            step_ms = inferred
-        if isinstance(step_ms, bool) or not isinstance(
-            step_ms, (int, float, np.integer, np.floating)
-        ):
-            raise TypeError(f"expected step_ms as a number, actual {type(step_ms).__name__}")
-        if not math.isfinite(step_ms) or step_ms <= 0:
-            raise ValueError(f"expected step_ms > 0 and finite, actual {step_ms}")
-        self.step_ms = float(step_ms)
-
-        if not isinstance(delivery, str) or delivery not in DELIVERY_MODES:
-            raise ValueError(f"expected delivery in {DELIVERY_MODES}, actual {delivery!r}")
-        self.delivery = delivery
-        if not isinstance(copy_observations, bool):
-            raise TypeError(
-                f"expected copy_observations as bool, actual {type(copy_observations).__name__}"
-            )
-        self._copy = copy_observations
-        if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)):
-            raise TypeError(f"expected block_size as an int, actual {type(block_size).__name__}")
-        if not 1 <= block_size <= 1_000_000:
-            raise ValueError(f"expected block_size in [1, 1000000], actual {block_size}")
-        self._block = int(block_size)
-
-        if start_action is None:
-            self._start_action = default_start_action(env.action_space)
-        else:
-            try:
-                ok = env.action_space.contains(start_action)
-            except Exception:
-                ok = False
-            if not ok:
-                raise ValueError(
-                    f"expected start_action in the action space {env.action_space}, actual {start_action!r}"
-                )
-            self._start_action = start_action
-
+        self.config = ShimConfig.create(
+            env.action_space,
+            profile=profile,
+            uplink=uplink,
+            downlink=downlink,
+            step_ms=step_ms,
+            delivery=delivery,
+            start_action=start_action,
+            block_size=block_size,
+            infer=lambda: infer_step_ms(env),
+        )
+        self._copy = check_bool("copy_observations", copy_observations)
+        self._profiles, self.step_ms = self.config.profiles, self.config.step_ms
+        self.delivery, self._start_action = self.config.delivery, self.config.start_action
+        self._check_action = ActionCheck(env.action_space)
         self._streams: ShimStreams | None = None
         # Integer actions are immutable: no copy needed when one is held.
         self._copy_actions = not isinstance(env.action_space, spaces.Discrete)
@@ -518,19 +369,16 @@ class NetworkShimWrapper(
     def _new_links(self) -> None:
         assert self._streams is not None  # set by _seed first
         self.profile, up, down = self._streams.draw(self._profiles, self.step_ms)
-        fifo = self.delivery == "fifo"
-        self._up = _Link(up, self.step_ms, self._block, fifo)
-        self._down = _Link(down, self.step_ms, self._block, fifo)
+        config = self.config
+        self._up = _Link(up, self.step_ms, config.block_size, config.fifo)
+        self._down = _Link(down, self.step_ms, config.block_size, config.fifo)
 
     # -- gym API ----------------------------------------------------------------------
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         """Reset the env and the network (every queue cleared); see the class docstring."""
-        if seed is not None and (
-            isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0
-        ):
-            raise ValueError(f"expected seed as a non-negative int or None, actual {seed!r}")
+        seed = check_seed(seed)
         obs, info = self.env.reset(seed=seed, options=options)
         if seed is not None or self._streams is None:
             self._seed(seed)
@@ -560,6 +408,7 @@ class NetworkShimWrapper(
         if down is None or up is None:
             raise gym.error.ResetNeeded("call reset() before step()")
         t = self._t
+        self._check_action(action, t)
         down_code = down.tick(t, action)
         if down_code >= 2:
             self._applied = down.best_payload
@@ -611,16 +460,11 @@ class NetworkShimWrapper(
         """This episode's per-direction packet counters (sent, lost, reordered, stale)."""
         out: dict[str, int] = {"ticks": self._t, "action_holds": self._holds}
         for name, link in (("uplink", self._up), ("downlink", self._down)):
-            if link is None:
-                continue
-            out.update(
-                {
-                    f"{name}_sent": self._t,
-                    f"{name}_lost": link.lost,
-                    f"{name}_reordered": link.reordered,
-                    f"{name}_stale": link.stale,
-                }
-            )
+            if link is not None:
+                out[f"{name}_sent"] = self._t
+                out[f"{name}_lost"] = link.lost
+                out[f"{name}_reordered"] = link.reordered
+                out[f"{name}_stale"] = link.stale
         return out
 
     @property
@@ -652,11 +496,9 @@ def make_network_shim_env(
         TypeError: If ``env_id`` is not a str or ``env_kwargs`` not a dict.
     """
     if not isinstance(env_id, str) or not env_id:
-        raise TypeError(f"expected env_id as a non-empty str, actual {env_id!r}")
+        raise TypeError(f"env_id: expected a non-empty str, actual {quote(env_id)}")
     if env_kwargs is not None and not isinstance(env_kwargs, dict):
-        raise TypeError(
-            f"expected env_kwargs as a dict or None, actual {type(env_kwargs).__name__}"
-        )
+        raise TypeError(f"env_kwargs: expected a dict or None, actual {type(env_kwargs).__name__}")
     inner_kwargs = dict(env_kwargs or {})
     if "render_mode" in wrapper_kwargs:
         inner_kwargs["render_mode"] = wrapper_kwargs.pop("render_mode")

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from fleetgym.errors import UnknownProfileError
 from fleetgym.traces.loaders import list_traces, trace_path
+from fleetgym.validation import check_bool, quote
 from fleetgym.wrappers.channels import Channel, GaussianChannel, TraceChannel
 
 __all__ = ["NetworkProfile", "get_profile", "list_profiles", "register_profile"]
@@ -64,16 +65,16 @@ class NetworkProfile:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
-            raise TypeError(f"expected name as a non-empty str, actual {self.name!r}")
+            raise TypeError(f"name: expected a non-empty str, actual {quote(self.name)}")
         for direction in ("uplink", "downlink"):
             channel = getattr(self, direction)
             if not isinstance(channel, Channel):
                 raise TypeError(
-                    f"expected {direction} as a fleetgym Channel, actual {type(channel).__name__}"
+                    f"{direction}: expected a fleetgym Channel, actual {type(channel).__name__}"
                 )
         if not isinstance(self.description, str):
             raise TypeError(
-                f"expected description as str, actual {type(self.description).__name__}"
+                f"description: expected a str, actual {type(self.description).__name__}"
             )
 
 
@@ -137,13 +138,13 @@ def get_profile(name: str | NetworkProfile) -> NetworkProfile:
         return name
     if not isinstance(name, str):
         raise TypeError(
-            f"expected a profile name (str) or NetworkProfile, actual {type(name).__name__}"
+            f"profile: expected a name (str) or NetworkProfile, actual {type(name).__name__}"
         )
     with _LOCK:
         entry = _REGISTRY.get(name)
         if entry is None:
             raise UnknownProfileError(
-                f"unknown network profile {name!r}; expected one of {list(_REGISTRY)}"
+                f"profile: expected one of {list(_REGISTRY)}, actual {quote(name)} (unknown)"
             )
         if not isinstance(entry, NetworkProfile):
             entry = entry()
@@ -163,13 +164,15 @@ def register_profile(
 
     Raises:
         ValueError: If ``name`` is taken and ``overwrite`` is False.
-        TypeError: If an argument has the wrong type.
+        TypeError: If an argument has the wrong type (``overwrite`` must be a bool).
     """
+    overwrite = check_bool("overwrite", overwrite)
     profile = NetworkProfile(name, uplink, uplink if downlink is None else downlink, description)
     with _LOCK:
         if name in _REGISTRY and not overwrite:
             raise ValueError(
-                f"expected a new profile name, actual {name!r} is registered (pass overwrite=True)"
+                f"name: expected a new profile name, actual {quote(name)} is registered "
+                "(pass overwrite=True)"
             )
         _REGISTRY[name] = profile
     return profile

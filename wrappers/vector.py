@@ -10,7 +10,7 @@ buffers indexed by a global arrival tick, see :class:`_VecLinks`).
 
 from __future__ import annotations
 
-import math
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,37 +20,25 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
 from fleetgym.errors import UnsupportedSpaceError
+from fleetgym.validation import check_int, quote
 from fleetgym.wrappers.channels import Channel, DelaySampler
-from fleetgym.wrappers.network_shim import (
-    DELIVERY_MODES,
-    ShimStreams,
-    default_start_action,
-    resolve_network,
-)
 from fleetgym.wrappers.profiles import NetworkProfile
+from fleetgym.wrappers.shim_config import (
+    STEP_INFO_KEYS,
+    ActionCheck,
+    ShimConfig,
+    ShimStreams,
+    check_seed,
+    infer_step_ms,
+)
 
 __all__ = ["NetworkShimVectorWrapper"]
 
 _ARRAY_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
-#: The per-step info keys (the scalar shim's), each with its Gymnasium "_key" mask.
-_INFO_KEYS = tuple(
-    (key, "_" + key)
-    for key in (
-        "obs_age_steps",
-        "obs_age_ms",
-        "action_age_steps",
-        "action_age_ms",
-        "uplink_lost",
-        "downlink_lost",
-        "action_held",
-        "applied_action",
-        "true_obs",
-        "reordered_packets",
-        "stale_packets",
-        "lost_packets",
-        "action_holds",
-    )
-)
+#: The per-step info keys, each with its Gymnasium "_key" mask.
+_INFO_KEYS = tuple((key, "_" + key) for key in STEP_INFO_KEYS)
+#: Largest ``max_delay_steps`` (the ring buffers hold that many ticks per sub-env).
+MAX_DELAY_STEPS = 100_000
 
 
 #: Delay (in ticks) standing for a lost packet: far below any arrival tick.
@@ -280,6 +268,8 @@ class NetworkShimVectorWrapper(VectorWrapper):
         UnsupportedSpaceError: For non-array spaces.
         ValueError: For out-of-range arguments or another autoreset mode.
         TypeError: For arguments of the wrong type.
+        InvalidActionError: From ``step``, for actions that are not a batch of ``num_envs``
+            elements of the single action space (a scalar is not broadcast).
     """
 
     def __init__(
@@ -296,60 +286,51 @@ class NetworkShimVectorWrapper(VectorWrapper):
         max_delay_steps: int = 128,
     ) -> None:
         if not isinstance(env, VectorEnv):
-            raise TypeError(f"expected env as a gymnasium VectorEnv, actual {type(env).__name__}")
+            raise TypeError(f"env: expected a gymnasium VectorEnv, actual {type(env).__name__}")
         super().__init__(env)
         mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
         if mode != AutoresetMode.NEXT_STEP:
-            raise ValueError(f"expected a vector env with autoreset_mode NEXT_STEP, actual {mode}")
+            raise ValueError(f"env: expected autoreset_mode NEXT_STEP, actual {mode}")
         for what, space in (
             ("observation", env.single_observation_space),
             ("action", env.single_action_space),
         ):
             if not isinstance(space, _ARRAY_SPACES):
                 raise UnsupportedSpaceError(
-                    f"expected an array {what} space (Box, Discrete, MultiDiscrete, MultiBinary), "
-                    f"actual {space}; wrap each sub-env with NetworkShimWrapper in gym.make_vec instead"
+                    f"env: expected an array {what} space (Box, Discrete, MultiDiscrete, "
+                    f"MultiBinary), actual {space}; wrap each sub-env with NetworkShimWrapper "
+                    "in gym.make_vec instead"
                 )
-        self._profiles = resolve_network(profile, uplink, downlink)
-        if step_ms is None:
-            step_ms = self._infer_step_ms(env)
-        if isinstance(step_ms, bool) or not isinstance(
-            step_ms, (int, float, np.integer, np.floating)
-        ):
-            raise TypeError(f"expected step_ms as a number, actual {type(step_ms).__name__}")
-        if not math.isfinite(step_ms) or step_ms <= 0:
-            raise ValueError(f"expected step_ms > 0 and finite, actual {step_ms}")
-        self.step_ms = float(step_ms)
-        if not isinstance(delivery, str) or delivery not in DELIVERY_MODES:
-            raise ValueError(f"expected delivery in {DELIVERY_MODES}, actual {delivery!r}")
-        self.delivery = delivery
-        for name, value, lo, hi in (
-            ("block_size", block_size, 1, 1_000_000),
-            ("max_delay_steps", max_delay_steps, 1, 100_000),
-        ):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                raise TypeError(f"expected {name} as an int, actual {type(value).__name__}")
-            if not lo <= value <= hi:
-                raise ValueError(f"expected {name} in [{lo}, {hi}], actual {value}")
         single_act = env.single_action_space
-        if start_action is None:
-            start_action = default_start_action(single_act)
-        elif not single_act.contains(start_action):
-            raise ValueError(
-                f"expected start_action in the action space {single_act}, actual {start_action!r}"
-            )
+        self.config = config = ShimConfig.create(
+            single_act,
+            profile=profile,
+            uplink=uplink,
+            downlink=downlink,
+            step_ms=step_ms,
+            delivery=delivery,
+            start_action=start_action,
+            block_size=block_size,
+            infer=lambda: self._infer_step_ms(env),
+        )
+        horizon = check_int("max_delay_steps", max_delay_steps, 1, MAX_DELAY_STEPS)
+        self._profiles, self.step_ms, self.delivery = (
+            config.profiles,
+            config.step_ms,
+            config.delivery,
+        )
+        self._check_action = ActionCheck(single_act, batch=env.num_envs)
         n = env.num_envs
         self._n = n
-        fifo = delivery == "fifo"
         obs_space = env.single_observation_space
         assert obs_space.shape is not None and single_act.shape is not None
-        self._start = np.asarray(start_action, dtype=single_act.dtype)
+        self._start = np.asarray(config.start_action, dtype=single_act.dtype)
         self._links = _VecLinks(
             n,
-            int(max_delay_steps),
-            int(block_size),
+            horizon,
+            config.block_size,
             self.step_ms,
-            fifo,
+            config.fifo,
             (single_act.shape, np.dtype(single_act.dtype)),
             (obs_space.shape, np.dtype(obs_space.dtype)),
         )
@@ -369,9 +350,7 @@ class NetworkShimVectorWrapper(VectorWrapper):
         self._obs_bcast = (n,) + (1,) * len(obs_space.shape)
 
     @staticmethod
-    def _infer_step_ms(env: VectorEnv) -> float:
-        from fleetgym.wrappers.network_shim import infer_step_ms
-
+    def _infer_step_ms(env: VectorEnv) -> float | None:
         base = env.unwrapped
         inferred = None
         subs = getattr(base, "envs", None)  # SyncVectorEnv
@@ -380,8 +359,6 @@ class NetworkShimVectorWrapper(VectorWrapper):
         elif base.spec is not None:
             # AsyncVectorEnv: asking workers for a missing attribute kills them, so build one
             # throwaway sub-env from the spec instead.
-            import dataclasses
-
             vector_keys = ("num_envs", "vectorization_mode", "vector_kwargs", "wrappers")
             kwargs = {k: v for k, v in base.spec.kwargs.items() if k not in vector_keys}
             try:
@@ -391,11 +368,6 @@ class NetworkShimVectorWrapper(VectorWrapper):
             if probe is not None:
                 inferred = infer_step_ms(probe)
                 probe.close()
-        if inferred is None:
-            raise ValueError(
-                "expected step_ms (the control period in ms): the sub-envs have no dt or tau "
-                "attribute to infer it from"
-            )
         return inferred
 
     def _new_episode(self, i: int) -> None:
@@ -427,21 +399,15 @@ class NetworkShimVectorWrapper(VectorWrapper):
         options: dict[str, Any] | None = None,
     ) -> tuple[Any, dict[str, Any]]:
         """Reset every sub-env and its network; seeds follow Gymnasium (int s: s + i)."""
-        if seed is None:
-            seeds: list[int | None] = [None] * self._n
-        elif isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
-            seeds = [int(seed) + i for i in range(self._n)]
+        if seed is None or isinstance(seed, (int, np.integer)):
+            first = check_seed(seed)
+            seeds = [None if first is None else first + i for i in range(self._n)]
         elif isinstance(seed, Sequence) and len(seed) == self._n:
-            seeds = list(seed)
+            seeds = [check_seed(s, f"seed[{i}]") for i, s in enumerate(seed)]
         else:
-            raise ValueError(f"expected seed as None, an int or {self._n} ints, actual {seed!r}")
-        for s in seeds:
-            if s is not None and (
-                isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0
-            ):
-                raise ValueError(f"expected non-negative int seeds, actual {s!r}")
+            raise ValueError(f"seed: expected None, an int or {self._n} ints, actual {quote(seed)}")
         if options and "reset_mask" in options:
-            raise ValueError("expected a full reset: partial resets (reset_mask) are not supported")
+            raise ValueError("options: expected a full reset, actual a reset_mask (not supported)")
         # Gymnasium's vector envs take a list of per-env seeds too (typed as int | None).
         obs, info = self.env.reset(seed=seed, options=options)  # type: ignore[arg-type]
         for i, s in enumerate(seeds):
@@ -465,18 +431,20 @@ class NetworkShimVectorWrapper(VectorWrapper):
         """One control tick for every sub-env (see the class docstring)."""
         if self._obs is None:
             raise gym.error.ResetNeeded("call reset() before step()")
+        g = self._g
+        actions = np.asarray(actions)
+        self._check_action(actions, g)
         n = self._n
         restarting = self._autoreset
         any_restart = np.count_nonzero(restarting) > 0
         links = self._links
-        g = self._g
         self._g = g + 1
         # Both directions' deliveries for this tick (they do not depend on the payloads).
         lost, delivered = links.tick(g)
         down_new = delivered[:n]
         np.copyto(
             self._applied,
-            links.store_actions(np.asarray(actions)),
+            links.store_actions(actions),
             where=down_new.reshape(self._act_bcast),
         )
         held = ~down_new

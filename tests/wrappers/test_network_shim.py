@@ -501,41 +501,41 @@ def test_bad_arguments_raise_typed_errors():
     cart = gym.make("CartPole-v1")
     with pytest.raises(UnknownProfileError, match="expected one of .*wifi-normal"):
         NetworkShimWrapper(cart, "wifi-bad")
-    with pytest.raises(ValueError, match="expected step_ms > 0"):
+    with pytest.raises(ValueError, match="step_ms: expected a finite number > 0"):
         NetworkShimWrapper(cart, "perfect", step_ms=0)
-    with pytest.raises(ValueError, match="expected step_ms > 0"):
+    with pytest.raises(ValueError, match="step_ms: expected a finite number > 0"):
         NetworkShimWrapper(cart, "perfect", step_ms=float("nan"))
-    with pytest.raises(TypeError, match="expected step_ms as a number"):
+    with pytest.raises(TypeError, match="step_ms: expected a number"):
         NetworkShimWrapper(cart, "perfect", step_ms="20")
-    with pytest.raises(ValueError, match="expected step_ms .*no dt or tau"):
+    with pytest.raises(ValueError, match="step_ms: expected the control period.*no dt or tau"):
         NetworkShimWrapper(gym.make("MountainCar-v0"), "perfect")
-    with pytest.raises(ValueError, match="expected delivery in"):
+    with pytest.raises(ValueError, match="delivery: expected one of"):
         NetworkShimWrapper(cart, "perfect", delivery="random")
-    with pytest.raises(ValueError, match="either profile or explicit"):
+    with pytest.raises(ValueError, match="either a profile or explicit"):
         NetworkShimWrapper(cart, "perfect", uplink=FixedDelay(1))
-    with pytest.raises(TypeError, match="expected uplink as a fleetgym Channel"):
+    with pytest.raises(TypeError, match="uplink: expected a fleetgym Channel"):
         NetworkShimWrapper(cart, uplink=0.5)
-    with pytest.raises(ValueError, match="expected start_action in the action space"):
+    with pytest.raises(ValueError, match="start_action: expected an element of the action space"):
         NetworkShimWrapper(cart, "perfect", start_action=5)
-    with pytest.raises(TypeError, match="expected profile as a name"):
+    with pytest.raises(TypeError, match="profile: expected a name"):
         NetworkShimWrapper(cart, 3)
     with pytest.raises(ValueError, match="at least one profile"):
         NetworkShimWrapper(cart, [])
-    with pytest.raises(ValueError, match="expected block_size"):
+    with pytest.raises(ValueError, match="block_size: expected an int in"):
         NetworkShimWrapper(cart, "perfect", block_size=0)
-    with pytest.raises(TypeError, match="expected copy_observations as bool"):
+    with pytest.raises(TypeError, match="copy_observations: expected a bool"):
         NetworkShimWrapper(cart, "perfect", copy_observations=1)
-    with pytest.raises(TypeError, match="expected env as a gymnasium.Env"):
+    with pytest.raises(TypeError, match="env: expected a gymnasium.Env"):
         NetworkShimWrapper("CartPole-v1", "perfect")
     with pytest.raises(UnsupportedSpaceError, match="pass start_action explicitly"):
         NetworkShimWrapper(SpacesEnv(spaces.Box(-1, 1, (1,)), spaces.Text(5)), "perfect", step_ms=P)
-    with pytest.raises(ValueError, match="expected seed as a non-negative int"):
+    with pytest.raises(ValueError, match="seed: expected an int >= 0"):
         NetworkShimWrapper(CounterEnv(), "perfect", step_ms=P).reset(seed=-1)
     with pytest.raises(gym.error.ResetNeeded):
         NetworkShimWrapper(CounterEnv(), "perfect", step_ms=P).step(0)
-    with pytest.raises(TypeError, match="expected env_id"):
+    with pytest.raises(TypeError, match="env_id: expected"):
         gym.make("fleetgym/NetShim-v0", env_id=3)
-    with pytest.raises(TypeError, match="expected uplink as a fleetgym Channel"):
+    with pytest.raises(TypeError, match="uplink: expected a fleetgym Channel"):
         NetworkProfile("x", "fast", FixedDelay(1))
 
 

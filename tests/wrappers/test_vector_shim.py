@@ -142,15 +142,15 @@ def test_async_vector_env_and_bad_input():
     finally:
         env.close()
     sync = SyncVectorEnv(counters([None] * 2))
-    with pytest.raises(TypeError, match="expected env as a gymnasium VectorEnv"):
+    with pytest.raises(TypeError, match="env: expected a gymnasium VectorEnv"):
         NetworkShimVectorWrapper(CounterEnv(), "perfect", step_ms=20)
-    with pytest.raises(ValueError, match="expected step_ms"):
+    with pytest.raises(ValueError, match="step_ms: expected"):
         NetworkShimVectorWrapper(sync, "perfect")
-    with pytest.raises(ValueError, match="expected max_delay_steps in"):
+    with pytest.raises(ValueError, match="max_delay_steps: expected an int in"):
         NetworkShimVectorWrapper(sync, "perfect", step_ms=20, max_delay_steps=0)
-    with pytest.raises(ValueError, match="expected delivery in"):
+    with pytest.raises(ValueError, match="delivery: expected one of"):
         NetworkShimVectorWrapper(sync, "perfect", step_ms=20, delivery="x")
-    with pytest.raises(ValueError, match="expected start_action"):
+    with pytest.raises(ValueError, match="start_action: expected"):
         NetworkShimVectorWrapper(sync, "perfect", step_ms=20, start_action=-3)
     same_step = SyncVectorEnv(counters([None] * 2), autoreset_mode=AutoresetMode.SAME_STEP)
     with pytest.raises(ValueError, match="autoreset_mode NEXT_STEP"):
@@ -163,7 +163,7 @@ def test_async_vector_env_and_bad_input():
     shim = NetworkShimVectorWrapper(sync, "perfect", step_ms=20)
     with pytest.raises(gym.error.ResetNeeded):
         shim.step(np.zeros(2, np.int64))
-    with pytest.raises(ValueError, match="expected seed as None, an int or 2 ints"):
+    with pytest.raises(ValueError, match="seed: expected None, an int or 2 ints"):
         shim.reset(seed=[1, 2, 3])
-    with pytest.raises(ValueError, match="non-negative int seeds"):
+    with pytest.raises(ValueError, match=r"seed\[1\]: expected an int >= 0"):
         shim.reset(seed=[1, -2])

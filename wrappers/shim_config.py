@@ -1,0 +1,386 @@
+"""The configuration the scalar and the vector network shims share, validated once.
+
+:class:`ShimConfig` is the frozen, validated part of a shim (which network, which control
+period, which delivery order, which start action); the packets in flight live in the
+wrappers. Also here, written once for both wrappers: the per-episode random streams
+(:class:`ShimStreams`), the ``info`` keys a ``step`` adds (:data:`STEP_INFO_KEYS`), the
+seed check and the check of every action sent (:class:`ActionCheck`).
+
+Example:
+    >>> from gymnasium import spaces
+    >>> config = ShimConfig.create(spaces.Discrete(2), profile="ethernet", step_ms=20)
+    >>> config.profiles[0].name, config.step_ms, config.delivery, int(config.start_action)
+    ('ethernet', 20.0, 'fifo', 0)
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from fleetgym.errors import InvalidActionError, UnsupportedSpaceError
+from fleetgym.validation import check_choice, check_float, check_int, quote
+from fleetgym.wrappers.channels import Channel, DelaySampler, GaussianChannel
+from fleetgym.wrappers.profiles import NetworkProfile, get_profile
+
+__all__ = [
+    "DELIVERY_MODES",
+    "STEP_INFO_KEYS",
+    "ActionCheck",
+    "ShimConfig",
+    "ShimStreams",
+    "check_seed",
+    "default_start_action",
+    "infer_step_ms",
+    "resolve_network",
+    "resolve_profiles",
+]
+
+#: Accepted values of ``delivery``.
+DELIVERY_MODES = ("fifo", "latest")
+#: Keys every shim ``step`` adds to ``info``, in this order (the vector shim adds each as
+#: an array with its Gymnasium ``_key`` mask).
+STEP_INFO_KEYS = (
+    "obs_age_steps",
+    "obs_age_ms",
+    "action_age_steps",
+    "action_age_ms",
+    "uplink_lost",
+    "downlink_lost",
+    "action_held",
+    "applied_action",
+    "true_obs",
+    "reordered_packets",
+    "stale_packets",
+    "lost_packets",
+    "action_holds",
+)
+#: Largest ``block_size`` (packets pre-drawn per channel refill).
+MAX_BLOCK_SIZE = 1_000_000
+#: Spawn key that separates the shim's streams from the env's own seeding of the same seed.
+_SHIM_STREAM_KEY = 0x5E7_5111
+_PERFECT = GaussianChannel(0.0, 0.0, 0.0)
+
+
+def infer_step_ms(env: gym.Env[Any, Any]) -> float | None:
+    """The control period in ms from ``env.unwrapped.dt`` or ``.tau`` (seconds), else None."""
+    base = env.unwrapped
+    for attr in ("dt", "tau"):
+        try:
+            value = getattr(base, attr, None)
+        except Exception:  # a dt property that needs state (e.g. before reset)
+            value = None
+        if isinstance(value, (int, float, np.floating)) and not isinstance(value, bool):
+            if math.isfinite(value) and value > 0:
+                return float(value) * 1000.0
+    return None
+
+
+def default_start_action(space: gym.Space[Any]) -> Any:
+    """The "zero" action of a space, applied before the first action of an episode arrives.
+
+    Box: zeros clipped into the bounds; Discrete: ``start`` (the first action);
+    MultiDiscrete: ``start``; MultiBinary: zeros; Dict/Tuple: element-wise. (Gymnasium's
+    ``create_empty_array`` gives plain zeros, which lie outside a Box that excludes 0 and
+    outside a Discrete or MultiDiscrete with a non-zero ``start``.)
+
+    Example:
+        >>> default_start_action(spaces.Box(1.0, 2.0, (2,))).tolist()
+        [1.0, 1.0]
+
+    Raises:
+        UnsupportedSpaceError: For other spaces (pass ``start_action`` explicitly).
+    """
+    if isinstance(space, spaces.Box):
+        return np.clip(np.zeros(space.shape, dtype=space.dtype), space.low, space.high).astype(
+            space.dtype
+        )
+    if isinstance(space, spaces.Discrete):
+        # The space's own integer type, as space.sample() returns.
+        return space.dtype.type(space.start)
+    if isinstance(space, spaces.MultiDiscrete):
+        return np.array(space.start, dtype=space.dtype, copy=True)
+    if isinstance(space, spaces.MultiBinary):
+        return np.zeros(space.shape, dtype=space.dtype)
+    if isinstance(space, spaces.Dict):
+        return {key: default_start_action(sub) for key, sub in space.spaces.items()}
+    if isinstance(space, spaces.Tuple):
+        return tuple(default_start_action(sub) for sub in space.spaces)
+    raise UnsupportedSpaceError(
+        "action_space: expected a space with a default start action (Box, Discrete, "
+        f"MultiDiscrete, MultiBinary, Dict, Tuple), actual {space}; pass start_action explicitly"
+    )
+
+
+def check_seed(seed: Any, name: str = "seed") -> int | None:
+    """``seed`` as a non-negative int, or None.
+
+    Raises:
+        TypeError: If it is neither None nor an int.
+        ValueError: If it is negative.
+    """
+    return None if seed is None else check_int(name, seed, low=0)
+
+
+def _safe_contains(space: gym.Space[Any], action: Any) -> bool:
+    try:
+        return bool(space.contains(action))
+    except Exception:  # a malformed value can make a space's own check raise
+        return False
+
+
+class ActionCheck:
+    """Checks each action a shim sends against the action space, cheaply on the hot path.
+
+    Gymnasium's ``space.contains`` rules, except that a Box accepts any real dtype (a
+    float64 action for a float32 space), as long as the shape matches and every value is
+    within the bounds (so NaN never passes). A Discrete action must be an integer (``0.7``
+    and ``1.0`` are rejected, not truncated). With ``batch`` the check applies to a whole
+    batch of shape ``(batch, *shape)`` of an array space; a scalar is not broadcast.
+
+    Example:
+        >>> check = ActionCheck(spaces.Discrete(2))
+        >>> check(1, step=0)
+        >>> check(0.7, step=3)
+        Traceback (most recent call last):
+        ...
+        fleetgym.errors.InvalidActionError: action at step 3: expected an element of Discrete(2), actual float 0.7
+
+    Args:
+        space: The (single) action space.
+        batch: Number of sub-envs for a batch of actions, or None for one action.
+    """
+
+    __slots__ = ("space", "batch", "_discrete", "_lo", "_hi", "_low", "_high", "_kinds", "_array")
+
+    def __init__(self, space: gym.Space[Any], batch: int | None = None) -> None:
+        self.space = space
+        self.batch = batch
+        self._discrete = isinstance(space, spaces.Discrete)
+        self._array = isinstance(
+            space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Box)
+        )
+        self._lo = self._hi = 0
+        self._low: Any = None
+        self._high: Any = None
+        self._kinds = "iub"
+        if isinstance(space, spaces.Discrete):
+            self._lo, self._hi = int(space.start), int(space.start + space.n)
+            self._low, self._high = self._lo, self._hi - 1
+        elif isinstance(space, spaces.MultiDiscrete):
+            self._low, self._high = space.start, space.start + space.nvec - 1
+        elif isinstance(space, spaces.MultiBinary):
+            self._low, self._high = 0, 1
+        elif isinstance(space, spaces.Box):
+            self._low, self._high = space.low, space.high
+            self._kinds = "iubf"
+
+    def __call__(self, action: Any, step: int) -> None:
+        """Raise :class:`InvalidActionError` unless ``action`` is valid.
+
+        Raises:
+            InvalidActionError: Naming the step, the space and (a bounded quote of) the action.
+        """
+        if self.batch is None:
+            if type(action) is int and self._discrete:
+                if self._lo <= action < self._hi:
+                    return  # the common case, kept cheap
+            elif self._array:
+                if self._valid_array(action, self.space.shape):
+                    return
+            elif _safe_contains(self.space, action):
+                return
+        elif self._array and self._valid_array(action, (self.batch, *(self.space.shape or ()))):
+            return
+        what = "an element of" if self.batch is None else f"a batch of {self.batch} actions of"
+        raise InvalidActionError(
+            f"action at step {step}: expected {what} {self.space}, "
+            f"actual {type(action).__name__} {quote(action)}"
+        )
+
+    def _valid_array(self, action: Any, shape: Any) -> bool:
+        if isinstance(action, np.ndarray):
+            x = action
+        elif isinstance(action, (numbers.Number, list, tuple, np.generic)):
+            try:
+                x = np.asarray(action)
+            except (ValueError, TypeError, OverflowError):
+                return False
+        else:
+            return False
+        if x.shape != shape or x.dtype.kind not in self._kinds:
+            return False
+        if x.size == 0:
+            return True
+        if self._discrete:
+            return bool(self._lo <= x.min() and x.max() < self._hi)
+        return bool(np.all(x >= self._low) and np.all(x <= self._high))
+
+
+class ShimStreams:
+    """The random streams of one shimmed env, derived from its reset seed.
+
+    ``SeedSequence(seed, spawn_key=(key,))`` (a branch the env's own seeding of the same
+    seed never uses) spawns one child for the per-episode profile draw, then two
+    (uplink, downlink) for each new pair of delay samplers. The vector shim uses the same
+    derivation per sub-env, so sub-env i with seed s + i replays scalar seed s + i.
+    """
+
+    __slots__ = ("root", "profile_rng")
+
+    def __init__(self, seed: int | None) -> None:
+        self.root = np.random.SeedSequence(seed, spawn_key=(_SHIM_STREAM_KEY,))
+        self.profile_rng = np.random.Generator(np.random.PCG64(self.root.spawn(1)[0]))
+
+    def draw(
+        self, profiles: Sequence[NetworkProfile], step_ms: float
+    ) -> tuple[NetworkProfile, DelaySampler, DelaySampler]:
+        """Pick this episode's profile (uniformly if several) and make fresh samplers."""
+        profile = profiles[0]
+        if len(profiles) > 1:
+            profile = profiles[int(self.profile_rng.integers(len(profiles)))]
+        up_ss, down_ss = self.root.spawn(2)
+        up = profile.uplink.sampler(np.random.Generator(np.random.PCG64(up_ss)), step_ms)
+        down = profile.downlink.sampler(np.random.Generator(np.random.PCG64(down_ss)), step_ms)
+        return profile, up, down
+
+
+def resolve_profiles(profile: Any) -> tuple[NetworkProfile, ...]:
+    """Profiles from a name, a NetworkProfile, or a non-empty sequence of them.
+
+    Raises:
+        UnknownProfileError: For an unknown name.
+        TypeError: For anything else.
+        ValueError: For an empty sequence.
+    """
+    if isinstance(profile, (str, NetworkProfile)):
+        return (get_profile(profile),)
+    if isinstance(profile, Sequence) and not isinstance(profile, (bytes, bytearray)):
+        if len(profile) == 0:
+            raise ValueError("profile: expected at least one profile, actual an empty sequence")
+        return tuple(get_profile(p) for p in profile)
+    raise TypeError(
+        "profile: expected a name, a NetworkProfile or a sequence of them, "
+        f"actual {type(profile).__name__} {quote(profile)}"
+    )
+
+
+def resolve_network(
+    profile: Any, uplink: Channel | None, downlink: Channel | None
+) -> tuple[NetworkProfile, ...]:
+    """The profiles a shim draws from: explicit channels (missing ones perfect) or
+    :func:`resolve_profiles` of ``profile`` (default ``"wifi-degraded"``).
+
+    Raises:
+        ValueError: For both a profile and explicit channels.
+        TypeError: For a channel that is not a fleetgym :class:`Channel`.
+    """
+    if uplink is None and downlink is None:
+        return resolve_profiles("wifi-degraded" if profile is None else profile)
+    if profile is not None:
+        raise ValueError(
+            "profile: expected either a profile or explicit uplink/downlink channels, actual both"
+        )
+    for name, ch in (("uplink", uplink), ("downlink", downlink)):
+        if ch is not None and not isinstance(ch, Channel):
+            raise TypeError(f"{name}: expected a fleetgym Channel, actual {type(ch).__name__}")
+    return (
+        NetworkProfile("custom", uplink or _PERFECT, downlink or _PERFECT, "explicit channels"),
+    )
+
+
+@dataclass(frozen=True)
+class ShimConfig:
+    """What a network shim simulates, validated once: network, period, delivery, start action.
+
+    Build it with :meth:`create` from a wrapper's arguments (it resolves profile names,
+    infers the control period and picks the default start action); constructing it
+    directly validates every field too.
+
+    Args:
+        profiles: The profiles drawn from (one per episode when more than one).
+        step_ms: Control period in ms, > 0 and finite.
+        delivery: ``"fifo"`` or ``"latest"``.
+        start_action: Action applied before the first action of an episode arrives.
+        block_size: Packets pre-drawn per channel refill, in [1, 1000000].
+
+    Raises:
+        TypeError, ValueError: For a field of the wrong type or out of range.
+    """
+
+    profiles: tuple[NetworkProfile, ...]
+    step_ms: float
+    delivery: str = "fifo"
+    start_action: Any = None
+    block_size: int = 512
+
+    def __post_init__(self) -> None:
+        profiles = tuple(self.profiles) if isinstance(self.profiles, Sequence) else ()
+        if not profiles or not all(isinstance(p, NetworkProfile) for p in profiles):
+            raise TypeError(
+                f"profiles: expected a non-empty sequence of NetworkProfile, "
+                f"actual {quote(self.profiles)}"
+            )
+        object.__setattr__(self, "profiles", profiles)
+        object.__setattr__(self, "step_ms", check_float("step_ms", self.step_ms, 0.0, strict=True))
+        check_choice("delivery", self.delivery, DELIVERY_MODES)
+        block = check_int("block_size", self.block_size, 1, MAX_BLOCK_SIZE)
+        object.__setattr__(self, "block_size", block)
+
+    @property
+    def fifo(self) -> bool:
+        """Whether packets keep their order (``delivery == "fifo"``)."""
+        return self.delivery == "fifo"
+
+    @classmethod
+    def create(
+        cls,
+        action_space: gym.Space[Any],
+        *,
+        profile: Any = None,
+        uplink: Channel | None = None,
+        downlink: Channel | None = None,
+        step_ms: float | None = None,
+        delivery: str = "fifo",
+        start_action: Any = None,
+        block_size: int = 512,
+        infer: Callable[[], float | None] | None = None,
+    ) -> ShimConfig:
+        """The configuration of a shim from a wrapper's arguments.
+
+        Args:
+            action_space: The (single) action space, for the start action.
+            profile, uplink, downlink: As for the wrappers (see :func:`resolve_network`).
+            step_ms: Control period in ms; None asks ``infer``.
+            delivery: ``"fifo"`` or ``"latest"``.
+            start_action: None for :func:`default_start_action`.
+            block_size: Packets pre-drawn per channel refill.
+            infer: Returns the env's control period in ms, or None if it has none.
+
+        Raises:
+            UnknownProfileError, TypeError, ValueError: For a bad argument.
+            UnsupportedSpaceError: If the space has no default start action.
+        """
+        profiles = resolve_network(profile, uplink, downlink)
+        if step_ms is None:
+            step_ms = infer() if infer is not None else None
+            if step_ms is None:
+                raise ValueError(
+                    "step_ms: expected the control period in ms, actual None and the env has "
+                    "no dt or tau attribute to infer it from"
+                )
+        if start_action is None:
+            start_action = default_start_action(action_space)
+        elif not _safe_contains(action_space, start_action):
+            raise ValueError(
+                f"start_action: expected an element of the action space {action_space}, "
+                f"actual {quote(start_action)}"
+            )
+        return cls(profiles, step_ms, delivery, start_action, block_size)
