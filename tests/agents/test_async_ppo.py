@@ -1,0 +1,186 @@
+"""The asynchronous trainer: lag bound, backpressure, faults, errors, save/load."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from fleetgym.agents.async_ppo import AsyncPPO
+from fleetgym.agents.rollout import RolloutWorker
+from fleetgym.errors import FleetError
+
+TINY = dict(n_actors=2, steps_per_actor=16, epochs=1, minibatch_size=16)
+
+
+def _actor_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("actor-")]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("loss", ["gipo", "ppo", "vtrace"])
+def test_learn_records_lag_within_the_bound(loss):
+    model = AsyncPPO("CartPole-v1", loss=loss, max_policy_lag=2, seed=0, **TINY)
+    model.learn(256)
+    assert model.num_timesteps >= 256
+    assert model.learner.policy_version == len(model.history)
+    for record in model.history:
+        s = record.stats
+        assert s.lag_max <= 2 + 0  # dropped samples are over the bound, used ones never
+        assert s.num_samples + s.dropped_samples == 32
+        assert 0.0 <= record.learner_utilisation <= 1.0
+    assert model.max_outstanding <= model.capacity == 3 * 2
+    assert _actor_threads() == []
+
+
+@pytest.mark.timeout(120)
+def test_lag_zero_is_synchronous():
+    model = AsyncPPO("CartPole-v1", loss="ppo", max_policy_lag=0, seed=0, **TINY)
+    model.learn(128)
+    assert all(r.stats.lag_max == 0 and r.stats.dropped_samples == 0 for r in model.history)
+    assert model.max_outstanding <= 2
+
+
+@pytest.mark.timeout(120)
+def test_sequential_injected_lag_is_exact():
+    model = AsyncPPO(
+        "CartPole-v1", max_policy_lag=3, lag_injection=3, concurrent=False, seed=1, **TINY
+    )
+    model.learn(32 * 6)
+    lags = [int(r.stats.lag_max) for r in model.history]
+    assert lags == [0, 1, 2, 3, 3, 3]  # capped by the versions that exist early on
+    again = AsyncPPO(
+        "CartPole-v1", max_policy_lag=3, lag_injection=3, concurrent=False, seed=1, **TINY
+    )
+    again.learn(32 * 6)
+    w1, w2 = model.learner.get_weights(), again.learner.get_weights()
+    assert all(np.array_equal(w1[k], w2[k]) for k in w1)
+
+
+@pytest.mark.timeout(120)
+def test_backpressure_pauses_actors_while_the_learner_is_slow():
+    model = AsyncPPO("CartPole-v1", max_policy_lag=1, seed=0, **TINY)
+    update = model.learner.update
+
+    def slow_update(batch):
+        time.sleep(0.05)
+        return update(batch)
+
+    model.learner.update = slow_update  # type: ignore[method-assign]
+    model.learn(32 * 5)
+    # (1 + 1) * 2 tickets: never more trajectories collecting or queued, nothing dropped
+    assert model.max_outstanding <= 4
+    assert all(r.queued <= 4 for r in model.history)
+
+
+class _FlakyWorker(RolloutWorker):
+    """Raises halfway through its second rollout (after stepping the env)."""
+
+    calls = 0
+
+    def rollout(self, weights, steps, policy_version):
+        type(self).calls += 1
+        if type(self).calls == 2:
+            super().rollout(weights, steps // 2, policy_version)
+            raise RuntimeError("actor killed mid-rollout")
+        return super().rollout(weights, steps, policy_version)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("concurrent", [True, False])
+def test_a_failed_actor_is_replaced_and_nothing_half_written_reaches_the_learner(concurrent):
+    _FlakyWorker.calls = 0
+    seen: list[int] = []
+    model = AsyncPPO(
+        "CartPole-v1",
+        max_policy_lag=4,
+        concurrent=concurrent,
+        seed=0,
+        actor_factory=_FlakyWorker,
+        **TINY,
+    )
+    update = model.learner.update
+
+    def spy(batch):
+        seen.extend(len(t) for t in batch)
+        return update(batch)
+
+    model.learner.update = spy  # type: ignore[method-assign]
+    model.learn(32 * 3)
+    assert model.actor_failures == 1
+    assert seen and set(seen) == {16}
+    assert _actor_threads() == []
+
+
+class _Broken:
+    def __init__(self, *args):
+        pass
+
+    def rollout(self, weights, steps, policy_version):
+        raise RuntimeError("no env")
+
+
+@pytest.mark.timeout(120)
+def test_an_actor_that_keeps_failing_stops_training_with_a_clear_error():
+    model = AsyncPPO("CartPole-v1", seed=0, actor_factory=_Broken, **TINY)
+    with pytest.raises(FleetError, match="actor failed for good"):
+        model.learn(64)
+    assert _actor_threads() == []
+
+
+@pytest.mark.timeout(120)
+def test_a_learner_exception_stops_the_actors_without_a_hang():
+    model = AsyncPPO("CartPole-v1", max_policy_lag=1, seed=0, **TINY)
+
+    def boom(batch):
+        raise ArithmeticError("learner blew up")
+
+    model.learner.update = boom  # type: ignore[method-assign]
+    with pytest.raises(ArithmeticError, match="learner blew up"):
+        model.learn(64)
+    assert _actor_threads() == []
+
+
+@pytest.mark.timeout(120)
+def test_callback_stops_and_save_load_round_trips(tmp_path):
+    model = AsyncPPO("CartPole-v1", loss="vtrace", sigma=0.5, seed=3, **TINY)
+    model.learn(10_000, callback=lambda record: record.update >= 1)
+    assert len(model.history) == 2
+    path = model.save(tmp_path / "model.pt")
+    loaded = AsyncPPO.load(path)
+    assert loaded.config == model.config and loaded.num_timesteps == model.num_timesteps
+    assert loaded.learner.policy_version == 2
+    obs = np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32)
+    assert np.array_equal(loaded.predict(obs)[0], model.predict(obs)[0])
+    assert loaded.predict(obs[0])[0].shape == ()
+
+
+@pytest.mark.timeout(120)
+def test_tensorboard_logs_the_lag(tmp_path):
+    model = AsyncPPO("CartPole-v1", seed=0, tensorboard_log=tmp_path / "tb", **TINY)
+    model.learn(64)
+    assert list((tmp_path / "tb").glob("events.out.tfevents.*"))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        (dict(max_policy_lag=-1), ValueError, "max_policy_lag: expected"),
+        (dict(loss="a3c"), ValueError, "loss: expected one of"),
+        (dict(sigma=0.0), ValueError, "sigma: expected"),
+        (dict(sigma=-1.0), ValueError, "sigma: expected"),
+        (dict(max_policy_lag=2, lag_injection=3), ValueError, "lag_injection: expected at most"),
+        (dict(n_actors=0), ValueError, "n_actors: expected"),
+        (dict(max_policy_lag=1.5), TypeError, "max_policy_lag: expected an int"),
+    ],
+)
+def test_bad_arguments_get_clear_errors(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        AsyncPPO("CartPole-v1", **kwargs)
+
+
+def test_load_without_settings_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="settings file"):
+        AsyncPPO.load(tmp_path / "missing.pt")
