@@ -1,0 +1,55 @@
+"""Inference as a service: a dynamic-batching policy server for the actor fleet.
+
+Actors stop running the policy themselves and send each observation to one
+:class:`InferenceServer`, which answers many actors with one batched forward pass.
+
+API in brief::
+
+    server = InferenceServer(policy, max_batch=256, max_wait_ms=5.0)  # or "auto"
+    client = server.connect()                 # a thread of this process
+    # client = RemoteClient(server.listen())  # another process (shared memory)
+    ticket = client.submit(obs, noise)        # obs (k, *obs_shape); noise: the draws
+    reply = client.wait(ticket)               # reply.outputs["action"], .policy_versions
+    server.set_weights(weights, version=3)    # swapped in between batches
+    server.metrics()                          # requests/s, batch sizes, waits, utilisation
+
+* :mod:`~fleetgym.agents.inference.model`: what is served (:class:`ModelSpec`: the fixed
+  per-request layout; :class:`ActorCriticModel` for the workloads' policies).
+* :mod:`~fleetgym.agents.inference.batching`: the batching rule and the adaptive wait.
+* :mod:`~fleetgym.agents.inference.server`: the server thread and in-process clients.
+* :mod:`~fleetgym.agents.inference.transport`: clients in other processes (shared-memory
+  slots, fixed-size control messages on a loopback socket; nothing pickled).
+* :mod:`~fleetgym.agents.inference.rollout`: actors that step their environments through
+  a client, with double buffering (what the fleet backends run with ``inference="server"``).
+
+Importing this package imports numpy only; torch loads with an ActorCriticPolicy.
+"""
+
+from __future__ import annotations
+
+from fleetgym.agents.inference.batching import InferenceConfig, RequestQueue, auto_wait
+from fleetgym.agents.inference.model import ActorCriticModel, ArraySpec, ModelSpec, ServedModel
+from fleetgym.agents.inference.server import (
+    InferenceClient,
+    InferenceError,
+    InferenceServer,
+    LocalClient,
+    Reply,
+    Ticket,
+)
+
+__all__ = [
+    "ActorCriticModel",
+    "ArraySpec",
+    "InferenceClient",
+    "InferenceConfig",
+    "InferenceError",
+    "InferenceServer",
+    "LocalClient",
+    "ModelSpec",
+    "Reply",
+    "RequestQueue",
+    "ServedModel",
+    "Ticket",
+    "auto_wait",
+]

@@ -1,0 +1,633 @@
+"""The inference server: one thread that answers many clients with batched forward passes.
+
+See :class:`InferenceServer` for the model; :mod:`fleetgym.agents.inference.batching` for
+the batching rule and the adaptive wait; :mod:`fleetgym.agents.inference.transport` for
+clients in other processes. Clients in this process (threads) use
+:class:`LocalClient`; both client kinds share the :class:`InferenceClient` API.
+
+Invariants (tested): every request is answered exactly once, with its own answer, or
+gets an error; a forward pass runs one set of weights, so all answers of a batch carry
+the same ``policy_version``; weights change only between batches; a client's bad input,
+disconnection or closing never affects another client.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fleetgym.agents.inference.batching import DeadlineController, InferenceConfig, RequestQueue
+from fleetgym.agents.inference.metrics import ServerMetrics
+from fleetgym.agents.inference.model import ModelSpec, ServedModel, as_served_model
+from fleetgym.agents.types import Weights
+from fleetgym.errors import FleetError
+from fleetgym.validation import check_bool, check_int
+
+logger = logging.getLogger(__name__)
+
+
+class InferenceError(FleetError):
+    """A request the inference server could not answer (the message says why)."""
+
+
+@dataclass
+class Reply:
+    """The answers to one :meth:`InferenceClient.submit`: one row per observation.
+
+    ``outputs[name]`` has shape ``(k, *spec shape)``; ``policy_versions[i]`` is the
+    version of the weights that answered row ``i`` and ``batch_ids[i]`` the forward pass
+    (rows of one submit may land in different batches, even of different versions).
+    """
+
+    outputs: dict[str, np.ndarray]
+    policy_versions: np.ndarray
+    batch_ids: np.ndarray
+
+
+class Ticket:
+    """A submitted group of requests, answered row by row (filled by the server or the
+    remote client's receiver)."""
+
+    def __init__(self, spec: ModelSpec, count: int, first_slot: int = 0) -> None:
+        self.count = count
+        self.first_slot = first_slot
+        self.outputs = {
+            name: np.empty((count, *a.shape), np.dtype(a.dtype)) for name, a in spec.outputs
+        }
+        self.policy_versions = np.full(count, -1, np.int64)
+        self.batch_ids = np.full(count, -1, np.int64)
+        self.remaining = count
+        self.error: str | None = None
+        self.done = threading.Event()
+
+    def fill(
+        self, row: int, outputs: dict[str, np.ndarray], index: int, version: int, batch: int
+    ) -> None:
+        for name, array in self.outputs.items():
+            array[row] = outputs[name][index]
+        self.policy_versions[row] = version
+        self.batch_ids[row] = batch
+        self.remaining -= 1
+        if self.remaining <= 0:
+            self.done.set()
+
+    def fail(self, message: str) -> None:
+        if self.error is None:
+            self.error = message
+        self.done.set()
+
+    def reply(self) -> Reply:
+        if self.error is not None:
+            raise InferenceError(self.error)
+        return Reply(self.outputs, self.policy_versions, self.batch_ids)
+
+
+def check_request(
+    spec: ModelSpec, obs: Any, noise: Any, limit: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Observations and noise of one submit as ``(k, ...)`` arrays of the spec's layout.
+
+    Raises:
+        TypeError: If ``obs`` is not an array of the spec's dtype.
+        ValueError: On a wrong shape, or more than ``limit`` requests.
+    """
+    if not isinstance(obs, np.ndarray):
+        raise TypeError(
+            f"obs: expected np.ndarray of {spec.obs.dtype}, actual {type(obs).__name__}"
+        )
+    if obs.dtype != np.dtype(spec.obs.dtype):
+        raise TypeError(f"obs: expected dtype {np.dtype(spec.obs.dtype)}, actual {obs.dtype}")
+    shape = spec.obs.shape
+    if obs.shape == shape:
+        obs = obs[None]
+    if obs.ndim != len(shape) + 1 or obs.shape[1:] != shape or obs.shape[0] < 1:
+        raise ValueError(
+            f"obs: expected shape {shape} or (k, {', '.join(map(str, shape))}), actual {obs.shape}"
+        )
+    count = obs.shape[0]
+    if count > limit:
+        raise ValueError(f"obs: expected at most {limit} observations in flight, actual {count}")
+    expected = (count, *spec.noise.shape)
+    if noise is None:
+        return obs, np.zeros(expected, np.float64)
+    noise_array = np.asarray(noise, np.float64)
+    if noise_array.size != int(np.prod(expected)):
+        raise ValueError(f"noise: expected shape {expected}, actual {noise_array.shape}")
+    return obs, noise_array.reshape(expected)
+
+
+@dataclass
+class _Answers:
+    """The outputs of one forward pass, with the version and id of that pass."""
+
+    outputs: dict[str, np.ndarray]
+    version: int
+    batch_id: int
+
+
+@dataclass
+class _Request:
+    """One queued observation: where its answer goes."""
+
+    channel: Channel
+    obs: np.ndarray
+    noise: np.ndarray
+    tag: Any  # (ticket, row) in-process; the shared-memory slot for a remote client
+
+
+@dataclass(eq=False)
+class Channel:
+    """The server's side of one connected client (subclassed per transport)."""
+
+    name: str
+    alive: bool = True
+    in_flight: int = field(default=0)
+
+    def deliver(
+        self,
+        requests: list[_Request],
+        outputs: dict[str, np.ndarray],
+        rows: list[int],
+        version: int,
+        batch: int,
+    ) -> None:
+        """Hand the answers ``outputs[...][rows[i]]`` to ``requests[i]``."""
+        raise NotImplementedError
+
+    def reject(self, requests: list[_Request], message: str) -> None:
+        """Answer ``requests`` with an error."""
+        raise NotImplementedError
+
+    def release(self) -> None:
+        """Free the channel's resources (server thread, no request of it left)."""
+
+
+class _LocalChannel(Channel):
+    def deliver(
+        self,
+        requests: list[_Request],
+        outputs: dict[str, np.ndarray],
+        rows: list[int],
+        version: int,
+        batch: int,
+    ) -> None:
+        for request, index in zip(requests, rows, strict=True):
+            ticket, row = request.tag
+            ticket.fill(row, outputs, index, version, batch)
+
+    def reject(self, requests: list[_Request], message: str) -> None:
+        for request in requests:
+            request.tag[0].fail(message)
+
+
+class InferenceServer:
+    """A dynamic-batching policy server: many clients, one batched forward pass per batch.
+
+    Models the central inference of an actor fleet: actors stop running the policy
+    themselves and send each observation here; one thread answers them in batches.
+    A batch runs when ``max_batch`` requests wait, when the oldest has waited
+    ``max_wait_ms``, or at once when every connected client has a request waiting
+    (:mod:`~fleetgym.agents.inference.batching`). ``max_wait_ms="auto"`` picks the wait
+    from the measured arrival rate and forward time
+    (:func:`~fleetgym.agents.inference.batching.auto_wait`: the smallest wait that keeps
+    the server below ``target_utilisation``, capped so that p99 latency stays within
+    ``latency_budget_ms``). New weights (:meth:`set_weights`) are swapped in between
+    batches; every answer carries the version of the weights that produced it.
+
+    Batched forward passes may round floats differently from one-at-a-time inference
+    (a BLAS kernel sums in another order for another batch size), so log-probabilities
+    and values agree with per-actor inference to float32 rounding, and a sampled action
+    can differ only where a uniform draw falls within that rounding of a CDF boundary.
+
+    Example:
+        >>> import numpy as np
+        >>> from fleetgym.agents.workloads import get_workload
+        >>> with InferenceServer(get_workload("CartPole-v1").make_policy(), max_wait_ms=1.0) as server:
+        ...     client = server.connect()
+        ...     reply = client.infer(np.zeros((2, 4), np.float32), noise=np.full((2, 1), 0.5))
+        ...     client.close()
+        >>> reply.outputs["action"].shape, reply.policy_versions.tolist()
+        ((2,), [0, 0])
+
+    Args:
+        policy: An :class:`~fleetgym.agents.policies.ActorCriticPolicy` or a
+            :class:`~fleetgym.agents.inference.model.ServedModel`.
+        max_batch: Most requests per forward pass.
+        max_wait_ms: Longest wait of the oldest request for a batch to fill, or ``"auto"``.
+        device: Where an ActorCriticPolicy runs (``"cpu"``, ``"cuda[:N]"``).
+        latency_budget_ms: p99 latency the ``"auto"`` wait respects.
+        target_utilisation: Forward-time share the ``"auto"`` wait aims not to exceed.
+        max_client_slots: Most requests one client may have in flight.
+        policy_version: Version of the initial weights.
+        clock: Monotonic clock in seconds (tests inject a fake one).
+
+    Raises:
+        TypeError, ValueError: On an argument of the wrong type or range.
+    """
+
+    def __init__(
+        self,
+        policy: Any,
+        max_batch: int = 256,
+        max_wait_ms: float | str = 5.0,
+        device: str = "cpu",
+        latency_budget_ms: float = 50.0,
+        *,
+        target_utilisation: float = 0.8,
+        max_client_slots: int = 4096,
+        policy_version: int = 0,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.config = InferenceConfig(
+            max_batch=max_batch,
+            max_wait_ms=max_wait_ms,
+            latency_budget_ms=latency_budget_ms,
+            device=device,
+            target_utilisation=target_utilisation,
+            max_client_slots=max_client_slots,
+        )
+        self.model: ServedModel = as_served_model(policy, self.config.device)
+        self.spec: ModelSpec = self.model.spec
+        self._version = check_int("policy_version", policy_version, low=0)
+        if not callable(clock):
+            raise TypeError(f"clock: expected a callable, actual {type(clock).__name__}")
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._queue: RequestQueue[_Request] = RequestQueue(self.config.max_batch)
+        self._channels: set[Channel] = set()
+        self._released: list[Channel] = []
+        self._pending: tuple[Weights, int, threading.Event] | None = None
+        self._closing = False
+        self._batches = 0
+        self._controller = DeadlineController(self.config)
+        self._metrics = ServerMetrics(self.config.max_batch)
+        self._listener: Any = None
+        self._thread = threading.Thread(target=self._loop, name="InferenceServer", daemon=True)
+        self._thread.start()
+
+    # -- public ---------------------------------------------------------------------------
+    @property
+    def policy_version(self) -> int:
+        """Version of the weights the next batch runs (a pending swap not yet applied)."""
+        return self._version
+
+    @property
+    def closed(self) -> bool:
+        return self._closing
+
+    def connect(self, slots: int = 256) -> LocalClient:
+        """A client for a thread of this process.
+
+        Args:
+            slots: Most observations the client may have in flight at once.
+
+        Raises:
+            InferenceError: If the server is closed.
+        """
+        slots = check_int("slots", slots, 1, self.config.max_client_slots)
+        channel = _LocalChannel(name=f"local-{id(self):x}")
+        self._register(channel)
+        return LocalClient(self, channel, slots)
+
+    def set_weights(
+        self, weights: Weights, version: int | None = None, *, wait: bool = True
+    ) -> int:
+        """Swap in new weights between batches; answers after the swap carry ``version``.
+
+        Args:
+            weights: A numpy state_dict (``policy.get_weights()``).
+            version: Its version (default: the current one + 1).
+            wait: Block until the swap is applied (the next batch uses it).
+
+        Returns:
+            The version.
+
+        Raises:
+            InferenceError: If the server is closed, or the weights failed to load
+                (``wait=True``; the old weights stay in service).
+        """
+        version = self._version + 1 if version is None else check_int("version", version, low=0)
+        check_bool("wait", wait)
+        applied = threading.Event()
+        with self._cond:
+            if self._closing:
+                raise InferenceError("set_weights: expected an open server, actual closed")
+            if self._pending is not None:
+                self._pending[2].set()  # superseded: its waiter sees the newer version
+            self._pending = (dict(weights), version, applied)
+            self._cond.notify_all()
+        if wait:
+            applied.wait()
+            if getattr(applied, "error", None):
+                raise InferenceError(f"set_weights: {applied.error}")  # type: ignore[attr-defined]
+        return version
+
+    def metrics(self) -> dict[str, Any]:
+        """Throughput, batch sizes, queue waits, forward time and utilisation since the
+        last :meth:`reset_metrics` (times in ms; ``utilisation`` = share of wall time in
+        forward passes), with the current wait and its estimates."""
+        figures = self._metrics.snapshot()
+        with self._cond:
+            figures.update(
+                connected_clients=len(self._channels),
+                queued=len(self._queue),
+                policy_version=self._version,
+            )
+        figures.update(self._controller.state())
+        return figures
+
+    def reset_metrics(self) -> None:
+        """Start a new measurement window."""
+        self._metrics.reset()
+
+    def listen(self, host: str = "127.0.0.1", port: int = 0) -> tuple[str, int]:
+        """Accept clients of other processes (:class:`~fleetgym.agents.inference.RemoteClient`).
+
+        Returns:
+            The ``(host, port)`` to give :class:`~fleetgym.agents.inference.RemoteClient`.
+        """
+        from fleetgym.agents.inference.transport import Listener
+
+        with self._cond:
+            if self._closing:
+                raise InferenceError("listen: expected an open server, actual closed")
+            if self._listener is None:
+                self._listener = Listener(self, host, port)
+            return self._listener.address  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        """Stop serving; waiting requests get an :class:`InferenceError` (idempotent)."""
+        with self._cond:
+            if self._closing:
+                return
+            self._closing = True
+            self._cond.notify_all()
+        if self._listener is not None:
+            self._listener.close()
+        self._thread.join()
+
+    def __enter__(self) -> InferenceServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"InferenceServer({self.config}, policy_version={self._version})"
+
+    # -- transports -----------------------------------------------------------------------
+    def _register(self, channel: Channel) -> None:
+        with self._cond:
+            if self._closing:
+                raise InferenceError("connect: expected an open server, actual closed")
+            self._channels.add(channel)
+
+    def _unregister(self, channel: Channel, message: str) -> None:
+        """A client left: its queued requests are dropped (answered with ``message``)."""
+        with self._cond:
+            channel.alive = False
+            if channel not in self._channels:
+                return
+            self._channels.discard(channel)
+            dropped = [entry.item for entry in self._queue.remove_client(channel)]
+            channel.in_flight -= len(dropped)
+            self._released.append(channel)
+            self._cond.notify_all()
+        if dropped:
+            channel.reject(dropped, message)
+
+    def _enqueue(self, channel: Channel, requests: list[_Request]) -> None:
+        with self._cond:
+            if self._closing:
+                raise InferenceError("submit: expected an open server, actual closed")
+            if not channel.alive:
+                raise InferenceError(
+                    f"submit: expected a connected client, actual {channel.name} closed"
+                )
+            now = self._clock()
+            for request in requests:
+                self._queue.push(now, channel, request)
+            channel.in_flight += len(requests)
+            self._controller.arrived(len(requests))
+            self._cond.notify_all()
+
+    # -- the serving thread ---------------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            batch: list[Any] = []
+            with self._cond:
+                while True:
+                    released, self._released = self._released, []
+                    if self._closing:
+                        break
+                    if self._pending is not None:
+                        break
+                    now = self._clock()
+                    wait = self._controller.wait_s
+                    if self._queue.due(now, wait, len(self._channels)):
+                        batch = self._queue.take()
+                        break
+                    deadline = self._queue.deadline(wait)
+                    if released:
+                        break
+                    self._cond.wait(None if deadline is None else max(0.0, deadline - now))
+                pending, self._pending = self._pending, None
+                closing = self._closing
+            for channel in released:
+                if not any(entry.item.channel is channel for entry in batch):
+                    channel.release()
+                else:
+                    self._released.append(channel)
+            if pending is not None:
+                self._swap(*pending)
+            if closing:
+                self._shutdown()
+                return
+            if batch:
+                self._run(batch)
+
+    def _swap(self, weights: Weights, version: int, applied: threading.Event) -> None:
+        try:
+            self.model.load_weights(weights)
+        except Exception as exc:  # the caller's bad weights: keep serving the old ones
+            applied.error = f"{type(exc).__name__}: {exc}"  # type: ignore[attr-defined]
+            logger.warning("inference server: weights version %d rejected: %s", version, exc)
+        else:
+            self._version = version
+        applied.set()
+
+    def _forward(self, requests: list[_Request]) -> dict[str, np.ndarray]:
+        obs = np.stack([r.obs for r in requests])
+        noise = np.stack([r.noise for r in requests])
+        outputs = self.model.forward(obs, noise)
+        for name, spec in self.spec.outputs:
+            got = np.shape(outputs.get(name))
+            if got != (len(requests), *spec.shape):
+                raise ValueError(
+                    f"model output {name!r}: expected shape {(len(requests), *spec.shape)}, "
+                    f"actual {got}"
+                )
+        return outputs
+
+    def _run(self, batch: list[Any]) -> None:
+        requests: list[_Request] = [entry.item for entry in batch]
+        started = self._clock()
+        version = self._version
+        try:
+            outputs = self._forward(requests)
+        except Exception:
+            # One client's input may have broken the pass: each client's requests are
+            # run again on their own, so only the culprit gets the error.
+            self._run_apart(requests, version)
+            return
+        forward_s = self._clock() - started
+        self._batches += 1
+        batch_id = self._batches
+        self._settle(requests, _Answers(outputs, version, batch_id))
+        done = self._clock()
+        arrivals = np.array([entry.arrival for entry in batch])
+        self._metrics.record_batch(started - arrivals, done - arrivals, forward_s)
+        self._controller.batch_done(done, len(requests), forward_s)
+
+    def _run_apart(self, requests: list[_Request], version: int) -> None:
+        groups: dict[Channel, list[_Request]] = {}
+        for request in requests:
+            groups.setdefault(request.channel, []).append(request)
+        for group in groups.values():
+            try:
+                outputs = self._forward(group)
+            except Exception as exc:
+                message = f"forward pass failed: {type(exc).__name__}: {exc}"
+                logger.warning("inference server: %s", message)
+                self._metrics.record_errors(len(group))
+                self._settle(group, message)
+                continue
+            self._batches += 1
+            batch_id = self._batches
+            self._settle(group, _Answers(outputs, version, batch_id))
+
+    def _settle(self, requests: list[_Request], answer: _Answers | str) -> None:
+        """Deliver ``answer`` (or the error message) to each channel's requests of a batch."""
+        groups: dict[Channel, tuple[list[_Request], list[int]]] = {}
+        for index, request in enumerate(requests):
+            group = groups.setdefault(request.channel, ([], []))
+            group[0].append(request)
+            group[1].append(index)
+        for channel, (reqs, rows) in groups.items():
+            with self._cond:
+                channel.in_flight -= len(reqs)
+            if not channel.alive:
+                continue
+            try:
+                if isinstance(answer, str):
+                    channel.reject(reqs, answer)
+                else:
+                    channel.deliver(reqs, answer.outputs, rows, answer.version, answer.batch_id)
+            except Exception:  # one client's broken transport must not stop the others
+                logger.warning("inference server: answering %s failed", channel.name, exc_info=True)
+                self._unregister(channel, "answer could not be delivered")
+
+    def _shutdown(self) -> None:
+        with self._cond:
+            left: list[_Request] = []
+            while len(self._queue):
+                left.extend(entry.item for entry in self._queue.take())
+            channels = list(self._channels) + self._released
+            self._channels.clear()
+            self._released = []
+        self._settle(left, "the inference server closed")
+        for channel in channels:
+            channel.alive = False
+            channel.release()
+
+
+class InferenceClient:
+    """The client API, the same in this process (:class:`LocalClient`) and in another
+    (:class:`~fleetgym.agents.inference.RemoteClient`).
+
+    A client is used by one thread. It may have several submits in flight (up to its
+    ``slots`` observations), so an actor owning several environments can step one group
+    while another group waits for its answer (double buffering).
+    """
+
+    spec: ModelSpec
+    slots: int
+
+    def submit(self, obs: np.ndarray, noise: np.ndarray | None = None) -> Ticket:
+        """Queue observations ``obs`` (one, or ``(k, *obs shape)``) with their ``noise``.
+
+        Raises:
+            TypeError, ValueError: On observations of the wrong dtype or shape (this
+                client only; nothing is queued).
+            InferenceError: After :meth:`close`, or when the server is gone.
+        """
+        raise NotImplementedError
+
+    def wait(self, ticket: Ticket, timeout: float | None = None) -> Reply:
+        """The answers of a submit, once all have arrived.
+
+        Raises:
+            InferenceError: If the server answered with an error.
+            TimeoutError: If ``timeout`` seconds passed first.
+        """
+        raise NotImplementedError
+
+    def infer(
+        self, obs: np.ndarray, noise: np.ndarray | None = None, timeout: float | None = None
+    ) -> Reply:
+        """:meth:`submit` and :meth:`wait`."""
+        return self.wait(self.submit(obs, noise), timeout)
+
+    def close(self) -> None:
+        """Disconnect (idempotent); requests still waiting are dropped."""
+        raise NotImplementedError
+
+    def __enter__(self) -> InferenceClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LocalClient(InferenceClient):
+    """A client in the server's process (see :class:`InferenceClient`)."""
+
+    def __init__(self, server: InferenceServer, channel: Channel, slots: int) -> None:
+        self.server = server
+        self.spec = server.spec
+        self.slots = slots
+        self._channel = channel
+        self._closed = False
+        self._open_tickets: list[Ticket] = []
+
+    def submit(self, obs: np.ndarray, noise: np.ndarray | None = None) -> Ticket:
+        if self._closed:
+            raise InferenceError("submit: expected an open client, actual closed")
+        self._open_tickets = [t for t in self._open_tickets if not t.done.is_set()]
+        free = self.slots - sum(t.count for t in self._open_tickets)
+        obs, noise_array = check_request(self.spec, obs, noise, free)
+        ticket = Ticket(self.spec, obs.shape[0])
+        obs = obs.copy()  # the caller may reuse its buffer before the answer
+        requests = [
+            _Request(self._channel, obs[i], noise_array[i], (ticket, i)) for i in range(len(obs))
+        ]
+        self.server._enqueue(self._channel, requests)
+        self._open_tickets.append(ticket)
+        return ticket
+
+    def wait(self, ticket: Ticket, timeout: float | None = None) -> Reply:
+        if not ticket.done.wait(timeout):
+            raise TimeoutError(f"wait: expected answers within {timeout} s, actual none yet")
+        return ticket.reply()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.server._unregister(self._channel, "the client closed")
