@@ -17,8 +17,9 @@ API in brief::
   per-request layout; :class:`ActorCriticModel` for the workloads' policies).
 * :mod:`~fleetgym.agents.inference.batching`: the batching rule and the adaptive wait.
 * :mod:`~fleetgym.agents.inference.server`: the server thread and in-process clients.
-* :mod:`~fleetgym.agents.inference.transport`: clients in other processes (shared-memory
-  slots, fixed-size control messages on a loopback socket; nothing pickled).
+* :mod:`~fleetgym.agents.inference.transport` and :mod:`~fleetgym.agents.inference.remote`:
+  clients in other processes (shared-memory slots, fixed-size control messages on a
+  loopback socket; nothing pickled).
 * :mod:`~fleetgym.agents.inference.rollout`: actors that step their environments through
   a client, with double buffering (what the fleet backends run with ``inference="server"``).
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 from fleetgym.agents.inference.batching import InferenceConfig, RequestQueue, auto_wait
 from fleetgym.agents.inference.model import ActorCriticModel, ArraySpec, ModelSpec, ServedModel
+from fleetgym.agents.inference.remote import RemoteClient
 from fleetgym.agents.inference.server import (
     InferenceClient,
     InferenceError,
@@ -48,6 +50,7 @@ __all__ = [
     "LocalClient",
     "ModelSpec",
     "Reply",
+    "RemoteClient",
     "RequestQueue",
     "ServedModel",
     "Ticket",

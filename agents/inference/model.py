@@ -93,6 +93,10 @@ class ModelSpec:
             isinstance(n, str) and n.isidentifier() for n in names
         ):
             raise ValueError(f"outputs: expected distinct identifier names, actual {names}")
+        if {"obs", "noise"} & set(names):
+            raise ValueError(
+                f"outputs: expected names other than 'obs' and 'noise', actual {names}"
+            )
 
     @property
     def output_names(self) -> tuple[str, ...]:

@@ -36,6 +36,10 @@ class InferenceError(FleetError):
     """A request the inference server could not answer (the message says why)."""
 
 
+class InferenceProtocolError(InferenceError, ValueError):
+    """Malformed or oversized input on the inference server's socket."""
+
+
 @dataclass
 class Reply:
     """The answers to one :meth:`InferenceClient.submit`: one row per observation.
