@@ -29,8 +29,12 @@ from typing import Any
 import numpy as np
 
 from fleetgym.traces.loaders import TraceData, load_trace
+from fleetgym.validation import check_bool, check_float, check_int
 
 __all__ = [
+    "MAX_DELAY_MS",
+    "MAX_STEP_MS",
+    "MIN_STEP_MS",
     "Channel",
     "DelaySampler",
     "FixedDelay",
@@ -40,30 +44,32 @@ __all__ = [
 ]
 
 
+#: Largest mean or standard deviation of a modelled delay (ms, about 2.8 hours): beyond it
+#: the arithmetic of a packet's arrival tick would lose its precision.
+MAX_DELAY_MS = 1e7
+#: Range of the control period (ms) a channel samples for: 1 us to about 2.8 hours.
+MIN_STEP_MS, MAX_STEP_MS = 1e-3, 1e7
+#: Most delays one call of ``sample_delays`` returns.
+MAX_SAMPLES = 100_000_000
+
+
 def _real(name: str, value: Any, lo: float, hi: float, *, hi_open: bool = False) -> float:
     """A validated finite float in [lo, hi] (or [lo, hi)); TypeError/ValueError otherwise."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"expected {name} as a real number, actual {type(value).__name__}")
-    out = float(value)
-    bad = not math.isfinite(out) or out < lo or (out >= hi if hi_open else out > hi)
-    if bad:
-        interval = f"[{lo}, {hi})" if hi_open else f"[{lo}, {hi}]"
-        raise ValueError(f"expected {name} in {interval}, actual {value}")
+    out = check_float(name, value, lo, hi)
+    if hi_open and out == hi:
+        raise ValueError(f"{name}: expected a finite number >= {lo:g} and < {hi:g}, actual {out}")
     return out
+
+
+def check_step_ms(step_ms: Any) -> float:
+    """``step_ms`` as a float in [:data:`MIN_STEP_MS`, :data:`MAX_STEP_MS`]."""
+    return check_float("step_ms", step_ms, MIN_STEP_MS, MAX_STEP_MS)
 
 
 def _check_rng(rng: Any) -> np.random.Generator:
     if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"expected rng as np.random.Generator, actual {type(rng).__name__}")
+        raise TypeError(f"rng: expected a np.random.Generator, actual {type(rng).__name__}")
     return rng
-
-
-def _check_count(n: Any) -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-        raise TypeError(f"expected n as an int, actual {type(n).__name__}")
-    if n < 0:
-        raise ValueError(f"expected n >= 0, actual {n}")
-    return int(n)
 
 
 class DelaySampler(abc.ABC):
@@ -113,11 +119,8 @@ class Channel(abc.ABC):
             ValueError: If ``n < 0`` or ``step_ms <= 0``.
         """
         rng = _check_rng(rng)
-        n = _check_count(n)
-        step = _real("step_ms", step_ms, 0.0, math.inf, hi_open=True)
-        if step <= 0:
-            raise ValueError(f"expected step_ms > 0, actual {step_ms}")
-        return self.sampler(rng, step).next(n)
+        n = check_int("n", n, 0, MAX_SAMPLES)
+        return self.sampler(rng, check_step_ms(step_ms)).next(n)
 
     def delay_quantile_ms(
         self, q: float, *, n: int = 100_000, seed: int = 0, step_ms: float = 20.0
@@ -209,12 +212,8 @@ class GaussianChannel(Channel):
     correlation: float = 0.0
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "mean_ms", _real("mean_ms", self.mean_ms, 0.0, math.inf, hi_open=True)
-        )
-        object.__setattr__(
-            self, "std_ms", _real("std_ms", self.std_ms, 0.0, math.inf, hi_open=True)
-        )
+        object.__setattr__(self, "mean_ms", _real("mean_ms", self.mean_ms, 0.0, MAX_DELAY_MS))
+        object.__setattr__(self, "std_ms", _real("std_ms", self.std_ms, 0.0, MAX_DELAY_MS))
         object.__setattr__(self, "loss", _real("loss", self.loss, 0.0, 1.0))
         object.__setattr__(
             self, "correlation", _real("correlation", self.correlation, 0.0, 1.0, hi_open=True)
@@ -306,18 +305,15 @@ class GilbertElliottChannel(Channel):
     def __post_init__(self) -> None:
         for name in ("p_good_to_bad", "p_bad_to_good", "loss_good", "loss_bad"):
             object.__setattr__(self, name, _real(name, getattr(self, name), 0.0, 1.0))
-        object.__setattr__(
-            self, "mean_ms", _real("mean_ms", self.mean_ms, 0.0, math.inf, hi_open=True)
-        )
-        object.__setattr__(
-            self, "std_ms", _real("std_ms", self.std_ms, 0.0, math.inf, hi_open=True)
-        )
+        object.__setattr__(self, "mean_ms", _real("mean_ms", self.mean_ms, 0.0, MAX_DELAY_MS))
+        object.__setattr__(self, "std_ms", _real("std_ms", self.std_ms, 0.0, MAX_DELAY_MS))
         object.__setattr__(
             self, "correlation", _real("correlation", self.correlation, 0.0, 1.0, hi_open=True)
         )
         if self.p_good_to_bad == 0.0 and self.p_bad_to_good == 0.0:
             raise ValueError(
-                "expected p_good_to_bad + p_bad_to_good > 0, actual both 0 (a chain that never moves)"
+                "p_bad_to_good: expected p_good_to_bad + p_bad_to_good > 0, actual both 0 "
+                "(a chain that never moves)"
             )
 
     @classmethod
@@ -341,13 +337,13 @@ class GilbertElliottChannel(Channel):
                 a Good -> Bad probability above 1).
         """
         rate = _real("loss_rate", loss_rate, 0.0, 1.0, hi_open=True)
-        burst = _real("mean_burst_length", mean_burst_length, 1.0, math.inf, hi_open=True)
+        burst = check_float("mean_burst_length", mean_burst_length, 1.0)
         r = 1.0 / burst
         # Stationary P(Bad) = p / (p + r) = rate  =>  p = rate * r / (1 - rate).
         p = rate * r / (1.0 - rate)
         if p > 1.0:
             raise ValueError(
-                f"expected loss_rate / (1 - loss_rate) <= mean_burst_length, actual "
+                f"loss_rate: expected loss_rate / (1 - loss_rate) <= mean_burst_length, actual "
                 f"loss_rate={loss_rate}, mean_burst_length={mean_burst_length} (needs P(G->B)={p:.3g} > 1)"
             )
         return cls(p, r, 0.0, 1.0, mean_ms, std_ms, correlation)
@@ -460,12 +456,11 @@ class TraceChannel(Channel):
     ) -> None:
         if not isinstance(trace, TraceData):
             raise TypeError(
-                f"expected trace as fleetgym.traces.TraceData, actual {type(trace).__name__}"
+                f"trace: expected a fleetgym.traces.TraceData, actual {type(trace).__name__}"
             )
-        if not isinstance(random_start, bool):
-            raise TypeError(f"expected random_start as bool, actual {type(random_start).__name__}")
+        check_bool("random_start", random_start)
         if name is not None and not isinstance(name, str):
-            raise TypeError(f"expected name as str or None, actual {type(name).__name__}")
+            raise TypeError(f"name: expected a str or None, actual {type(name).__name__}")
         self.trace = trace
         self.random_start = random_start
         self.name = name if name is not None else os.path.basename(trace.source)
@@ -526,7 +521,7 @@ class TraceChannel(Channel):
         )
 
     def sampler(self, rng: np.random.Generator, step_ms: float = 20.0) -> DelaySampler:
-        return _TraceSampler(self, _check_rng(rng), float(step_ms))
+        return _TraceSampler(self, _check_rng(rng), check_step_ms(step_ms))
 
 
 class _TraceSampler(DelaySampler):

@@ -22,9 +22,6 @@ truth for analysis and oracle critics, which a deployed agent never has.
 
 from __future__ import annotations
 
-import functools
-import logging
-import math
 from collections.abc import Sequence
 from typing import Any, SupportsFloat
 
@@ -34,240 +31,30 @@ from gymnasium import spaces
 from gymnasium.wrappers import FlattenObservation, FrameStackObservation
 
 from fleetgym.errors import UnsupportedSpaceError
-
-logger = logging.getLogger(__name__)
+from fleetgym.validation import check_bool, check_int, quote
+from fleetgym.wrappers.network_shim import NetworkShimWrapper
+from fleetgym.wrappers.shim_config import ActionCheck
+from fleetgym.wrappers.staleness import (
+    AGE_KEY,
+    MAX_HISTORY,
+    history_length_for_env,
+    history_length_for_profile,
+    staleness_quantile,
+)
 
 __all__ = [
     "ObservationAgeFeatures",
     "ObservationHistory",
     "SentActionHistory",
+    "history_length_for_env",
     "history_length_for_profile",
     "make_robust_env",
     "staleness_quantile",
 ]
 
-#: Keys of the shim's ``info`` this module reads. Both are derived from the timestamp the
-#: observation packet carries, so a real receiver can compute them too.
-AGE_KEY = "obs_age_steps"
 
-
-# --------------------------------------------------------------------------------------
-# k from the channel model
-# --------------------------------------------------------------------------------------
-class _TickEnv(gym.Env[np.ndarray, np.int64]):
-    """Counter env used to measure staleness: the observation is the tick index."""
-
-    metadata: dict[str, Any] = {"render_modes": []}
-
-    def __init__(self) -> None:
-        self.observation_space = spaces.Box(0.0, np.inf, shape=(1,), dtype=np.float64)
-        self.action_space = spaces.Discrete(2)
-        self._t = 0
-
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[np.ndarray, dict[str, Any]]:
-        super().reset(seed=seed)
-        self._t = 0
-        return np.array([0.0]), {}
-
-    def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
-        self._t += 1
-        return np.array([float(self._t)]), 0.0, False, False, {}
-
-
-def _check_quantile(quantile: float) -> float:
-    if isinstance(quantile, bool) or not isinstance(quantile, (int, float)):
-        raise TypeError(f"quantile: expected a float in (0, 1], actual {quantile!r}")
-    if not 0.0 < float(quantile) <= 1.0 or math.isnan(float(quantile)):
-        raise ValueError(f"quantile: expected a float in (0, 1], actual {quantile!r}")
-    return float(quantile)
-
-
-def _check_positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name}: expected a positive int, actual {value!r}")
-    if int(value) < 1:
-        raise ValueError(f"{name}: expected a positive int, actual {value!r}")
-    return int(value)
-
-
-def staleness_quantile(
-    profile: str | None = None,
-    step_ms: float = 20.0,
-    quantile: float = 0.99,
-    *,
-    path: str = "uplink",
-    n_steps: int = 20_000,
-    seed: int = 0,
-    **shim_kwargs: Any,
-) -> int:
-    """High-percentile staleness, in control periods, of a network configuration.
-
-    Measured by Monte-Carlo through the real :class:`NetworkShimWrapper` on a counter
-    env, so every rule of the loop model (loss holding the last observation, FIFO
-    queueing, trace wrap-around) is accounted for exactly as in training.
-
-    Args:
-        profile: A profile name (see :func:`fleetgym.wrappers.profiles.list_profiles`);
-            ``None`` when ``uplink``/``downlink`` channels are given in ``shim_kwargs``.
-        step_ms: The control period in milliseconds.
-        quantile: Which quantile of the staleness distribution, in (0, 1].
-        path: ``"uplink"`` for the age of the delivered observation, ``"round_trip"``
-            for observation age + age of the applied action (how far back the
-            actions still in flight reach).
-        n_steps: Monte-Carlo sample size (one long episode).
-        seed: Seed of the shim's packet schedule.
-        **shim_kwargs: More keyword arguments of :class:`NetworkShimWrapper`
-            (``uplink``, ``downlink``, ``delivery``, ...).
-
-    Returns:
-        The ``quantile`` of the per-step staleness, rounded up to whole steps.
-
-    Raises:
-        TypeError, ValueError: on a bad argument.
-
-    Example:
-        >>> staleness_quantile("perfect", step_ms=20.0)
-        0
-    """
-    from fleetgym.wrappers.network_shim import NetworkShimWrapper
-
-    quantile = _check_quantile(quantile)
-    n_steps = _check_positive_int("n_steps", n_steps)
-    if path not in ("uplink", "round_trip"):
-        raise ValueError(f"path: expected 'uplink' or 'round_trip', actual {path!r}")
-    kwargs = dict(shim_kwargs)
-    if profile is not None:
-        kwargs["profile"] = profile
-    shim = NetworkShimWrapper(_TickEnv(), step_ms=step_ms, **kwargs)
-    shim.reset(seed=seed)
-    ages = np.empty(n_steps, dtype=np.int64)
-    for i in range(n_steps):
-        _, _, _, _, info = shim.step(0)
-        age = int(info[AGE_KEY])
-        if path == "round_trip":
-            age += int(info["action_age_steps"])
-        ages[i] = age
-    shim.close()
-    # "inverted_cdf" is the smallest observed age whose empirical CDF reaches the
-    # quantile: an age that really occurs, never an interpolation between two.
-    return int(np.quantile(ages, quantile, method="inverted_cdf"))
-
-
-@functools.lru_cache(maxsize=256)
-def _cached_history_length(
-    profile: str,
-    step_ms: float,
-    quantile: float,
-    path: str,
-    n_steps: int,
-    seed: int,
-    delivery: str | None,
-) -> int:
-    extra = {} if delivery is None else {"delivery": delivery}
-    return (
-        staleness_quantile(
-            profile, step_ms, quantile, path=path, n_steps=n_steps, seed=seed, **extra
-        )
-        + 1
-    )
-
-
-def history_length_for_profile(
-    profile: str | Sequence[str] | None,
-    step_ms: float,
-    quantile: float = 0.99,
-    *,
-    path: str = "uplink",
-    n_steps: int = 20_000,
-    seed: int = 0,
-    **shim_kwargs: Any,
-) -> int:
-    """History length k = (``quantile`` of staleness in steps) + 1 for a network profile.
-
-    With k frames the agent's input still holds the observation it would have had
-    without the network in ``quantile`` of the steps (CALF's k = d + 1). For a sequence
-    of profiles (drawn per episode) k is the maximum over them, so the stack is long
-    enough for the worst profile of the mix. Results for named profiles are cached.
-
-    Args:
-        profile: A profile name, a sequence of names, or ``None`` with explicit channels
-            in ``shim_kwargs``.
-        step_ms: The control period in milliseconds.
-        quantile: Quantile of the staleness distribution, in (0, 1].
-        path: ``"uplink"`` (observation age: frame stacks) or ``"round_trip"``
-            (observation + action age: action history).
-        n_steps: Monte-Carlo sample size per profile.
-        seed: Seed of the packet schedule.
-        **shim_kwargs: More :class:`NetworkShimWrapper` arguments (channels, delivery).
-
-    Returns:
-        k >= 1.
-
-    Raises:
-        TypeError, ValueError: on a bad argument; UnknownProfileError for an unknown name.
-
-    Example:
-        >>> history_length_for_profile("perfect", step_ms=20.0)
-        1
-        >>> history_length_for_profile("ethernet", step_ms=20.0)
-        1
-    """
-    quantile = _check_quantile(quantile)
-    if isinstance(step_ms, bool) or not isinstance(step_ms, (int, float)):
-        raise TypeError(f"step_ms: expected a positive number, actual {step_ms!r}")
-    if not float(step_ms) > 0 or not math.isfinite(float(step_ms)):
-        raise ValueError(f"step_ms: expected a positive number, actual {step_ms!r}")
-    if profile is None:
-        channels = {
-            k: v for k, v in shim_kwargs.items() if k not in ("start_action", "copy_observations")
-        }
-        return (
-            staleness_quantile(
-                None,
-                float(step_ms),
-                quantile,
-                path=path,
-                n_steps=n_steps,
-                seed=seed,
-                **channels,
-            )
-            + 1
-        )
-    names = [profile] if isinstance(profile, str) else list(profile)
-    if not names or not all(isinstance(n, str) or hasattr(n, "uplink") for n in names):
-        raise TypeError(
-            f"profile: expected a profile name or a non-empty sequence of names, actual {profile!r}"
-        )
-    # Only what changes the packet schedule matters; drop the rest so the cache applies.
-    measured = {
-        key: value
-        for key, value in shim_kwargs.items()
-        if value is not None and key not in ("start_action", "copy_observations", "block_size")
-    }
-    lengths = []
-    for name in names:
-        if isinstance(name, str) and set(measured) <= {"delivery"}:
-            lengths.append(
-                _cached_history_length(
-                    name, float(step_ms), quantile, path, n_steps, seed, measured.get("delivery")
-                )
-            )
-        else:
-            lengths.append(
-                staleness_quantile(
-                    name,
-                    float(step_ms),
-                    quantile,
-                    path=path,
-                    n_steps=n_steps,
-                    seed=seed,
-                    **measured,
-                )
-                + 1
-            )
-    return max(lengths)
+def _check_length(name: str, value: Any) -> int:
+    return check_int(name, value, 1, MAX_HISTORY)
 
 
 # --------------------------------------------------------------------------------------
@@ -316,7 +103,7 @@ class ObservationAgeFeatures(
     def __init__(self, env: gym.Env[Any, Any], max_age_steps: int = 10) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, max_age_steps=max_age_steps)
         gym.Wrapper.__init__(self, env)
-        self.max_age_steps = _check_positive_int("max_age_steps", max_age_steps)
+        self.max_age_steps = _check_length("max_age_steps", max_age_steps)
         box = _require_box(env, "ObservationAgeFeatures")
         low = np.concatenate([box.low.astype(np.float32).ravel(), np.zeros(2, np.float32)])
         high = np.concatenate([box.high.astype(np.float32).ravel(), np.ones(2, np.float32)])
@@ -389,69 +176,32 @@ class ObservationHistory(FrameStackObservation, gym.utils.RecordConstructorArgs)
         if stack_size is None:
             k = history_length_for_env(env, quantile=quantile)
         else:
-            k = _check_positive_int("stack_size", stack_size)
+            k = _check_length("stack_size", stack_size)
         FrameStackObservation.__init__(self, env, k, padding_type=padding_type)
 
 
-def _find_shim(env: gym.Env[Any, Any]) -> Any:
-    from fleetgym.wrappers.network_shim import NetworkShimWrapper
-
-    current: Any = env
-    while current is not None:
-        if isinstance(current, NetworkShimWrapper):
-            return current
-        current = getattr(current, "env", None)
-    return None
+_FLAT_LEAVES = (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Box)
 
 
-def history_length_for_env(
-    env: gym.Env[Any, Any], quantile: float = 0.99, *, path: str = "uplink"
-) -> int:
-    """:func:`history_length_for_profile` of the :class:`NetworkShimWrapper` inside ``env``.
+def _flattens_to_vector(space: spaces.Space[Any]) -> bool:
+    if isinstance(space, _FLAT_LEAVES):
+        return True
+    if isinstance(space, (spaces.Dict, spaces.Tuple)):
+        subs = space.spaces.values() if isinstance(space, spaces.Dict) else space.spaces
+        return all(_flattens_to_vector(sub) for sub in subs)
+    return False
 
-    Args:
-        env: An env stack that contains a shim.
-        quantile: Quantile of staleness.
-        path: ``"uplink"`` or ``"round_trip"``.
 
-    Returns:
-        k >= 1.
-
-    Raises:
-        ValueError: if ``env`` holds no shim.
-    """
-    shim = _find_shim(env)
-    if shim is None:
-        raise ValueError(
-            f"expected an env stack containing a NetworkShimWrapper to derive the history "
-            f"length from, actual {env}; pass the length explicitly"
+def _flat_action_space(space: spaces.Space[Any]) -> spaces.Box:
+    """The flat Box ``gymnasium.spaces.flatten`` maps actions of ``space`` into."""
+    if not _flattens_to_vector(space):
+        raise UnsupportedSpaceError(
+            "SentActionHistory: expected an action space that flattens to a vector (Discrete, "
+            f"MultiDiscrete, MultiBinary, Box, or a Dict/Tuple of them), actual {space}"
         )
-    saved = dict(getattr(shim, "_saved_kwargs", {}))
-    saved.pop("env", None)
-    step_ms = float(shim.step_ms)
-    saved.pop("step_ms", None)
-    profile = saved.pop("profile", None)
-    if profile is not None and not isinstance(profile, str) and not hasattr(profile, "uplink"):
-        profile = list(profile)
-    if profile is not None:
-        saved.pop("uplink", None)
-        saved.pop("downlink", None)
-    return history_length_for_profile(profile, step_ms, quantile, path=path, **saved)
-
-
-def _action_width(space: spaces.Space[Any]) -> int:
-    if isinstance(space, spaces.Discrete):
-        return int(space.n)
-    if isinstance(space, spaces.MultiDiscrete):
-        return int(np.sum(space.nvec))
-    if isinstance(space, spaces.MultiBinary):
-        return int(np.prod(space.shape))
-    if isinstance(space, spaces.Box):
-        return int(np.prod(space.shape))
-    raise UnsupportedSpaceError(
-        f"SentActionHistory: expected a Discrete, MultiDiscrete, MultiBinary or Box action "
-        f"space, actual {space}"
-    )
+    flat = spaces.flatten_space(space)
+    assert isinstance(flat, spaces.Box)  # true for every space _flattens_to_vector accepts
+    return flat
 
 
 class SentActionHistory(
@@ -461,9 +211,11 @@ class SentActionHistory(
 
     Put outside the shim, it records every action passed to ``step`` — the action *sent*,
     whether or not the network delivers it — which is what a remote agent knows about the
-    actions still in flight. Encoding: one-hot per action for Discrete, concatenated
-    one-hots for MultiDiscrete, 0/1 for MultiBinary, raw values clipped to the bounds for
-    Box. Oldest first; before the first action of an episode the slots are zero (no
+    actions still in flight. Encoding: ``gymnasium.spaces.flatten`` (one-hot for Discrete,
+    concatenated one-hots for MultiDiscrete, 0/1 for MultiBinary, raw values for Box, the
+    parts concatenated for Dict and Tuple), clipped to the bounds of the flattened space,
+    as float32. Each action is checked against the action space when it is sent. Oldest
+    first; before the first action of an episode the slots are zero (no
     action sent). The observation becomes ``[obs (flattened, float32), a_{t-m+1..t}]``.
 
     Example:
@@ -480,58 +232,32 @@ class SentActionHistory(
 
     Raises:
         UnsupportedSpaceError: for a non-Box observation space or an unsupported action space.
-        TypeError, ValueError: if ``history_length`` is not a positive int.
+        TypeError, ValueError: if ``history_length`` is not an int in [1, 10000].
+        InvalidActionError: From ``step``, for an action outside the action space.
     """
 
     def __init__(self, env: gym.Env[Any, Any], history_length: int = 4) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, history_length=history_length)
         gym.Wrapper.__init__(self, env)
-        self.history_length = _check_positive_int("history_length", history_length)
+        self.history_length = _check_length("history_length", history_length)
         box = _require_box(env, "SentActionHistory")
-        self._width = _action_width(env.action_space)
-        act = env.action_space
-        if isinstance(act, spaces.Box):
-            a_low = np.broadcast_to(act.low, act.shape).astype(np.float32).ravel()
-            a_high = np.broadcast_to(act.high, act.shape).astype(np.float32).ravel()
-            self._pad = np.clip(np.zeros(self._width, np.float32), a_low, a_high)
-        else:
-            a_low = np.zeros(self._width, np.float32)
-            a_high = np.ones(self._width, np.float32)
-            self._pad = np.zeros(self._width, np.float32)
+        flat = _flat_action_space(env.action_space)
+        self._width = spaces.flatdim(env.action_space)
+        # Bounds in the flat space's own dtype: actions are cast to float32, then clipped.
+        self._low, self._high = flat.low, flat.high
+        a_low, a_high = flat.low.astype(np.float32), flat.high.astype(np.float32)
+        self._pad = np.clip(np.zeros(self._width, np.float32), a_low, a_high)
         m = self.history_length
         low = np.concatenate([box.low.astype(np.float32).ravel(), np.tile(a_low, m)])
         high = np.concatenate([box.high.astype(np.float32).ravel(), np.tile(a_high, m)])
         self.observation_space = spaces.Box(low, high, dtype=np.float32)
         self._history = np.tile(self._pad, (m, 1))
+        self._check_action = ActionCheck(env.action_space)
+        self._t = 0
 
     def _encode(self, action: Any) -> np.ndarray:
-        space = self.env.action_space
-        if isinstance(space, spaces.Discrete):
-            code = np.zeros(self._width, np.float32)
-            code[int(action) - int(space.start)] = 1.0
-            return code
-        if isinstance(space, spaces.MultiDiscrete):
-            parts = []
-            for a, n, s in zip(
-                np.asarray(action).ravel(),
-                space.nvec.ravel(),
-                np.asarray(space.start).ravel()
-                if space.start is not None
-                else np.zeros(space.nvec.size, np.int64),
-                strict=True,
-            ):
-                one = np.zeros(int(n), np.float32)
-                one[int(a) - int(s)] = 1.0
-                parts.append(one)
-            return np.concatenate(parts)
-        if isinstance(space, spaces.MultiBinary):
-            return np.asarray(action, dtype=np.float32).ravel()
-        assert isinstance(space, spaces.Box)  # guaranteed by _action_width
-        return np.clip(
-            np.asarray(action, dtype=np.float32).ravel(),
-            np.broadcast_to(space.low, space.shape).ravel(),
-            np.broadcast_to(space.high, space.shape).ravel(),
-        ).astype(np.float32)
+        flat = spaces.flatten(self.env.action_space, action).astype(np.float32)
+        return np.clip(flat, self._low, self._high).astype(np.float32)
 
     def _observation(self, obs: Any) -> np.ndarray:
         return np.concatenate([np.asarray(obs, dtype=np.float32).ravel(), self._history.ravel()])
@@ -541,10 +267,13 @@ class SentActionHistory(
     ) -> tuple[np.ndarray, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
         self._history = np.tile(self._pad, (self.history_length, 1))
+        self._t = 0
         return self._observation(obs), info
 
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+        self._check_action(action, self._t)
         code = self._encode(action)
+        self._t += 1
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._history = np.roll(self._history, -1, axis=0)
         self._history[-1] = code
@@ -605,20 +334,17 @@ def make_robust_env(
     Raises:
         TypeError, ValueError: on a bad argument (also the shim's own validation).
     """
-    from fleetgym.wrappers.network_shim import NetworkShimWrapper
-
     if isinstance(env, str):
         base: gym.Env[Any, Any] = gym.make(env, **(env_kwargs or {}))
     elif isinstance(env, gym.Env):
         if env_kwargs:
             raise ValueError(
-                f"env_kwargs: expected None when env is an instance, actual {env_kwargs!r}"
+                f"env_kwargs: expected None when env is an instance, actual {quote(env_kwargs)}"
             )
         base = env
     else:
-        raise TypeError(f"env: expected an env ID or a gymnasium.Env, actual {env!r}")
-    if not isinstance(age_features, bool):
-        raise TypeError(f"age_features: expected a bool, actual {age_features!r}")
+        raise TypeError(f"env: expected an env ID or a gymnasium.Env, actual {quote(env)}")
+    check_bool("age_features", age_features)
     shim_args = dict(shim_kwargs)
     if step_ms is not None:
         shim_args["step_ms"] = step_ms
@@ -628,22 +354,15 @@ def make_robust_env(
     if history_length is None:
         k = history_length_for_profile(profile, period, quantile, **measured)
     else:
-        k = _check_positive_int("history_length", history_length)
+        k = _check_length("history_length", history_length)
     if action_history_length is None:
         m = history_length_for_profile(profile, period, quantile, path="round_trip", **measured)
     else:
-        if (
-            isinstance(action_history_length, bool)
-            or not isinstance(action_history_length, (int, np.integer))
-            or action_history_length < 0
-        ):
-            raise ValueError(
-                f"action_history_length: expected an int >= 0 or None, "
-                f"actual {action_history_length!r}"
-            )
-        m = int(action_history_length)
+        m = check_int("action_history_length", action_history_length, 0, MAX_HISTORY)
     if age_features:
-        robust = ObservationAgeFeatures(robust, max_age_steps=max_age_steps or max(k, 2))
+        robust = ObservationAgeFeatures(
+            robust, max_age_steps=max(k, 2) if max_age_steps is None else max_age_steps
+        )
     else:
         _require_box(robust, "make_robust_env")
     if k > 1:

@@ -26,8 +26,8 @@ import numpy as np
 from gymnasium import spaces
 
 from fleetgym.errors import InvalidActionError, UnsupportedSpaceError
-from fleetgym.validation import check_choice, check_float, check_int, quote
-from fleetgym.wrappers.channels import Channel, DelaySampler, GaussianChannel
+from fleetgym.validation import check_choice, check_int, quote
+from fleetgym.wrappers.channels import Channel, DelaySampler, GaussianChannel, check_step_ms
 from fleetgym.wrappers.profiles import NetworkProfile, get_profile
 
 __all__ = [
@@ -139,11 +139,13 @@ def _safe_contains(space: gym.Space[Any], action: Any) -> bool:
 class ActionCheck:
     """Checks each action a shim sends against the action space, cheaply on the hot path.
 
-    Gymnasium's ``space.contains`` rules, except that a Box accepts any real dtype (a
-    float64 action for a float32 space), as long as the shape matches and every value is
-    within the bounds (so NaN never passes). A Discrete action must be an integer (``0.7``
-    and ``1.0`` are rejected, not truncated). With ``batch`` the check applies to a whole
-    batch of shape ``(batch, *shape)`` of an array space; a scalar is not broadcast.
+    Gymnasium's ``space.contains`` rules, except for Box actions: any real dtype passes (a
+    float64 action for a float32 space) if the shape matches and every value is finite;
+    finite values outside the bounds pass too, as the env would receive them without the
+    shim (Box envs such as Pendulum and MuJoCo clip them; the compensation wrappers record
+    them clipped), while NaN and infinity never pass. A Discrete action must be an integer
+    (``0.7`` and ``1.0`` are rejected, not truncated). With ``batch`` the check applies to a
+    whole batch of shape ``(batch, *shape)`` of an array space; a scalar is not broadcast.
 
     Example:
         >>> check = ActionCheck(spaces.Discrete(2))
@@ -158,12 +160,24 @@ class ActionCheck:
         batch: Number of sub-envs for a batch of actions, or None for one action.
     """
 
-    __slots__ = ("space", "batch", "_discrete", "_lo", "_hi", "_low", "_high", "_kinds", "_array")
+    __slots__ = (
+        "space",
+        "batch",
+        "_discrete",
+        "_box",
+        "_lo",
+        "_hi",
+        "_low",
+        "_high",
+        "_kinds",
+        "_array",
+    )
 
     def __init__(self, space: gym.Space[Any], batch: int | None = None) -> None:
         self.space = space
         self.batch = batch
         self._discrete = isinstance(space, spaces.Discrete)
+        self._box = isinstance(space, spaces.Box)
         self._array = isinstance(
             space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Box)
         )
@@ -221,6 +235,8 @@ class ActionCheck:
             return True
         if self._discrete:
             return bool(self._lo <= x.min() and x.max() < self._hi)
+        if self._box:
+            return x.dtype.kind != "f" or bool(np.isfinite(x).all())
         return bool(np.all(x >= self._low) and np.all(x <= self._high))
 
 
@@ -306,7 +322,7 @@ class ShimConfig:
 
     Args:
         profiles: The profiles drawn from (one per episode when more than one).
-        step_ms: Control period in ms, > 0 and finite.
+        step_ms: Control period in ms, in [1e-3, 1e7].
         delivery: ``"fifo"`` or ``"latest"``.
         start_action: Action applied before the first action of an episode arrives.
         block_size: Packets pre-drawn per channel refill, in [1, 1000000].
@@ -329,7 +345,7 @@ class ShimConfig:
                 f"actual {quote(self.profiles)}"
             )
         object.__setattr__(self, "profiles", profiles)
-        object.__setattr__(self, "step_ms", check_float("step_ms", self.step_ms, 0.0, strict=True))
+        object.__setattr__(self, "step_ms", check_step_ms(self.step_ms))
         check_choice("delivery", self.delivery, DELIVERY_MODES)
         block = check_int("block_size", self.block_size, 1, MAX_BLOCK_SIZE)
         object.__setattr__(self, "block_size", block)

@@ -21,6 +21,7 @@ from fleetgym.wrappers import (
     NetworkShimWrapper,
     TraceChannel,
 )
+from fleetgym.wrappers.channels import MAX_DELAY_MS
 
 Z = 4.5  # half-width of every normal-approximation interval, in standard errors
 
@@ -256,37 +257,55 @@ def test_channels_are_values_picklable_and_comparable():
 
 
 def test_bad_parameters_raise():
-    with pytest.raises(ValueError, match=r"expected loss in \[0.0, 1.0\], actual 1.5"):
+    with pytest.raises(
+        ValueError, match=r"loss: expected a finite number >= 0 and <= 1, actual 1.5"
+    ):
         GaussianChannel(10, 1, 1.5)
-    with pytest.raises(ValueError, match="expected loss in"):
+    with pytest.raises(ValueError, match="loss: expected a finite number"):
         GaussianChannel(10, 1, -0.1)
-    with pytest.raises(ValueError, match="expected mean_ms in"):
+    with pytest.raises(ValueError, match="mean_ms: expected a finite number"):
         GaussianChannel(-1, 1)
-    with pytest.raises(ValueError, match="expected std_ms in"):
+    with pytest.raises(ValueError, match="std_ms: expected a finite number"):
         GaussianChannel(1, -1)
-    with pytest.raises(ValueError, match="expected std_ms in"):
+    with pytest.raises(ValueError, match="std_ms: expected a finite number"):
         GaussianChannel(1, float("nan"))
-    with pytest.raises(ValueError, match="expected correlation in"):
+    with pytest.raises(ValueError, match="correlation: expected a finite number"):
         GaussianChannel(1, 1, correlation=1.0)
-    with pytest.raises(TypeError, match="expected loss as a real number, actual bool"):
+    with pytest.raises(TypeError, match="loss: expected a number, actual bool"):
         GaussianChannel(1, 1, True)
-    with pytest.raises(TypeError, match="expected mean_ms as a real number, actual str"):
+    with pytest.raises(TypeError, match="mean_ms: expected a number, actual str"):
         GaussianChannel("10")
     with pytest.raises(ValueError, match="never moves"):
         GilbertElliottChannel(0.0, 0.0)
-    with pytest.raises(ValueError, match="expected p_good_to_bad in"):
+    with pytest.raises(ValueError, match="p_good_to_bad: expected a finite number"):
         GilbertElliottChannel(1.2, 0.1)
     with pytest.raises(ValueError, match="mean_burst_length"):
         GilbertElliottChannel.from_loss_and_burst(0.9, 2.0)
-    with pytest.raises(ValueError, match=r"expected mean_burst_length in \[1.0"):
+    with pytest.raises(ValueError, match=r"mean_burst_length: expected a finite number >= 1"):
         GilbertElliottChannel.from_loss_and_burst(0.1, 0.5)
-    with pytest.raises(ValueError, match=r"expected loss_rate in \[0.0, 1.0\)"):
+    with pytest.raises(ValueError, match=r"loss_rate: expected a finite number >= 0 and < 1"):
         GilbertElliottChannel.from_loss_and_burst(1.0, 2.0)
-    with pytest.raises(TypeError, match="expected rng as np.random.Generator"):
+    with pytest.raises(TypeError, match="rng: expected a np.random.Generator"):
         GaussianChannel(1, 1).sample_delays(0, 5)
-    with pytest.raises(ValueError, match="expected n >= 0"):
+    with pytest.raises(ValueError, match="n: expected an int in"):
         GaussianChannel(1, 1).sample_delays(rng(), -1)
-    with pytest.raises(ValueError, match="expected step_ms > 0"):
+    with pytest.raises(ValueError, match="step_ms: expected a finite number >= 0.001"):
         GaussianChannel(1, 1).sample_delays(rng(), 3, step_ms=0)
-    with pytest.raises(TypeError, match="expected trace as fleetgym.traces.TraceData"):
+    with pytest.raises(TypeError, match="trace: expected a fleetgym.traces.TraceData"):
         TraceChannel([1.0, 2.0])
+
+
+@pytest.mark.parametrize("step_ms", [float("nan"), 0.0, -20.0, 5e-324, float("inf"), 1e300])
+def test_trace_sampler_and_shim_reject_a_control_period_out_of_range(step_ms):
+    channel = TraceChannel.from_file("wifi-office.csv")
+    with pytest.raises(ValueError, match="step_ms: expected a finite number >= 0.001"):
+        channel.sampler(rng(), step_ms=step_ms)
+    with pytest.raises(ValueError, match="step_ms: expected a finite number >= 0.001"):
+        GaussianChannel(1, 1).sample_delays(rng(), 3, step_ms=step_ms)
+
+
+@pytest.mark.parametrize("field", ["mean_ms", "std_ms"])
+def test_delays_beyond_the_documented_bound_are_rejected(field):
+    with pytest.raises(ValueError, match=f"{field}: expected a finite number >= 0 and <= 1e"):
+        GaussianChannel(**{"mean_ms": 1.0, "std_ms": 1.0, field: 1e300})
+    GaussianChannel(**{"mean_ms": 1.0, "std_ms": 1.0, field: MAX_DELAY_MS})

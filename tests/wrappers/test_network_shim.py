@@ -501,9 +501,9 @@ def test_bad_arguments_raise_typed_errors():
     cart = gym.make("CartPole-v1")
     with pytest.raises(UnknownProfileError, match="expected one of .*wifi-normal"):
         NetworkShimWrapper(cart, "wifi-bad")
-    with pytest.raises(ValueError, match="step_ms: expected a finite number > 0"):
+    with pytest.raises(ValueError, match="step_ms: expected a finite number >= 0.001"):
         NetworkShimWrapper(cart, "perfect", step_ms=0)
-    with pytest.raises(ValueError, match="step_ms: expected a finite number > 0"):
+    with pytest.raises(ValueError, match="step_ms: expected a finite number >= 0.001"):
         NetworkShimWrapper(cart, "perfect", step_ms=float("nan"))
     with pytest.raises(TypeError, match="step_ms: expected a number"):
         NetworkShimWrapper(cart, "perfect", step_ms="20")
