@@ -26,7 +26,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from fleetgym.agents.checks import check_integer
+from fleetgym.validation import check_choice, check_int
 
 __all__ = [
     "ACTION_MODES",
@@ -42,9 +42,7 @@ ACTION_MODES: tuple[str, ...] = ("discrete", "pow2", "log2")
 
 
 def _check_mode(mode: Any) -> str:
-    if mode not in ACTION_MODES:
-        raise ValueError(f"actions: expected one of {ACTION_MODES}, actual {mode!r}")
-    return str(mode)
+    return check_choice("actions", mode, ACTION_MODES)
 
 
 def fleet_sizes(max_actors: int) -> tuple[int, ...]:
@@ -56,7 +54,7 @@ def fleet_sizes(max_actors: int) -> tuple[int, ...]:
         >>> fleet_sizes(20)
         (1, 2, 4, 8, 16, 20)
     """
-    max_actors = check_integer("max_actors", max_actors, 1)
+    max_actors = check_int("max_actors", max_actors, low=1)
     sizes = [2**i for i in range(int(math.log2(max_actors)) + 1)]
     if sizes[-1] != max_actors:
         sizes.append(max_actors)
@@ -71,7 +69,7 @@ def action_space_for(mode: str, max_actors: int) -> gym.Space:
         Discrete(6)
     """
     mode = _check_mode(mode)
-    max_actors = check_integer("max_actors", max_actors, 1)
+    max_actors = check_int("max_actors", max_actors, low=1)
     if mode == "discrete":
         return gym.spaces.Discrete(max_actors)
     if mode == "pow2":
@@ -92,7 +90,7 @@ def num_actors_for(mode: str, action: Any, max_actors: int) -> int:
         ValueError: an unknown mode or an action outside the space.
     """
     mode = _check_mode(mode)
-    max_actors = check_integer("max_actors", max_actors, 1)
+    max_actors = check_int("max_actors", max_actors, low=1)
     arr = np.asarray(action)
     if mode == "log2":
         if arr.size != 1 or not np.all(np.isfinite(arr)):
@@ -177,7 +175,7 @@ class MappedScheduler:
             )
         self.model = model
         self.mode = _check_mode(mode)
-        self.max_actors = check_integer("max_actors", max_actors, 1)
+        self.max_actors = check_int("max_actors", max_actors, low=1)
         self.name = name
 
     def predict(

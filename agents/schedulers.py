@@ -1,9 +1,9 @@
 """Heuristic actor schedulers with Stable-Baselines3's ``predict`` interface.
 
 A scheduler picks how many actors the next round of a distributed training run gets,
-from the 7-dim observation of :class:`fleetgym.meta_env.ActorSchedulingEnv` (whose layout
-is defined here, :data:`OBSERVATION_FIELDS`, so that this module needs nothing from
-``meta_env``). The action is ``num_actors - 1`` (``Discrete(max_actors)``).
+from the 7-dim observation of :class:`fleetgym.meta_env.ActorSchedulingEnv` (its layout:
+:mod:`fleetgym.agents.scheduler_observation`, whose ``OBS_*`` indices are re-exported
+here). The action is ``num_actors - 1`` (``Discrete(max_actors)``).
 
 Every scheduler has SB3's ``predict(obs, state=None, episode_start=None,
 deterministic=True) -> (action, state)``, so one evaluation loop serves these baselines
@@ -12,7 +12,7 @@ in the returned ``state`` (one row per environment); pass it back on the next ca
 pass ``episode_start`` (True on the first step of an episode) as SB3's
 ``evaluate_policy`` does. ``state=None`` starts fresh.
 
-The baselines (MinionsRL, DESIGN.md Part B):
+The baselines (those MinionsRL compares its learned scheduler with):
 
 * :class:`FixedScheduler` ``Fixed(n)``: n actors every round.
 * :class:`MaxScheduler`: ``max_actors`` every round.
@@ -30,7 +30,17 @@ from typing import Any
 
 import numpy as np
 
-from fleetgym.agents.checks import check_integer
+from fleetgym.agents.scheduler_observation import (
+    OBS_ACTOR_TIME,
+    OBS_BUDGET,
+    OBS_KL,
+    OBS_LEARNER_TIME,
+    OBS_LOSS,
+    OBS_RETURN,
+    OBS_ROUND,
+    OBSERVATION_FIELDS,
+)
+from fleetgym.validation import check_float, check_int
 
 __all__ = [
     "BASELINE_NAMES",
@@ -51,18 +61,6 @@ __all__ = [
     "ServerBasedScheduler",
     "make_baseline",
 ]
-
-#: The observation of ActorSchedulingEnv, in order (MinionsRL's s_k).
-OBSERVATION_FIELDS: tuple[str, ...] = (
-    "round",  # k
-    "loss",  # L_{k-1}
-    "mean_return",  # R_bar_{k-1}
-    "kl",  # D_KL between theta_k and theta_{k-1}
-    "learner_time",  # P^l_{k-1}
-    "actor_time",  # mean_i P^a_{k-1,i}
-    "budget_left",  # b_k
-)
-OBS_ROUND, OBS_LOSS, OBS_RETURN, OBS_KL, OBS_LEARNER_TIME, OBS_ACTOR_TIME, OBS_BUDGET = range(7)
 
 #: Names :func:`make_baseline` understands (``fixed`` takes ``fixed:N``).
 BASELINE_NAMES: tuple[str, ...] = ("fixed", "max", "increase", "decrease", "adapt", "server")
@@ -85,7 +83,7 @@ class BaseScheduler:
     env_overrides: dict[str, Any] = {}
 
     def __init__(self, max_actors: int = 32) -> None:
-        self.max_actors = check_integer("max_actors", max_actors, 1)
+        self.max_actors = check_int("max_actors", max_actors, low=1)
 
     @property
     def name(self) -> str:
@@ -171,7 +169,7 @@ class FixedScheduler(BaseScheduler):
 
     def __init__(self, num_actors: int, max_actors: int = 32) -> None:
         super().__init__(max_actors)
-        self.num_actors = check_integer("num_actors", num_actors, 1)
+        self.num_actors = check_int("num_actors", num_actors, low=1)
         if self.num_actors > self.max_actors:
             raise ValueError(
                 f"num_actors: expected an integer <= max_actors={self.max_actors}, "
@@ -218,11 +216,11 @@ class _SteppedScheduler(BaseScheduler):
 
     def __init__(self, start: int, step: int, every: int, max_actors: int) -> None:
         super().__init__(max_actors)
-        self.start = check_integer("start", start, 1)
+        self.start = check_int("start", start, low=1)
         if self.start > self.max_actors:
             raise ValueError(f"start: expected <= max_actors={self.max_actors}, actual {start}")
-        self.step = check_integer("step", step, 0)
-        self.every = check_integer("every", every, 1)
+        self.step = check_int("step", step, low=0)
+        self.every = check_int("every", every, low=1)
 
     def num_actors_at(self, round_index: int) -> int:
         """Actors of round ``round_index`` (0-based)."""
@@ -323,12 +321,12 @@ class AdaptScheduler(BaseScheduler):
         self, max_actors: int = 32, window: int = 5, target_return: float | None = None
     ) -> None:
         super().__init__(max_actors)
-        self.window = check_integer("window", window, 1)
+        self.window = check_int("window", window, low=1)
         if target_return is not None:
-            target_return = float(target_return)
-            if not np.isfinite(target_return) or target_return == 0.0:
+            target_return = check_float("target_return", target_return)
+            if target_return == 0.0:
                 raise ValueError(
-                    f"target_return: expected a finite non-zero number or None, actual {target_return}"
+                    "target_return: expected a finite non-zero number or None, actual 0.0"
                 )
         self.target_return = target_return
 

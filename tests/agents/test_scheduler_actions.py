@@ -98,8 +98,10 @@ def test_mapped_scheduler_acts_in_the_env_space():
 
 
 def test_a_trained_pow2_scheduler_is_evaluated_on_the_plain_env(tmp_path):
-    from fleetgym.experiments.scheduler_training import SchedulerPPOConfig, train_scheduler
-    from fleetgym.experiments.scheduling import evaluate_scheduler, load_learned_scheduler
+    from fleetgym.experiments.schedule.checkpoint import load_learned_scheduler
+    from fleetgym.experiments.schedule.config import SchedulerPPOConfig
+    from fleetgym.experiments.schedule.evaluate import evaluate_scheduler
+    from fleetgym.experiments.schedule.train import train_scheduler
 
     config = SchedulerPPOConfig(n_steps=8, batch_size=4, n_epochs=1, actions="pow2")
     kwargs = {"workload": "CartPole-v1", "timing": "modeled", "max_rounds": 6}
@@ -119,7 +121,7 @@ def test_a_trained_pow2_scheduler_is_evaluated_on_the_plain_env(tmp_path):
 
 
 def test_config_checks_the_action_mode():
-    from fleetgym.experiments.scheduler_training import SchedulerPPOConfig
+    from fleetgym.experiments.schedule.config import SchedulerPPOConfig
 
     with pytest.raises(ValueError, match="actions: expected one of"):
         SchedulerPPOConfig(actions="linear")

@@ -117,7 +117,7 @@ def test_make_baseline(name, cls, count):
         (lambda: make_baseline("max:3"), ValueError, "takes no"),
         (lambda: FixedScheduler(0), ValueError, ">= 1"),
         (lambda: FixedScheduler(33), ValueError, "<= max_actors"),
-        (lambda: FixedScheduler(2.5), TypeError, "expected an integer"),
+        (lambda: FixedScheduler(2.5), TypeError, "expected an int"),
         (lambda: MaxScheduler(0), ValueError, "max_actors"),
         (lambda: AdaptScheduler(target_return=0.0), ValueError, "non-zero"),
         (lambda: MaxScheduler().predict(np.zeros(6)), ValueError, r"shape \(7,\)"),

@@ -15,10 +15,11 @@ import numpy as np
 import pytest
 
 import fleetgym  # noqa: F401  (registers the IDs)
+from fleetgym.agents.scheduler_observation import KL_SCALE
 from fleetgym.agents.types import ActorTiming, RoundResult, Trajectory, UpdateStats
 from fleetgym.errors import UnknownWorkloadError
 from fleetgym.meta_env import ActorSchedulingEnv
-from fleetgym.meta_env.actor_scheduling import KL_SCALE, scheduling_defaults
+from fleetgym.meta_env.presets import scheduling_defaults
 
 STEPS = 10
 WEIGHT_BYTES = 1000  # 250 float32
@@ -345,7 +346,7 @@ def test_server_billing_sizes_the_cluster_for_its_own_fleet():
     _, _, _, _, info = env.step(7)
     p = (0.1 + 8 * STEPS * 0.001) / 2.0 + actor_time(0.1, cold=0.0)
     assert info["round_cost"] == pytest.approx(p * (3.06 + 1 * 1.008) / 3600, abs=1e-15)
-    with pytest.raises(ValueError, match=r"server_actors: expected an integer >= 1, actual 0"):
+    with pytest.raises(ValueError, match=r"server_actors: expected an int >= 1, actual 0"):
         make_env(billing="server", server_actors=0)
 
 
