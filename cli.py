@@ -13,11 +13,13 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from fleetgym import __version__
+
 #: subcommand -> (module implementing it, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "profiles": ("fleetgym.experiments.profiles", "list the named network profiles and traces"),
     "calf": (
-        "fleetgym.experiments.calf",
+        "fleetgym.experiments.calf.cli",
         "train under the network and measure the sim-to-real gap",
     ),
     "train": (
@@ -25,7 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "train a workload with the actor fleet and PPO learner",
     ),
     "schedule": (
-        "fleetgym.experiments.scheduling",
+        "fleetgym.experiments.schedule.cli",
         "train, fine-tune and evaluate actor schedulers",
     ),
     "reproduce": (
@@ -37,8 +39,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole argument parser (every subcommand configured)."""
-    from fleetgym import __version__
-
     parser = argparse.ArgumentParser(prog="fleetgym", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"fleetgym {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")

@@ -17,7 +17,15 @@ from __future__ import annotations
 
 import argparse
 
-from fleetgym.agents import calf
+from fleetgym.experiments.calf.conditions import (
+    CONDITIONS,
+    REGIMES,
+    regime_by_name,
+    resolve_condition,
+)
+from fleetgym.experiments.calf.evaluate import eval_seed, evaluate_policy
+from fleetgym.experiments.calf.setup import env_setup
+from fleetgym.experiments.calf.train import train_regime
 
 
 def main() -> None:
@@ -31,12 +39,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    setup = calf.env_setup(args.env, algo="recurrent-ppo", step_ms=args.step_ms)
-    network = calf.resolve_condition(args.profile)
-    clean = calf.CONDITIONS["sim-clean"]
-    regimes = [calf.REGIMES["baseline"], calf.Regime(f"{network.name}+comp", network.name, True)]
+    setup = env_setup(args.env, algo="recurrent-ppo", step_ms=args.step_ms)
+    network = resolve_condition(args.profile)
+    clean = CONDITIONS["sim-clean"]
+    regimes = [REGIMES["baseline"], regime_by_name(f"{network.name}+comp")]
     for regime in regimes:
-        policy = calf.train_regime(setup, regime, args.seed, args.timesteps)
+        policy = train_regime(setup, regime, args.seed, args.timesteps)
         k, m = policy.layout.history_length, policy.layout.action_history_length
         print(
             f"{regime.name}: trained {policy.timesteps} steps in {policy.wall_s:.0f} s "
@@ -44,8 +52,8 @@ def main() -> None:
         )
         returns = {}
         for cond in (clean, network):
-            rec = calf.evaluate_policy(
-                setup, policy, cond, args.episodes, seed=calf.eval_seed(args.seed, cond.name)
+            rec = evaluate_policy(
+                setup, policy, cond, args.episodes, seed=eval_seed(args.seed, cond.name)
             )
             returns[cond.name] = rec.mean_return
             print(f"  {cond.name:>14}: {rec.mean_return:.3f} ± {rec.std_return:.3f}")

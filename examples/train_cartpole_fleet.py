@@ -92,12 +92,10 @@ def main() -> None:
             flush=True,
         )
 
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
+    fig = Figure(figsize=(10, 3.6))
+    axes = fig.subplots(1, 2, sharey=True)
     for seed, history, _ in results:
         returns = [r.stats.mean_return for r in history.rounds]
         axes[0].plot([r.total_steps for r in history.rounds], returns, label=f"seed {seed}")

@@ -14,6 +14,11 @@ import json
 import math
 from typing import Any
 
+import numpy as np
+
+from fleetgym.traces import list_traces, load_trace
+from fleetgym.wrappers.profiles import get_profile, list_profiles
+
 __all__ = ["configure", "describe_profiles", "describe_traces", "run"]
 
 
@@ -35,8 +40,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _quantiles(channel: Any, step_ms: float, samples: int) -> dict[str, float]:
-    import numpy as np
-
     d = channel.sample_delays(np.random.default_rng(0), samples, step_ms)
     ok = d[np.isfinite(d)]
     if ok.size == 0:
@@ -50,8 +53,6 @@ def _quantiles(channel: Any, step_ms: float, samples: int) -> dict[str, float]:
 
 def describe_profiles(step_ms: float = 20.0, samples: int = 20_000) -> list[dict[str, Any]]:
     """One dict per registered profile: name, description, channels, delay quantiles."""
-    from fleetgym.wrappers.profiles import get_profile, list_profiles
-
     rows = []
     for name in list_profiles():
         profile = get_profile(name)
@@ -75,10 +76,6 @@ def describe_profiles(step_ms: float = 20.0, samples: int = 20_000) -> list[dict
 
 def describe_traces() -> list[dict[str, Any]]:
     """One dict per shipped trace file: name, packets, duration, loss, delay quantiles."""
-    import numpy as np
-
-    from fleetgym.traces import list_traces, load_trace
-
     rows = []
     for name in list_traces():
         trace = load_trace(name)

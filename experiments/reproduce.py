@@ -2,28 +2,26 @@
 
 Runs, in order:
 
-1. the CALF experiment on CartPole (:func:`fleetgym.experiments.calf.run_calf`): how a
-   network hurts a policy trained without one and what network-aware training with
-   compensation wins back;
+1. the CALF experiment on CartPole
+   (:func:`fleetgym.experiments.calf.experiment.run_calf`): how a network hurts a policy
+   trained without one and what network-aware training with compensation wins back;
 2. the actor-scheduling comparison
-   (:func:`fleetgym.experiments.scheduler_training.quick_scheduler_report`): the shipped
+   (:func:`fleetgym.experiments.schedule.compare.quick_scheduler_report`): the shipped
    learned scheduler against every baseline, with the actors-per-round and time-cost
    plots.
 
 Each part writes into its own folder under ``--out``; ``report.md`` links them all.
-``--full`` runs the paper-scale versions (hours on a laptop). The lag sweep of DESIGN.md
-Part C is not part of the report yet.
+``--full`` runs the paper-scale versions (hours on a laptop).
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import time
 from pathlib import Path
 from typing import Any
 
-logger = logging.getLogger(__name__)
+from fleetgym.experiments.calf import experiment as calf_experiment
 
 PARTS = ("calf", "schedule")
 
@@ -55,9 +53,9 @@ def _parts(text: str) -> list[str]:
 
 
 def _run_calf(out: Path, full: bool, progress: bool) -> list[str]:
-    from fleetgym.experiments.calf import run_calf
-
-    results = run_calf("CartPole-v1", quick=not full, out_dir=out, progress=progress)
+    results = calf_experiment.run_calf(
+        "CartPole-v1", quick=not full, out_dir=out, progress=progress
+    )
     md = next(p for p in results.files if p.suffix == ".md")
     png = next(p for p in results.files if p.suffix == ".png")
     body = md.read_text().splitlines()
@@ -76,8 +74,12 @@ def _run_calf(out: Path, full: bool, progress: bool) -> list[str]:
 
 
 def _run_schedule(out: Path, full: bool, progress: bool) -> list[str]:
-    from fleetgym.experiments.scheduler_training import quick_scheduler_report
+    import torch
 
+    # The scheduling comparison pulls in SB3: imported only when that part runs.
+    from fleetgym.experiments.schedule.compare import quick_scheduler_report
+
+    torch.set_num_threads(1)
     seeds = tuple(range(1000, 1010)) if full else (1000, 1001, 1002)
     result: dict[str, Any] = quick_scheduler_report(out, seeds=seeds, progress=progress)
     rel = out.relative_to(out.parent).as_posix()

@@ -15,14 +15,20 @@ Example::
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
+from fleetgym.agents.fleet import make_fleet
+from fleetgym.agents.training import evaluate_policy, train
+from fleetgym.agents.workloads import WORKLOADS, get_workload
+from fleetgym.errors import UnknownWorkloadError
 from fleetgym.experiments.argtypes import non_negative_int, positive_int
+from fleetgym.experiments.tables import write_csv
 
 BACKENDS = ("inprocess", "process", "ray")
 
@@ -39,8 +45,6 @@ def _float(text: str) -> float:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add this subcommand's arguments (imports nothing heavy)."""
-    from fleetgym.agents.workloads import WORKLOADS
-
     parser.add_argument(
         "--workload",
         default="CartPole-v1",
@@ -96,24 +100,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def write_log(path: Path, rows: list[dict[str, Any]]) -> None:
     """Write the per-round records as CSV."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(path, rows)
 
 
 def plot_curves(path: Path, history: Any, title: str) -> None:
-    """Mean return against env steps and against wall time (Agg backend)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """Mean return against env steps and against wall time."""
+    from matplotlib.figure import Figure
 
     steps = [r.total_steps for r in history.rounds]
     wall = [r.wall_s for r in history.rounds]
     returns = [r.stats.mean_return for r in history.rounds]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
+    fig = Figure(figsize=(10, 3.6))
+    axes = fig.subplots(1, 2, sharey=True)
     for ax, x, label in ((axes[0], steps, "env steps"), (axes[1], wall, "wall time (s)")):
         ax.plot(x, returns, lw=1.5)
         if history.target is not None and math.isfinite(history.target):
@@ -126,19 +124,14 @@ def plot_curves(path: Path, history: Any, title: str) -> None:
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def run(args: argparse.Namespace) -> int:
     """Train, report, save; returns 0 when the target was reached, 1 otherwise."""
+    # torch (and the learner built on it) only when a command trains.
     import torch
-    from tqdm import tqdm
 
-    from fleetgym.agents.fleet import make_fleet
     from fleetgym.agents.ppo import PPOLearner
-    from fleetgym.agents.training import evaluate_policy, train
-    from fleetgym.agents.workloads import get_workload
-    from fleetgym.errors import UnknownWorkloadError
 
     try:
         workload = get_workload(args.workload)

@@ -38,11 +38,11 @@ def test_reproduce_rejects_unknown_part():
 
 
 def test_reproduce_writes_report_with_calf_table(tmp_path, monkeypatch):
-    from fleetgym.experiments import calf
+    from fleetgym.experiments.calf import experiment
 
     # The real experiment, at a budget a unit test can afford.
     tiny = functools.partial(
-        calf.run_calf,
+        experiment.run_calf,
         timesteps=256,
         episodes=1,
         regimes=["baseline"],
@@ -50,7 +50,7 @@ def test_reproduce_writes_report_with_calf_table(tmp_path, monkeypatch):
         ablation=False,
         variants=[],
     )
-    monkeypatch.setattr(calf, "run_calf", tiny)
+    monkeypatch.setattr(experiment, "run_calf", tiny)
     assert cli.main(["reproduce", "--only", "calf", "--out", str(tmp_path), "--no-progress"]) == 0
     report = (tmp_path / "report.md").read_text()
     assert "## Network shim: the CALF experiment (CartPole-v1)" in report

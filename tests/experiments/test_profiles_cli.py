@@ -27,9 +27,11 @@ def test_builtin_profiles_match_the_paper():
 
 
 def test_unknown_profile_lists_the_known_ones():
-    with pytest.raises(UnknownProfileError, match=r"unknown network profile 'lte'.*'wifi-normal'"):
+    with pytest.raises(
+        UnknownProfileError, match=r"profile: expected one of .*'wifi-normal'.*actual 'lte'"
+    ):
         get_profile("lte")
-    with pytest.raises(TypeError, match="expected a profile name"):
+    with pytest.raises(TypeError, match="profile: expected a name"):
         get_profile(3)
 
 
@@ -44,9 +46,9 @@ def test_register_profile(monkeypatch):
         register_profile("lab", FixedDelay(6))
     register_profile("lab", FixedDelay(6), FixedDelay(7), overwrite=True)
     assert get_profile("lab").downlink == FixedDelay(7)
-    with pytest.raises(TypeError, match="expected uplink as a fleetgym Channel"):
+    with pytest.raises(TypeError, match="uplink: expected a fleetgym Channel"):
         register_profile("bad", 5)
-    with pytest.raises(TypeError, match="expected name as a non-empty str"):
+    with pytest.raises(TypeError, match="name: expected a non-empty str"):
         NetworkProfile("", FixedDelay(1), FixedDelay(1))
 
 

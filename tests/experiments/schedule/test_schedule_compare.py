@@ -1,9 +1,4 @@
-"""Tests of the scheduling reports: comparison table, ratios, plots, quick report.
-
-The comparison runs on the real ActorSchedulingEnv shrunk to a few rounds of a few actors
-(modelled timing), with a scheduler trained for two episodes: these tests check the files
-and the bookkeeping, never learning quality.
-"""
+"""The learned scheduler against the baselines; the scheduling part of reproduce."""
 
 from __future__ import annotations
 
@@ -13,10 +8,11 @@ import pytest
 
 pytest.importorskip("stable_baselines3")
 
-from fleetgym.experiments import schedule_report as rep  # noqa: E402
-from fleetgym.experiments import scheduler_training as st  # noqa: E402
+from fleetgym.experiments.schedule import compare, config, report, train  # noqa: E402
 
-ENV_ID = st.GENERAL_ENV_ID
+ENV_ID = config.GENERAL_ENV_ID
+
+
 TINY = {
     "workload": "CartPole-v1",
     "timing": "modeled",
@@ -30,19 +26,19 @@ TINY = {
 def trained(tmp_path_factory):
     """A tiny scheduler trained for 2 episodes of 3 rounds."""
     out: Path = tmp_path_factory.mktemp("trained")
-    return st.train_scheduler(
+    return train.train_scheduler(
         out,
         env_id=ENV_ID,
         env_kwargs=TINY,
         episodes=2,
-        config=st.SchedulerPPOConfig(n_steps=4, batch_size=4, n_epochs=2),
+        config=config.SchedulerPPOConfig(n_steps=4, batch_size=4, n_epochs=2),
         progress=False,
         tensorboard=False,
     )
 
 
 def test_compare_schedulers_writes_table_plots_and_budget_points(trained, tmp_path):
-    result = rep.compare_schedulers(
+    result = compare.compare_schedulers(
         tmp_path,
         learned={"learned": trained.model_path},
         env_id=ENV_ID,
@@ -68,33 +64,15 @@ def test_compare_schedulers_writes_table_plots_and_budget_points(trained, tmp_pa
     assert "| learned |" in result["markdown"]
 
 
-def test_ratios_and_errors():
-    rows = [
-        {"scheduler": "a", "time_s_mean": 10.0, "cost_mean": 1.0, "total_reward_mean": -1.0},
-        {"scheduler": "b", "time_s_mean": 20.0, "cost_mean": 4.0, "total_reward_mean": -3.0},
-    ]
-    assert rep.ratios(rows, "a", ["b", "zzz"]) == {
-        "b": {"time": 0.5, "cost": 0.25, "reward_diff": 2.0}
-    }
-    with pytest.raises(ValueError, match="subject: expected one of"):
-        rep.ratios(rows, "c", ["a"])
-    with pytest.raises(ValueError, match="expected at least one"):
-        rep.plot_time_cost([], "x.png")
-    with pytest.raises(ValueError, match="expected at least one"):
-        rep.plot_schedules({}, "x.png")
-    with pytest.raises(ValueError, match="expected at least one"):
-        rep.plot_training_curve([], "x.png")
-
-
 def test_training_curve_plot(trained, tmp_path):
-    path = rep.plot_training_curve(
+    path = report.plot_training_curve(
         {"a": trained.records, "b": trained.records}, tmp_path / "curve.png"
     )
     assert path.read_bytes()[:4] == b"\x89PNG"
 
 
 def test_quick_report_with_a_given_checkpoint(trained, tmp_path):
-    result = st.quick_scheduler_report(
+    result = compare.quick_scheduler_report(
         tmp_path, checkpoint=trained.model_path, seeds=(0,), fixed_sweep=(1,), progress=False
     )
     assert result["checkpoint"] == str(trained.model_path)

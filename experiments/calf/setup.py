@@ -1,0 +1,239 @@
+"""How the CALF experiment builds its envs: the task, the network, the policy's input.
+
+CartPole trains with SB3 PPO (rl-zoo's tuned CartPole hyperparameters), MiniGrid with
+sb3-contrib's RecurrentPPO (LSTM). MiniGrid has no physical time step: its control
+period is an explicit ``step_ms`` (20 ms by default, the same as CartPole's, so a
+profile means the same staleness in steps in both).
+
+"Compensated" policies see :func:`~fleetgym.wrappers.compensation.make_robust_env`'s
+input (k delivered observations with their ages, plus the actions sent), with k and the
+action-history length measured from the training network; plain policies see the
+delivered observation only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+from gymnasium.wrappers import FlattenObservation
+
+from fleetgym.experiments.calf.conditions import NetworkCondition, Regime, resolve_condition
+from fleetgym.validation import check_choice, check_float
+from fleetgym.wrappers.compensation import history_length_for_profile, make_robust_env
+from fleetgym.wrappers.network_shim import NetworkShimWrapper
+
+#: The training algorithms: SB3 PPO and sb3-contrib's RecurrentPPO.
+ALGOS: tuple[str, ...] = ("ppo", "recurrent-ppo")
+
+__all__ = [
+    "ALGOS",
+    "EnvSetup",
+    "InputLayout",
+    "env_setup",
+    "layout_for",
+    "make_condition_env",
+    "vec_env",
+]
+
+
+# --------------------------------------------------------------------------------------
+def _minigrid_base(env_id: str) -> gym.Env[Any, Any]:
+    # minigrid is imported only for MiniGrid tasks (it registers their IDs on import).
+    import minigrid  # noqa: F401
+    from minigrid.wrappers import ImgObsWrapper
+
+    # The egocentric 7x7x3 view, flattened: a Box that SB3 does not mistake for an image
+    # (its values are object/colour/state indices 0..10, not pixels to scale by 1/255).
+    return FlattenObservation(ImgObsWrapper(gym.make(env_id)))
+
+
+@dataclass(frozen=True)
+class EnvSetup:
+    """How one task is built and trained.
+
+    Args:
+        env_id: Gymnasium ID.
+        algo: ``"ppo"`` (SB3) or ``"recurrent-ppo"`` (sb3-contrib, LSTM).
+        step_ms: Control period in ms (``None`` = the env's ``dt``/``tau``).
+        shim_kwargs: Extra shim arguments (e.g. MiniGrid's no-op start action).
+        hyperparams: Algorithm keyword arguments.
+        total_timesteps: Full training budget.
+        quick_timesteps: ``--quick`` training budget.
+    """
+
+    env_id: str
+    algo: str
+    step_ms: float | None
+    shim_kwargs: dict[str, Any] = field(default_factory=dict)
+    hyperparams: dict[str, Any] = field(default_factory=dict)
+    total_timesteps: int = 100_000
+    quick_timesteps: int = 30_000
+
+    def base_env(self) -> gym.Env[Any, Any]:
+        """A fresh instance of the task (before any network)."""
+        if self.env_id.startswith("MiniGrid"):
+            return _minigrid_base(self.env_id)
+        return gym.make(self.env_id)
+
+    @property
+    def period_ms(self) -> float:
+        """The control period in ms."""
+        if self.step_ms is not None:
+            return float(self.step_ms)
+        env = self.base_env()
+        try:
+            dt = getattr(env.unwrapped, "dt", None) or getattr(env.unwrapped, "tau", None)
+        finally:
+            env.close()
+        if dt is None:
+            raise ValueError(f"{self.env_id}: expected step_ms for an env without dt/tau")
+        return float(dt) * 1000.0
+
+
+def _cartpole_setup(env_id: str) -> EnvSetup:
+    # rl-zoo's tuned PPO hyperparameters for CartPole-v1 (500 within ~1e5 steps); the
+    # linear schedules are built in train_regime.
+    return EnvSetup(
+        env_id=env_id,
+        algo="ppo",
+        step_ms=None,
+        hyperparams={
+            "n_steps": 32,
+            "batch_size": 256,
+            "gae_lambda": 0.8,
+            "gamma": 0.98,
+            "n_epochs": 20,
+            "ent_coef": 0.0,
+            "learning_rate": ("lin", 1e-3),
+            "clip_range": ("lin", 0.2),
+        },
+        total_timesteps=100_000,
+        quick_timesteps=40_000,
+    )
+
+
+def _minigrid_setup(env_id: str) -> EnvSetup:
+    return EnvSetup(
+        env_id=env_id,
+        algo="recurrent-ppo",
+        step_ms=20.0,
+        # 6 = "done", a no-op in navigation tasks: what the env does before the first
+        # action packet of an episode arrives.
+        shim_kwargs={"start_action": 6},
+        hyperparams={
+            "n_steps": 128,
+            "batch_size": 256,
+            "gae_lambda": 0.95,
+            "gamma": 0.99,
+            "n_epochs": 4,
+            "ent_coef": 0.01,
+            "learning_rate": 7e-4,
+            "clip_range": 0.2,
+            "policy_kwargs": {"lstm_hidden_size": 64, "net_arch": [64]},
+        },
+        total_timesteps=100_000,
+        quick_timesteps=30_000,
+    )
+
+
+def env_setup(env_id: str, *, algo: str | None = None, step_ms: float | None = None) -> EnvSetup:
+    """The :class:`EnvSetup` of a task (CartPole-v1 and MiniGrid IDs are tuned).
+
+    Args:
+        env_id: A Gymnasium ID.
+        algo: Override the algorithm (``"ppo"`` or ``"recurrent-ppo"``).
+        step_ms: Override the control period.
+
+    Raises:
+        ValueError, TypeError: on a bad argument.
+    """
+    if not isinstance(env_id, str) or not env_id:
+        raise TypeError(f"env_id: expected a Gymnasium ID, actual {env_id!r}")
+    if algo is not None:
+        check_choice("algo", algo, ALGOS)
+    if step_ms is not None:
+        step_ms = check_float("step_ms", step_ms, low=0.0, strict=True)
+    if env_id.startswith("MiniGrid"):
+        setup = _minigrid_setup(env_id)
+    else:
+        setup = _cartpole_setup(env_id)
+        if env_id not in gym.registry:
+            raise ValueError(f"env_id: expected a registered Gymnasium ID, actual {env_id!r}")
+    changes: dict[str, Any] = {}
+    if algo is not None:
+        changes["algo"] = algo
+    if step_ms is not None:
+        changes["step_ms"] = float(step_ms)
+    return dataclasses.replace(setup, **changes) if changes else setup
+
+
+@dataclass(frozen=True)
+class InputLayout:
+    """The policy's input: plain delivered observation, or the compensation stack.
+
+    Args:
+        compensated: Whether to build the compensation stack.
+        history_length: k frames.
+        action_history_length: m sent actions.
+    """
+
+    compensated: bool
+    history_length: int = 1
+    action_history_length: int = 0
+
+
+def layout_for(regime: Regime, setup: EnvSetup, quantile: float = 0.99) -> InputLayout:
+    """The input layout of a regime: k and m measured from its training network."""
+    if not regime.compensated:
+        return InputLayout(False)
+    cond = resolve_condition(regime.train_condition)
+    period = cond.step_ms or setup.period_ms
+    kwargs = cond.shim_kwargs()
+    profile = kwargs.pop("profile", None)
+    k = history_length_for_profile(profile, period, quantile, **kwargs)
+    kwargs = cond.shim_kwargs()
+    profile = kwargs.pop("profile", None)
+    m = history_length_for_profile(profile, period, quantile, path="round_trip", **kwargs)
+    return InputLayout(True, k, m)
+
+
+def make_condition_env(
+    setup: EnvSetup, condition: NetworkCondition, layout: InputLayout
+) -> gym.Env[Any, Any]:
+    """One env: the task behind ``condition``'s network, with ``layout``'s input stack."""
+    from stable_baselines3.common.monitor import Monitor
+
+    kwargs = dict(setup.shim_kwargs)
+    kwargs.update(condition.shim_kwargs())
+    kwargs["step_ms"] = condition.step_ms or setup.period_ms
+    base = setup.base_env()
+    if layout.compensated:
+        profile = kwargs.pop("profile", None)
+        env: gym.Env[Any, Any] = make_robust_env(
+            base,
+            profile,
+            history_length=layout.history_length,
+            action_history_length=layout.action_history_length,
+            **kwargs,
+        )
+    else:
+        env = NetworkShimWrapper(base, **kwargs)
+    return Monitor(env)
+
+
+def vec_env(
+    setup: EnvSetup, condition: NetworkCondition, layout: InputLayout, n_envs: int, seed: int
+) -> Any:
+    """``n_envs`` of :func:`make_condition_env` in an SB3 ``DummyVecEnv`` seeded with ``seed``."""
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    fns: list[Callable[[], gym.Env[Any, Any]]] = [
+        (lambda: make_condition_env(setup, condition, layout)) for _ in range(n_envs)
+    ]
+    vec = DummyVecEnv(fns)
+    vec.seed(seed)
+    return vec

@@ -1,0 +1,187 @@
+"""The learned scheduler's configuration: its env IDs and its PPO hyperparameters.
+
+The scheduler of MinionsRL is a small PPO agent: policy and value networks of two
+64-unit tanh layers, Adam at a learning rate of 0.005, trained for 100 episodes, where
+one episode is one whole training run of a workload and one step is one round of it.
+
+Why ``n_steps=64`` and ``batch_size=32`` by default: an episode is tens of rounds, so 100
+episodes are a few thousand scheduler steps. SB3's default ``n_steps=2048`` would give
+one or two updates in the whole budget; 64 steps per update (about two episodes) gives
+dozens of updates, each with ``n_epochs=10`` passes of two minibatches of 32. Fewer than
+64 steps would make the per-update advantage normalisation rest on one episode.
+
+Example:
+    >>> cfg = SchedulerPPOConfig(n_steps=16, batch_size=8)
+    >>> cfg.policy_kwargs()["net_arch"]
+    {'pi': [64, 64], 'vf': [64, 64]}
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fleetgym.agents.scheduler_actions import ACTION_MODES
+
+__all__ = [
+    "CARTPOLE_MODELED_ENV_ID",
+    "GENERAL_ENV_ID",
+    "SchedulerPPOConfig",
+    "stored_config",
+    "validate_env_kwargs",
+]
+
+#: The deterministic CartPole scheduling env: fast, and an episode is reproducible. The
+#: scheduler trains here unless told otherwise.
+CARTPOLE_MODELED_ENV_ID = "fleetgym/ActorScheduling-CartPole-Modeled-v0"
+#: The general scheduling env (kwargs ``workload``, ``timing``, ...): what
+#: ``fleetgym schedule`` evaluates, trains and fine-tunes on.
+GENERAL_ENV_ID = "fleetgym/ActorScheduling-v0"
+
+
+@dataclass
+class SchedulerPPOConfig:
+    """Hyperparameters of the scheduler's PPO (defaults: the paper's, plus our update size).
+
+    Models the MinionsRL scheduler agent: policy and value networks 2 x 64 tanh, Adam with
+    learning rate 0.005. ``n_steps`` x ``n_envs`` scheduler steps (rounds) make one update;
+    see the module docstring for why 64.
+
+    Example:
+        >>> SchedulerPPOConfig().learning_rate
+        0.005
+        >>> SchedulerPPOConfig(n_steps=10, batch_size=4).rollout_size
+        10
+
+    Args:
+        learning_rate: Adam learning rate.
+        n_steps: scheduler steps per environment between updates.
+        batch_size: minibatch size of each gradient step.
+        n_epochs: passes over a rollout per update.
+        gamma: discount of the scheduler's return (rounds are the time steps).
+        gae_lambda: GAE lambda.
+        clip_range: PPO clip range.
+        ent_coef: entropy bonus; keeps the 32-way action distribution from collapsing
+            before the value function has seen a few episodes.
+        vf_coef: value loss weight.
+        max_grad_norm: gradient clipping.
+        n_envs: scheduling envs stepped together (each step of each is a real round).
+        normalize_reward: scale rewards by a running std of the return (SB3
+            ``VecNormalize(norm_obs=False)``); the observation is already normalised by
+            the env, so a saved model needs nothing extra at evaluation.
+        hidden: hidden layer sizes of both networks.
+        actions: the action parametrisation
+            (:data:`~fleetgym.agents.scheduler_actions.ACTION_MODES`): ``"pow2"`` (the
+            default), the sizes 1, 2, 4, ..., ``max_actors``; ``"discrete"``, the env's
+            ``Discrete(max_actors)`` (the paper's; 32 unordered choices collapse onto one
+            early at lr 0.005); ``"log2"``, one continuous action on a log
+            scale.
+        use_sde: with ``actions="log2"``, generalised state-dependent exploration (SB3
+            ``use_sde``, noise drawn once per rollout), so that exploration changes the
+            fleet size smoothly with the state instead of at random every round.
+
+    Raises:
+        ValueError: a non-positive size or rate, or a batch larger than a rollout.
+    """
+
+    learning_rate: float = 0.005
+    n_steps: int = 64
+    batch_size: int = 32
+    n_epochs: int = 10
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_range: float = 0.2
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    n_envs: int = 1
+    normalize_reward: bool = False
+    hidden: tuple[int, ...] = (64, 64)
+    actions: str = "pow2"
+    use_sde: bool = False
+
+    def __post_init__(self) -> None:
+        if self.actions not in ACTION_MODES:
+            raise ValueError(f"actions: expected one of {ACTION_MODES}, actual {self.actions!r}")
+        if self.use_sde and self.actions != "log2":
+            raise ValueError("use_sde: needs a continuous action space, actions='log2'")
+        for name in ("n_steps", "batch_size", "n_epochs", "n_envs"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: expected a positive int, actual {value!r}")
+        for name in ("learning_rate", "gamma", "clip_range", "max_grad_norm"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise ValueError(f"{name}: expected a positive finite number, actual {value!r}")
+        if not 0 < self.gamma <= 1:
+            raise ValueError(f"gamma: expected a number in (0, 1], actual {self.gamma!r}")
+        if not 0 <= self.gae_lambda <= 1:
+            raise ValueError(f"gae_lambda: expected a number in [0, 1], actual {self.gae_lambda!r}")
+        if self.ent_coef < 0 or self.vf_coef < 0:
+            raise ValueError(
+                f"ent_coef, vf_coef: expected numbers >= 0, actual {self.ent_coef!r}, {self.vf_coef!r}"
+            )
+        if self.batch_size > self.rollout_size:
+            raise ValueError(
+                f"batch_size: expected at most n_steps * n_envs = {self.rollout_size}, "
+                f"actual {self.batch_size}"
+            )
+        self.hidden = tuple(int(h) for h in self.hidden)
+        if not self.hidden or any(h < 1 for h in self.hidden):
+            raise ValueError(f"hidden: expected positive layer sizes, actual {self.hidden!r}")
+
+    @property
+    def rollout_size(self) -> int:
+        """Scheduler steps collected per update."""
+        return self.n_steps * self.n_envs
+
+    def policy_kwargs(self) -> dict[str, Any]:
+        """SB3 ``policy_kwargs``: separate 2 x 64 tanh policy and value networks."""
+        import torch.nn as nn
+
+        return {
+            "net_arch": {"pi": list(self.hidden), "vf": list(self.hidden)},
+            "activation_fn": nn.Tanh,
+        }
+
+    def ppo_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of ``stable_baselines3.PPO`` (all but env and policy)."""
+        return {
+            "learning_rate": self.learning_rate,
+            "n_steps": self.n_steps,
+            "batch_size": self.batch_size,
+            "n_epochs": self.n_epochs,
+            "gamma": self.gamma,
+            "gae_lambda": self.gae_lambda,
+            "clip_range": self.clip_range,
+            "ent_coef": self.ent_coef,
+            "vf_coef": self.vf_coef,
+            "max_grad_norm": self.max_grad_norm,
+            "policy_kwargs": self.policy_kwargs(),
+            **({"use_sde": True, "sde_sample_freq": -1} if self.use_sde else {}),
+        }
+
+
+def validate_env_kwargs(env_kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``env_kwargs`` as a fresh dict (None: empty).
+
+    Raises:
+        TypeError: ``env_kwargs`` is not a mapping.
+    """
+    if env_kwargs is None:
+        return {}
+    if not isinstance(env_kwargs, Mapping):
+        raise TypeError(f"env_kwargs: expected a mapping, actual {type(env_kwargs).__name__}")
+    return dict(env_kwargs)
+
+
+def stored_config(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The :class:`SchedulerPPOConfig` keyword arguments stored in a checkpoint's metadata."""
+    cfg = dict(meta.get("config", {}))
+    # Checkpoints from before the action modes acted in the env's own Discrete space.
+    cfg.setdefault("actions", "discrete")
+    if "hidden" in cfg:
+        cfg["hidden"] = tuple(cfg["hidden"])
+    return {k: v for k, v in cfg.items() if k in SchedulerPPOConfig.__dataclass_fields__}

@@ -1,0 +1,30 @@
+"""Task setups and input layouts of the CALF experiment."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleetgym.experiments.calf import conditions
+from fleetgym.experiments.calf import setup as calf_setup
+
+
+def test_layouts_come_from_the_training_network():
+    setup = calf_setup.env_setup("CartPole-v1")
+    assert setup.period_ms == pytest.approx(20.0)
+    assert calf_setup.layout_for(conditions.REGIMES["net-aware"], setup) == calf_setup.InputLayout(
+        False
+    )
+    # Fixed 50 ms each way on a 20 ms loop: obs 2 ticks old, actions 2 ticks old.
+    delay = calf_setup.layout_for(conditions.REGIMES["delay-only+comp"], setup)
+    assert (delay.history_length, delay.action_history_length) == (3, 5)
+    clean = calf_setup.layout_for(conditions.REGIMES["baseline+comp"], setup)
+    assert (clean.history_length, clean.action_history_length) == (1, 1)
+
+
+def test_env_setup_rejects_bad_arguments():
+    with pytest.raises(ValueError, match=r"algo: expected one of \('ppo', 'recurrent-ppo'\)"):
+        calf_setup.env_setup("CartPole-v1", algo="dqn")
+    with pytest.raises(ValueError, match="step_ms: expected a finite number > 0"):
+        calf_setup.env_setup("CartPole-v1", step_ms=0)
+    with pytest.raises(ValueError, match="expected a registered Gymnasium ID"):
+        calf_setup.env_setup("NoSuchEnv-v9")

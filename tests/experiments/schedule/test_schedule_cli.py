@@ -1,0 +1,131 @@
+"""``fleetgym schedule``: evaluate, train and fine-tune from the command line."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+pytest.importorskip("stable_baselines3")
+
+from fleetgym import cli  # noqa: E402
+from fleetgym.experiments.schedule import checkpoint  # noqa: E402
+
+TINY_ARGS = [
+    "--max-actors",
+    "4",
+    "--env-kwarg",
+    "steps_per_actor=16",
+    "--env-kwarg",
+    "max_rounds=2",
+    "--no-progress",
+]
+
+
+def test_evaluate_command_writes_its_files(tmp_path, capsys):
+    out = tmp_path / "eval"
+    status = cli.main(
+        ["schedule", "evaluate", "--scheduler", "fixed:2,adapt", "--seeds", "2"]
+        + TINY_ARGS
+        + ["--out", str(out)]
+    )
+    assert status == 0
+    printed = capsys.readouterr().out
+    assert "| fixed:2 |" in printed and "| adapt |" in printed
+    with (out / "episodes.csv").open() as fh:
+        episodes = list(csv.DictReader(fh))
+    assert [(e["scheduler"], e["seed"]) for e in episodes] == [
+        ("fixed:2", "0"),
+        ("fixed:2", "1"),
+        ("adapt", "0"),
+        ("adapt", "1"),
+    ]
+    assert episodes[0]["num_actors"] == "2 2" and episodes[0]["rounds"] == "2"
+    with (out / "summary.csv").open() as fh:
+        summary = list(csv.DictReader(fh))
+    assert [s["scheduler"] for s in summary] == ["fixed:2", "adapt"]
+    assert float(summary[0]["rounds_mean"]) == 2.0
+    md = (out / "summary.md").read_text()
+    assert "time to target (s)" in md and "| adapt |" in md
+    assert (out / "schedules.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("args", [["--seeds", "0"], ["--first-seed", "-1"], ["--seeds", "x"]])
+def test_cli_rejects_bad_seeds(args, capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["schedule", "evaluate", *args])
+    assert "expected an integer" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        (["--scheduler", "random"], "expected one of"),
+        (["--workload", "Pong-v99"], "CartPole-v1"),
+        (["--env-kwarg", "budget=-1"], "budget"),
+        (["--scheduler", "learned:/nonexistent.zip"], "no file"),
+    ],
+)
+def test_cli_reports_bad_input_in_one_line(args, match, capsys, tmp_path):
+    status = cli.main(["schedule", "evaluate", *args, "--out", str(tmp_path), "--no-progress"])
+    assert status == 2
+    err = capsys.readouterr().err
+    assert "fleetgym schedule evaluate:" in err and match in err
+
+
+def _tiny_cli_env() -> list[str]:
+    return [
+        "--max-actors",
+        "3",
+        "--env-kwarg",
+        "steps_per_actor=16",
+        "--env-kwarg",
+        "max_rounds=2",
+    ]
+
+
+def test_cli_train_then_finetune(tmp_path, capsys):
+    out = tmp_path / "train"
+    rc = cli.main(
+        [
+            "schedule",
+            "train",
+            "--episodes",
+            "1",
+            "--n-steps",
+            "2",
+            "--batch-size",
+            "2",
+            "--out",
+            str(out),
+            "--no-tensorboard",
+            *_tiny_cli_env(),
+        ]
+    )
+    assert rc == 0
+    assert (out / "scheduler.zip").is_file() and (out / "scheduler_training.png").is_file()
+    meta = checkpoint.read_scheduler_meta(out / "scheduler.zip")
+    assert meta["env_kwargs"]["max_actors"] == 3 and meta["env_kwargs"]["max_rounds"] == 2
+    ft = tmp_path / "ft"
+    rc = cli.main(
+        [
+            "schedule",
+            "finetune",
+            "--from",
+            str(out / "scheduler.zip"),
+            "--episodes",
+            "1",
+            "--out",
+            str(ft),
+            "--no-tensorboard",
+            *_tiny_cli_env(),
+        ]
+    )
+    assert rc == 0
+    assert checkpoint.read_scheduler_meta(ft / "finetuned.zip")["episodes"] == 2
+    assert '"episodes": 2' in capsys.readouterr().out
+
+
+def test_cli_rejects_a_bad_env_kwarg():
+    with pytest.raises(SystemExit):
+        cli.main(["schedule", "train", "--env-kwarg", "no-equals-sign"])

@@ -1,0 +1,37 @@
+"""The learned scheduler's PPO configuration."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleetgym.experiments.schedule import config
+
+
+def test_config_is_the_papers_architecture():
+    cfg = config.SchedulerPPOConfig()
+    kwargs = cfg.ppo_kwargs()
+    assert kwargs["learning_rate"] == 0.005
+    assert kwargs["policy_kwargs"]["net_arch"] == {"pi": [64, 64], "vf": [64, 64]}
+    import torch.nn as nn
+
+    assert kwargs["policy_kwargs"]["activation_fn"] is nn.Tanh
+    # 64 steps per update: 100 episodes of tens of rounds give dozens of updates.
+    assert cfg.rollout_size == 64
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"n_steps": 0}, "n_steps: expected a positive int"),
+        ({"batch_size": 128}, "batch_size: expected at most"),
+        ({"learning_rate": -1.0}, "learning_rate: expected a positive"),
+        ({"gamma": 1.5}, r"gamma: expected a number in \(0, 1\]"),
+        ({"gae_lambda": 2.0}, "gae_lambda"),
+        ({"ent_coef": -0.1}, "ent_coef"),
+        ({"n_envs": True}, "n_envs: expected a positive int"),
+        ({"hidden": ()}, "hidden: expected positive layer sizes"),
+    ],
+)
+def test_config_rejects_bad_values(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        config.SchedulerPPOConfig(**kwargs)
