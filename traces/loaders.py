@@ -5,8 +5,8 @@ milliseconds, with ``np.inf`` as the delay of a lost packet, plus the period aft
 the trace wraps around. Anything malformed raises :class:`fleetgym.errors.TraceFormatError`
 naming the file and the line, never a bare numpy or ``ValueError`` traceback.
 
-This module sits at the bottom of the import ladder: it imports only numpy and
-:mod:`fleetgym.errors`. The channel that replays a trace is
+This module sits at the bottom of the import ladder: it imports only numpy,
+:mod:`fleetgym.errors` and :mod:`fleetgym.validation`. The channel that replays a trace is
 :class:`fleetgym.wrappers.channels.TraceChannel`.
 """
 
@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from fleetgym.errors import TraceFormatError
+from fleetgym.validation import check_choice, check_float, quote
 
 __all__ = [
     "CSV_HEADER",
@@ -42,6 +45,13 @@ TRACE_FORMATS = ("auto", "csv", "delays", "mahimahi")
 _LOST_WORDS = frozenset({"lost", "-"})
 #: Largest trace file read (a trace of one packet per ms for a day is ~2 GB; refuse that).
 _MAX_BYTES = 256 * 1024 * 1024
+#: Largest time or delay in a trace (ms, about 31.7 years); larger values are typos.
+MAX_TRACE_MS = 1e12
+#: Longest Mahimahi trace period (ms, about 2.8 hours): one row per millisecond is kept.
+MAX_MAHIMAHI_PERIOD_MS = 10_000_000
+#: Text encoding of trace files: UTF-8, with the byte-order mark spreadsheet programs
+#: write (``utf-8-sig`` drops it; a file without it reads the same).
+_ENCODING = "utf-8-sig"
 _MAHIMAHI_SUFFIXES = (".up", ".down", ".mahimahi", ".mm")
 
 
@@ -78,25 +88,23 @@ class TraceData:
         delay = np.asarray(self.delay_ms, dtype=np.float64)
         if send.ndim != 1 or send.shape != delay.shape or send.size == 0:
             raise ValueError(
-                "expected send_ms and delay_ms as 1-d arrays of the same non-zero length, "
+                "send_ms: expected send_ms and delay_ms as 1-d arrays of the same non-zero length, "
                 f"actual shapes {send.shape} and {delay.shape}"
             )
         if not np.all(np.isfinite(send)) or np.any(np.diff(send) < 0):
-            raise ValueError("expected finite, non-decreasing send_ms")
+            raise ValueError("send_ms: expected finite, non-decreasing times, actual not")
         if np.any(np.isnan(delay)) or np.any(delay < 0):
-            raise ValueError("expected delay_ms >= 0 (np.inf for a lost packet), actual NaN or < 0")
-        if not (isinstance(self.period_ms, (int, float)) and math.isfinite(self.period_ms)):
-            raise ValueError(f"expected a finite period_ms, actual {self.period_ms!r}")
-        if self.period_ms <= 0 or self.period_ms < float(send[-1] - send[0]):
+            raise ValueError("delay_ms: expected delays >= 0 (np.inf = lost), actual NaN or < 0")
+        period = check_float("period_ms", self.period_ms, 0.0, strict=True)
+        if period < float(send[-1] - send[0]):
             raise ValueError(
-                f"expected period_ms > 0 and >= the trace's span {send[-1] - send[0]}, "
-                f"actual {self.period_ms}"
+                f"period_ms: expected >= the trace's span {send[-1] - send[0]}, actual {period}"
             )
         send.setflags(write=False)
         delay.setflags(write=False)
         object.__setattr__(self, "send_ms", send)
         object.__setattr__(self, "delay_ms", delay)
-        object.__setattr__(self, "period_ms", float(self.period_ms))
+        object.__setattr__(self, "period_ms", period)
 
     def __len__(self) -> int:
         return int(self.send_ms.size)
@@ -113,25 +121,47 @@ class TraceData:
         return self.delay_ms[np.clip(rows, 0, self.send_ms.size - 1)]
 
 
-def _read_lines(path: str | os.PathLike[str]) -> tuple[str, list[str]]:
-    """The file's text lines; binary garbage and oversize files become TraceFormatError."""
-    name = os.fspath(path)
+def _open_regular(name: str) -> Any:
+    """Open ``name`` for reading bytes, refusing anything but a regular file.
+
+    The type is checked before opening, so a named pipe (which would block ``open``
+    until a writer appears) or a device is rejected at once.
+    """
     try:
-        size = os.path.getsize(name)
-        if size > _MAX_BYTES:
-            raise TraceFormatError(
-                name, None, f"expected at most {_MAX_BYTES} bytes, actual {size}"
-            )
-        with open(name, "rb") as handle:
-            raw = handle.read()
+        mode = os.stat(name).st_mode
     except OSError as exc:
         raise TraceFormatError(name, None, f"cannot read the file: {exc}") from exc
+    if not stat.S_ISREG(mode):
+        raise TraceFormatError(
+            name, None, "expected a regular file, actual a pipe, device, socket or directory"
+        )
+    try:
+        return open(name, "rb")  # noqa: SIM115 (closed by the caller's with block)
+    except OSError as exc:
+        raise TraceFormatError(name, None, f"cannot read the file: {exc}") from exc
+
+
+def _read_lines(path: str | os.PathLike[str]) -> tuple[str, list[str]]:
+    """The file's text lines; binary garbage and oversize files become TraceFormatError.
+
+    At most :data:`_MAX_BYTES` bytes are read, whatever size the file system reports.
+    """
+    name = os.fspath(path)
+    with _open_regular(name) as handle:
+        try:
+            raw = handle.read(_MAX_BYTES + 1)
+        except OSError as exc:
+            raise TraceFormatError(name, None, f"cannot read the file: {exc}") from exc
+    if len(raw) > _MAX_BYTES:
+        raise TraceFormatError(
+            name, None, f"expected at most {_MAX_BYTES} bytes, actual more than that"
+        )
     nul = raw.find(b"\x00")
     if nul >= 0:
         line = raw.count(b"\n", 0, nul) + 1
         raise TraceFormatError(name, line, "binary data (NUL byte), expected a text file")
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode(_ENCODING)
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         raise TraceFormatError(name, line, "binary data (not UTF-8), expected a text file") from exc
@@ -146,12 +176,16 @@ def _number(text: str, name: str, line: int, what: str) -> float:
         value = float(text)
     except ValueError:
         raise TraceFormatError(
-            name, line, f"expected a number for {what}, actual {text!r}"
+            name, line, f"expected a number for {what}, actual {quote(text)}"
         ) from None
     if not math.isfinite(value):
-        raise TraceFormatError(name, line, f"expected a finite number for {what}, actual {text!r}")
-    if value < 0:
-        raise TraceFormatError(name, line, f"expected {what} >= 0, actual {value}")
+        raise TraceFormatError(
+            name, line, f"expected a finite number for {what}, actual {quote(text)}"
+        )
+    if value < 0 or value > MAX_TRACE_MS:
+        raise TraceFormatError(
+            name, line, f"expected {what} in [0, {MAX_TRACE_MS:g}], actual {quote(value)}"
+        )
     return value
 
 
@@ -184,7 +218,7 @@ def read_csv_trace(path: str | os.PathLike[str]) -> TraceData:
         if not header_seen:
             if text.replace(" ", "") != CSV_HEADER:
                 raise TraceFormatError(
-                    name, number, f"expected header {CSV_HEADER!r}, actual {text!r}"
+                    name, number, f"expected header {CSV_HEADER!r}, actual {quote(text)}"
                 )
             header_seen = True
             continue
@@ -218,7 +252,7 @@ def read_delay_list(path: str | os.PathLike[str], interval_ms: float | None = No
         ValueError: If ``interval_ms`` is not a positive finite number.
     """
     if interval_ms is not None:
-        _check_positive("interval_ms", interval_ms)
+        interval_ms = check_float("interval_ms", interval_ms, 0.0, MAX_TRACE_MS, strict=True)
     name, lines = _read_lines(path)
     delays: list[float] = []
     file_interval: float | None = None
@@ -258,12 +292,7 @@ def read_mahimahi(path: str | os.PathLike[str], base_delay_ms: float = 0.0) -> T
             last timestamp of 0, or binary data.
         ValueError: If ``base_delay_ms`` is negative or not finite.
     """
-    if not isinstance(base_delay_ms, (int, float)) or isinstance(base_delay_ms, bool):
-        raise TypeError(
-            f"expected base_delay_ms as a number, actual {type(base_delay_ms).__name__}"
-        )
-    if not math.isfinite(base_delay_ms) or base_delay_ms < 0:
-        raise ValueError(f"expected base_delay_ms >= 0 and finite, actual {base_delay_ms}")
+    base_delay_ms = check_float("base_delay_ms", base_delay_ms, 0.0, MAX_TRACE_MS)
     name, lines = _read_lines(path)
     stamps: list[int] = []
     for number, raw in enumerate(lines, start=1):
@@ -274,10 +303,14 @@ def read_mahimahi(path: str | os.PathLike[str], base_delay_ms: float = 0.0) -> T
             value = int(text)
         except ValueError:
             raise TraceFormatError(
-                name, number, f"expected an integer timestamp (ms), actual {text!r}"
+                name, number, f"expected an integer timestamp (ms), actual {quote(text)}"
             ) from None
-        if value < 0:
-            raise TraceFormatError(name, number, f"expected a timestamp >= 0, actual {value}")
+        if not 0 <= value <= MAX_MAHIMAHI_PERIOD_MS:
+            raise TraceFormatError(
+                name,
+                number,
+                f"expected a timestamp in [0, {MAX_MAHIMAHI_PERIOD_MS}], actual {quote(value)}",
+            )
         if stamps and value < stamps[-1]:
             raise TraceFormatError(
                 name,
@@ -299,13 +332,6 @@ def read_mahimahi(path: str | os.PathLike[str], base_delay_ms: float = 0.0) -> T
     return TraceData(send, delay, float(period), name)
 
 
-def _check_positive(what: str, value: object) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise TypeError(f"expected {what} as a number, actual {type(value).__name__}")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"expected {what} > 0 and finite, actual {value}")
-
-
 def list_traces() -> list[str]:
     """Names of the trace files shipped with fleetgym (usable with :func:`load_trace`)."""
     root = resources.files("fleetgym.traces")
@@ -324,7 +350,9 @@ def trace_path(name: str) -> Path:
         ValueError: If no shipped trace has that name (the message lists them).
     """
     if name not in list_traces():
-        raise ValueError(f"expected a shipped trace name, one of {list_traces()}, actual {name!r}")
+        raise ValueError(
+            f"name: expected a shipped trace name, one of {list_traces()}, actual {quote(name)}"
+        )
     return Path(str(resources.files("fleetgym.traces").joinpath(name)))
 
 
@@ -358,21 +386,19 @@ def load_trace(
         TraceFormatError: If the file is malformed (message names file and line).
         ValueError: If ``format`` is unknown.
     """
-    if not isinstance(format, str) or format not in TRACE_FORMATS:
-        raise ValueError(f"expected format in {TRACE_FORMATS}, actual {format!r}")
+    check_choice("format", format, TRACE_FORMATS)
     if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"expected path as str or os.PathLike, actual {type(path).__name__}")
+        raise TypeError(f"path: expected a str or os.PathLike, actual {type(path).__name__}")
     name = os.fspath(path)
     if isinstance(path, str) and os.sep not in name and name in list_traces():
         name = str(trace_path(name))
     fmt = format
     if fmt == "auto":
-        head = ""
-        try:
-            with open(name, "rb") as handle:
-                head = handle.read(4096).decode("utf-8", errors="replace")
-        except OSError as exc:
-            raise TraceFormatError(name, None, f"cannot read the file: {exc}") from exc
+        with _open_regular(name) as handle:
+            try:
+                head = handle.read(4096).decode(_ENCODING, errors="replace")
+            except OSError as exc:
+                raise TraceFormatError(name, None, f"cannot read the file: {exc}") from exc
         first = next((ln for ln in head.splitlines() if ln.strip() and not ln.startswith("#")), "")
         fmt = _guess_format(name, first)
     if fmt == "csv":
