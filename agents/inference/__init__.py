@@ -29,16 +29,16 @@ Importing this package imports numpy only; torch loads with an ActorCriticPolicy
 from __future__ import annotations
 
 from fleetgym.agents.inference.batching import InferenceConfig, RequestQueue, auto_wait
-from fleetgym.agents.inference.model import ActorCriticModel, ArraySpec, ModelSpec, ServedModel
-from fleetgym.agents.inference.remote import RemoteClient
-from fleetgym.agents.inference.server import (
+from fleetgym.agents.inference.channels import (
     InferenceClient,
     InferenceError,
-    InferenceServer,
-    LocalClient,
+    InferenceProtocolError,
     Reply,
     Ticket,
 )
+from fleetgym.agents.inference.model import ActorCriticModel, ArraySpec, ModelSpec, ServedModel
+from fleetgym.agents.inference.remote import RemoteClient
+from fleetgym.agents.inference.server import InferenceServer, LocalClient
 
 __all__ = [
     "ActorCriticModel",
@@ -46,6 +46,7 @@ __all__ = [
     "InferenceClient",
     "InferenceConfig",
     "InferenceError",
+    "InferenceProtocolError",
     "InferenceServer",
     "LocalClient",
     "ModelSpec",

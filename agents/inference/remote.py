@@ -9,8 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from fleetgym.agents.inference.model import ModelSpec
-from fleetgym.agents.inference.server import (
+from fleetgym.agents.inference.channels import (
     InferenceClient,
     InferenceError,
     InferenceProtocolError,
@@ -18,6 +17,7 @@ from fleetgym.agents.inference.server import (
     Ticket,
     check_request,
 )
+from fleetgym.agents.inference.model import ModelSpec
 from fleetgym.agents.inference.transport import (
     ANSWER,
     BYE,

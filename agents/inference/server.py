@@ -17,113 +17,27 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from fleetgym.agents.inference.batching import DeadlineController, InferenceConfig, RequestQueue
+from fleetgym.agents.inference.channels import (
+    Channel,
+    InferenceClient,
+    InferenceError,
+    Reply,
+    Request,
+    Ticket,
+    check_request,
+)
 from fleetgym.agents.inference.metrics import ServerMetrics
 from fleetgym.agents.inference.model import ModelSpec, ServedModel, as_served_model
 from fleetgym.agents.types import Weights
-from fleetgym.errors import FleetError
 from fleetgym.validation import check_bool, check_int
 
 logger = logging.getLogger(__name__)
-
-
-class InferenceError(FleetError):
-    """A request the inference server could not answer (the message says why)."""
-
-
-class InferenceProtocolError(InferenceError, ValueError):
-    """Malformed or oversized input on the inference server's socket."""
-
-
-@dataclass
-class Reply:
-    """The answers to one :meth:`InferenceClient.submit`: one row per observation.
-
-    ``outputs[name]`` has shape ``(k, *spec shape)``; ``policy_versions[i]`` is the
-    version of the weights that answered row ``i`` and ``batch_ids[i]`` the forward pass
-    (rows of one submit may land in different batches, even of different versions).
-    """
-
-    outputs: dict[str, np.ndarray]
-    policy_versions: np.ndarray
-    batch_ids: np.ndarray
-
-
-class Ticket:
-    """A submitted group of requests, answered row by row (filled by the server or the
-    remote client's receiver)."""
-
-    def __init__(self, spec: ModelSpec, count: int, first_slot: int = 0) -> None:
-        self.count = count
-        self.first_slot = first_slot
-        self.outputs = {
-            name: np.empty((count, *a.shape), np.dtype(a.dtype)) for name, a in spec.outputs
-        }
-        self.policy_versions = np.full(count, -1, np.int64)
-        self.batch_ids = np.full(count, -1, np.int64)
-        self.remaining = count
-        self.error: str | None = None
-        self.done = threading.Event()
-
-    def fill(
-        self, row: int, outputs: dict[str, np.ndarray], index: int, version: int, batch: int
-    ) -> None:
-        for name, array in self.outputs.items():
-            array[row] = outputs[name][index]
-        self.policy_versions[row] = version
-        self.batch_ids[row] = batch
-        self.remaining -= 1
-        if self.remaining <= 0:
-            self.done.set()
-
-    def fail(self, message: str) -> None:
-        if self.error is None:
-            self.error = message
-        self.done.set()
-
-    def reply(self) -> Reply:
-        if self.error is not None:
-            raise InferenceError(self.error)
-        return Reply(self.outputs, self.policy_versions, self.batch_ids)
-
-
-def check_request(
-    spec: ModelSpec, obs: Any, noise: Any, limit: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Observations and noise of one submit as ``(k, ...)`` arrays of the spec's layout.
-
-    Raises:
-        TypeError: If ``obs`` is not an array of the spec's dtype.
-        ValueError: On a wrong shape, or more than ``limit`` requests.
-    """
-    if not isinstance(obs, np.ndarray):
-        raise TypeError(
-            f"obs: expected np.ndarray of {spec.obs.dtype}, actual {type(obs).__name__}"
-        )
-    if obs.dtype != np.dtype(spec.obs.dtype):
-        raise TypeError(f"obs: expected dtype {np.dtype(spec.obs.dtype)}, actual {obs.dtype}")
-    shape = spec.obs.shape
-    if obs.shape == shape:
-        obs = obs[None]
-    if obs.ndim != len(shape) + 1 or obs.shape[1:] != shape or obs.shape[0] < 1:
-        raise ValueError(
-            f"obs: expected shape {shape} or (k, {', '.join(map(str, shape))}), actual {obs.shape}"
-        )
-    count = obs.shape[0]
-    if count > limit:
-        raise ValueError(f"obs: expected at most {limit} observations in flight, actual {count}")
-    expected = (count, *spec.noise.shape)
-    if noise is None:
-        return obs, np.zeros(expected, np.float64)
-    noise_array = np.asarray(noise, np.float64)
-    if noise_array.size != int(np.prod(expected)):
-        raise ValueError(f"noise: expected shape {expected}, actual {noise_array.shape}")
-    return obs, noise_array.reshape(expected)
 
 
 @dataclass
@@ -135,47 +49,10 @@ class _Answers:
     batch_id: int
 
 
-@dataclass
-class _Request:
-    """One queued observation: where its answer goes."""
-
-    channel: Channel
-    obs: np.ndarray
-    noise: np.ndarray
-    tag: Any  # (ticket, row) in-process; the shared-memory slot for a remote client
-
-
-@dataclass(eq=False)
-class Channel:
-    """The server's side of one connected client (subclassed per transport)."""
-
-    name: str
-    alive: bool = True
-    in_flight: int = field(default=0)
-
-    def deliver(
-        self,
-        requests: list[_Request],
-        outputs: dict[str, np.ndarray],
-        rows: list[int],
-        version: int,
-        batch: int,
-    ) -> None:
-        """Hand the answers ``outputs[...][rows[i]]`` to ``requests[i]``."""
-        raise NotImplementedError
-
-    def reject(self, requests: list[_Request], message: str) -> None:
-        """Answer ``requests`` with an error."""
-        raise NotImplementedError
-
-    def release(self) -> None:
-        """Free the channel's resources (server thread, no request of it left)."""
-
-
 class _LocalChannel(Channel):
     def deliver(
         self,
-        requests: list[_Request],
+        requests: list[Request],
         outputs: dict[str, np.ndarray],
         rows: list[int],
         version: int,
@@ -185,7 +62,7 @@ class _LocalChannel(Channel):
             ticket, row = request.tag
             ticket.fill(row, outputs, index, version, batch)
 
-    def reject(self, requests: list[_Request], message: str) -> None:
+    def reject(self, requests: list[Request], message: str) -> None:
         for request in requests:
             request.tag[0].fail(message)
 
@@ -263,7 +140,7 @@ class InferenceServer:
             raise TypeError(f"clock: expected a callable, actual {type(clock).__name__}")
         self._clock = clock
         self._cond = threading.Condition()
-        self._queue: RequestQueue[_Request] = RequestQueue(self.config.max_batch)
+        self._queue: RequestQueue[Request] = RequestQueue(self.config.max_batch)
         self._channels: set[Channel] = set()
         self._released: list[Channel] = []
         self._pending: tuple[Weights, int, threading.Event] | None = None
@@ -406,7 +283,7 @@ class InferenceServer:
         if dropped:
             channel.reject(dropped, message)
 
-    def _enqueue(self, channel: Channel, requests: list[_Request]) -> None:
+    def _enqueue(self, channel: Channel, requests: list[Request]) -> None:
         with self._cond:
             if self._closing:
                 raise InferenceError("submit: expected an open server, actual closed")
@@ -466,7 +343,7 @@ class InferenceServer:
             self._version = version
         applied.set()
 
-    def _forward(self, requests: list[_Request]) -> dict[str, np.ndarray]:
+    def _forward(self, requests: list[Request]) -> dict[str, np.ndarray]:
         obs = np.stack([r.obs for r in requests])
         noise = np.stack([r.noise for r in requests])
         outputs = self.model.forward(obs, noise)
@@ -480,7 +357,7 @@ class InferenceServer:
         return outputs
 
     def _run(self, batch: list[Any]) -> None:
-        requests: list[_Request] = [entry.item for entry in batch]
+        requests: list[Request] = [entry.item for entry in batch]
         started = self._clock()
         version = self._version
         try:
@@ -499,8 +376,8 @@ class InferenceServer:
         self._metrics.record_batch(started - arrivals, done - arrivals, forward_s)
         self._controller.batch_done(done, len(requests), forward_s)
 
-    def _run_apart(self, requests: list[_Request], version: int) -> None:
-        groups: dict[Channel, list[_Request]] = {}
+    def _run_apart(self, requests: list[Request], version: int) -> None:
+        groups: dict[Channel, list[Request]] = {}
         for request in requests:
             groups.setdefault(request.channel, []).append(request)
         for group in groups.values():
@@ -516,9 +393,9 @@ class InferenceServer:
             batch_id = self._batches
             self._settle(group, _Answers(outputs, version, batch_id))
 
-    def _settle(self, requests: list[_Request], answer: _Answers | str) -> None:
+    def _settle(self, requests: list[Request], answer: _Answers | str) -> None:
         """Deliver ``answer`` (or the error message) to each channel's requests of a batch."""
-        groups: dict[Channel, tuple[list[_Request], list[int]]] = {}
+        groups: dict[Channel, tuple[list[Request], list[int]]] = {}
         for index, request in enumerate(requests):
             group = groups.setdefault(request.channel, ([], []))
             group[0].append(request)
@@ -539,7 +416,7 @@ class InferenceServer:
 
     def _shutdown(self) -> None:
         with self._cond:
-            left: list[_Request] = []
+            left: list[Request] = []
             while len(self._queue):
                 left.extend(entry.item for entry in self._queue.take())
             channels = list(self._channels) + self._released
@@ -549,54 +426,6 @@ class InferenceServer:
         for channel in channels:
             channel.alive = False
             channel.release()
-
-
-class InferenceClient:
-    """The client API, the same in this process (:class:`LocalClient`) and in another
-    (:class:`~fleetgym.agents.inference.RemoteClient`).
-
-    A client is used by one thread. It may have several submits in flight (up to its
-    ``slots`` observations), so an actor owning several environments can step one group
-    while another group waits for its answer (double buffering).
-    """
-
-    spec: ModelSpec
-    slots: int
-
-    def submit(self, obs: np.ndarray, noise: np.ndarray | None = None) -> Ticket:
-        """Queue observations ``obs`` (one, or ``(k, *obs shape)``) with their ``noise``.
-
-        Raises:
-            TypeError, ValueError: On observations of the wrong dtype or shape (this
-                client only; nothing is queued).
-            InferenceError: After :meth:`close`, or when the server is gone.
-        """
-        raise NotImplementedError
-
-    def wait(self, ticket: Ticket, timeout: float | None = None) -> Reply:
-        """The answers of a submit, once all have arrived.
-
-        Raises:
-            InferenceError: If the server answered with an error.
-            TimeoutError: If ``timeout`` seconds passed first.
-        """
-        raise NotImplementedError
-
-    def infer(
-        self, obs: np.ndarray, noise: np.ndarray | None = None, timeout: float | None = None
-    ) -> Reply:
-        """:meth:`submit` and :meth:`wait`."""
-        return self.wait(self.submit(obs, noise), timeout)
-
-    def close(self) -> None:
-        """Disconnect (idempotent); requests still waiting are dropped."""
-        raise NotImplementedError
-
-    def __enter__(self) -> InferenceClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class LocalClient(InferenceClient):
@@ -619,7 +448,7 @@ class LocalClient(InferenceClient):
         ticket = Ticket(self.spec, obs.shape[0])
         obs = obs.copy()  # the caller may reuse its buffer before the answer
         requests = [
-            _Request(self._channel, obs[i], noise_array[i], (ticket, i)) for i in range(len(obs))
+            Request(self._channel, obs[i], noise_array[i], (ticket, i)) for i in range(len(obs))
         ]
         self.server._enqueue(self._channel, requests)
         self._open_tickets.append(ticket)

@@ -31,21 +31,18 @@ import struct
 import sys
 import threading
 from multiprocessing import shared_memory
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from fleetgym.agents.inference.model import ModelSpec
-from fleetgym.agents.inference.server import (
+from fleetgym.agents.inference.channels import (
     Channel,
     InferenceError,
     InferenceProtocolError,
-    _Request,
+    Request,
 )
+from fleetgym.agents.inference.model import ModelSpec
 from fleetgym.validation import check_int
-
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from fleetgym.agents.inference.server import InferenceServer
 
 logger = logging.getLogger(__name__)
 
@@ -181,7 +178,7 @@ class _RemoteChannel(Channel):
 
     def deliver(
         self,
-        requests: list[_Request],
+        requests: list[Request],
         outputs: dict[str, np.ndarray],
         rows: list[int],
         version: int,
@@ -194,7 +191,7 @@ class _RemoteChannel(Channel):
         self.busy[slots] = False  # before the answer: the client may reuse them at once
         self.send(b"".join(_server_message(ANSWER, s, n, version, batch) for s, n in _runs(slots)))
 
-    def reject(self, requests: list[_Request], message: str) -> None:
+    def reject(self, requests: list[Request], message: str) -> None:
         slots = [int(r.tag) for r in requests]
         self.busy[slots] = False
         try:
@@ -226,12 +223,13 @@ class Listener:
     """The server's loopback socket and its I/O thread (started by ``server.listen()``).
 
     Args:
-        server: The server whose queue requests go to.
+        server: The :class:`~fleetgym.agents.inference.InferenceServer` whose queue
+            requests go to (typed loosely: the server module imports this one).
         host: Address to bind (``127.0.0.1`` by default: loopback only).
         port: Port (0: any free one).
     """
 
-    def __init__(self, server: InferenceServer, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, server: Any, host: str = "127.0.0.1", port: int = 0) -> None:
         self.server = server
         self._sock = socket.create_server((host, check_int("port", port, 0, 65535)))
         self.address: tuple[str, int] = self._sock.getsockname()[:2]
@@ -348,7 +346,7 @@ class Listener:
             assert channel.views is not None
             obs, noise = channel.views["obs"], channel.views["noise"]
             channel.busy[start : start + count] = True
-            requests = [_Request(channel, obs[s], noise[s], s) for s in range(start, start + count)]
+            requests = [Request(channel, obs[s], noise[s], s) for s in range(start, start + count)]
             try:
                 self.server._enqueue(channel, requests)
             except InferenceError as exc:
