@@ -25,13 +25,16 @@ import numpy as np
 import torch
 from torch import nn
 
+from fleetgym.agents.numpy_policy import LOG_2PI, OBS_CLIP, NumpyActorCritic
+from fleetgym.agents.running_stats import combine_moments
 from fleetgym.agents.types import Weights
 from fleetgym.errors import UnsupportedSpaceError
+from fleetgym.validation import check_bool, check_choice, check_float, check_int, quote
 
-_LOG_2PI = math.log(2.0 * math.pi)
-#: Normalised observations are clipped to this range (as SB3's VecNormalize does), so a
-#: rare outlier cannot saturate the first layer.
-OBS_CLIP = 10.0
+__all__ = ["OBS_CLIP", "ActorCriticPolicy", "NumpyActorCritic"]
+
+#: Widest hidden layer accepted.
+MAX_WIDTH = 65_536
 
 
 def _layer(in_features: int, out_features: int, gain: float) -> nn.Linear:
@@ -177,13 +180,19 @@ class ActorCriticPolicy(nn.Module):
             raise UnsupportedSpaceError(
                 f"action_space: expected Discrete or a 1-D Box, actual {action_space!r}"
             )
-        if network not in ("mlp", "nature_cnn"):
-            raise ValueError(f"network: expected 'mlp' or 'nature_cnn', actual {network!r}")
-        if activation not in ("tanh", "relu"):
-            raise ValueError(f"activation: expected 'tanh' or 'relu', actual {activation!r}")
-        hidden = [int(h) for h in hidden_sizes]
-        if not hidden or min(hidden) < 1:
-            raise ValueError(f"hidden_sizes: expected widths >= 1, actual {list(hidden_sizes)!r}")
+        check_choice("network", network, ("mlp", "nature_cnn"))
+        check_choice("activation", activation, ("tanh", "relu"))
+        normalize_obs = check_bool("normalize_obs", normalize_obs)
+        log_std_init = check_float("log_std_init", log_std_init)
+        if isinstance(hidden_sizes, (str, bytes)) or not isinstance(hidden_sizes, Sequence):
+            raise TypeError(
+                f"hidden_sizes: expected a sequence of ints, actual {quote(hidden_sizes)}"
+            )
+        if not hidden_sizes:
+            raise ValueError("hidden_sizes: expected at least one width, actual ()")
+        hidden = [
+            check_int(f"hidden_sizes[{i}]", h, 1, MAX_WIDTH) for i, h in enumerate(hidden_sizes)
+        ]
         obs_shape = tuple(observation_space.shape)
         if network == "mlp" and len(obs_shape) != 1:
             raise UnsupportedSpaceError(
@@ -249,17 +258,12 @@ class ActorCriticPolicy(nn.Module):
         batch = np.asarray(obs, dtype=np.float64).reshape((-1, *self.obs_shape))
         if batch.shape[0] == 0:
             return
-        b_mean = torch.from_numpy(batch.mean(axis=0))
-        b_var = torch.from_numpy(batch.var(axis=0))
-        b_count = float(batch.shape[0])
-        count = float(self.obs_count)
-        total = count + b_count
-        delta = b_mean - self.obs_mean
-        new_mean = self.obs_mean + delta * (b_count / total)
-        m2 = self.obs_var * count + b_var * b_count + delta.square() * (count * b_count / total)
-        self.obs_mean.copy_(new_mean)
-        self.obs_var.copy_(m2 / total)
-        self.obs_count.fill_(total)
+        mean, var, count = combine_moments(
+            self.obs_mean.numpy(), self.obs_var.numpy(), float(self.obs_count), batch
+        )
+        self.obs_mean.copy_(torch.from_numpy(mean))
+        self.obs_var.copy_(torch.from_numpy(var))
+        self.obs_count.fill_(count)
         self._refresh_obs_cache()
 
     def preprocess(self, obs: torch.Tensor) -> torch.Tensor:
@@ -286,14 +290,14 @@ class ActorCriticPolicy(nn.Module):
             return log_p.gather(-1, actions.long().reshape(-1, 1)).squeeze(-1)
         log_std = self.log_std.expand_as(params)
         z = (actions - params) / torch.exp(log_std)
-        return (-0.5 * z.square() - log_std - 0.5 * _LOG_2PI).sum(-1)
+        return (-0.5 * z.square() - log_std - 0.5 * LOG_2PI).sum(-1)
 
     def entropy(self, params: torch.Tensor) -> torch.Tensor:
         """Entropy of the action distribution per sample."""
         if self.discrete:
             log_p = torch.log_softmax(params, dim=-1)
             return -(log_p.exp() * log_p).sum(-1)
-        ent = 0.5 + 0.5 * _LOG_2PI + self.log_std
+        ent = 0.5 + 0.5 * LOG_2PI + self.log_std
         return ent.sum().expand(params.shape[0])
 
     def kl_divergence(
@@ -476,104 +480,3 @@ class ActorCriticPolicy(nn.Module):
             raise ValueError(f"{path}: expected a state_dict, actual {type(state).__name__}")
         policy.load_weights({k: v.numpy() for k, v in state.items()})
         return policy
-
-
-class NumpyActorCritic:
-    """An inference-only numpy snapshot of an MLP :class:`ActorCriticPolicy`.
-
-    Models the actor-side forward pass without torch's per-call overhead, which dominates
-    when an actor steps one environment at a time (a few small matrix products per step).
-    It is a *snapshot*: built from the policy's current weights, it does not follow later
-    changes (the rollout code builds one per rollout, after loading the round's weights).
-    Same maths as the policy (float32 products, float64 softmax), so actions agree and
-    log-probabilities agree to float rounding.
-
-    Example:
-        >>> import gymnasium as gym, numpy as np
-        >>> policy = ActorCriticPolicy(gym.spaces.Box(-1, 1, (4,), np.float32), gym.spaces.Discrete(2))
-        >>> fast = NumpyActorCritic(policy)
-        >>> obs = np.zeros((3, 4), np.float32)
-        >>> bool(np.allclose(fast.value(obs), policy.value(obs), atol=1e-6))
-        True
-
-    Args:
-        policy: An MLP policy (``network="mlp"``).
-
-    Raises:
-        ValueError: For a CNN policy.
-    """
-
-    def __init__(self, policy: ActorCriticPolicy) -> None:
-        if policy.shared:
-            raise ValueError("policy: expected an MLP policy, actual a CNN (use the torch path)")
-        self.discrete = policy.discrete
-        self.action_dim = policy.action_dim
-        self.relu = policy.config["activation"] == "relu"
-
-        def dense(module: nn.Module) -> list[tuple[np.ndarray, np.ndarray]]:
-            layers = [m for m in module.modules() if isinstance(m, nn.Linear)]
-            return [
-                (
-                    np.ascontiguousarray(m.weight.detach().cpu().numpy().T, np.float32),
-                    m.bias.detach().cpu().numpy().astype(np.float32),
-                )
-                for m in layers
-            ]
-
-        self.actor = dense(policy.actor_body)
-        self.critic = dense(policy.critic_body)
-        self.policy_head = dense(policy.policy_head)[0]
-        self.value_head = dense(policy.value_head)[0]
-        self.norm: tuple[np.ndarray, np.ndarray] | None = None
-        if policy.normalize_obs:
-            self.norm = (policy._norm_mean.numpy().copy(), policy._norm_std.numpy().copy())
-        if not self.discrete:
-            self.log_std = policy.log_std.detach().cpu().numpy().astype(np.float32)
-            self.std = np.exp(self.log_std)
-
-    def _body(self, x: np.ndarray, layers: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-        for w, b in layers:
-            x = x @ w + b
-            x = np.maximum(x, 0.0) if self.relu else np.tanh(x)
-        return x
-
-    def forward(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Distribution parameters (B, A) and values (B,) for raw observations (B, D)."""
-        x = np.asarray(obs, np.float32)
-        if self.norm is not None:
-            x = np.clip((x - self.norm[0]) / self.norm[1], -OBS_CLIP, OBS_CLIP)
-        w, b = self.policy_head
-        params = self._body(x, self.actor) @ w + b
-        w, b = self.value_head
-        values = (self._body(x, self.critic) @ w + b)[:, 0]
-        return params, values
-
-    def value(self, obs: np.ndarray) -> np.ndarray:
-        """State values for raw observations (B, D)."""
-        return self.forward(obs)[1]
-
-    def sample(
-        self, params: np.ndarray, uniforms: np.ndarray | None, normals: np.ndarray | None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Actions and log-probabilities from explicit draws (as the policy's ``sample_from``)."""
-        if self.discrete:
-            logits = params.astype(np.float64)
-            top = logits.max(axis=-1, keepdims=True)
-            weights = np.exp(logits - top)
-            total = weights.sum(axis=-1, keepdims=True)
-            if uniforms is None:
-                actions = logits.argmax(-1)
-            else:
-                # inverse CDF on the unnormalised weights (u scaled by their sum)
-                u = np.asarray(uniforms, np.float64).reshape(-1, 1) * total
-                actions = np.minimum(
-                    (np.cumsum(weights, axis=-1) <= u).sum(-1), self.action_dim - 1
-                )
-            rows = np.arange(logits.shape[0])
-            log_probs = logits[rows, actions] - top[:, 0] - np.log(total[:, 0])
-            return actions.astype(np.int64), log_probs.astype(np.float32)
-        eps = np.zeros_like(params) if normals is None else np.asarray(normals, np.float32)
-        actions = params + self.std * eps
-        z = (actions - params) / self.std
-        log_probs = (-0.5 * z * z - self.log_std - 0.5 * _LOG_2PI).sum(-1)
-        return actions.astype(np.float32), log_probs.astype(np.float32)

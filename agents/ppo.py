@@ -18,7 +18,6 @@ from __future__ import annotations
 import collections
 import logging
 import math
-import numbers
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -29,8 +28,10 @@ import numpy as np
 import torch
 
 from fleetgym.agents.policies import ActorCriticPolicy
+from fleetgym.agents.running_stats import RunningMeanStd
 from fleetgym.agents.types import Trajectory, UpdateStats, Weights
 from fleetgym.agents.workloads import Workload, get_workload
+from fleetgym.validation import check_float, check_int
 
 logger = logging.getLogger(__name__)
 
@@ -97,25 +98,6 @@ def compute_gae(
     return advantages.astype(np.float32), (advantages + values).astype(np.float32)
 
 
-class RunningMeanStd:
-    """Running mean and variance of a scalar stream (parallel Welford), picklable as floats."""
-
-    def __init__(self) -> None:
-        self.mean, self.var, self.count = 0.0, 1.0, 0.0
-
-    def update(self, x: np.ndarray) -> None:
-        x = np.asarray(x, np.float64).ravel()
-        if x.size == 0:
-            return
-        b_mean, b_var, b_count = float(x.mean()), float(x.var()), float(x.size)
-        total = self.count + b_count
-        delta = b_mean - self.mean
-        m2 = self.var * self.count + b_var * b_count + delta**2 * self.count * b_count / total
-        self.mean += delta * b_count / total
-        self.var = m2 / total
-        self.count = total
-
-
 @dataclass
 class Batch:
     """One round's samples, flattened over actors and time, as tensors."""
@@ -169,8 +151,7 @@ class PPOLearner:
             raise TypeError(
                 f"PPOLearner: expected hyperparameters among {list(HYPERPARAMETERS)}, actual {unknown}"
             )
-        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
-            raise ValueError(f"seed: expected an int >= 0, actual {seed!r}")
+        seed = check_int("seed", seed, low=0)
         self.workload = base.with_overrides(**overrides) if overrides else base
         self.seed = int(seed)
         # Seed the initial weights without touching the caller's global torch RNG.
@@ -195,10 +176,9 @@ class PPOLearner:
 
     def set_learning_rate(self, lr: float) -> None:
         """Change the optimiser's learning rate (e.g. an annealing schedule)."""
-        if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not lr > 0:
-            raise ValueError(f"lr: expected a float > 0, actual {lr!r}")
+        lr = check_float("lr", lr, 0.0, strict=True)
         for group in self.optimizer.param_groups:
-            group["lr"] = float(lr)
+            group["lr"] = lr
 
     # ----------------------------------------------------------------- hooks
     def transform_rewards(self, trajectory: Trajectory) -> np.ndarray:
@@ -218,7 +198,7 @@ class PPOLearner:
                     running = 0.0
             self._discounted[trajectory.actor_id] = running
             self.return_stats.update(discounted)
-            return rewards / math.sqrt(self.return_stats.var + 1e-8)
+            return rewards / math.sqrt(float(self.return_stats.var) + 1e-8)
         return rewards
 
     def compute_advantages(
@@ -408,9 +388,9 @@ class PPOLearner:
                 "episodes_seen": self.episodes_seen,
                 "samples_seen": self.samples_seen,
                 "return_stats": [
-                    self.return_stats.mean,
-                    self.return_stats.var,
-                    self.return_stats.count,
+                    float(self.return_stats.mean),
+                    float(self.return_stats.var),
+                    float(self.return_stats.count),
                 ],
                 "discounted": {str(k): v for k, v in self._discounted.items()},
                 "hyperparameters": {h: getattr(self.workload, h) for h in HYPERPARAMETERS},

@@ -26,6 +26,7 @@ import torch
 from fleetgym.agents.policies import ActorCriticPolicy, NumpyActorCritic
 from fleetgym.agents.types import Trajectory, Weights
 from fleetgym.agents.workloads import Workload, get_workload
+from fleetgym.validation import check_int
 
 
 def slot_seeds(seed: int, actor_id: int, incarnation: int = 0) -> tuple[int, np.random.Generator]:
@@ -36,10 +37,8 @@ def slot_seeds(seed: int, actor_id: int, incarnation: int = 0) -> tuple[int, np.
     return env_seed, np.random.default_rng(sampling_sequence)
 
 
-def _check_int(name: str, value: object, minimum: int) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{name}: expected an int >= {minimum}, actual {value!r}")
-    return int(value)
+#: Most env steps one rollout collects per slot (its arrays are allocated up front).
+MAX_ROLLOUT_STEPS = 10_000_000
 
 
 @dataclass
@@ -87,9 +86,9 @@ class RolloutWorker:
         self, workload: Workload | str, actor_id: int, seed: int, incarnation: int = 0
     ) -> None:
         self.workload = get_workload(workload)
-        self.actor_id = _check_int("actor_id", actor_id, 0)
-        self.seed = _check_int("seed", seed, 0)
-        self.incarnation = _check_int("incarnation", incarnation, 0)
+        self.actor_id = check_int("actor_id", actor_id, low=0)
+        self.seed = check_int("seed", seed, low=0)
+        self.incarnation = check_int("incarnation", incarnation, low=0)
         self.env_seed, self.rng = slot_seeds(self.seed, self.actor_id, self.incarnation)
         self.env = self.workload.make_env(seed=self.env_seed)
         self.policy = self.workload.make_policy()
@@ -220,7 +219,7 @@ def rollout_many(
     """
     if not workers:
         raise ValueError("workers: expected at least one RolloutWorker, actual none")
-    steps = _check_int("steps", steps, 1)
+    steps = check_int("steps", steps, 1, MAX_ROLLOUT_STEPS)
     names = {w.workload for w in workers}
     if len(names) != 1:
         raise ValueError(f"workers: expected one workload, actual {sorted(w.name for w in names)}")

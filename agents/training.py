@@ -8,15 +8,18 @@ asks to stop. It returns a :class:`TrainingHistory`, one :class:`RoundRecord` pe
 from __future__ import annotations
 
 import logging
-import numbers
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import gymnasium as gym
+import numpy as np
+
 from fleetgym.agents.types import ActorFleet, Learner, RoundResult, UpdateStats
 from fleetgym.agents.workloads import Workload, get_workload
 from fleetgym.errors import FleetError
+from fleetgym.validation import check_float, check_int
 
 logger = logging.getLogger(__name__)
 
@@ -77,11 +80,13 @@ class TrainingHistory:
         return len(self.rounds)
 
 
-def _positive_int(name: str, value: object) -> int:
-    # numbers.Integral admits numpy integers (a schedule built with numpy returns them).
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name}: expected an int >= 1, actual {value!r}")
-    return int(value)
+#: Most env steps per actor per round (a rollout allocates its arrays up front).
+MAX_STEPS_PER_ACTOR = 10_000_000
+
+
+def _positive_int(name: str, value: object, high: int | None = None) -> int:
+    # check_int admits numpy integers (a schedule built with numpy returns them).
+    return check_int(name, value, 1, high)
 
 
 def train(
@@ -127,25 +132,25 @@ def train(
 
     Raises:
         ValueError: For non-positive budgets or actor counts, more actors than the fleet
-            has, or a NaN target.
-        TypeError: For a target that is not a number or a callback that is not callable.
+            has, more than 10,000,000 steps per actor, or a NaN target.
+        TypeError: For a non-integer budget, a target that is not a number or a callback
+            that is not callable.
         FleetError: If a round returns no trajectory (or fewer than asked, with
             ``allow_partial=False``).
     """
     wl = get_workload(workload)
     max_rounds = _positive_int("max_rounds", max_rounds)
     steps = _positive_int(
-        "steps_per_actor", wl.rollout_steps if steps_per_actor is None else steps_per_actor
+        "steps_per_actor",
+        wl.rollout_steps if steps_per_actor is None else steps_per_actor,
+        MAX_STEPS_PER_ACTOR,
     )
     if max_steps is not None:
         _positive_int("max_steps", max_steps)
     if target is None:
         target = wl.target_return
-    if isinstance(target, bool) or not isinstance(target, numbers.Real):
-        raise TypeError(f"target: expected a number or None, actual {type(target).__name__}")
-    if target != target:  # NaN: no return would ever reach it, nor fail to
-        raise ValueError(f"target: expected a number (inf: never stop early), actual {target!r}")
-    target = float(target)
+    # NaN is rejected: no return would ever reach it, nor fail to; inf never stops early.
+    target = check_float("target", target, allow_inf=True)
     if callback is not None and not callable(callback):
         raise TypeError(f"callback: expected a callable or None, actual {type(callback).__name__}")
     if callable(num_actors):
@@ -252,14 +257,9 @@ def evaluate_policy(
     Raises:
         ValueError: If ``episodes`` or ``max_steps_per_episode`` < 1, or ``seed`` < 0.
     """
-    import gymnasium as gym
-    import numpy as np
-
     wl = get_workload(workload)
     episodes = _positive_int("episodes", episodes)
-    if not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"seed: expected an int >= 0, actual {seed!r}")
-    seed = int(seed)
+    seed = check_int("seed", seed, low=0)
     if max_steps_per_episode is not None:
         max_steps_per_episode = _positive_int("max_steps_per_episode", max_steps_per_episode)
     env = wl.make_env(seed=seed)

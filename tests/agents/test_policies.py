@@ -270,3 +270,46 @@ def test_numpy_snapshot_refuses_cnn_policies():
     )
     with pytest.raises(ValueError, match="expected an MLP policy"):
         NumpyActorCritic(policy)
+
+
+@pytest.mark.parametrize("action_space", [gym.spaces.Discrete(4), BOX])
+def test_log_prob_entropy_and_kl_agree_with_torch_distributions(action_space):
+    # The policy keeps its own formulas (the learner's seeded figures depend on their exact
+    # rounding); torch.distributions checks the maths to float32 rounding.
+    from torch.distributions import Categorical, Independent, Normal, kl_divergence
+
+    torch.manual_seed(0)
+    policy = _policy(action_space, log_std_init=-0.3)
+    params_p = torch.randn(64, policy.action_dim) * 2
+    params_q = torch.randn(64, policy.action_dim) * 2
+    if policy.discrete:
+        actions = torch.randint(0, policy.action_dim, (64,))
+        dist_p, dist_q = Categorical(logits=params_p), Categorical(logits=params_q)
+        kl = policy.kl_divergence(params_p, params_q)
+    else:
+        actions = torch.randn(64, policy.action_dim)
+        other_log_std = torch.full((policy.action_dim,), 0.4)
+        std = policy.log_std.exp().detach()
+        dist_p = Independent(Normal(params_p, std), 1)
+        dist_q = Independent(Normal(params_q, other_log_std.exp()), 1)
+        kl = policy.kl_divergence(params_p, params_q, log_std_q=other_log_std)
+    with torch.no_grad():
+        torch.testing.assert_close(policy.log_prob(params_p, actions), dist_p.log_prob(actions))
+        torch.testing.assert_close(policy.entropy(params_p), dist_p.entropy())
+        torch.testing.assert_close(kl, kl_divergence(dist_p, dist_q))
+
+
+@pytest.mark.parametrize(
+    ("kw", "error", "match"),
+    [
+        ({"log_std_init": float("nan")}, ValueError, "log_std_init: expected a finite number"),
+        ({"hidden_sizes": (64, 10**12)}, ValueError, r"hidden_sizes\[1\]: expected an int in"),
+        ({"hidden_sizes": (64.0,)}, TypeError, r"hidden_sizes\[0\]: expected an int"),
+        ({"hidden_sizes": "64"}, TypeError, "hidden_sizes: expected a sequence of ints"),
+        ({"normalize_obs": "no"}, TypeError, "normalize_obs: expected a bool"),
+        ({"network": 3}, TypeError, "network: expected one of"),
+    ],
+)
+def test_bad_hyperparameters_are_rejected_up_front(kw, error, match):
+    with pytest.raises(error, match=match):
+        _policy(BOX, **kw)

@@ -214,9 +214,11 @@ def test_invalid_arguments():
     bad.obs = np.zeros((4, 3), np.float32)
     with pytest.raises(ValueError, match="trajectory obs: expected shape"):
         learner.update([bad])
-    with pytest.raises(ValueError, match="lr: expected a float > 0"):
+    with pytest.raises(ValueError, match="lr: expected a finite number > 0"):
         learner.set_learning_rate(0.0)
-    with pytest.raises(ValueError, match="lr: expected a float > 0, actual '1e-3'"):
+    with pytest.raises(ValueError, match="lr: expected a finite number > 0, actual inf"):
+        learner.set_learning_rate(float("inf"))
+    with pytest.raises(TypeError, match="lr: expected a number, actual str '1e-3'"):
         learner.set_learning_rate("1e-3")  # type: ignore[arg-type]
 
 

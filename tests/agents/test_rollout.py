@@ -173,21 +173,24 @@ def test_real_cartpole_rollout():
     ("kwargs", "match"),
     [
         ({"actor_id": -1}, "actor_id: expected an int >= 0"),
-        ({"seed": 1.5}, "seed: expected an int >= 0"),
+        ({"seed": 1.5}, "seed: expected an int, actual float 1.5"),
         ({"incarnation": -2}, "incarnation: expected an int >= 0"),
     ],
 )
 def test_invalid_worker_arguments(kwargs, match):
     args = {"actor_id": 0, "seed": 0, **kwargs}
-    with pytest.raises(ValueError, match=match):
+    error = TypeError if isinstance(kwargs.get("seed"), float) else ValueError
+    with pytest.raises(error, match=match):
         RolloutWorker(COUNTER, **args)
 
 
 def test_invalid_rollout_arguments():
     worker = RolloutWorker(COUNTER, 0, 0)
     weights = worker.policy.get_weights()
-    with pytest.raises(ValueError, match="steps: expected an int >= 1"):
+    with pytest.raises(ValueError, match=r"steps: expected an int in \[1, 10000000\]"):
         worker.rollout(weights, 0, 0)
+    with pytest.raises(ValueError, match=r"steps: expected an int in \[1, 10000000\]"):
+        worker.rollout(weights, 10**12, 0)
     with pytest.raises(ValueError, match="workers: expected at least one"):
         rollout_many([], weights, 3, 0)
     with pytest.raises(ValueError, match="workers: expected one workload"):

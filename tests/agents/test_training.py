@@ -152,7 +152,7 @@ def test_partial_rounds():
 
 def test_invalid_target_and_callback():
     fleet, learner = CountingFleet(), ScriptedLearner([0.0] * 3)
-    with pytest.raises(TypeError, match=r"target: expected a number or None, actual str"):
+    with pytest.raises(TypeError, match=r"target: expected a number, actual str"):
         train("CartPole-v1", fleet, learner, 1, 2, target="475")
     with pytest.raises(TypeError, match=r"callback: expected a callable or None, actual int"):
         train("CartPole-v1", fleet, learner, 1, 2, callback=3)
@@ -165,7 +165,8 @@ def test_invalid_target_and_callback():
         ({"num_actors": 0}, "num_actors: expected an int >= 1"),
         ({"num_actors": 9}, "expected at most the fleet's max_actors=8, actual 9"),
         ({"max_rounds": 0}, "max_rounds: expected an int >= 1"),
-        ({"steps_per_actor": -3}, "steps_per_actor: expected an int >= 1"),
+        ({"steps_per_actor": -3}, r"steps_per_actor: expected an int in \[1, 10000000\]"),
+        ({"steps_per_actor": 10**12}, r"steps_per_actor: expected an int in \[1, 10000000\]"),
         ({"max_steps": 0}, "max_steps: expected an int >= 1"),
     ],
 )
