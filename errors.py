@@ -42,3 +42,12 @@ class FleetError(FleetgymError, RuntimeError):
 
 class InvalidActionError(FleetgymError, ValueError):
     """An action that is not an element of the action space; the message names the step."""
+
+
+class ProtocolError(FleetgymError, ValueError):
+    """A network message that is malformed, oversized, truncated, of another protocol
+    version or not authenticated (the remote env's wire format)."""
+
+
+class RemoteEnvError(FleetgymError, ConnectionError):
+    """A remote env server that cannot be reached, stopped answering or refused a request."""

@@ -17,6 +17,11 @@ ENV_SPECS: dict[str, dict[str, Any]] = {
     "fleetgym/NetShim-v0": {
         "entry_point": "fleetgym.wrappers.network_shim:make_network_shim_env",
     },
+    # Mode 3: an env served by `fleetgym serve-env` (kwargs address, profile, ...).
+    "fleetgym/Remote-v0": {
+        "entry_point": "fleetgym.wrappers.remote.client:RemoteEnv",
+        "nondeterministic": True,
+    },
     # Part B: one whole distributed training run as an MDP (kwargs workload, ...).
     "fleetgym/ActorScheduling-v0": {
         "entry_point": "fleetgym.meta_env.actor_scheduling:ActorSchedulingEnv",
