@@ -20,6 +20,8 @@ from fleetgym.agents.types import ActorTiming, RoundResult, Trajectory, UpdateSt
 from fleetgym.errors import UnknownWorkloadError
 from fleetgym.meta_env import ActorSchedulingEnv
 from fleetgym.meta_env.presets import scheduling_defaults
+from fleetgym.meta_env.pricing import get_pricing
+from fleetgym.meta_env.time_model import TimeModel
 
 STEPS = 10
 WEIGHT_BYTES = 1000  # 250 float32
@@ -610,3 +612,138 @@ def test_keep_alive_ttl_of_zero_releases_at_the_next_round():
     assert info["actor_times"] == pytest.approx([warm, cold, cold, cold], abs=1e-12)
     with pytest.raises(ValueError, match="keep_alive_s"):
         make_env(prewarm=True, keep_alive_s=-1.0)
+
+
+# ----------------------------------------------------------------- time_model= and pricing=
+TIME_FIELDS = (
+    "cold_start_actor_s",
+    "cold_start_learner_s",
+    "prewarm",
+    "bandwidth_bytes_per_s",
+    "latency_s",
+    "learner_speed_factor",
+)
+
+
+def _episode(env, actions=(2, 0, 3)):
+    env.reset(seed=0)
+    out = [env.step(a) for a in actions]
+    env.close()
+    return [(o.tolist(), r, i["round_cost"], i["actor_times"]) for o, r, _, _, i in out]
+
+
+def test_time_model_and_pricing_objects_match_the_flat_arguments():
+    flat = make_env(prewarm=True, keep_alive_s=0.2)
+    time_model = TimeModel(
+        cold_start_actor_s=0.3,
+        cold_start_learner_s=1.5,
+        prewarm=True,
+        keep_alive_s=0.2,
+        bandwidth_bytes_per_s=1e6,
+        latency_s=0.01,
+        learner_speed_factor=2.0,
+    )
+    no_flat = {name: None for name in TIME_FIELDS}
+    objects = make_env(
+        **no_flat,
+        time_model=time_model,
+        pricing=get_pricing("aci-cpu", **UNIT_PRICES),
+        pricing_overrides=None,
+    )
+    assert objects.time_model is time_model
+    assert objects.accountant.time_model is time_model
+    assert _episode(objects) == _episode(flat)
+
+
+def test_time_model_with_its_flat_fields_is_an_error():
+    with pytest.raises(ValueError, match=r"time_model: expected either .*\['latency_s'\]"):
+        ActorSchedulingEnv("CartPole-v1", time_model=TimeModel(), latency_s=0.01)
+    with pytest.raises(TypeError, match="time_model: expected a TimeModel"):
+        ActorSchedulingEnv("CartPole-v1", time_model={"latency_s": 0.01})
+    with pytest.raises(ValueError, match="pricing_overrides: expected None with a PricingPreset"):
+        ActorSchedulingEnv("CartPole-v1", pricing=get_pricing("aci"), pricing_overrides={"x": 1})
+
+
+# ----------------------------------------------------------------- nothing non-finite flows out
+@pytest.mark.parametrize(
+    "action", [1e300, -1e300, math.inf, math.nan, np.uint64(2**64 - 1), 10**400]
+)
+def test_huge_actions_are_refused_clearly(action):
+    env = make_env()
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"action: expected an integer in \[0, 3\]"):
+        env.step(action)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "match"),
+    [
+        ({"target_return": "high"}, TypeError, "target_return: expected a number, actual str"),
+        ({"target_return": 1e300}, ValueError, "target_return: expected a finite number"),
+        ({"target_return": math.nan}, ValueError, "target_return"),
+        ({"beta": 1e300}, ValueError, "beta"),
+        ({"cost_weight": math.inf}, ValueError, "cost_weight"),
+        ({"penalty_scale": 1e-300}, ValueError, "penalty_scale"),
+        ({"budget": 1e300}, ValueError, "budget"),
+        ({"cold_start_actor_s": 1e300}, ValueError, "cold_start_actor_s"),
+        ({"latency_s": 1e300}, ValueError, "latency_s"),
+        ({"keep_alive_s": 1e300}, ValueError, "keep_alive_s"),
+        ({"bandwidth_bytes_per_s": 1e-300}, ValueError, "bandwidth_bytes_per_s"),
+        ({"learner_speed_factor": 1e-300}, ValueError, "learner_speed_factor"),
+        ({"learner_speed_factor": 1e300}, ValueError, "learner_speed_factor"),
+        ({"pricing_overrides": {"learner_second": 1e300}}, ValueError, "learner_second"),
+        ({"compute": {"actor_step_s": 1e300}}, ValueError, "actor_step_s"),
+        ({"compute": {"actor_jitter_cv": 1e200}}, ValueError, "actor_jitter_cv"),
+        ({"normalize_obs": "yes"}, TypeError, "normalize_obs: expected a bool"),
+    ],
+)
+def test_out_of_range_values_name_their_argument(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        make_env(**kwargs)
+
+
+@pytest.mark.parametrize("normalize_obs", [True, False])
+@pytest.mark.parametrize("timing", ["modeled", "measured"])
+def test_extreme_accepted_values_keep_every_output_finite(normalize_obs, timing):
+    from fleetgym.meta_env.presets import MAX_SCALE, MIN_PENALTY_SCALE
+    from fleetgym.meta_env.pricing import MAX_PRICE
+    from fleetgym.meta_env.time_model import (
+        MAX_JITTER_CV,
+        MAX_SECONDS,
+        MAX_SPEED_FACTOR,
+        MIN_BANDWIDTH,
+    )
+
+    prices = {name: MAX_PRICE for name in UNIT_PRICES} | {
+        "server_learner_vm_hour": MAX_PRICE,
+        "server_actor_vm_hour": MAX_PRICE,
+    }
+    env = make_env(
+        timing=timing,
+        normalize_obs=normalize_obs,
+        target_return=-MAX_SCALE,
+        beta=MAX_SCALE,
+        cost_weight=MAX_SCALE,
+        penalty_scale=MIN_PENALTY_SCALE,
+        budget=MAX_SCALE,
+        max_rounds=2,
+        pricing_overrides=prices,
+        cold_start_actor_s=MAX_SECONDS,
+        cold_start_learner_s=MAX_SECONDS,
+        latency_s=MAX_SECONDS,
+        bandwidth_bytes_per_s=MIN_BANDWIDTH,
+        learner_speed_factor=1.0 / MAX_SPEED_FACTOR,
+        compute={name: MAX_SECONDS for name in COMPUTE} | {"actor_jitter_cv": MAX_JITTER_CV},
+        learner_factory=NoEpisodeLearner,
+    )
+    obs, _ = env.reset(seed=0)
+    assert np.isfinite(obs).all()
+    done = False
+    while not done:
+        obs, reward, terminated, truncated, info = env.step(3)
+        done = terminated or truncated
+        assert np.isfinite(obs).all() and math.isfinite(reward)
+        for key in ("round_time", "round_cost", "total_cost", "total_time", "budget_left"):
+            assert math.isfinite(info[key]), key
+        assert np.isfinite(info["actor_times"]).all()
+        assert env.observation_space.contains(obs)

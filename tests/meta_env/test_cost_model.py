@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 
 from fleetgym.meta_env.cost_model import (
+    RoundAccountant,
     ServerClusterCostModel,
     ServerlessCostModel,
 )
 from fleetgym.meta_env.pricing import PricingPreset, get_pricing
-from fleetgym.meta_env.time_model import TimeModel
+from fleetgym.meta_env.time_model import ComputeCostModel, TimeModel
 
 
 def _unit_pricing() -> PricingPreset:
@@ -77,3 +78,131 @@ def test_server_cluster_bills_wall_time_idle_included():
         ServerClusterCostModel(p, actors=0)
     with pytest.raises(TypeError, match="PricingPreset"):
         ServerlessCostModel("aci")  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------- the round accountant
+def _accountant(**time_kwargs) -> RoundAccountant:
+    pricing = get_pricing(
+        "aci",
+        vcpu_second=1e-3,
+        gb_second=0.0,
+        actor_request=0.0,
+        learner_second=1e-2,
+        learner_request=0.0,
+    )
+    tm = TimeModel(latency_s=0.0, **time_kwargs)
+    return RoundAccountant(tm, pricing, max_actors=4)
+
+
+def test_accountant_cold_round_is_time_and_busy_seconds():
+    acc = _accountant()
+    bill = acc.account(actor_compute_s=[1.0, 2.0], learner_update_s=0.5)
+    assert bill.actor_times.tolist() == pytest.approx([1.3, 2.3])
+    assert bill.learner.total_s == pytest.approx(2.0)
+    assert bill.round_time == pytest.approx(2.0 + 2.3)
+    assert bill.cost.learner == pytest.approx(2.0 * 1e-2)
+    assert bill.cost.actors == pytest.approx((1.3 + 2.3) * 1e-3)
+    assert bill.prewarm_cost == 0.0
+    assert acc.rounds == 1 and acc.elapsed_s == pytest.approx(4.3)
+    assert acc.total_cost == pytest.approx(bill.total_cost)
+    acc.reset()
+    assert (acc.rounds, acc.elapsed_s, acc.total_cost) == (0, 0.0, 0.0)
+
+
+def test_accountant_keep_alive_pool_and_ttl():
+    ttl = 1.0
+    acc = _accountant(prewarm=True, keep_alive_s=ttl)
+    # Round 1: its 4 actors (and the learner) are warmed before training, paid once.
+    bill = acc.account(actor_compute_s=[0.5] * 4, learner_update_s=0.2)
+    assert bill.actor_times.tolist() == pytest.approx([0.5] * 4)
+    p1 = 0.2 + 0.5
+    assert bill.round_time == pytest.approx(p1)
+    assert bill.prewarm_cost == pytest.approx(4 * 0.3 * 1e-3 + 1.5 * 1e-2)
+    assert bill.cost.actors == pytest.approx(4 * p1 * 1e-3)  # alive to the end of the round
+    # Round 2 with 1 actor: slots 1-3 idle, billed for min(round, ttl left).
+    bill = acc.account(actor_compute_s=[0.5], learner_update_s=0.2)
+    p2 = 0.7
+    assert bill.cost.warm_pool == pytest.approx(3 * min(p2, ttl) * 1e-3)
+    assert bill.prewarm_cost == 0.0
+    # Round 3: 4 actors again within the ttl: all warm, no cold start.
+    assert acc.warm_slots(4) == 4
+    bill = acc.account(actor_compute_s=[0.5] * 4, learner_update_s=0.2)
+    assert bill.actor_times.tolist() == pytest.approx([0.5] * 4)
+    # Rounds 4-6 with 1 actor run past the ttl; then 3 of 4 slots are cold again.
+    for _ in range(3):
+        acc.account(actor_compute_s=[0.5], learner_update_s=0.2)
+    assert acc.warm_slots(4) == 1
+    bill = acc.account(actor_compute_s=[0.5] * 4, learner_update_s=0.2)
+    assert bill.actor_times.tolist() == pytest.approx([0.5, 0.8, 0.8, 0.8])
+    assert acc.rounds == 7
+
+
+def test_accountant_requested_slots_stay_warm_when_a_trajectory_is_lost():
+    acc = _accountant(prewarm=True, keep_alive_s=0.0)
+    # 3 actors were asked for, one failed: slots 0 and 2 returned, all 3 are kept alive.
+    acc.account(actor_compute_s=[0.5, 0.5], actor_ids=[0, 2], num_actors=3, learner_update_s=0.2)
+    assert acc.warm_slots(3) == 3
+
+
+def test_accountant_fixed_pool_and_server_billing():
+    pooled = _accountant(prewarm=True, warm_pool=2)
+    bill = pooled.account(actor_compute_s=[0.5] * 3, learner_update_s=0.2)
+    assert bill.actor_times.tolist() == pytest.approx([0.5, 0.5, 0.8])
+    server = RoundAccountant(
+        TimeModel(latency_s=0.0), get_pricing("aci"), max_actors=32, billing="server"
+    )
+    bill = server.account(actor_compute_s=[0.5] * 32, learner_update_s=0.2)
+    assert bill.actor_times.tolist() == pytest.approx([0.5] * 32)  # VMs: no cold start
+    assert bill.learner.cold_start_s == 0.0
+    assert bill.total_cost == pytest.approx(0.7 * (3.06 + 4 * 1.008) / 3600)
+    assert server.warm_slots(32) == 0  # no serverless pool to keep
+
+
+def test_accountant_reference_times():
+    acc = _accountant(prewarm=True)
+    compute = ComputeCostModel(0.01, 0.0, 0.001, 0.1)
+    learner_s, actor_s = acc.reference_times(compute, steps_per_actor=10)
+    assert learner_s == pytest.approx(0.1 + 4 * 10 * 0.001)
+    assert actor_s == pytest.approx(10 * 0.01)
+
+
+@pytest.mark.parametrize(
+    ("call", "exc", "match"),
+    [
+        (
+            lambda: RoundAccountant("fast", get_pricing("aci"), max_actors=4),  # type: ignore[arg-type]
+            TypeError,
+            "time_model: expected a TimeModel",
+        ),
+        (
+            lambda: RoundAccountant(TimeModel(), "aci", max_actors=4),  # type: ignore[arg-type]
+            TypeError,
+            "pricing: expected a PricingPreset",
+        ),
+        (
+            lambda: RoundAccountant(TimeModel(), get_pricing("aci"), max_actors=4, billing="x"),
+            ValueError,
+            "billing: expected one of",
+        ),
+        (
+            lambda: RoundAccountant(TimeModel(), get_pricing("aci"), max_actors=0),
+            ValueError,
+            "max_actors: expected an int >= 1",
+        ),
+        (
+            lambda: _accountant().account(
+                actor_compute_s=[1.0], actor_ids=[0, 1], learner_update_s=1
+            ),
+            ValueError,
+            "expected 1 entries",
+        ),
+        (
+            lambda: _accountant().account(actor_compute_s=[1.0], num_actors=5, learner_update_s=1),
+            ValueError,
+            r"num_actors: expected an int in \[0, 4\]",
+        ),
+    ],
+)
+def test_accountant_errors(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
