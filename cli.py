@@ -30,10 +30,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "fleetgym.experiments.schedule.cli",
         "train, fine-tune and evaluate actor schedulers",
     ),
+    "serve-env": (
+        "fleetgym.experiments.serve_env",
+        "serve a Gymnasium env to remote agents (Mode 3)",
+    ),
     "reproduce": (
         "fleetgym.experiments.reproduce",
         "run the headline experiments and write a report",
     ),
+    "lag-sweep": ("fleetgym.experiments.lag_sweep", "final return against an injected policy lag"),
 }
 
 

@@ -1,0 +1,274 @@
+"""``fleetgym lag-sweep``: final return against an injected policy lag, per loss and compensation.
+
+Each run trains :class:`~fleetgym.agents.async_ppo.AsyncPPO` without threads
+(``concurrent=False``) with ``lag_injection=k``: the actor acts with the weights from ``k``
+updates ago (early on, the oldest that exist), so every sample of update ``u`` has lag
+``min(k, u)`` exactly and a run is deterministic for its seed. After the step budget, the
+learner's own policy (not the stale behaviour policy) is scored over deterministic
+evaluation episodes. The grid: lags 0, 10, 50, 200, 1000 updates; PPO-clip, V-trace and
+GIPO (sigma 0.5 and 0.8); with and without value recomputation and global advantage
+normalisation (both on or both off); several seeds. Writes ``lag_sweep.md`` (a table,
+mean +- std over seeds), ``lag_sweep.csv`` (one row per run) and ``lag_sweep.png``.
+
+Example::
+
+    fleetgym lag-sweep --env CartPole-v1 --quick --out runs/lag
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from fleetgym.experiments.argtypes import non_negative_int, positive_int
+from fleetgym.experiments.tables import group_by, markdown_table, mean_std, write_csv
+
+ENVS = ("CartPole-v1", "Hopper-v5")
+LAGS = (0, 10, 50, 200, 1000)
+#: (label, loss, sigma)
+LOSSES: tuple[tuple[str, str, float], ...] = (
+    ("ppo", "ppo", 0.8),
+    ("vtrace", "vtrace", 0.8),
+    ("gipo-0.5", "gipo", 0.5),
+    ("gipo-0.8", "gipo", 0.8),
+)
+VARIANTS = ("plain", "compensated")  # compensated: value recomputation + global norm
+#: Per env: env steps per update (one actor), epochs, minibatch, and the step budgets.
+SETTINGS: dict[str, dict[str, Any]] = {
+    "CartPole-v1": dict(steps=32, epochs=2, minibatch=32, budget=40_000, quick_budget=3_200),
+    "Hopper-v5": dict(steps=64, epochs=2, minibatch=64, budget=200_000, quick_budget=6_400),
+}
+QUICK_LOSSES = ("ppo", "gipo-0.8")
+
+
+@dataclass
+class SweepRun:
+    """One training run of the sweep and its evaluated final return."""
+
+    env: str
+    loss: str
+    variant: str
+    lag: int
+    seed: int
+    steps: int
+    updates: int
+    final_return: float  # deterministic evaluation of the learner's final policy
+    train_return: float  # mean of the last 100 training episodes (behaviour policy)
+    wall_s: float
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add this subcommand's arguments (imports nothing heavy)."""
+    parser.add_argument("--env", choices=ENVS, default="CartPole-v1", help="workload")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"minutes on 2 cores: losses {', '.join(QUICK_LOSSES)}, compensated only, "
+        "a short budget",
+    )
+    parser.add_argument("--seeds", type=positive_int, default=3, help="seeds per cell (3)")
+    parser.add_argument("--out", type=Path, default=Path("lag_sweep"), help="output folder")
+    parser.add_argument(
+        "--lags", type=non_negative_int, nargs="+", default=list(LAGS), help="lags in updates"
+    )
+    parser.add_argument(
+        "--losses",
+        nargs="+",
+        choices=[label for label, _, _ in LOSSES],
+        default=None,
+        help="losses (default all; --quick: ppo gipo-0.8)",
+    )
+    parser.add_argument(
+        "--variants", nargs="+", choices=VARIANTS, default=None, help="compensation switches"
+    )
+    parser.add_argument("--steps", type=positive_int, default=None, help="env steps per run")
+    parser.add_argument(
+        "--eval-episodes", type=positive_int, default=5, help="evaluation episodes per run"
+    )
+    parser.add_argument("--jobs", type=positive_int, default=1, help="worker processes")
+    parser.add_argument("--shard", default=None, help=argparse.SUPPRESS)  # "i/n", internal
+
+
+def _grid(args: argparse.Namespace) -> list[tuple[str, str, int, int]]:
+    losses = args.losses or (list(QUICK_LOSSES) if args.quick else [x[0] for x in LOSSES])
+    variants = args.variants or (["compensated"] if args.quick else list(VARIANTS))
+    return [
+        (loss, variant, lag, seed)
+        for loss in losses
+        for variant in variants
+        for lag in args.lags
+        for seed in range(args.seeds)
+    ]
+
+
+def run_one(
+    env: str, loss: str, variant: str, lag: int, seed: int, steps: int, episodes: int
+) -> SweepRun:
+    """Train one cell of the grid and evaluate its final policy."""
+    from fleetgym.agents.async_ppo import AsyncPPO
+    from fleetgym.agents.training import evaluate_policy
+
+    setting = SETTINGS[env]
+    _, kind, sigma = next(x for x in LOSSES if x[0] == loss)
+    compensated = variant == "compensated"
+    started = time.perf_counter()
+    model = AsyncPPO(
+        env,
+        loss=kind,
+        sigma=sigma,
+        max_policy_lag=lag,
+        lag_injection=lag,
+        concurrent=False,
+        n_actors=1,
+        steps_per_actor=setting["steps"],
+        recompute_values=compensated,
+        global_advantage_norm=compensated,
+        seed=seed,
+        epochs=setting["epochs"],
+        minibatch_size=setting["minibatch"],
+    )
+    model.learn(steps)
+    returns = evaluate_policy(model.learner.policy, env, episodes, seed=10_000 + seed)
+    model.close()
+    return SweepRun(
+        env=env,
+        loss=loss,
+        variant=variant,
+        lag=lag,
+        seed=seed,
+        steps=model.num_timesteps,
+        updates=model.learner.policy_version,
+        final_return=sum(returns) / len(returns),
+        train_return=model.learner.mean_return,
+        wall_s=time.perf_counter() - started,
+    )
+
+
+def _run_shard(args: argparse.Namespace, steps: int, index: int, count: int) -> list[SweepRun]:
+    runs = []
+    for i, (loss, variant, lag, seed) in enumerate(_grid(args)):
+        if i % count == index:
+            runs.append(run_one(args.env, loss, variant, lag, seed, steps, args.eval_episodes))
+    return runs
+
+
+def _run_parallel(args: argparse.Namespace, steps: int) -> list[SweepRun]:
+    """The grid split over ``--jobs`` child processes; results come back as JSON files."""
+    shard_dir = args.out / "shards"
+    shard_dir.mkdir(parents=True, exist_ok=True)
+    base = [sys.executable, "-m", "fleetgym", "lag-sweep", "--env", args.env]
+    base += ["--seeds", str(args.seeds), "--steps", str(steps), "--out", str(shard_dir)]
+    base += ["--eval-episodes", str(args.eval_episodes), "--lags", *map(str, args.lags)]
+    if args.quick:
+        base.append("--quick")
+    if args.losses:
+        base += ["--losses", *args.losses]
+    if args.variants:
+        base += ["--variants", *args.variants]
+    children = [subprocess.Popen([*base, "--shard", f"{i}/{args.jobs}"]) for i in range(args.jobs)]
+    try:
+        codes = [child.wait() for child in children]
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    if any(codes):
+        raise RuntimeError(f"lag-sweep shards: expected exit status 0, actual {codes}")
+    runs = []
+    for i in range(args.jobs):
+        rows = json.loads((shard_dir / f"shard_{i}.json").read_text())
+        runs += [SweepRun(**row) for row in rows]
+    return runs
+
+
+def report(runs: list[SweepRun], out: Path, title: str) -> tuple[Path, Path]:
+    """Write the Markdown table and the PNG (final return vs lag, mean +- std over seeds)."""
+    from matplotlib.figure import Figure
+
+    lags = sorted({r.lag for r in runs})
+    cells = group_by(runs, key=lambda r: (r.loss, r.variant, r.lag))
+    rows = []
+    for loss, variant in group_by(runs, key=lambda r: (r.loss, r.variant)):
+        row = [loss, variant]
+        for lag in lags:
+            values = [r.final_return for r in cells.get((loss, variant, lag), [])]
+            mean, std = mean_std(values) if values else (math.nan, math.nan)
+            row.append("-" if math.isnan(mean) else f"{mean:.0f} ± {std:.0f}")
+        rows.append(row)
+    seeds = len({r.seed for r in runs})
+    steps = max(r.steps for r in runs)
+    lines = [
+        f"# {title}",
+        "",
+        f"Final return (deterministic evaluation of the learner's policy), mean ± std over "
+        f"{seeds} seeds, {steps} env steps per run; columns: injected lag in updates.",
+        "",
+        *markdown_table(["loss", "compensation", *[f"lag {k}" for k in lags]], rows),
+        "",
+    ]
+    md = out / "lag_sweep.md"
+    md.write_text("\n".join(lines))
+
+    variants = list(dict.fromkeys(r.variant for r in runs))
+    fig = Figure(figsize=(5.2 * len(variants), 3.8))
+    axes = fig.subplots(1, len(variants), sharey=True, squeeze=False)[0]
+    for ax, variant in zip(axes, variants, strict=True):
+        for loss in dict.fromkeys(r.loss for r in runs):
+            points = [
+                (lag, *mean_std([r.final_return for r in cells[(loss, variant, lag)]]))
+                for lag in lags
+                if (loss, variant, lag) in cells
+            ]
+            if not points:
+                continue
+            xs = [p[0] for p in points]
+            means = [p[1] for p in points]
+            stds = [p[2] for p in points]
+            ax.errorbar(xs, means, yerr=stds, marker="o", capsize=3, label=loss)
+        ax.set_xscale("symlog", linthresh=10)
+        ax.set_xlabel("injected policy lag (updates)")
+        ax.set_title(variant)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("final return")
+    axes[0].legend(loc="best", fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    png = out / "lag_sweep.png"
+    fig.savefig(png, dpi=110)
+    return md, png
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the sweep and write its table, CSV and figure; returns 0."""
+    import torch
+
+    torch.set_num_threads(1)
+    setting = SETTINGS[args.env]
+    steps = args.steps or (setting["quick_budget"] if args.quick else setting["budget"])
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.shard is not None:
+        index, count = (int(x) for x in args.shard.split("/"))
+        runs = _run_shard(args, steps, index, count)
+        path = args.out / f"shard_{index}.json"
+        path.write_text(json.dumps([asdict(r) for r in runs]))
+        return 0
+    grid = _grid(args)
+    print(f"lag sweep on {args.env}: {len(grid)} runs of {steps} env steps, {args.jobs} job(s)")
+    started = time.perf_counter()
+    runs = _run_parallel(args, steps) if args.jobs > 1 else _run_shard(args, steps, 0, 1)
+    write_csv(args.out / "lag_sweep.csv", runs)
+    title = f"{args.env}: final return vs injected policy lag"
+    md, png = report(runs, args.out, title)
+    print(md.read_text())
+    print(
+        f"wrote {md}, {png} and {args.out / 'lag_sweep.csv'} in {time.perf_counter() - started:.0f} s"
+    )
+    return 0
