@@ -32,6 +32,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument(
+        "--netem",
+        metavar="NAME",
+        default=None,
+        help="print the tc netem commands equivalent to profile NAME and exit",
+    )
+    parser.add_argument(
         "--samples",
         type=int,
         default=20_000,
@@ -105,8 +111,29 @@ def _finite(x: Any) -> Any:
     return x
 
 
+def _print_netem(name: str) -> int:
+    """The tc commands applying profile ``name`` (uplink on the env host, downlink on the agent's)."""
+    from fleetgym.errors import UnknownProfileError
+    from fleetgym.wrappers.remote.netem import netem_command
+
+    try:
+        profile = get_profile(name)
+        up = netem_command(profile.uplink, "DEV_ENV_HOST")
+        down = netem_command(profile.downlink, "DEV_AGENT_HOST")
+    except (UnknownProfileError, ValueError) as exc:
+        print(f"fleetgym profiles: {exc}")
+        return 2
+    print(f"# profile {profile.name}: uplink (observations) leave the env host")
+    print(up)
+    print("# downlink (actions) leave the agent host")
+    print(down)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the profiles and traces; returns 0, or 2 for a bad argument."""
+    if getattr(args, "netem", None):
+        return _print_netem(args.netem)
     step_ms = float(args.step_ms)
     if not math.isfinite(step_ms) or step_ms <= 0:
         print(f"fleetgym profiles: expected --step-ms > 0, actual {args.step_ms}")

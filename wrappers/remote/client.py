@@ -303,7 +303,8 @@ class RemoteEnv(gym.Env[Any, Any]):
             self.sender.set_sampler(down)
             self._lost_base = 0
         else:
-            self.sender.clear()
+            # Packets in flight stay in flight (a network cannot unsend them); the
+            # receiver ignores the old episode's.
             self._lost_base = self.sender.lost
         obs = self._obs_from(reply)
         self._obs = obs

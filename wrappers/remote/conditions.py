@@ -86,12 +86,10 @@ class DelayedSender:
         self.overshoot_ns: collections.deque[int] = collections.deque(maxlen=keep_overshoot)
 
     def set_sampler(self, sampler: DelaySampler | None) -> None:
-        """Use a new delay stream (None: send at once, never drop) and drop queued packets."""
+        """Use a new delay stream (None: send at once, never drop); packets held stay held."""
         with self._cond:
             self._sampler = sampler
             self._buf, self._pos = [], 0
-            self._heap.clear()
-            self._last_release = -math.inf
 
     def clear(self) -> None:
         """Drop the packets held (a new episode); the delay stream continues."""

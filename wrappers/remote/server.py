@@ -251,7 +251,8 @@ class _Session:
             self.sender.set_sampler(up)
             self.lost_base = 0
         else:
-            self.sender.clear()
+            # Packets in flight stay in flight (a network cannot unsend them); the
+            # receiver ignores the old episode's.
             self.lost_base = self.sender.lost
         self.episode = ep
         self.box.reset(ep, -1)

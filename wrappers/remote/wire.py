@@ -39,6 +39,7 @@ import enum
 import hashlib
 import hmac
 import json
+import math
 import socket
 import struct
 import threading
@@ -339,11 +340,7 @@ class WireCodec:
             shape = struct.unpack_from(f"!{ndim}I", view, pos)
             pos += 4 * ndim
             dtype = _DTYPES[code]
-            nbytes = dtype.itemsize
-            for dim in shape:
-                nbytes *= dim
-                if nbytes > n:
-                    break
+            nbytes = dtype.itemsize * math.prod(shape)  # Python ints: no overflow
             if pos + nbytes > n:
                 raise self._reject(
                     "truncated", f"array of shape {shape} needs {nbytes} bytes, {n - pos} left"

@@ -1,0 +1,172 @@
+"""``fleetgym serve-env``: serve a Gymnasium env to remote agents (Mode 3).
+
+Runs a :class:`~fleetgym.wrappers.remote.RemoteEnvServer` until interrupted: one env per
+client session, control on TCP, observations and actions as UDP datagrams on the same
+port, the profile's uplink channel applied to observations at the socket. Agents connect
+with ``gym.make("fleetgym/Remote-v0", address="HOST:PORT")``.
+
+With ``--measure N`` it instead runs a Mode 3 client against itself for N control ticks
+and prints the parity report (socket vs shim delay and loss per direction, throughput
+against the control-rate ceiling, timer lateness, loopback round trips).
+
+Examples::
+
+    fleetgym serve-env --env-id CartPole-v1 --bind 127.0.0.1:7000 --profile wifi-normal
+    fleetgym serve-env --env-id CartPole-v1 --profile wifi-degraded --measure 3000 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+from typing import Any
+
+from fleetgym.experiments.argtypes import env_kwarg, positive_int
+
+__all__ = ["configure", "run"]
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add this subcommand's arguments (imports nothing heavy)."""
+    parser.add_argument("--env-id", required=True, help="the Gymnasium ID each session makes")
+    parser.add_argument(
+        "--env-kwarg",
+        type=env_kwarg,
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="keyword for gym.make (value parsed as JSON when it can be); repeatable",
+    )
+    parser.add_argument(
+        "--bind",
+        default="127.0.0.1:0",
+        metavar="HOST:PORT",
+        help="address to listen on, TCP and UDP (default 127.0.0.1:0, a free port)",
+    )
+    parser.add_argument(
+        "--profile",
+        default="perfect",
+        help="network profile applied at the socket (default perfect)",
+    )
+    parser.add_argument(
+        "--secret-file",
+        default=None,
+        help="file with the shared secret (>= 16 bytes); required for a non-loopback --bind",
+    )
+    parser.add_argument(
+        "--step-ms", type=float, default=None, help="control period (default: the env's)"
+    )
+    parser.add_argument(
+        "--max-sessions", type=positive_int, default=64, help="most clients at once (default 64)"
+    )
+    parser.add_argument("--record-dir", default=None, help="write each session's action trace here")
+    parser.add_argument(
+        "--port-file", default=None, help="write the port listened on to this file once bound"
+    )
+    parser.add_argument(
+        "--measure",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="run a client against this server for N ticks and print the parity report",
+    )
+    parser.add_argument(
+        "--transport", choices=("udp", "tcp"), default="udp", help="client transport for --measure"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of --measure (default 0)")
+    parser.add_argument("--json", action="store_true", help="print the --measure report as JSON")
+
+
+def _finite(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    return x
+
+
+def _print_report(rep: dict[str, Any]) -> None:
+    print(f"Mode 3 parity, profile {rep['profile']}, {rep['steps']} ticks of {rep['step_ms']:g} ms")
+    print(f"{'direction':<9} {'':<7} {'loss':>6} {'p10':>7} {'p50':>7} {'p90':>7} {'p99':>7}  (ms)")
+    for direction in ("uplink", "downlink"):
+        d = rep[direction]
+        for src in ("socket", "shim"):
+            s = d[src]
+            print(
+                f"{direction if src == 'socket' else '':<9} {src:<7} {s['loss']:>6.1%} "
+                f"{s['p10_ms']:>7.1f} {s['p50_ms']:>7.1f} {s['p90_ms']:>7.1f} {s['p99_ms']:>7.1f}"
+            )
+        print(f"{'':<9} {'ok':<7} " + " ".join(f"{k}={v}" for k, v in d["within"].items()))
+    print(
+        f"steps/hour {rep['steps_per_hour']:,.0f} = {rep['throughput_ratio']:.2f} x the ceiling "
+        f"{rep['ceiling_steps_per_hour']:,.0f}; overruns {rep['overruns']}"
+    )
+    late, over = rep["env_tick_late_ms"], rep["action_hold_overshoot_ms"]
+    print(
+        f"timer: env tick late p50 {late['p50']:.2f} / p99 {late['p99']:.2f} ms; "
+        f"action hold overshoot p50 {over['p50']:.2f} / p99 {over['p99']:.2f} ms"
+    )
+    for ch, q in rep["round_trip_ms"].items():
+        print(f"loopback round trip ({ch}): p50 {q['p50']:.3f} ms, p99 {q['p99']:.3f} ms")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until interrupted (or measure); returns 0, or 2 for a bad argument."""
+    from fleetgym.errors import FleetgymError
+    from fleetgym.wrappers.remote import RemoteEnvServer, read_secret
+    from fleetgym.wrappers.remote.parity import measure_socket_parity
+
+    try:
+        secret = read_secret(args.secret_file) if args.secret_file else None
+        record_dir = args.record_dir
+        tmp = None
+        if args.measure and record_dir is None:
+            tmp = tempfile.TemporaryDirectory()
+            record_dir = tmp.name
+        server = RemoteEnvServer(
+            args.env_id,
+            env_kwargs=dict(args.env_kwarg),
+            bind=args.bind,
+            profile=args.profile,
+            secret=secret,
+            step_ms=args.step_ms,
+            max_sessions=args.max_sessions,
+            record_dir=record_dir,
+        )
+        server.start()
+    except (FleetgymError, TypeError, ValueError, OSError) as exc:
+        print(f"fleetgym serve-env: {exc}", file=sys.stderr)
+        return 2
+    try:
+        host, port = server.address
+        if args.port_file:
+            with open(args.port_file, "w", encoding="utf-8") as handle:
+                handle.write(f"{port}\n")
+        if args.measure:
+            if secret is not None:
+                print("fleetgym serve-env: --measure runs without --secret-file", file=sys.stderr)
+                return 2
+            rep = measure_socket_parity(
+                server, args.measure, seed=args.seed, transport=args.transport
+            )
+            if args.json:
+                print(json.dumps(_finite(rep), indent=2))
+            else:
+                _print_report(rep)
+            return 0
+        print(
+            f"serving {args.env_id} on {host}:{port} (profile {server.profile.name}); Ctrl-C stops"
+        )
+        sys.stdout.flush()
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            print("stopping", file=sys.stderr)
+        return 0
+    finally:
+        server.stop()
+        if args.measure and tmp is not None:
+            tmp.cleanup()
