@@ -34,10 +34,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "fleetgym.experiments.serve_env",
         "serve a Gymnasium env to remote agents (Mode 3)",
     ),
-    "serve-env": (
-        "fleetgym.experiments.serve_env",
-        "serve a Gymnasium env to remote agents (Mode 3)",
-    ),
     "reproduce": (
         "fleetgym.experiments.reproduce",
         "run the headline experiments and write a report",
