@@ -27,6 +27,7 @@ from fleetgym.agents.fleet import make_fleet
 from fleetgym.agents.training import evaluate_policy, train
 from fleetgym.agents.workloads import WORKLOADS, get_workload
 from fleetgym.errors import UnknownWorkloadError
+from fleetgym.experiments import async_train
 from fleetgym.experiments.argtypes import non_negative_int, positive_int
 from fleetgym.experiments.tables import write_csv
 
@@ -96,6 +97,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="evaluate the final policy (deterministic) for this many episodes",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    async_train.configure(parser)
 
 
 def write_log(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -138,6 +140,9 @@ def run(args: argparse.Namespace) -> int:
     except UnknownWorkloadError as error:
         print(f"fleetgym train: {error}", file=sys.stderr)
         return 2
+    if args.mode == "async":
+        torch.set_num_threads(1)
+        return async_train.run(args, workload)
     if args.sequential and args.backend != "inprocess":
         print("fleetgym train: --sequential: expected --backend inprocess", file=sys.stderr)
         return 2

@@ -1,0 +1,106 @@
+"""``fleetgym train --mode async``: the asynchronous trainer from the command line.
+
+The ``train`` subcommand adds the arguments (:func:`configure`) and hands over to
+:func:`run` when ``--mode async`` is given: ``--actors`` actor threads collect while the
+learner trains (:class:`~fleetgym.agents.async_ppo.AsyncPPO`), with ``--loss``, ``--sigma``
+and ``--max-policy-lag``.
+
+Example::
+
+    fleetgym train --mode async --loss gipo --workload CartPole-v1 --actors 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from fleetgym.experiments.argtypes import non_negative_int
+
+LOSSES = ("gipo", "ppo", "vtrace")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the asynchronous trainer's arguments to ``fleetgym train``."""
+    parser.add_argument(
+        "--mode",
+        choices=("sync", "async"),
+        default="sync",
+        help="sync: rounds of the fleet then an update; async: actors collect while the "
+        "learner trains (default sync)",
+    )
+    parser.add_argument(
+        "--loss", choices=LOSSES, default="gipo", help="async: policy loss (default gipo)"
+    )
+    parser.add_argument(
+        "--sigma", type=float, default=0.8, help="async: GIPO weight width (default 0.8)"
+    )
+    parser.add_argument(
+        "--max-policy-lag",
+        type=non_negative_int,
+        default=8,
+        help="async: bound on the policy lag in updates (default 8)",
+    )
+
+
+def run(args: argparse.Namespace, workload: Any) -> int:
+    """Train with :class:`AsyncPPO`; returns 0 when the target was reached, 1 otherwise."""
+    from fleetgym.agents.async_ppo import AsyncPPO
+    from fleetgym.agents.training import evaluate_policy
+
+    steps_per_actor = args.steps_per_actor or workload.rollout_steps
+    rounds = args.rounds or workload.max_rounds
+    budget = args.max_steps or rounds * args.actors * steps_per_actor
+    target = workload.target_return if args.target is None else args.target
+    overrides = {} if args.lr is None else {"lr": args.lr}
+    try:
+        model = AsyncPPO(
+            workload,
+            loss=args.loss,
+            sigma=args.sigma,
+            max_policy_lag=args.max_policy_lag,
+            n_actors=args.actors,
+            steps_per_actor=steps_per_actor,
+            seed=args.seed,
+            **overrides,
+        )
+    except (TypeError, ValueError) as error:
+        print(f"fleetgym train: {error}", file=sys.stderr)
+        return 2
+    print(
+        f"training {workload.name} asynchronously: {args.actors} actor threads x "
+        f"{steps_per_actor} steps per rollout, loss {model.config.label}, max policy lag "
+        f"{args.max_policy_lag}, target {target:g}, budget {budget} env steps, seed {args.seed}"
+    )
+    started = time.perf_counter()
+    try:
+        model.learn(budget, progress_bar=not args.no_progress, target=target)
+    finally:
+        model.close()
+    wall = time.perf_counter() - started
+    final = model.learner.mean_return
+    reached = bool(model.learner.episodes_seen) and final >= target
+    last = model.history[-1] if model.history else None
+    print(
+        f"{'reached' if reached else 'did not reach'} target {target:g}: mean return "
+        f"{final:.1f} after {model.num_timesteps} env steps, {len(model.history)} updates, "
+        f"{wall:.1f} s wall"
+        + (
+            f", learner utilisation {last.learner_utilisation:.2f}, lag p99 "
+            f"{last.stats.lag_p99:g}, dropped samples {model.learner.dropped_samples_total}"
+            if last
+            else ""
+        )
+    )
+    if args.save is not None:
+        path = model.save(args.save)
+        print(f"saved the model to {path} (settings in {path.with_suffix('.json')})")
+    if args.eval_episodes:
+        returns = evaluate_policy(
+            model.learner.policy, workload, args.eval_episodes, seed=args.seed + 10_000
+        )
+        mean = sum(returns) / len(returns)
+        print(f"evaluation over {len(returns)} episodes (deterministic): {mean:.1f}")
+    return 0 if reached else 1

@@ -1,0 +1,45 @@
+"""``fleetgym train --mode async``: the asynchronous trainer from the command line."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleetgym.agents.async_ppo import AsyncPPO
+from fleetgym.cli import main
+
+
+@pytest.mark.timeout(180)
+def test_train_async_runs_saves_and_reloads(tmp_path, capsys):
+    path = tmp_path / "model.pt"
+    code = main(
+        [
+            "train",
+            "--mode",
+            "async",
+            "--loss",
+            "gipo",
+            "--actors",
+            "2",
+            "--steps-per-actor",
+            "16",
+            "--max-steps",
+            "64",
+            "--max-policy-lag",
+            "2",
+            "--no-progress",
+            "--save",
+            str(path),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 1  # 64 steps do not reach 475
+    assert "asynchronously: 2 actor threads" in out and "gipo(sigma=0.8)" in out
+    assert "64 env steps, 2 updates" in out
+    model = AsyncPPO.load(path)
+    assert model.learner.policy_version == 2 and model.config.loss == "gipo"
+
+
+def test_train_async_rejects_a_bad_sigma(capsys):
+    code = main(["train", "--mode", "async", "--sigma", "0", "--max-steps", "16"])
+    assert code == 2
+    assert "sigma: expected a finite number > 0" in capsys.readouterr().err
