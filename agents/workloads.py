@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import numbers
+import time
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
@@ -75,6 +76,12 @@ class Workload:
         reward_transform: ``"none"``, ``"sign"`` (Atari clipping) or ``"scale"`` (divide
             by the running std of discounted returns, as Gymnasium's ``NormalizeReward``).
         log_std_init: Initial log standard deviation of a Gaussian policy.
+        step_delay_s: Heterogeneous actors: the median extra wall time each env step
+            costs (a sleep, no CPU), modelling simulators of different cost. 0 (the
+            default) adds nothing.
+        step_delay_sigma: Spread of that delay across actors: each env built with a seed
+            draws its delay once, ``step_delay_s * exp(step_delay_sigma * z)`` with
+            ``z ~ N(0, 1)`` from the seed (log-normal: a long tail of slow actors).
 
     Raises:
         ValueError: If a field is out of range (checked at construction).
@@ -101,6 +108,8 @@ class Workload:
     normalize_obs: bool = False
     reward_transform: str = "none"
     log_std_init: float = 0.0
+    step_delay_s: float = 0.0
+    step_delay_sigma: float = 0.0
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -133,7 +142,7 @@ class Workload:
             value = getattr(self, name)
             if not _is_real(value) or not value > 0.0:
                 raise ValueError(f"{name}: expected a float > 0, actual {value!r}")
-        for name in ("ent_coef", "vf_coef"):
+        for name in ("ent_coef", "vf_coef", "step_delay_s", "step_delay_sigma"):
             value = getattr(self, name)
             if not _is_real(value) or not value >= 0.0:
                 raise ValueError(f"{name}: expected a float >= 0, actual {value!r}")
@@ -156,7 +165,22 @@ class Workload:
         env = _make_env(self.env_id, self.kind)
         if seed is not None:
             env.action_space.seed(int(seed))
+        if self.step_delay_s > 0.0:
+            env = StepDelay(env, self.actor_step_delay(seed))
         return env
+
+    def actor_step_delay(self, seed: int | None) -> float:
+        """The extra seconds per env step of the env built with ``seed`` (log-normal).
+
+        Example:
+            >>> w = get_workload("CartPole-v1").with_overrides(step_delay_s=0.002, step_delay_sigma=1.0)
+            >>> round(w.actor_step_delay(0), 5), round(w.actor_step_delay(1), 5)
+            (0.00864, 0.00053)
+        """
+        import numpy as np
+
+        z = np.random.default_rng(None if seed is None else [int(seed), 0xDE1A]).standard_normal()
+        return float(self.step_delay_s * np.exp(self.step_delay_sigma * z))
 
     def make_policy(self) -> ActorCriticPolicy:
         """Build a freshly initialised policy for this workload (imports torch)."""
@@ -185,6 +209,18 @@ class Workload:
         if unknown:
             raise TypeError(f"expected Workload fields {sorted(known)}, actual unknown {unknown}")
         return replace(self, **overrides)
+
+
+class StepDelay(gym.Wrapper):  # type: ignore[type-arg]
+    """Each ``step`` also sleeps ``delay_s`` seconds (a slower simulator; no CPU used)."""
+
+    def __init__(self, env: gym.Env, delay_s: float) -> None:
+        super().__init__(env)
+        self.delay_s = float(delay_s)
+
+    def step(self, action: Any) -> Any:
+        time.sleep(self.delay_s)
+        return self.env.step(action)
 
 
 def _is_real(value: Any) -> bool:

@@ -10,6 +10,9 @@ Three backends share one interface (:class:`~fleetgym.agents.types.ActorFleet`):
   observations.
 * :class:`RayFleet` (``"ray"``): one Ray actor per slot (``pip install fleetgym[ray]``).
 
+``make_fleet(..., inference="server")`` runs the in-process or process backend with
+its actors acting through a shared inference server (:mod:`fleetgym.agents.fleet.served`).
+
 Importing this package imports neither torch nor Ray.
 """
 
@@ -23,6 +26,8 @@ from fleetgym.agents.fleet.process import ProcessFleet
 
 #: Backend names accepted by :func:`make_fleet`.
 BACKENDS = ("inprocess", "process", "ray")
+#: Where the policy runs: each actor's own copy, or a shared inference server.
+INFERENCE_MODES = ("local", "server")
 
 
 def make_fleet(
@@ -30,6 +35,7 @@ def make_fleet(
     backend: str = "inprocess",
     max_actors: int = 32,
     seed: int = 0,
+    inference: str = "local",
     **opts: Any,
 ) -> FleetBase:
     """Build a fleet backend by name.
@@ -46,16 +52,32 @@ def make_fleet(
         backend: ``"inprocess"``, ``"process"`` or ``"ray"``.
         max_actors: Largest fleet a round may ask for.
         seed: Fleet seed.
+        inference: ``"local"`` (the default: every actor runs its own policy copy) or
+            ``"server"``: actors act through an inference server the fleet runs
+            (:mod:`fleetgym.agents.fleet.served`; ``"inprocess"`` and ``"process"``
+            backends; ``inference_options`` sets the server's options).
         **opts: Backend options (see each backend's class).
 
     Returns:
         The fleet (a context manager; ``close()`` releases its workers).
 
     Raises:
-        ValueError: On an unknown backend.
+        ValueError: On an unknown backend or inference mode.
         TypeError: On an option the backend does not take.
         ImportError: For ``"ray"`` without Ray installed.
     """
+    if inference not in INFERENCE_MODES:
+        raise ValueError(f"inference: expected one of {INFERENCE_MODES}, actual {inference!r}")
+    if inference == "server":
+        from fleetgym.agents.fleet.served import ServedInProcessFleet, ServedProcessFleet
+
+        if backend == "inprocess":
+            return ServedInProcessFleet(workload, max_actors=max_actors, seed=seed, **opts)
+        if backend == "process":
+            return ServedProcessFleet(workload, max_actors=max_actors, seed=seed, **opts)
+        raise ValueError(
+            f"backend: expected 'inprocess' or 'process' with inference='server', actual {backend!r}"
+        )
     if backend == "inprocess":
         return InProcessFleet(workload, max_actors=max_actors, seed=seed, **opts)
     if backend == "process":
@@ -76,4 +98,12 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["BACKENDS", "FleetBase", "InProcessFleet", "ProcessFleet", "RayFleet", "make_fleet"]
+__all__ = [
+    "BACKENDS",
+    "INFERENCE_MODES",
+    "FleetBase",
+    "InProcessFleet",
+    "ProcessFleet",
+    "RayFleet",
+    "make_fleet",
+]

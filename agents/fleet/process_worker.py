@@ -188,20 +188,50 @@ def _rollouts(
     return trajectories, walls, cpus
 
 
-def _run_rollouts(actors: dict[int, Any], spec: dict[str, Any], segments: _Segments) -> bytes:
-    started = time.perf_counter()
-    weights_segment = segments.get("weights", spec["weights_name"])
-    # Copies: the segment is rewritten next round while an actor may keep references.
-    weights = {
-        item.key: array_view(weights_segment.buf, item.dtype, item.shape, item.offset).copy()
-        for item in spec["weights_layout"]
-    }
-    read_s = time.perf_counter() - started
+#: This worker's inference client, by server address (``inference="server"`` fleets).
+_CLIENTS: dict[tuple[str, int], Any] = {}
 
-    slots = spec["slots"]
-    trajectories, walls, cpus = _rollouts(
-        [actors[slot] for slot in slots], weights, spec["steps"], spec["policy_version"]
+
+def _served_rollouts(
+    actors: list[Any], spec: dict[str, Any]
+) -> tuple[list[Trajectory], list[float], list[float]]:
+    """Run ``actors`` through the fleet's inference server; time apportioned equally."""
+    from fleetgym.agents.inference import RemoteClient
+    from fleetgym.agents.inference.rollout import served_rollout
+
+    address = (str(spec["inference"][0]), int(spec["inference"][1]))
+    client = _CLIENTS.get(address)
+    if client is None:
+        # Room for every actor's request plus a bootstrap value's, twice over: groups of
+        # different sizes must always find a contiguous run of free slots.
+        client = _CLIENTS[address] = RemoteClient(address, slots=2 * len(actors) + 2)
+    cpu_started, started = time.process_time(), time.perf_counter()
+    trajectories: list[Trajectory] = list(
+        served_rollout(actors, client, spec["steps"], spec["policy_version"], spec["groups"])
     )
+    share = 1.0 / len(actors)
+    wall = (time.perf_counter() - started) * share
+    cpu = (time.process_time() - cpu_started) * share
+    return trajectories, [wall] * len(actors), [cpu] * len(actors)
+
+
+def _run_rollouts(actors: dict[int, Any], spec: dict[str, Any], segments: _Segments) -> bytes:
+    slots = spec["slots"]
+    started = time.perf_counter()
+    if spec.get("inference") is not None:
+        read_s = 0.0
+        trajectories, walls, cpus = _served_rollouts([actors[slot] for slot in slots], spec)
+    else:
+        weights_segment = segments.get("weights", spec["weights_name"])
+        # Copies: the segment is rewritten next round while an actor may keep references.
+        weights = {
+            item.key: array_view(weights_segment.buf, item.dtype, item.shape, item.offset).copy()
+            for item in spec["weights_layout"]
+        }
+        read_s = time.perf_counter() - started
+        trajectories, walls, cpus = _rollouts(
+            [actors[slot] for slot in slots], weights, spec["steps"], spec["policy_version"]
+        )
 
     send_started = time.perf_counter()
     results = []

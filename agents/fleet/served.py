@@ -1,0 +1,238 @@
+"""Fleets whose actors act through an inference server (``make_fleet(..., inference="server")``).
+
+Each backend keeps its own machinery (slots, seeds, elasticity, faults, round assembly) and
+changes one thing: where the policy runs. The fleet owns an
+:class:`~fleetgym.agents.inference.InferenceServer` serving the workload's policy; a round
+swaps in the round's weights (``set_weights(weights, policy_version)``, between batches)
+and every actor sends its observations there instead of running its own policy copy:
+
+* :class:`ServedInProcessFleet`: one thread per actor in this process, each a client of
+  the server (threads really run concurrently here: the per-actor times overlap, and the
+  round's wall time is that of the slowest actor, not the sum).
+* :class:`ServedProcessFleet`: the worker processes of :class:`ProcessFleet`, each a
+  :class:`~fleetgym.agents.inference.RemoteClient` (observations through shared memory);
+  a worker with several actors double-buffers them in ``groups``.
+
+The round is the same :class:`~fleetgym.agents.types.RoundResult` with every field filled;
+its trajectories are :class:`~fleetgym.agents.inference.rollout.ServedTrajectory` objects,
+which add ``policy_versions``, the version that chose each sample. How results differ
+from the synchronous path (float rounding of batched forward passes only) is stated in
+:mod:`fleetgym.agents.inference.rollout`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from fleetgym.agents.fleet.base import RoundParts, SlotProgress
+from fleetgym.agents.fleet.inprocess import InProcessFleet
+from fleetgym.agents.fleet.process import ProcessFleet
+from fleetgym.agents.types import ActorFailure, ActorTiming, Trajectory, Weights
+from fleetgym.validation import check_int
+
+#: Keyword arguments of :class:`~fleetgym.agents.inference.InferenceServer` that
+#: ``inference_options`` may set.
+SERVER_OPTIONS = (
+    "max_batch",
+    "max_wait_ms",
+    "device",
+    "latency_budget_ms",
+    "target_utilisation",
+    "max_client_slots",
+)
+
+
+def _make_server(workload: Any, options: dict[str, Any] | None) -> Any:
+    from fleetgym.agents.inference import InferenceServer
+
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(SERVER_OPTIONS))
+    if unknown:
+        raise TypeError(
+            f"inference_options: expected keys among {SERVER_OPTIONS}, actual unknown {unknown}"
+        )
+    return InferenceServer(workload.make_policy(), **options)
+
+
+def _refuse_custom_actors(options: dict[str, Any]) -> None:
+    if options.get("actor_factory") is not None:
+        raise ValueError(
+            "actor_factory: expected the default actor factory (served actors step "
+            "RolloutWorkers), actual a custom actor_factory"
+        )
+
+
+class ServedInProcessFleet(InProcessFleet):
+    """:class:`InProcessFleet` whose actors run concurrently in threads and act through an
+    inference server in this process.
+
+    Example:
+        >>> from fleetgym.agents.fleet import make_fleet
+        >>> from fleetgym.agents.workloads import get_workload
+        >>> weights = get_workload("CartPole-v1").make_policy().get_weights()
+        >>> with make_fleet("CartPole-v1", "inprocess", max_actors=4, inference="server") as fleet:
+        ...     result = fleet.run_round(weights, 3, 16, policy_version=7)
+        >>> [t.policy_versions.tolist() == [7] * 16 for t in result.trajectories]
+        [True, True, True]
+
+    Args:
+        workload: See :class:`InProcessFleet` (as are the other keyword arguments, except
+            ``batched`` and ``actor_factory``, which served actors do not take).
+        inference_options: Keyword arguments of the
+            :class:`~fleetgym.agents.inference.InferenceServer` (``max_batch``,
+            ``max_wait_ms``, ...).
+
+    Raises:
+        TypeError, ValueError: On an argument of the wrong type or range.
+    """
+
+    def __init__(
+        self, workload: Any, *, inference_options: dict[str, Any] | None = None, **options: Any
+    ) -> None:
+        _refuse_custom_actors(options)
+        if options.get("batched"):
+            raise ValueError("batched: expected False with inference='server', actual True")
+        super().__init__(workload, **options)
+        self.server = _make_server(self.workload, inference_options)
+
+    def _run_slots(
+        self, weights: Weights, num_actors: int, steps_per_actor: int, policy_version: int
+    ) -> RoundParts:
+        """Every slot in its own thread, each a client of the server."""
+        self.server.set_weights(weights, policy_version)
+        startup = {s: self._build(s) for s in range(num_actors) if s not in self._actors}
+        trajectories: dict[int, Trajectory] = {}
+        timings: dict[int, ActorTiming] = {}
+        failures: list[ActorFailure] = []
+        lock = threading.Lock()
+        threads = [
+            threading.Thread(
+                target=self._run_served,
+                args=(slot, steps_per_actor, policy_version, startup, lock),
+                kwargs={"out": (trajectories, timings, failures)},
+                name=f"ServedActor-{slot}",
+            )
+            for slot in range(num_actors)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return trajectories, timings, failures
+
+    def _run_served(
+        self,
+        slot: int,
+        steps: int,
+        policy_version: int,
+        startup: dict[int, float],
+        lock: threading.Lock,
+        out: tuple[dict[int, Trajectory], dict[int, ActorTiming], list[ActorFailure]],
+    ) -> None:
+        from fleetgym.agents.inference.rollout import served_rollout
+
+        trajectories, timings, failures = out
+        progress = SlotProgress()
+        while True:
+            with lock:
+                actor = self._actors[slot]
+            cpu_started, started = time.thread_time(), time.perf_counter()
+            try:
+                with self.server.connect(slots=4) as client:
+                    trajectory = served_rollout([actor], client, steps, policy_version)[0]  # type: ignore[list-item]
+            except Exception as exc:
+                message = f"{type(exc).__name__}: {exc}"
+                with lock:
+                    if not self._record_fault(
+                        [slot], progress, "error", message, failures, f"actor {slot}"
+                    ):
+                        self._discard(slot)
+                        return
+                    startup[slot] = self._build(slot)
+                continue
+            with lock:
+                progress.mark_rerun()
+                trajectories[slot] = trajectory
+                timings[slot] = ActorTiming(
+                    actor_id=slot,
+                    startup_s=startup.get(slot, 0.0),
+                    compute_s=time.perf_counter() - started,
+                    transfer_s=0.0,
+                    cold_start=slot in startup,
+                    num_steps=len(trajectory),
+                    cpu_s=time.thread_time() - cpu_started,
+                )
+            return
+
+    def metrics(self) -> dict[str, Any]:
+        """The inference server's metrics (see ``InferenceServer.metrics``)."""
+        return self.server.metrics()  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        """Close the actors and stop the server (idempotent)."""
+        super().close()
+        self.server.close()
+
+
+class ServedProcessFleet(ProcessFleet):
+    """:class:`ProcessFleet` whose worker processes act through an inference server run by
+    the fleet (in this process, on a loopback socket; observations in shared memory).
+
+    Example:
+        >>> from fleetgym.agents.fleet import make_fleet
+        >>> from fleetgym.agents.workloads import get_workload
+        >>> weights = get_workload("CartPole-v1").make_policy().get_weights()
+        >>> with make_fleet("CartPole-v1", "process", max_actors=4, inference="server",
+        ...                 actors_per_worker=2) as fleet:
+        ...     result = fleet.run_round(weights, 4, 16, policy_version=3)
+        >>> result.complete, sorted({int(v) for t in result.trajectories for v in t.policy_versions})
+        (True, [3])
+
+    Args:
+        workload: See :class:`ProcessFleet` (as are the other keyword arguments, except
+            ``actor_factory``).
+        inference_options: Keyword arguments of the
+            :class:`~fleetgym.agents.inference.InferenceServer`.
+        groups: Double buffering inside a worker with several actors: its actors are
+            stepped in this many groups, one stepping while the others wait.
+
+    Raises:
+        TypeError, ValueError: On an argument of the wrong type or range.
+    """
+
+    def __init__(
+        self,
+        workload: Any,
+        *,
+        inference_options: dict[str, Any] | None = None,
+        groups: int = 2,
+        **options: Any,
+    ) -> None:
+        _refuse_custom_actors(options)
+        super().__init__(workload, **options)
+        self.groups = check_int("groups", groups, 1)
+        self.server = _make_server(self.workload, inference_options)
+        self.address = self.server.listen()
+
+    def _publish_weights(self, weights: Weights, steps: int, policy_version: int) -> dict[str, Any]:
+        # The weights go to the server only; workers never load them.
+        self.server.set_weights(weights, policy_version)
+        return {
+            "weights_name": None,
+            "weights_layout": [],
+            "steps": steps,
+            "policy_version": policy_version,
+            "inference": (str(self.address[0]), int(self.address[1])),
+            "groups": self.groups,
+        }
+
+    def metrics(self) -> dict[str, Any]:
+        """The inference server's metrics (see ``InferenceServer.metrics``)."""
+        return self.server.metrics()  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        """Stop the workers, then the server (idempotent)."""
+        super().close()
+        self.server.close()
