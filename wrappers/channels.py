@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.signal import lfilter
 
 from fleetgym.traces.loaders import TraceData, load_trace
 from fleetgym.validation import check_bool, check_float, check_int
@@ -137,8 +138,6 @@ class Channel(abc.ABC):
 
 def _ar1_filter(eps: np.ndarray, rho: float, z_prev: float | None) -> np.ndarray:
     """z_k = rho z_{k-1} + sqrt(1 - rho^2) eps_k: an AR(1) with N(0, 1) marginal."""
-    from scipy.signal import lfilter  # only channels with correlation need scipy
-
     c = math.sqrt(1.0 - rho * rho)
     if z_prev is None:
         # Start in the stationary law: z_0 = eps_0 (divide so that c * x_0 == eps_0).

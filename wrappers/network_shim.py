@@ -335,6 +335,7 @@ class NetworkShimWrapper(
         self._profiles, self.step_ms = self.config.profiles, self.config.step_ms
         self.delivery, self._start_action = self.config.delivery, self.config.start_action
         self._check_action = ActionCheck(env.action_space)
+        self._int_range = self._check_action.int_range
         self._streams: ShimStreams | None = None
         # Integer actions are immutable: no copy needed when one is held.
         self._copy_actions = not isinstance(env.action_space, spaces.Discrete)
@@ -408,7 +409,9 @@ class NetworkShimWrapper(
         if down is None or up is None:
             raise gym.error.ResetNeeded("call reset() before step()")
         t = self._t
-        self._check_action(action, t)
+        valid = self._int_range  # the common case (a valid int action) costs no call
+        if valid is None or type(action) is not int or not valid[0] <= action < valid[1]:
+            self._check_action(action, t)
         down_code = down.tick(t, action)
         if down_code >= 2:
             self._applied = down.best_payload

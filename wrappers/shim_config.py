@@ -161,6 +161,7 @@ class ActionCheck:
     """
 
     __slots__ = (
+        "int_range",
         "space",
         "batch",
         "_discrete",
@@ -177,6 +178,9 @@ class ActionCheck:
         self.space = space
         self.batch = batch
         self._discrete = isinstance(space, spaces.Discrete)
+        #: ``(start, start + n)`` of a Discrete space, else None: a hot loop may skip the
+        #: call for a Python int ``a`` with ``start <= a < start + n`` (it would pass).
+        self.int_range: tuple[int, int] | None = None
         self._box = isinstance(space, spaces.Box)
         self._array = isinstance(
             space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Box)
@@ -188,6 +192,7 @@ class ActionCheck:
         if isinstance(space, spaces.Discrete):
             self._lo, self._hi = int(space.start), int(space.start + space.n)
             self._low, self._high = self._lo, self._hi - 1
+            self.int_range = (self._lo, self._hi)
         elif isinstance(space, spaces.MultiDiscrete):
             self._low, self._high = space.start, space.start + space.nvec - 1
         elif isinstance(space, spaces.MultiBinary):
