@@ -1,0 +1,299 @@
+"""The remote env end to end on loopback: API, timing rule, faults, security, recording."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import fleetgym  # noqa: F401  (registers fleetgym/Remote-v0)
+from fleetgym.errors import RemoteEnvError
+from fleetgym.traces import load_trace
+from fleetgym.wrappers.channels import TraceChannel
+from fleetgym.wrappers.remote import RemoteEnvServer
+from fleetgym.wrappers.remote.wire import MessageType, WireCodec
+from fleetgym.wrappers.shim_config import STEP_INFO_KEYS
+
+SECRET = b"a-test-secret-of-32-bytes-length"
+
+
+def _addr(server: RemoteEnvServer) -> str:
+    return f"{server.address[0]}:{server.address[1]}"
+
+
+@pytest.fixture
+def server():
+    srv = RemoteEnvServer("CartPole-v1", step_ms=10.0).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def make_client():
+    envs = []
+
+    def make(address: str, **kwargs):
+        env = gym.make("fleetgym/Remote-v0", address=address, **kwargs)
+        envs.append(env)
+        return env
+
+    yield make
+    for env in envs:
+        env.close()
+
+
+def _wait_for(pred, timeout=10.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.mark.timeout(60)
+def test_gymnasium_check_env(server, make_client):
+    from gymnasium.utils.env_checker import check_env
+
+    env = make_client(_addr(server))
+    check_env(env.unwrapped, skip_render_check=True)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("transport", ["udp", "tcp"])
+def test_trajectory_is_the_bare_envs_under_the_applied_actions(server, make_client, transport):
+    env = make_client(_addr(server), transport=transport)
+    assert env.observation_space == gym.make("CartPole-v1").observation_space
+    obs, info = env.reset(seed=3)
+    bare = gym.make("CartPole-v1")
+    bare_obs, _ = bare.reset(seed=3)
+    np.testing.assert_array_equal(obs, bare_obs)
+    truth = [bare_obs]
+    for t in range(30):
+        obs, reward, terminated, truncated, info = env.step(t % 2)
+        assert tuple(k for k in info if k in STEP_INFO_KEYS) == STEP_INFO_KEYS
+        # The env received what info says it applied: the bare env replays it exactly.
+        bare_obs, bare_r, bare_term, _, _ = bare.step(int(info["applied_action"]))
+        truth.append(bare_obs)
+        np.testing.assert_array_equal(info["true_obs"], bare_obs)
+        assert (reward, terminated) == (bare_r, bare_term)
+        # The agent sees the true state of the tick its observation was emitted at.
+        np.testing.assert_array_equal(obs, truth[t + 1 - info["obs_age_steps"]])
+        assert info["action_age_steps"] >= 0 and info["obs_age_steps"] >= 0
+        if terminated:
+            break
+
+
+@pytest.mark.timeout(60)
+def test_perfect_profile_is_mostly_on_time(server, make_client):
+    env = make_client(_addr(server))
+    env.reset(seed=0)
+    ages = []
+    for _ in range(20):
+        _, _, term, trunc, info = env.step(1)
+        ages.append(info["obs_age_steps"] + info["action_age_steps"])
+        if term or trunc:
+            env.reset()
+    # On loopback with no profile a packet misses a 5 ms share only under a scheduler stall.
+    assert np.median(ages) == 0
+
+
+@pytest.mark.timeout(60)
+def test_profile_on_the_socket_loses_and_delays(make_client):
+    srv = RemoteEnvServer("CartPole-v1", step_ms=10.0, profile="wifi-degraded").start()
+    try:
+        env = make_client(_addr(srv))
+        env.reset(seed=1)
+        infos = []
+        for _ in range(60):
+            _, _, term, trunc, info = env.step(0)
+            infos.append(info)
+            if term or trunc:
+                env.reset()
+        # 80 +- 40 ms at a 10 ms period: observations are several ticks old on average.
+        assert np.mean([i["obs_age_steps"] for i in infos]) > 2
+        assert any(i["action_held"] for i in infos)
+        assert env.unwrapped.profile.name == "wifi-degraded"
+    finally:
+        srv.stop()
+
+
+@pytest.mark.timeout(60)
+def test_dead_server_gives_a_clear_error_not_a_hang(make_client):
+    srv = RemoteEnvServer("CartPole-v1", step_ms=10.0).start()
+    env = make_client(_addr(srv), timeout_s=2.0)
+    env.reset(seed=0)
+    srv.stop()
+    with pytest.raises(RemoteEnvError, match="env server at"):
+        for _ in range(5):
+            env.step(0)
+    with pytest.raises(RemoteEnvError):
+        env.reset()
+
+
+@pytest.mark.timeout(30)
+def test_no_server_gives_a_clear_error():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(RemoteEnvError, match="cannot connect"):
+        gym.make("fleetgym/Remote-v0", address=f"127.0.0.1:{port}", timeout_s=1.0)
+
+
+@pytest.mark.timeout(60)
+def test_server_survives_a_client_vanishing_mid_episode(server, make_client):
+    first = make_client(_addr(server)).unwrapped
+    first.reset(seed=0)
+    first.step(0)
+    first._tcp.shutdown(socket.SHUT_RDWR)  # the client disappears without CLOSE
+    first._closed = True
+    assert _wait_for(lambda: server.stats()["sessions_open"] == 0)
+    second = make_client(_addr(server))
+    second.reset(seed=0)
+    second.step(1)
+    assert server.stats()["sessions_closed"] >= 1
+
+
+@pytest.mark.timeout(60)
+def test_bad_input_is_counted_and_others_keep_being_served(server, make_client):
+    env = make_client(_addr(server))
+    env.reset(seed=0)
+    host, port = server.address
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        udp.sendto(b"garbage", (host, port))
+        udp.sendto(WireCodec().encode(MessageType.ACTION, 999, 0, {"ep": 0}), (host, port))
+    with socket.create_connection((host, port), timeout=5) as bad:
+        bad.sendall(b"\x00" * 64)  # not a frame: this session ends, the server goes on
+        bad.settimeout(5)
+        try:
+            while bad.recv(4096):
+                pass
+        except OSError:
+            pass
+    assert _wait_for(
+        lambda: (
+            server.stats().get("udp_rejected", 0) == 1
+            and server.stats().get("udp_unexpected", 0) == 1
+            and server.stats().get("tcp_rejected", 0) == 1
+        )
+    )
+    for _ in range(3):
+        env.step(0)
+
+
+@pytest.mark.timeout(60)
+def test_env_errors_are_reported_and_the_session_continues(server, make_client):
+    env = make_client(_addr(server)).unwrapped
+    with pytest.raises(RemoteEnvError, match="refused TICK"):
+        env._t = 0  # a TICK before any RESET on the server side
+        env._episode = 5
+        env.step(0)
+    env.reset(seed=0)
+    env.step(0)
+
+
+def test_non_loopback_bind_requires_a_secret():
+    with pytest.raises(ValueError, match="secret"):
+        RemoteEnvServer("CartPole-v1", bind="0.0.0.0:0")
+    with pytest.raises(ValueError, match="host:port"):
+        RemoteEnvServer("CartPole-v1", bind="nonsense")
+
+
+@pytest.mark.timeout(60)
+def test_hmac_sessions(make_client, tmp_path):
+    srv = RemoteEnvServer("CartPole-v1", step_ms=10.0, secret=SECRET).start()
+    try:
+        secret_file = tmp_path / "secret"
+        secret_file.write_bytes(SECRET + b"\n")
+        env = make_client(_addr(srv), secret_file=str(secret_file))
+        env.reset(seed=0)
+        env.step(0)
+        with pytest.raises(RemoteEnvError):
+            make_client(_addr(srv), timeout_s=1.0)  # no secret: dropped, counted
+        with pytest.raises(RemoteEnvError):
+            make_client(_addr(srv), secret=b"the-wrong-secret-but-long", timeout_s=1.0)
+        assert srv.stats()["rejected_unauthenticated"] >= 2
+        env.step(1)
+    finally:
+        srv.stop()
+
+
+@pytest.mark.timeout(60)
+def test_recorded_traces_replay_in_mode_2(make_client, tmp_path):
+    srv = RemoteEnvServer(
+        "CartPole-v1", step_ms=10.0, profile="wifi-normal", record_dir=str(tmp_path)
+    ).start()
+    try:
+        env = make_client(_addr(srv), record_path=str(tmp_path / "up.csv"))
+        env.reset(seed=0)
+        for _ in range(40):
+            *_, term, trunc, _ = env.step(1)
+            if term or trunc:
+                env.reset()
+        time.sleep(0.3)
+        env.close()
+        assert _wait_for(lambda: (tmp_path / "session1-downlink.csv").exists())
+    finally:
+        srv.stop()
+    for name in ("up.csv", "session1-downlink.csv"):
+        trace = load_trace(tmp_path / name)
+        assert len(trace) == 40
+        ok = trace.delay_ms[np.isfinite(trace.delay_ms)]
+        assert ok.min() > 0 and np.median(ok) > 10  # 30 +- 10 ms on the socket
+        shim = gym.make(
+            "fleetgym/NetShim-v0",
+            env_id="CartPole-v1",
+            profile=None,
+            uplink=TraceChannel(trace),
+            downlink=TraceChannel(trace),
+        )
+        shim.reset(seed=0)
+        shim.step(0)
+
+
+@pytest.mark.timeout(60)
+def test_sb3_evaluate_policy(server, make_client):
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    class Constant:
+        def predict(self, obs, state=None, episode_start=None, deterministic=True):
+            return np.zeros(len(obs), dtype=np.int64), None
+
+    env = make_client(_addr(server))
+    mean, std = evaluate_policy(Constant(), env, n_eval_episodes=2)
+    assert 5 <= mean <= 50
+
+
+@pytest.mark.timeout(120)
+def test_short_soak_four_clients(server):
+    results, errors = {}, []
+
+    def client(i: int) -> None:
+        try:
+            env = gym.make("fleetgym/Remote-v0", address=_addr(server))
+            try:
+                env.reset(seed=i)
+                n = 0
+                for _ in range(50):
+                    *_, term, trunc, _ = env.step(i % 2)
+                    n += 1
+                    if term or trunc:
+                        env.reset()
+                results[i] = n
+            finally:
+                env.close()
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=60)
+    assert not errors and results == {i: 50 for i in range(4)}
+    assert _wait_for(lambda: server.stats()["sessions_open"] == 0)
+    assert server.stats()["sessions_opened"] == 4
