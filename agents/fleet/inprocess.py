@@ -16,23 +16,36 @@ variation of env step times is averaged out.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from typing import Any
 
-from fleetgym.agents.fleet.base import Actor, ActorFactory, FleetBase, RoundParts, SlotProgress
+from fleetgym.agents.fleet.base import (
+    DEFAULT_ACTOR_TIMEOUT_S,
+    DEFAULT_STARTUP_TIMEOUT_S,
+    Actor,
+    ActorFactory,
+    RoundParts,
+    SlotProgress,
+    SupervisedFleetBase,
+    call_bounded,
+)
 from fleetgym.agents.types import ActorFailure, ActorTiming, Trajectory, Weights
+from fleetgym.errors import FleetError
 
 logger = logging.getLogger(__name__)
 
 
-class InProcessFleet(FleetBase):
+class InProcessFleet(SupervisedFleetBase):
     """A fleet whose actors run sequentially in this process, each really timed.
 
     Models ``I`` concurrent actors, each with its own environment (persisting between
     rounds) and its own copy of the policy, by running their rollouts one after the other.
     An actor that raises is rebuilt (a new incarnation of its slot: fresh environment,
-    new seed stream), its fault reported, and its rollout run again.
+    new seed stream), its fault reported, and its rollout run again. A rollout that does
+    not return within ``actor_timeout`` is a ``timeout`` fault: its thread cannot be
+    stopped, so it is abandoned (a daemon thread) with its actor, which is never reused.
 
     Example:
         >>> from fleetgym.agents.fleet import InProcessFleet
@@ -54,6 +67,9 @@ class InProcessFleet(FleetBase):
             per-actor times are the lockstep time apportioned equally.
         max_retries: Re-runs of a faulted slot within a round.
         on_incomplete: ``"partial"`` or ``"raise"`` when a slot fails after its retries.
+        actor_timeout: Seconds a rollout (a lockstep batch, batched) may take; None waits
+            forever. Rollouts run in a helper thread so that the wait can end.
+        startup_timeout: Seconds building an actor may take before :class:`FleetError`.
         actor_factory: Builds a slot's actor (default: the real RolloutWorker). Batched
             mode needs RolloutWorkers.
 
@@ -70,6 +86,8 @@ class InProcessFleet(FleetBase):
         batched: bool = False,
         max_retries: int = 1,
         on_incomplete: str = "partial",
+        actor_timeout: float | None = DEFAULT_ACTOR_TIMEOUT_S,
+        startup_timeout: float | None = DEFAULT_STARTUP_TIMEOUT_S,
         actor_factory: ActorFactory | None = None,
     ) -> None:
         super().__init__(
@@ -79,6 +97,8 @@ class InProcessFleet(FleetBase):
             actor_factory=actor_factory,
             max_retries=max_retries,
             on_incomplete=on_incomplete,
+            actor_timeout=actor_timeout,
+            startup_timeout=startup_timeout,
         )
         if not isinstance(batched, bool):
             raise TypeError(f"batched: expected a bool, actual {type(batched).__name__}")
@@ -153,12 +173,36 @@ class InProcessFleet(FleetBase):
             except Exception:  # a broken actor's env may fail to close too
                 logger.debug("closing the actor of slot %d failed", slot, exc_info=True)
 
+    def _fault_of(self, exc: Exception, slots: list[int]) -> tuple[str, str]:
+        """The fault kind and message of a rollout that raised ``exc``.
+
+        A timed-out rollout's thread still holds its actors: they are forgotten without
+        being closed, never reused.
+        """
+        if isinstance(exc, TimeoutError):
+            for slot in slots:
+                self._actors.pop(slot, None)
+            return "timeout", self._late_message(starting=False)
+        return "error", f"{type(exc).__name__}: {exc}"
+
     def _build(self, slot: int) -> float:
-        """(Re)build a slot's actor; returns its measured start-up time."""
+        """(Re)build a slot's actor; returns its measured start-up time.
+
+        Raises:
+            FleetError: If the build takes longer than ``startup_timeout``.
+        """
         self._discard(slot)
         incarnation = self._next_incarnation(slot)
         started = time.perf_counter()
-        self._actors[slot] = self.actor_factory(self.workload, slot, self.seed, incarnation)
+        try:
+            self._actors[slot] = call_bounded(
+                lambda: self.actor_factory(self.workload, slot, self.seed, incarnation),
+                self.startup_timeout,
+                "startup_timeout",
+                f"start of actor {slot}",
+            )
+        except TimeoutError as exc:
+            raise FleetError(f"actor {slot}: {exc}") from exc
         return time.perf_counter() - started
 
     def _run_one(
@@ -176,12 +220,18 @@ class InProcessFleet(FleetBase):
         while True:
             cpu_started = time.process_time()
             compute_started = time.perf_counter()
+            actor = self._actors[slot]
             try:
-                trajectory = self._actors[slot].rollout(weights, steps, policy_version)
+                trajectory = call_bounded(
+                    functools.partial(actor.rollout, weights, steps, policy_version),
+                    self.actor_timeout,
+                    "actor_timeout",
+                    f"rollout of actor {slot}",
+                )
             except Exception as exc:
-                message = f"{type(exc).__name__}: {exc}"
+                kind, message = self._fault_of(exc, [slot])
                 if not self._record_fault(
-                    [slot], progress, "error", message, failures, f"actor {slot}"
+                    [slot], progress, kind, message, failures, f"actor {slot}"
                 ):
                     self._discard(slot)
                     return
@@ -217,19 +267,21 @@ class InProcessFleet(FleetBase):
         while True:
             cpu_started = time.process_time()
             compute_started = time.perf_counter()
+            actors = [self._actors[s] for s in slots]
             try:
-                batch = rollout_many(
-                    [self._actors[s] for s in slots],  # type: ignore[misc]
-                    weights,
-                    steps,
-                    policy_version,
+                batch = call_bounded(
+                    functools.partial(rollout_many, actors, weights, steps, policy_version),  # type: ignore[arg-type]
+                    self.actor_timeout,
+                    "actor_timeout",
+                    f"lockstep rollout of actors 0..{num_actors - 1}",
                 )
             except Exception as exc:
                 # The lockstep step cannot tell which slot broke it: every slot is
                 # rebuilt (its env may be half-stepped) and the whole batch re-run.
-                message = f"{type(exc).__name__}: {exc} (lockstep batch of {num_actors})"
+                kind, message = self._fault_of(exc, slots)
+                message = f"{message} (lockstep batch of {num_actors})"
                 if not self._record_fault(
-                    slots, progress, "error", message, failures, "lockstep batch"
+                    slots, progress, kind, message, failures, "lockstep batch"
                 ):
                     for slot in slots:
                         self._discard(slot)

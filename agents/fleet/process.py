@@ -82,6 +82,7 @@ from fleetgym.agents.fleet.base import (
     RoundParts,
     SlotProgress,
     SupervisedFleetBase,
+    WaitLog,
     check_int,
 )
 from fleetgym.agents.fleet.process_worker import (
@@ -110,6 +111,9 @@ _PRELOAD = (
     "fleetgym.agents.fleet.process_worker",
 )
 _KIND_PRELOAD = {"atari": ("ale_py", "cv2"), "mujoco": ("mujoco",)}
+
+#: Longest a round's wait blocks before it looks at the clock (for the wait log).
+WAIT_POLL_S = 1.0
 
 #: Seconds ``close()`` waits for workers to exit on their own before killing them.
 _CLOSE_GRACE_S = 2.0
@@ -273,13 +277,17 @@ class ProcessFleet(SupervisedFleetBase):
             self._ensure_worker(index)
         deadline = None if self.startup_timeout is None else started + self.startup_timeout
         waiting = {index for index in needed if not self._workers[index].ready}
+        wait_log = WaitLog("startup_timeout", self.startup_timeout, logger)
         while waiting:
             timeout = None if deadline is None else max(0.0, deadline - time.perf_counter())
             by_object: dict[Any, int] = {}
             for index in waiting:
                 by_object[self._workers[index].pipe] = index
                 by_object[self._workers[index].process.sentinel] = index
-            ready = wait(list(by_object), timeout)
+            ready = wait(list(by_object), wait_log.timeout(timeout))
+            if not ready and (deadline is None or time.perf_counter() < deadline):
+                wait_log.report(len(waiting), len(needed), "worker processes to start")
+                continue
             if not ready:
                 for index in waiting:
                     self._stop_worker(index, kill=True)
@@ -355,9 +363,13 @@ class ProcessFleet(SupervisedFleetBase):
                 progress.deadline = self._deadline(time.perf_counter(), starting=True)
 
         pending = set(rounds)
+        wait_log = WaitLog("actor_timeout", self.actor_timeout, logger)
         try:
             while pending:
                 self._serve(rounds, pending, spec, publish_s, trajectories, timings, failures)
+                wait_log.report(
+                    len(pending), len(rounds), "worker processes to return their rollouts"
+                )
         except BaseException:
             # Interrupted (Ctrl-C, a bug): workers still mid-rollout would answer into the
             # next round, so they are killed; their slots restart cold next time.
@@ -421,10 +433,11 @@ class ProcessFleet(SupervisedFleetBase):
         failures: list[ActorFailure],
     ) -> None:
         """Wait for the next events of the pending workers and handle them."""
-        timeout = None
+        # Woken at least every few seconds, so the caller can log a long wait.
+        timeout = WAIT_POLL_S
         soonest = min(rounds[i].deadline for i in pending)
         if soonest != float("inf"):
-            timeout = max(0.0, soonest - time.perf_counter())
+            timeout = min(timeout, max(0.0, soonest - time.perf_counter()))
         by_object: dict[Any, tuple[int, _Worker]] = {}
         for index in pending:
             worker = self._workers[index]

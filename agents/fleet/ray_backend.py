@@ -11,14 +11,24 @@ is replaced by a new incarnation of its slot and its rollout run again, up to
 missing. Shrinking parks actors (they stay alive and keep their environments); growing
 starts only missing slots.
 
-Ray is optional (``pip install fleetgym[ray]``) and imported only when a RayFleet is built.
-If Ray is not initialised yet, the fleet starts a local instance (:func:`init_local_ray`:
-servers bound to 127.0.0.1) and shuts it down on ``close``; connect to a
-cluster by calling ``ray.init(address=...)`` yourself first, or passing ``address``.
+Which cluster: if Ray is not initialised yet and no ``address`` is given, the fleet starts
+a local cluster of its own (:func:`init_local_ray`: ``address="local"``, servers bound to
+127.0.0.1, never an older cluster found on the machine) and shuts it down on ``close``;
+its actors get a fraction of a CPU each, so that ``max_actors`` of them fit. Otherwise it
+joins the cluster (``address``, or the one ``ray.init`` connected to), logs its address
+and refuses at once, before any round, a fleet the cluster cannot place
+(:mod:`~fleetgym.agents.fleet.ray_cluster`).
+
+Node loss: a replacement that the cluster has no room for (its node is gone and the
+surviving actors hold the remaining resources) is not waited for. The slot's rollout runs
+on a surviving actor instead, after that actor's own; the slot stays *shared* there
+(:attr:`RayFleet.shared_slots`, :attr:`RayFleet.capacity`) until the cluster has room again.
 
 Timing: ``compute_s``/``cpu_s`` are measured inside the actor; ``transfer_s`` is the
 ``ray.put`` of the weights plus what the round trip took beyond the actor's own work
-(scheduling, argument fetch, result transfer), which is Ray's overhead per call.
+(scheduling, argument fetch, result transfer; for a shared slot also its wait in line).
+
+Ray is optional (``pip install fleetgym[ray]``) and imported only when a RayFleet is built.
 """
 
 from __future__ import annotations
@@ -29,11 +39,30 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from fleetgym.agents.fleet.base import ActorFactory, RoundParts, SlotProgress, SupervisedFleetBase
+from fleetgym.agents.fleet.base import (
+    DEFAULT_ACTOR_TIMEOUT_S,
+    DEFAULT_STARTUP_TIMEOUT_S,
+    Actor,
+    ActorFactory,
+    RoundParts,
+    SlotProgress,
+    SupervisedFleetBase,
+    WaitLog,
+)
+from fleetgym.agents.fleet.ray_cluster import (
+    actor_request,
+    alive_node_resources,
+    fractional_cpus,
+    placeable,
+    placement_error,
+)
 from fleetgym.agents.types import ActorFailure, ActorTiming, Trajectory, Weights
 from fleetgym.errors import FleetError
 
 logger = logging.getLogger(__name__)
+
+#: Longest a round's ``ray.wait`` blocks before it looks at the clock and the cluster.
+WAIT_POLL_S = 1.0
 
 
 def _import_ray() -> Any:
@@ -48,11 +77,12 @@ def _import_ray() -> Any:
 
 
 def init_local_ray(**kwargs: Any) -> None:
-    """Start a single-machine Ray instance whose servers listen on 127.0.0.1 only.
+    """Start a new single-machine Ray cluster whose servers listen on 127.0.0.1 only.
 
-    ``ray.init`` on Linux replaces a loopback ``_node_ip_address`` by the machine's
-    routable address so other nodes can join; a local fleet needs no other node, so this
-    switches that off for the head node and the processes it spawns.
+    ``address="local"`` tells Ray to start a cluster even when an address file of an older
+    one (``ray start`` run earlier, since dead) is left on the machine. ``ray.init`` on
+    Linux replaces a loopback ``_node_ip_address`` by the machine's routable address so
+    other nodes can join; a local fleet needs no other node, so this switches that off.
 
     Args:
         **kwargs: Passed to ``ray.init`` (e.g. ``num_cpus=2``, ``include_dashboard=False``).
@@ -65,7 +95,11 @@ def init_local_ray(**kwargs: Any) -> None:
     from ray._private import ray_constants
 
     ray_constants.ENABLE_RAY_CLUSTER = False
-    options: dict[str, Any] = {"include_dashboard": False, "_node_ip_address": "127.0.0.1"}
+    options: dict[str, Any] = {
+        "address": "local",
+        "include_dashboard": False,
+        "_node_ip_address": "127.0.0.1",
+    }
     options.update(kwargs)
     ray.init(**options)
 
@@ -73,8 +107,10 @@ def init_local_ray(**kwargs: Any) -> None:
 class RayActorHost:
     """The body of one Ray actor: builds the slot's actor, runs whole rollouts.
 
-    Plain class: :class:`RayFleet` turns it into a Ray actor with ``ray.remote``, so
-    importing this module does not import Ray.
+    After a node is lost it may also hold *guest* actors, of slots whose own Ray actor
+    cannot be placed; their rollouts run after the host's own (Ray runs an actor's calls
+    one at a time). Plain class: :class:`RayFleet` turns it into a Ray actor with
+    ``ray.remote``, so importing this module does not import Ray.
     """
 
     def __init__(
@@ -86,19 +122,40 @@ class RayActorHost:
         started = time.perf_counter()
         self.actor = factory(workload, slot, seed, incarnation)
         self.build_s = time.perf_counter() - started
+        self.guests: dict[int, tuple[int, Actor]] = {}
 
     def ready(self) -> tuple[int, float]:
         """``(pid, seconds the actor took to build)``."""
         return os.getpid(), self.build_s
 
     def rollout(
-        self, weights: Weights, steps: int, policy_version: int
-    ) -> tuple[Trajectory, float, float]:
-        """One rollout; returns ``(trajectory, compute_s, cpu_s)``."""
+        self,
+        weights: Weights,
+        steps: int,
+        policy_version: int,
+        guest: tuple[ActorFactory, Any, int, int, int] | None = None,
+    ) -> tuple[Trajectory, float, float, float]:
+        """One rollout of the own actor, or of ``guest = (factory, workload, slot, seed,
+        incarnation)`` (built on first use); returns ``(trajectory, compute_s, cpu_s,
+        build_s)``."""
+        actor, build_s = self.actor, 0.0
+        if guest is not None:
+            factory, workload, slot, seed, incarnation = guest
+            held = self.guests.get(slot)
+            if held is None or held[0] != incarnation:
+                started = time.perf_counter()
+                self.guests[slot] = (incarnation, factory(workload, slot, seed, incarnation))
+                build_s = time.perf_counter() - started
+            actor = self.guests[slot][1]
         cpu_started = time.process_time()
         started = time.perf_counter()
-        trajectory = self.actor.rollout(weights, steps, policy_version)
-        return trajectory, time.perf_counter() - started, time.process_time() - cpu_started
+        trajectory = actor.rollout(weights, steps, policy_version)
+        compute_s = time.perf_counter() - started
+        return trajectory, compute_s, time.process_time() - cpu_started, build_s
+
+    def release(self, slot: int) -> None:
+        """Drop the guest actor of ``slot`` (it has its own Ray actor again)."""
+        self.guests.pop(slot, None)
 
 
 @dataclass
@@ -116,6 +173,9 @@ class _RaySlot:
 class _Progress(SlotProgress):
     ref: Any = None
     submitted: float = 0.0
+    host: int = -1  # the slot whose Ray actor runs this rollout (itself unless shared)
+    queued: int = 1  # rollouts of this round on that actor up to and including this one
+    guest_cold: bool = False
 
 
 class RayFleet(SupervisedFleetBase):
@@ -123,37 +183,43 @@ class RayFleet(SupervisedFleetBase):
 
     Models actors spread over a Ray cluster (one machine or many): weights go out once per
     round through the object store, each actor runs its whole rollout with its own policy
-    copy, crashed or hung actors are replaced and re-run within the round.
+    copy, crashed or hung actors are replaced and re-run within the round, and slots
+    whose node is lost share a surviving actor. See the module docstring.
 
     Example:
-        >>> import ray  # doctest: +SKIP
         >>> from fleetgym.agents.fleet import RayFleet  # doctest: +SKIP
         >>> from fleetgym.agents.workloads import get_workload  # doctest: +SKIP
-        >>> ray.init(num_cpus=2, include_dashboard=False)  # doctest: +SKIP
         >>> weights = get_workload("CartPole-v1").make_policy().get_weights()  # doctest: +SKIP
-        >>> with RayFleet("CartPole-v1", max_actors=2) as fleet:  # doctest: +SKIP
-        ...     result = fleet.run_round(weights, num_actors=2, steps_per_actor=16)
-        >>> [t.obs.shape for t in result.trajectories]  # doctest: +SKIP
-        [(16, 4), (16, 4)]
+        >>> # A local 2-CPU cluster; 8 actors of 0.25 CPU each.
+        >>> with RayFleet("CartPole-v1", max_actors=8, init_kwargs={"num_cpus": 2}) as fleet:  # doctest: +SKIP
+        ...     result = fleet.run_round(weights, num_actors=8, steps_per_actor=16)
+        >>> fleet.actor_options, len(result.trajectories)  # doctest: +SKIP
+        ({'num_cpus': 0.25}, 8)
 
     Args:
         workload: A workload name or :class:`~fleetgym.agents.workloads.Workload`.
         max_actors: Largest fleet a round may ask for.
         seed: Fleet seed; slot ``i``'s ``k``-th incarnation seeds from ``(seed, i, k)``.
-        actor_timeout: Seconds a slot may take to finish a rollout before it is killed and
-            replaced; None waits forever (crashes are still detected).
-        startup_timeout: The same for an actor to start (Ray actor start-ups are slow).
+        actor_timeout: Seconds a rollout may take (``k`` times that for the ``k``-th in
+            line on a shared actor) before its actor is killed and replaced; None waits
+            forever (crashes are still detected).
+        startup_timeout: Seconds an actor may take to be placed and started.
         max_retries: Re-runs of a faulted slot within a round.
         on_incomplete: ``"partial"`` or ``"raise"`` when a slot fails after its retries.
-        actor_options: Ray actor options (``num_cpus``, ``resources``, ...); default one
-            CPU per actor, so Ray places at most one actor per core.
-        address: Ray cluster address, used only if Ray is not initialised yet.
-        init_kwargs: Extra ``ray.init`` arguments, used only if this fleet starts Ray.
+        actor_options: Ray actor options (``num_cpus``, ``num_gpus``, ``memory``,
+            ``resources``, ...). Default on a local cluster the fleet starts: ``num_cpus``
+            of ``min(1, cpus / max_actors)``; on a cluster it joins: one CPU per actor.
+        address: Ray cluster address to join (used only if Ray is not initialised yet);
+            None or ``"local"`` starts a local cluster.
+        init_kwargs: Extra ``ray.init`` arguments, used only if this fleet starts Ray
+            (``num_cpus`` of a local cluster defaults to the machine's cores).
         actor_factory: Builds a slot's actor (default: the real RolloutWorker).
 
     Raises:
         ImportError: If Ray is not installed.
         TypeError, ValueError: On an argument of the wrong type or range.
+        FleetError: If the cluster cannot place ``max_actors`` actors of
+            ``actor_options`` (the message names the CPUs and the option that fits).
     """
 
     def __init__(
@@ -162,8 +228,8 @@ class RayFleet(SupervisedFleetBase):
         *,
         max_actors: int = 32,
         seed: int = 0,
-        actor_timeout: float | None = 300.0,
-        startup_timeout: float | None = 300.0,
+        actor_timeout: float | None = DEFAULT_ACTOR_TIMEOUT_S,
+        startup_timeout: float | None = DEFAULT_STARTUP_TIMEOUT_S,
         max_retries: int = 1,
         on_incomplete: str = "partial",
         actor_options: dict[str, Any] | None = None,
@@ -187,23 +253,63 @@ class RayFleet(SupervisedFleetBase):
         if address is not None and not isinstance(address, str):
             raise TypeError(f"address: expected a str or None, actual {type(address).__name__}")
         self._ray = ray = _import_ray()
+        self._slots: dict[int, _RaySlot] = {}
+        #: Slots that run on another slot's actor: ``{slot: (host slot, incarnation)}``.
+        self._shared: dict[int, tuple[int, int]] = {}
+        self._queued: dict[int, int] = {}
         self.owns_ray = not ray.is_initialized()
+        local = self.owns_ray and address in (None, "local")
         if self.owns_ray:
             kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
             kwargs.update(init_kwargs or {})
-            if address is None:
+            if local:
+                kwargs.setdefault("num_cpus", os.cpu_count() or 1)
                 init_local_ray(**kwargs)
             else:
                 ray.init(address=address, **kwargs)
-        self.actor_options = {"num_cpus": 1, **(actor_options or {})}
+        self.address = str(ray.get_runtime_context().gcs_address)
+        nodes = alive_node_resources(ray.nodes())
+        cpus = sum(node.get("CPU", 0.0) for node in nodes)
+        options = dict(actor_options or {})
+        if local:
+            logger.info("started a local Ray cluster at %s with %g CPUs", self.address, cpus)
+            if "num_cpus" not in options:
+                options["num_cpus"] = fractional_cpus(cpus, self.max_actors)
+                logger.info(
+                    "Ray actors get num_cpus=%g each, so max_actors=%d fit the %g CPUs "
+                    "(actor_options={'num_cpus': ...} sets it)",
+                    options["num_cpus"], self.max_actors, cpus,
+                )  # fmt: skip
+        else:
+            logger.info(
+                "joined the Ray cluster at %s (%d node(s), %g CPUs)",
+                self.address, len(nodes), cpus,
+            )  # fmt: skip
+            options.setdefault("num_cpus", 1)
+        self.actor_options = options
+        self._request = actor_request(options)
+        error = placement_error(nodes, self._request, self.max_actors, self.address)
+        if error is not None:
+            if self.owns_ray:
+                ray.shutdown()
+            raise FleetError(error)
         self._remote_cls = ray.remote(RayActorHost)
-        self._slots: dict[int, _RaySlot] = {}
 
     # -- public ---------------------------------------------------------------------------
     @property
     def num_workers(self) -> int:
         """Ray actors held (active and parked)."""
         return len(self._slots)
+
+    @property
+    def capacity(self) -> int:
+        """Ray actors this fleet holds now; below the slots used once a node is lost."""
+        return len(self._slots)
+
+    @property
+    def shared_slots(self) -> dict[int, int]:
+        """``{slot: host slot}`` of slots whose rollouts run on another slot's actor."""
+        return {slot: host for slot, (host, _) in sorted(self._shared.items())}
 
     def worker_pids(self) -> dict[int, int]:
         """``{slot: pid}`` of the ready actors (same node only; for fault tests)."""
@@ -216,24 +322,38 @@ class RayFleet(SupervisedFleetBase):
             Seconds it took.
 
         Raises:
-            FleetError: If an actor fails to start within ``startup_timeout``.
+            FleetError: If an actor fails to start, or is not placed and started within
+                ``startup_timeout``.
         """
         num_actors = self._check_prewarm(num_actors)
         started = time.perf_counter()
         for slot in range(num_actors):
-            if slot not in self._slots:
+            if slot not in self._slots and slot not in self._shared:
                 self._start(slot)
-        for slot in range(num_actors):
-            actor = self._slots[slot]
-            if actor.ready:
-                continue
-            try:
-                self._mark_ready(
-                    actor, self._ray.get(actor.ready_ref, timeout=self.startup_timeout)
+        waiting = {s for s in range(num_actors) if s in self._slots and not self._slots[s].ready}
+        deadline = None if self.startup_timeout is None else started + self.startup_timeout
+        wait_log = WaitLog("startup_timeout", self.startup_timeout, logger)
+        while waiting:
+            by_ref = {self._slots[s].ready_ref: s for s in waiting}
+            left = None if deadline is None else deadline - time.perf_counter()
+            done, _ = self._ray.wait(list(by_ref), num_returns=1, timeout=wait_log.timeout(left))
+            for ref in done:
+                slot = by_ref[ref]
+                try:
+                    self._mark_ready(self._slots[slot], self._ray.get(ref))
+                except Exception as exc:
+                    self._kill(slot)
+                    raise FleetError(f"prewarm: actor {slot} failed to start: {exc}") from exc
+                waiting.discard(slot)
+            if waiting and deadline is not None and time.perf_counter() >= deadline:
+                for slot in waiting:
+                    self._kill(slot)
+                raise FleetError(
+                    f"prewarm: expected Ray actors {sorted(waiting)} placed and started within "
+                    f"startup_timeout={self.startup_timeout} s, actual not ready (the cluster "
+                    f"has room for {self._room()} actors of {self.actor_options})"
                 )
-            except Exception as exc:
-                self._kill(slot)
-                raise FleetError(f"prewarm: actor {slot} failed to start: {exc}") from exc
+            wait_log.report(len(waiting), num_actors, "Ray actors to be placed and started")
         return time.perf_counter() - started
 
     def resize(self, num_actors: int) -> float:
@@ -251,90 +371,64 @@ class RayFleet(SupervisedFleetBase):
         steps_per_actor: int,
         policy_version: int,
     ) -> RoundParts:
-        """One Ray actor per slot; faults are replaced and re-run."""
+        """One Ray actor per slot; faults are replaced (or shared) and re-run."""
         ray = self._ray
         round_started = time.perf_counter()
         weights_ref = ray.put(weights)
         put_s = time.perf_counter() - round_started
         args = (weights_ref, steps_per_actor, policy_version)
-
+        self._queued = {}
         progress: dict[int, _Progress] = {}
         for slot in range(num_actors):
             actor = self._slots.get(slot)
-            progress[slot] = _Progress(cold=actor is None or not actor.ready)
-            if actor is None:
-                actor = self._start(slot)
-            self._submit(slot, progress[slot], args)
+            progress[slot] = _Progress(
+                cold=slot not in self._shared and not (actor and actor.ready)
+            )
+            self._dispatch(slot, progress[slot], args, round_start=True)
 
         trajectories: dict[int, Trajectory] = {}
         timings: dict[int, ActorTiming] = {}
         failures: list[ActorFailure] = []
         pending = set(progress)
+        wait_log = WaitLog("actor_timeout", self.actor_timeout, logger)
         try:
             while pending:
-                refs = {}
+                refs: dict[Any, int] = {}
                 for slot in pending:
                     p = progress[slot]
                     refs[p.ref] = slot
-                    actor = self._slots[slot]
-                    if not actor.ready:
-                        refs[actor.ready_ref] = slot
-                timeout = None
+                    host = self._slots.get(p.host)
+                    if host is not None and not host.ready:
+                        refs[host.ready_ref] = p.host
                 soonest = min(progress[s].deadline for s in pending)
-                if soonest != float("inf"):
-                    timeout = max(0.0, soonest - time.perf_counter())
+                timeout = min(WAIT_POLL_S, max(0.0, soonest - time.perf_counter()))
                 done, _ = ray.wait(list(refs), num_returns=1, timeout=timeout)
+                if done:  # and whatever else is ready by now
+                    done, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0)
                 for ref in done:
                     slot = refs[ref]
-                    p, actor = progress[slot], self._slots[slot]
-                    if ref is actor.ready_ref and not actor.ready:
-                        try:
-                            self._mark_ready(actor, ray.get(ref))
-                            p.state = "running"
-                            p.deadline = self._deadline(time.perf_counter())
-                        except Exception as exc:
-                            if not self._fault(slot, p, exc, failures, args):
-                                pending.discard(slot)
-                        continue
-                    try:
-                        trajectory, compute_s, cpu_s = ray.get(ref)
-                    except Exception as exc:
-                        if not self._fault(slot, p, exc, failures, args):
-                            pending.discard(slot)
-                        continue
-                    received = time.perf_counter()
-                    if not actor.ready:  # its ready() resolved first; noticed only now
-                        self._mark_ready(actor, ray.get(actor.ready_ref))
-                    begun = (
-                        max(p.submitted, actor.created + actor.startup_s) if p.cold else p.submitted
-                    )
-                    timings[slot] = ActorTiming(
-                        actor_id=slot,
-                        startup_s=actor.startup_s if p.cold else 0.0,
-                        compute_s=float(compute_s),
-                        transfer_s=put_s + max(0.0, received - begun - float(compute_s)),
-                        cold_start=p.cold,
-                        num_steps=len(trajectory),
-                        cpu_s=float(cpu_s),
-                    )
-                    trajectories[slot] = trajectory
-                    p.mark_rerun()
-                    pending.discard(slot)
-                now = time.perf_counter()
-                for slot in list(pending):
-                    p = progress[slot]
-                    if now >= p.deadline:
-                        late = TimeoutError(
-                            self._late_message(starting=not self._slots[slot].ready)
+                    host = self._slots.get(slot)
+                    if host is not None and ref == host.ready_ref:
+                        self._on_ready(slot, progress, pending, failures, args)
+                    elif slot in pending and ref == progress[slot].ref:
+                        self._on_result(
+                            slot, progress[slot], ref, put_s, trajectories, timings, failures, args
                         )
-                        if not self._fault(slot, p, late, failures, args):
+                        if slot in trajectories or progress[slot].ref is None:
                             pending.discard(slot)
+                self._check_late(progress, pending, failures, args)
+                self._reroute_unplaceable(progress, pending, args)
+                starting = [s for s in pending if progress[s].state == "starting"]
+                if starting:
+                    wait_log.report(len(starting), num_actors, "Ray actors to be placed")
+                else:
+                    wait_log.report(len(pending), num_actors, "rollouts on Ray actors")
         except BaseException:
             # Interrupted (Ctrl-C, a bug): an actor still running this round would run
             # the stale rollout before the next round's (Ray queues its calls), so the
-            # pending ones are killed; their slots restart cold next time.
+            # actors of the pending ones are killed; their slots restart cold next time.
             for slot in pending:
-                self._kill(slot)
+                self._kill(progress[slot].host)
             raise
         del weights_ref
         return trajectories, timings, failures
@@ -349,7 +443,156 @@ class RayFleet(SupervisedFleetBase):
             self._ray.shutdown()
         super().close()
 
+    # -- the round's events ---------------------------------------------------------------
+    def _on_ready(
+        self,
+        host_slot: int,
+        progress: dict[int, _Progress],
+        pending: set[int],
+        failures: list[ActorFailure],
+        args: tuple[Any, ...],
+    ) -> None:
+        """A starting actor answered ``ready()``: its rollouts' clocks start now."""
+        host = self._slots[host_slot]
+        try:
+            self._mark_ready(host, self._ray.get(host.ready_ref))
+        except Exception as exc:
+            for slot in [s for s in pending if progress[s].host == host_slot]:
+                if not self._fault(slot, progress[slot], exc, failures, args):
+                    pending.discard(slot)
+            return
+        now = time.perf_counter()
+        for slot in pending:
+            p = progress[slot]
+            if p.host == host_slot and p.state == "starting":
+                p.state = "running"
+                p.deadline = self._deadline(now, queued=p.queued)
+
+    def _on_result(
+        self,
+        slot: int,
+        p: _Progress,
+        ref: Any,
+        put_s: float,
+        trajectories: dict[int, Trajectory],
+        timings: dict[int, ActorTiming],
+        failures: list[ActorFailure],
+        args: tuple[Any, ...],
+    ) -> None:
+        """A rollout ended: keep its trajectory, or count the fault (``p.ref`` None: gave up)."""
+        try:
+            trajectory, compute_s, cpu_s, build_s = self._ray.get(ref)
+        except Exception as exc:
+            if not self._fault(slot, p, exc, failures, args):
+                p.ref = None
+            return
+        received = time.perf_counter()
+        host = self._slots.get(p.host)
+        startup_s = 0.0
+        begun = p.submitted
+        if host is not None and not host.ready:  # its ready() resolved first; seen only now
+            self._mark_ready(host, self._ray.get(host.ready_ref))
+        if p.host != slot:
+            startup_s = float(build_s) if p.guest_cold else 0.0
+        elif p.cold and host is not None:
+            startup_s = host.startup_s
+            begun = max(p.submitted, host.created + host.startup_s)
+        timings[slot] = ActorTiming(
+            actor_id=slot,
+            startup_s=startup_s,
+            compute_s=float(compute_s),
+            transfer_s=put_s + max(0.0, received - begun - float(compute_s) - float(build_s)),
+            cold_start=p.cold or p.guest_cold,
+            num_steps=len(trajectory),
+            cpu_s=float(cpu_s),
+        )
+        trajectories[slot] = trajectory
+        p.mark_rerun()
+
+    def _check_late(
+        self,
+        progress: dict[int, _Progress],
+        pending: set[int],
+        failures: list[ActorFailure],
+        args: tuple[Any, ...],
+    ) -> None:
+        now = time.perf_counter()
+        for slot in sorted(pending):
+            p = progress[slot]
+            if slot in pending and now >= p.deadline:
+                late = TimeoutError(self._late_message(starting=p.state == "starting"))
+                if not self._fault(slot, p, late, failures, args):
+                    pending.discard(slot)
+
+    def _reroute_unplaceable(
+        self, progress: dict[int, _Progress], pending: set[int], args: tuple[Any, ...]
+    ) -> None:
+        """Starting actors the cluster has no room for (a lost node): share a live one."""
+        starting = [s for s in sorted(pending) if progress[s].state == "starting"]
+        own_starting = [s for s in starting if progress[s].host == s]
+        if not own_starting:
+            return
+        excess = len(self._slots) - self._room()
+        for slot in reversed(own_starting[-excess:] if excess > 0 else []):
+            if self._pick_host(exclude=slot) is None:
+                return
+            self._kill(slot)
+            self._dispatch(slot, progress[slot], args)
+
     # -- internals ------------------------------------------------------------------------
+    def _room(self) -> int:
+        """How many actors of ``actor_options`` the cluster's alive nodes hold."""
+        return placeable(alive_node_resources(self._ray.nodes()), self._request)
+
+    def _pick_host(self, exclude: int) -> int | None:
+        """The live actor with the fewest rollouts queued this round (ready ones first)."""
+        hosts = [s for s in self._slots if s != exclude]
+        if not hosts:
+            return None
+        return min(hosts, key=lambda s: (not self._slots[s].ready, self._queued.get(s, 0), s))
+
+    def _dispatch(
+        self, slot: int, p: _Progress, args: tuple[Any, ...], *, round_start: bool = False
+    ) -> None:
+        """Submit ``slot``'s rollout: to its own actor, started if missing and the cluster
+        has room, else to a live actor that it shares."""
+        p.guest_cold = False
+        guest = None
+        if slot not in self._slots:
+            shared = self._shared.get(slot)
+            if shared is not None and shared[0] in self._slots and round_start:
+                if len(self._slots) < self._room():  # room again: back to an own actor
+                    self._slots[shared[0]].handle.release.remote(slot)
+                    shared = None
+                    del self._shared[slot]
+            if shared is None or shared[0] not in self._slots:
+                self._shared.pop(slot, None)
+                host = self._pick_host(exclude=slot)
+                if host is None or len(self._slots) < self._room():
+                    self._start(slot)
+                    p.cold = True
+                else:
+                    shared = self._shared[slot] = (host, self._next_incarnation(slot))
+                    p.guest_cold = True
+                    logger.warning(
+                        "the Ray cluster has no room for actor %d (room for %d actors of %s): "
+                        "its rollouts run on actor %d, after that actor's own; the fleet now "
+                        "has %d Ray actors for its slots %s",
+                        slot, self._room(), self.actor_options, host, len(self._slots),
+                        sorted({*self._slots, *self._shared}),
+                    )  # fmt: skip
+            if shared is not None:
+                guest = (self.actor_factory, self.workload, slot, self.seed, shared[1])
+        p.host = slot if guest is None else self._shared[slot][0]
+        actor = self._slots[p.host]
+        self._queued[p.host] = p.queued = self._queued.get(p.host, 0) + 1
+        # Ray runs an actor's calls in order: the rollout may wait for the actor's
+        # construction (its clock starts at ready) or for the rollouts queued before it.
+        p.ref = actor.handle.rollout.remote(*args, guest)
+        p.submitted = time.perf_counter()
+        p.state = "running" if actor.ready else "starting"
+        p.deadline = self._deadline(p.submitted, starting=not actor.ready, queued=p.queued)
+
     def _start(self, slot: int) -> _RaySlot:
         incarnation = self._next_incarnation(slot)
         handle = self._remote_cls.options(
@@ -364,17 +607,11 @@ class RayFleet(SupervisedFleetBase):
         actor.pid = int(info[0])
         actor.startup_s = time.perf_counter() - actor.created
 
-    def _submit(self, slot: int, p: _Progress, args: tuple[Any, ...]) -> None:
-        actor = self._slots[slot]
-        # Ray runs an actor's calls in order, so the rollout may be queued behind the
-        # actor's construction; its deadline starts once the actor is ready.
-        p.ref = actor.handle.rollout.remote(*args)
-        p.submitted = time.perf_counter()
-        p.state = "running" if actor.ready else "starting"
-        p.deadline = self._deadline(p.submitted, starting=not actor.ready)
-
     def _kill(self, slot: int) -> None:
+        """Kill ``slot``'s own actor; the slots it hosted lose their guest actors."""
         actor = self._slots.pop(slot, None)
+        for guest in [g for g, (host, _) in self._shared.items() if host == slot]:
+            del self._shared[guest]
         if actor is not None:
             try:
                 self._ray.kill(actor.handle, no_restart=True)
@@ -389,7 +626,11 @@ class RayFleet(SupervisedFleetBase):
         failures: list[ActorFailure],
         args: tuple[Any, ...],
     ) -> bool:
-        """Record a fault, replace the actor if a retry is left; True if the slot goes on."""
+        """Record a fault, replace the actor if a retry is left; True if the slot goes on.
+
+        A shared slot's crash or time-out is its host's (killed too); its error drops
+        only the guest actor.
+        """
         ray_exceptions = self._ray.exceptions
         if isinstance(exc, TimeoutError | ray_exceptions.GetTimeoutError):
             kind = "timeout"
@@ -397,9 +638,10 @@ class RayFleet(SupervisedFleetBase):
             kind = "crash"
         else:
             kind = "error"
-        self._kill(slot)
+        if p.host == slot or kind != "error":
+            self._kill(p.host)
+        self._shared.pop(slot, None)
         if not self._record_fault([slot], p, kind, str(exc), failures, f"ray actor {slot}"):
             return False
-        self._start(slot)
-        self._submit(slot, p, args)
+        self._dispatch(slot, p, args)
         return True

@@ -90,7 +90,7 @@ def test_argument_errors(cluster, weights, monkeypatch):
 
     with pytest.raises(TypeError, match=r"actor_options: expected a dict or None, actual list"):
         RayFleet(WORKLOAD, actor_options=[])
-    with pytest.raises(ValueError, match=r"actor_timeout: expected seconds > 0"):
+    with pytest.raises(ValueError, match=r"actor_timeout: expected a finite number > 0"):
         RayFleet(WORKLOAD, actor_timeout=-1)
     with RayFleet(WORKLOAD, max_actors=1) as fleet:
         with pytest.raises(ValueError, match=r"num_actors: expected an int in \[1, 1\], actual 2"):
