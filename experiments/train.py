@@ -23,15 +23,13 @@ from typing import Any
 
 from tqdm import tqdm
 
-from fleetgym.agents.fleet import make_fleet
+from fleetgym.agents.fleet import BACKENDS, make_fleet
 from fleetgym.agents.training import evaluate_policy, train
 from fleetgym.agents.workloads import WORKLOADS, get_workload
 from fleetgym.errors import UnknownWorkloadError
 from fleetgym.experiments import async_train
 from fleetgym.experiments.argtypes import non_negative_int, positive_int
 from fleetgym.experiments.tables import write_csv
-
-BACKENDS = ("inprocess", "process", "ray")
 
 
 def _float(text: str) -> float:
