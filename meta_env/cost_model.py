@@ -346,7 +346,7 @@ class RoundAccountant:
     def account(
         self,
         *,
-        actor_compute_s: Sequence[float],
+        actor_compute_s: Sequence[float] | np.ndarray,
         learner_update_s: float,
         actor_ids: Sequence[int] | None = None,
         num_actors: int | None = None,
