@@ -49,7 +49,7 @@ def quote(value: Any, limit: int = QUOTE_LIMIT) -> str:
 
     Example:
         >>> quote("x" * 200, limit=10)
-        "'xxxxxxxxx… (202 characters)"
+        "'xxxxxxxx… (202 characters)"
     """
     text = repr(value)
     if len(text) <= limit:
