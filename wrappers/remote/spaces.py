@@ -42,8 +42,7 @@ def describe_space(space: gym.Space[Any]) -> tuple[dict[str, Any], list[np.ndarr
     if isinstance(space, spaces.MultiDiscrete):
         return {"kind": "MultiDiscrete", "dtype": str(space.dtype)}, [space.nvec, space.start]
     if isinstance(space, spaces.MultiBinary):
-        n = space.n
-        return {"kind": "MultiBinary", "n": [int(n)] if np.isscalar(n) else list(n)}, []
+        return {"kind": "MultiBinary", "n": [int(x) for x in np.atleast_1d(space.n)]}, []
     raise UnsupportedSpaceError(
         f"space: expected one of {[c.__name__ for c in _SUPPORTED]}, actual {space}"
     )

@@ -178,10 +178,106 @@ def test_netem_command_mapping():
         netem_command(get_profile("trace-wifi-office").uplink)
 
 
-@pytest.mark.timeout(120)
-def test_netem_parity_across_a_veth_pair():
-    """Mode 3 across two network namespaces joined by a veth pair with the profile in netem."""
+_CLIENT = """
+import sys, gymnasium as gym, fleetgym
+env = gym.make("fleetgym/Remote-v0", address=sys.argv[1], profile="perfect",
+               secret_file=sys.argv[2], record_path=sys.argv[3])
+env.reset(seed=0)
+for t in range(int(sys.argv[4])):
+    *_, term, trunc, _ = env.step(t % 2)
+    if term or trunc:
+        env.reset()
+import time; time.sleep(0.5); env.close()
+"""
+
+
+@pytest.mark.timeout(300)
+def test_netem_parity_across_a_veth_pair(tmp_path):
+    """Mode 3 across two network namespaces joined by a veth pair, the profile in netem:
+    the observations' loss and delay quantiles match the shim's as on the socket."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
     ok, reason = netem_available()
     if not ok:
         pytest.skip(f"netem unavailable: {reason}")
-    pytest.skip("netem available but the namespace harness needs root (ip netns); run manually")
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("the veth harness needs root and iproute2's ip")
+    profile = get_profile("wifi-normal")
+    a, b = "fgtest_env", "fgtest_agent"
+
+    def sh(*cmd: str) -> None:
+        subprocess.run(cmd, check=True, capture_output=True, timeout=30)
+
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"netem-parity-secret-0123456789")
+    server = None
+    try:
+        sh("ip", "netns", "add", a)
+        sh("ip", "netns", "add", b)
+        sh("ip", "link", "add", "fgveth0", "type", "veth", "peer", "name", "fgveth1")
+        sh("ip", "link", "set", "fgveth0", "netns", a)
+        sh("ip", "link", "set", "fgveth1", "netns", b)
+        for ns, dev, ip in ((a, "fgveth0", "10.231.0.1/24"), (b, "fgveth1", "10.231.0.2/24")):
+            sh("ip", "-n", ns, "addr", "add", ip, "dev", dev)
+            sh("ip", "-n", ns, "link", "set", dev, "up")
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+        sh("ip", "netns", "exec", a, *netem_command(profile.uplink, "fgveth0").split())
+        sh("ip", "netns", "exec", b, *netem_command(profile.downlink, "fgveth1").split())
+        port_file = tmp_path / "port"
+        server = subprocess.Popen(
+            [
+                "ip",
+                "netns",
+                "exec",
+                a,
+                sys.executable,
+                "-m",
+                "fleetgym",
+                "serve-env",
+                "--env-id",
+                "CartPole-v1",
+                "--bind",
+                "10.231.0.1:0",
+                "--secret-file",
+                str(secret),
+                "--port-file",
+                str(port_file),
+            ]
+        )
+        end = time.monotonic() + 60
+        while not (port_file.exists() and port_file.read_text().strip()):
+            assert time.monotonic() < end and server.poll() is None
+            time.sleep(0.2)
+        address = f"10.231.0.1:{int(port_file.read_text())}"
+        trace_file = tmp_path / "up.csv"
+        subprocess.run(
+            [
+                "ip",
+                "netns",
+                "exec",
+                b,
+                sys.executable,
+                "-c",
+                _CLIENT,
+                address,
+                str(secret),
+                str(trace_file),
+                "3000",
+            ],
+            check=True,
+            timeout=200,
+        )
+        got = delay_summary(np.asarray(load_trace(trace_file).delay_ms))
+        want = delay_summary(channel_reference(profile.uplink, 200_000, 20.0, fifo=False))
+        assert abs(got["loss"] - want["loss"]) <= 0.01
+        for key in ("p10_ms", "p50_ms", "p90_ms", "p99_ms"):
+            assert abs(got[key] - want[key]) <= max(2.0, 0.1 * want[key]), key
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=20)
+        for ns in (a, b):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
