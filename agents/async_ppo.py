@@ -40,12 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from fleetgym.agents.lag import (
-    CompensatedPPOLearner,
-    LagUpdateStats,
-    ObservedTrajectory,
-    WeightRing,
-)
+from fleetgym.agents.async_pipeline import ServedActor, TrajectoryPipeline, with_next_obs
+from fleetgym.agents.lag import CompensatedPPOLearner, LagUpdateStats, WeightRing
 from fleetgym.agents.losses import LOSSES, LossConfig
 from fleetgym.agents.types import Trajectory, Weights
 from fleetgym.agents.workloads import Workload, get_workload
@@ -58,6 +54,8 @@ logger = logging.getLogger(__name__)
 #: an object with ``rollout(weights, steps, policy_version) -> Trajectory`` (and optionally
 #: ``obs``, the observation after the last step, and ``close()``).
 ActorFactory = Callable[[Workload, int, int, int], Any]
+#: Where the actors' policy runs.
+INFERENCE_MODES = ("local", "server")
 #: Restarts of one actor slot before the trainer gives up.
 MAX_RESTARTS = 3
 #: Seconds to wait for an actor thread to finish its rollout when stopping.
@@ -92,65 +90,6 @@ class UpdateRecord:
         return self.learner_busy_s / self.wall_s if self.wall_s > 0 else 0.0
 
 
-class _Pipeline:
-    """Tickets, the queue of finished trajectories and the stop flag, under one condition."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.cond = threading.Condition()
-        self.queue: collections.deque[Trajectory] = collections.deque()
-        self.outstanding = 0
-        self.max_outstanding = 0
-        self.stopped = False
-        self.error: BaseException | None = None
-
-    def admit(self) -> bool:
-        """Block until a ticket is free; False once stopped."""
-        with self.cond:
-            while not self.stopped and self.outstanding >= self.capacity:
-                self.cond.wait()
-            if self.stopped:
-                return False
-            self.outstanding += 1
-            self.max_outstanding = max(self.max_outstanding, self.outstanding)
-            return True
-
-    def put(self, trajectory: Trajectory) -> None:
-        with self.cond:
-            self.queue.append(trajectory)
-            self.cond.notify_all()
-
-    def cancel(self) -> None:
-        """Return a ticket whose rollout failed."""
-        with self.cond:
-            self.outstanding -= 1
-            self.cond.notify_all()
-
-    def take(self, n: int) -> list[Trajectory]:
-        """Block until ``n`` trajectories are queued and take them (tickets held until released)."""
-        with self.cond:
-            while not self.stopped and len(self.queue) < n:
-                self.cond.wait()
-            if self.error is not None:
-                raise FleetError(f"an actor failed for good: {self.error}") from self.error
-            if self.stopped:
-                return []
-            return [self.queue.popleft() for _ in range(n)]
-
-    def release(self, n: int) -> None:
-        """End the tickets of ``n`` trajectories whose update finished."""
-        with self.cond:
-            self.outstanding -= n
-            self.cond.notify_all()
-
-    def stop(self, error: BaseException | None = None) -> None:
-        with self.cond:
-            self.stopped = True
-            if error is not None and self.error is None:
-                self.error = error
-            self.cond.notify_all()
-
-
 class AsyncPPO:
     """PPO with decoupled rollout and training, a bounded policy lag and lag-tolerant losses.
 
@@ -182,6 +121,10 @@ class AsyncPPO:
             injected lag, for experiments; at most ``max_policy_lag``).
         concurrent: ``False`` runs the same loop without threads, collecting and updating
             in turn (deterministic for a seed; the lag is then exactly the injected one).
+        inference: ``"local"`` (each actor acts with its own copy of the published
+            weights) or ``"server"`` (actors act through one in-process
+            :class:`~fleetgym.agents.inference.InferenceServer`, which receives the
+            weights after every update; samples record the version that answered them).
         seed: Seeds the learner and the actors' environments.
         tensorboard_log: A folder for TensorBoard event files (``None``: no logging).
         actor_factory: Builds an actor slot (see :data:`ActorFactory`; default a
@@ -207,6 +150,7 @@ class AsyncPPO:
         global_advantage_norm: bool = True,
         lag_injection: int = 0,
         concurrent: bool = True,
+        inference: str = "local",
         seed: int = 0,
         tensorboard_log: str | Path | None = None,
         actor_factory: ActorFactory | None = None,
@@ -236,6 +180,11 @@ class AsyncPPO:
                 f"actual {self.lag_injection}"
             )
         self.concurrent = check_bool("concurrent", concurrent)
+        self.inference = check_choice("inference", inference, INFERENCE_MODES)
+        if self.inference == "server" and actor_factory is not None:
+            raise ValueError(
+                "actor_factory: expected None with inference='server', actual a factory"
+            )
         self.seed = check_int("seed", seed, low=0)
         self.tensorboard_log = None if tensorboard_log is None else Path(tensorboard_log)
         self.actor_factory: ActorFactory = actor_factory or _default_actor
@@ -244,6 +193,7 @@ class AsyncPPO:
             self.workload, self.config, self.max_policy_lag, seed=self.seed, **hyperparameters
         )
         self.ring = WeightRing(self.lag_injection + 1)
+        self._server: Any = None
         self._publish()
         self.num_timesteps = 0
         self.history: list[UpdateRecord] = []
@@ -257,6 +207,11 @@ class AsyncPPO:
     # ----------------------------------------------------------------- weights
     def _publish(self) -> None:
         self.ring.push(self.learner.policy_version, self.learner.get_weights())
+        server = getattr(self, "_server", None)
+        if server is not None:
+            version, weights = self._behaviour()
+            if version != server.policy_version:
+                server.set_weights(weights, version, wait=False)
 
     def _behaviour(self) -> tuple[int, Weights]:
         return self.ring.lagged(self.lag_injection)
@@ -271,21 +226,32 @@ class AsyncPPO:
     # ----------------------------------------------------------------- actors
     def _actor(self, slot: int) -> Any:
         if slot not in self._actors:
-            self._actors[slot] = self.actor_factory(
-                self.workload, slot, self.seed, self._incarnations[slot]
-            )
+            incarnation = self._incarnations[slot]
+            if self._server is not None:
+                actor = ServedActor(self.workload, slot, self.seed, incarnation, self._server)
+            else:
+                actor = self.actor_factory(self.workload, slot, self.seed, incarnation)
+            self._actors[slot] = actor
         return self._actors[slot]
+
+    def _start_server(self) -> None:
+        if self.inference != "server" or self._server is not None:
+            return
+        from fleetgym.agents.inference import InferenceServer
+
+        version, weights = self._behaviour()
+        policy = self.workload.make_policy()
+        policy.load_weights(weights)
+        self._server = InferenceServer(
+            policy, max_batch=self.n_actors, max_wait_ms=5.0, policy_version=version
+        )
 
     def _collect(self, slot: int) -> Trajectory:
         """One whole rollout of a slot, with the behaviour weights of this moment."""
         actor = self._actor(slot)
         version, weights = self._behaviour()
         traj = actor.rollout(weights, self.steps_per_actor, version)
-        next_obs = getattr(actor, "obs", None)
-        if next_obs is None or not isinstance(traj, Trajectory):
-            return traj
-        fields = {name: getattr(traj, name) for name in Trajectory.__dataclass_fields__}
-        return ObservedTrajectory(**fields, next_obs=np.array(next_obs, copy=True))
+        return with_next_obs(traj, getattr(actor, "obs", None))
 
     def _replace(self, slot: int, error: BaseException) -> None:
         """Count a failed rollout and drop the slot's actor (the next one is a new incarnation)."""
@@ -301,7 +267,7 @@ class AsyncPPO:
             except Exception:  # a broken actor may fail to close as well
                 logger.debug("actor %d did not close cleanly", slot, exc_info=True)
 
-    def _actor_loop(self, slot: int, pipe: _Pipeline) -> None:
+    def _actor_loop(self, slot: int, pipe: TrajectoryPipeline) -> None:
         failures = 0
         while pipe.admit():
             try:
@@ -316,7 +282,7 @@ class AsyncPPO:
                 continue
             pipe.put(traj)
 
-    def _stop_actors(self, pipe: _Pipeline) -> None:
+    def _stop_actors(self, pipe: TrajectoryPipeline) -> None:
         pipe.stop()
         for thread in self._threads:
             thread.join(JOIN_TIMEOUT_S)
@@ -326,7 +292,7 @@ class AsyncPPO:
             logger.error("actor threads still running after %.0f s: %s", JOIN_TIMEOUT_S, alive)
 
     # ----------------------------------------------------------------- training
-    def _next_batch(self, pipe: _Pipeline | None) -> list[Trajectory]:
+    def _next_batch(self, pipe: TrajectoryPipeline | None) -> list[Trajectory]:
         if pipe is not None:
             return pipe.take(self.batch_trajectories)
         batch: list[Trajectory] = []
@@ -373,7 +339,8 @@ class AsyncPPO:
         writer = self._writer()
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
-        pipe = _Pipeline(self.capacity) if self.concurrent else None
+        self._start_server()
+        pipe = TrajectoryPipeline(self.capacity) if self.concurrent else None
         if pipe is not None:
             self._threads = [
                 threading.Thread(
@@ -479,11 +446,20 @@ class AsyncPPO:
         return (actions[0] if single else actions), None
 
     def close(self) -> None:
-        """Close the actors' environments."""
+        """Close the actors' environments (and the inference server)."""
         for slot in list(self._actors):
             close = getattr(self._actors.pop(slot), "close", None)
             if close is not None:
                 close()
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+
+    def __enter__(self) -> AsyncPPO:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # ----------------------------------------------------------------- files
     def _settings(self) -> dict[str, Any]:
@@ -499,6 +475,7 @@ class AsyncPPO:
             "global_advantage_norm": self.config.global_advantage_norm,
             "lag_injection": self.lag_injection,
             "concurrent": self.concurrent,
+            "inference": self.inference,
             "seed": self.seed,
             "hyperparameters": self.hyperparameters,
             "num_timesteps": self.num_timesteps,

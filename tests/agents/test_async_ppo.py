@@ -25,10 +25,12 @@ def test_learn_records_lag_within_the_bound(loss):
     model = AsyncPPO("CartPole-v1", loss=loss, max_policy_lag=2, seed=0, **TINY)
     model.learn(256)
     assert model.num_timesteps >= 256
-    assert model.learner.policy_version == len(model.history)
+    # an update whose samples were all dropped takes no step (rare: out-of-order actors)
+    assert model.learner.policy_version <= len(model.history)
     for record in model.history:
         s = record.stats
-        assert s.lag_max <= 2 + 0  # dropped samples are over the bound, used ones never
+        # out-of-order trajectories may arrive over the bound: exactly those are dropped
+        assert int((s.lags > 2).sum()) == s.dropped_samples
         assert s.num_samples + s.dropped_samples == 32
         assert 0.0 <= record.learner_utilisation <= 1.0
     assert model.max_outstanding <= model.capacity == 3 * 2
@@ -184,3 +186,18 @@ def test_bad_arguments_get_clear_errors(kwargs, error, match):
 def test_load_without_settings_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="settings file"):
         AsyncPPO.load(tmp_path / "missing.pt")
+
+
+@pytest.mark.timeout(120)
+def test_actors_through_the_inference_server_record_per_sample_versions():
+    with AsyncPPO("CartPole-v1", inference="server", max_policy_lag=2, seed=0, **TINY) as model:
+        model.learn(32 * 4)
+        assert model.learner.policy_version == 4
+        assert all(r.stats.lag_max <= 2 for r in model.history)
+        assert model._server is not None and model._server.policy_version >= 3
+    assert model._server is None and _actor_threads() == []
+
+
+def test_server_inference_takes_no_actor_factory():
+    with pytest.raises(ValueError, match="actor_factory: expected None"):
+        AsyncPPO("CartPole-v1", inference="server", actor_factory=_Broken)

@@ -1,0 +1,167 @@
+"""Asynchronous against synchronous training: env steps/s, wall time to target, learner utilisation.
+
+Three trainers with the same actors (``--actors`` slots of ``rollout_steps`` env steps,
+one update per ``--actors`` trajectories, the workload's PPO hyperparameters) and the same
+cores:
+
+* ``sync-fleet`` -- the synchronous path: :func:`fleetgym.agents.training.train` with a
+  process fleet (one worker process per actor) and :class:`~fleetgym.agents.ppo.PPOLearner`;
+* ``sync-threads`` -- :class:`~fleetgym.agents.async_ppo.AsyncPPO` with
+  ``max_policy_lag=0`` (actor threads wait for every update: synchronous PPO on the
+  asynchronous trainer's own machinery);
+* ``async`` -- :class:`AsyncPPO` with GIPO, value recomputation, global normalisation and
+  ``max_policy_lag=--lag``.
+
+Workloads: ``uniform`` (the plain env) and ``heterogeneous`` (each actor's env steps cost
+an extra log-normal delay, ``--delay-ms`` median and ``--delay-sigma`` spread: a long tail
+of slow actors). Each run stops at the workload's target return or after ``--steps`` env
+steps. Prints a Markdown table; ``--out`` also writes it with a JSON of the runs.
+
+Example::
+
+    python -m fleetgym.experiments.async_compare --steps 20000 --seeds 1 --out runs/compare
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from fleetgym.experiments.tables import markdown_table
+
+MODES = ("sync-fleet", "sync-threads", "async")
+WORKLOADS = ("uniform", "heterogeneous")
+
+
+def _workload(name: str, kind: str, delay_ms: float, sigma: float) -> Any:
+    from fleetgym.agents.workloads import get_workload
+
+    base = get_workload(name)
+    if kind == "uniform":
+        return base
+    return base.with_overrides(step_delay_s=delay_ms / 1000.0, step_delay_sigma=sigma)
+
+
+def run_mode(
+    mode: str, workload: Any, actors: int, seed: int, steps: int, lag: int
+) -> dict[str, Any]:
+    """One training run; returns steps, wall time, steps/s, utilisation and the return."""
+    from fleetgym.agents.async_ppo import AsyncPPO
+
+    target = workload.target_return
+    started = time.perf_counter()
+    if mode == "sync-fleet":
+        from fleetgym.agents.fleet import make_fleet
+        from fleetgym.agents.ppo import PPOLearner
+        from fleetgym.agents.training import train
+
+        learner = PPOLearner(workload, seed=seed)
+        rounds = -(-steps // (actors * workload.rollout_steps))
+        with make_fleet(workload, backend="process", max_actors=actors, seed=seed) as fleet:
+            started = time.perf_counter()  # the worker processes are up
+            history = train(workload, fleet, learner, actors, rounds, target=target)
+        wall = time.perf_counter() - started
+        busy = sum(r.stats.update_time_s for r in history.rounds)
+        done, final = history.total_steps, history.final_return
+        reached = history.reached_target
+    else:
+        synchronous = mode == "sync-threads"
+        model = AsyncPPO(
+            workload,
+            loss="ppo" if synchronous else "gipo",
+            max_policy_lag=0 if synchronous else lag,
+            n_actors=actors,
+            recompute_values=not synchronous,
+            global_advantage_norm=not synchronous,
+            seed=seed,
+        )
+        model.learn(steps, target=target)
+        model.close()
+        last = model.history[-1]
+        wall, busy = last.wall_s, last.learner_busy_s
+        done, final = model.num_timesteps, model.learner.mean_return
+        reached = final >= target
+    return {
+        "mode": mode,
+        "seed": seed,
+        "steps": done,
+        "wall_s": wall,
+        "steps_per_s": done / wall,
+        "learner_utilisation": busy / wall,
+        "final_return": final,
+        "reached_target": bool(reached),
+    }
+
+
+def _fmt(values: list[float], spec: str) -> str:
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return format(mean, spec)
+    return f"{format(mean, spec)} ± {format(statistics.pstdev(values), spec)}"
+
+
+def table(results: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Markdown lines: per workload and mode, the means (± std over seeds)."""
+    rows = []
+    for kind, runs in results.items():
+        for mode in MODES:
+            mine = [r for r in runs if r["mode"] == mode]
+            if not mine:
+                continue
+            reached = [r["wall_s"] for r in mine if r["reached_target"]]
+            rows.append(
+                [
+                    kind,
+                    mode,
+                    _fmt([r["steps_per_s"] for r in mine], ".0f"),
+                    _fmt([r["learner_utilisation"] for r in mine], ".2f"),
+                    _fmt([r["final_return"] for r in mine], ".0f"),
+                    f"{len(reached)}/{len(mine)}"
+                    + (f" ({_fmt(reached, '.0f')} s)" if reached else ""),
+                ]
+            )
+    header = ["workload", "trainer", "env steps/s", "learner utilisation", "final return"]
+    return markdown_table([*header, "reached target (wall)"], rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the comparison and print (and optionally write) the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", default="CartPole-v1")
+    parser.add_argument("--kinds", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    parser.add_argument("--actors", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=20_000)
+    parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument("--lag", type=int, default=4)
+    parser.add_argument("--delay-ms", type=float, default=1.0)
+    parser.add_argument("--delay-sigma", type=float, default=1.0)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+
+    import torch
+
+    torch.set_num_threads(1)
+    results: dict[str, list[dict[str, Any]]] = {}
+    for kind in args.kinds:
+        workload = _workload(args.workload, kind, args.delay_ms, args.delay_sigma)
+        for seed in range(args.seeds):
+            for mode in args.modes:
+                run = run_mode(mode, workload, args.actors, seed, args.steps, args.lag)
+                results.setdefault(kind, []).append(run)
+                print(json.dumps({"workload": kind, **run}), flush=True)
+    lines = table(results)
+    print("\n".join(lines))
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "async_compare.md").write_text("\n".join(lines) + "\n")
+        (args.out / "async_compare.json").write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
