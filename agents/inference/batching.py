@@ -189,35 +189,43 @@ def auto_wait(
     """The wait (seconds) ``max_wait_ms="auto"`` uses, from measured rates.
 
     Model: requests arrive at ``rate`` = λ per second; a forward pass of ``b`` requests
-    takes ``f(b) = a + c·b`` (``a`` = ``fixed_s``, ``c`` = ``per_item_s``). A batch that
-    waits ``w`` after its first request holds about ``b(w) = 1 + λ·w`` requests, so the
-    share of wall time the server computes is
+    takes ``f(b) = a + c·b`` (``a`` = ``fixed_s``, ``c`` = ``per_item_s``). A batch
+    collects the requests that arrived while the previous pass ran and during its own
+    wait ``w``, so it holds about ``b = 1 + λ·(w + f(b))``:
 
-        ρ(b) = λ·f(b)/b = λ·(a/b + c).
+        b(w) = (1 + λ·(w + a)) / (1 − λ·c).
 
-    Actors are a closed loop (an actor sends its next request after the answer): once the
-    server keeps up (ρ < 1), waiting longer only lengthens every actor's cycle and lowers
-    throughput; below that, each tiny batch pays the fixed cost ``a`` and the server
-    saturates. Throughput is therefore highest at the *smallest* wait that keeps
-    ``ρ ≤ ρ*`` (``target_utilisation``, below 1 to leave room for bursts):
+    The share of wall time the server computes (the cores or accelerator it takes from
+    the actors) is
 
-        b* = λ·a / (ρ* − λ·c),    w_thr = (b* − 1) / λ        (0 when b* ≤ 1),
+        ρ(w) = λ·f(b)/b = λ·(a/b(w) + c).
 
-    and when ``λ·c ≥ ρ*`` no batch size keeps up, so the server batches as much as the
-    latency budget allows. Latency: a request waits at most ``w``, may find a forward
-    pass in flight, then runs in its own: ``latency ≤ w + 2·f(b(w))``. Keeping that under
-    the budget ``L`` gives
+    Actors are a closed loop (an actor sends its next request after the answer): waiting
+    lengthens every actor's cycle, so it only pays where it buys something, namely the
+    compute of a server that would otherwise spend more than ``ρ*``
+    (``target_utilisation``) of its time on tiny batches. Throughput is therefore highest
+    at the *smallest* wait with ``ρ(w) ≤ ρ*``:
 
-        w ≤ w_lat = (L − 2a − 2c) / (1 + 2cλ),
+        b* = λ·a / (ρ* − λ·c),    w_thr = b*·(1 − λ·c)/λ − 1/λ − a     (0 if negative;
+
+    with ``w = 0`` the batches already hold ``b(0)`` requests, which is enough whenever
+    ``b(0) ≥ b*``). When ``λ·c ≥ ρ*`` no batch size brings ρ under ``ρ*``, and the server
+    batches as much as the latency budget allows. Latency: a request waits at most ``w``,
+    may find a pass in flight, then runs in its own: ``latency ≤ w + 2·f(b(w))``. Keeping
+    that under the budget ``L`` gives
+
+        w ≤ w_lat = (L − 2a − 2c·b(0)) / (1 + 2cλ/(1 − λc)),
 
     and waiting past the time a full batch takes to arrive is pointless:
-    ``w ≤ w_full = (B − 1)/λ``. The result is ``clamp(w_thr, 0, min(w_lat, w_full))``.
+    ``b(w) ≤ B``, i.e. ``w ≤ w_full = (B·(1 − λc) − 1)/λ − a``. The result is
+    ``clamp(w_thr, 0, min(w_lat, w_full))``.
 
     Example:
-        >>> round(auto_wait(rate=1000, fixed_s=2e-3, per_item_s=1e-5, max_batch=256,
-        ...                 budget_s=0.05) * 1e3, 3)  # b* = 2/(0.8-0.01) = 2.53
-        1.532
-        >>> auto_wait(rate=10, fixed_s=1e-3, per_item_s=1e-5, max_batch=256, budget_s=0.05)
+        >>> # 2000 requests/s, passes of 5 ms + 0.1 ms per request: b(0) = 13.75, b* = 16.67
+        >>> round(auto_wait(rate=2000, fixed_s=5e-3, per_item_s=1e-4, max_batch=256,
+        ...                 budget_s=0.1) * 1e3, 3)
+        1.167
+        >>> auto_wait(rate=1000, fixed_s=1e-3, per_item_s=1e-5, max_batch=256, budget_s=0.05)
         0.0
 
     Args:
@@ -234,22 +242,27 @@ def auto_wait(
     lam, a, c = max(rate, 0.0), max(fixed_s, 0.0), max(per_item_s, 0.0)
     if lam <= 0.0:
         return 0.0
-    w_lat = max(0.0, (budget_s - 2.0 * a - 2.0 * c) / (1.0 + 2.0 * c * lam))
-    w_full = (max_batch - 1) / lam
+    keep = 1.0 - lam * c  # the share of arrivals the per-request cost leaves room for
+    if keep <= 0.0:
+        keep = 1e-9  # overloaded: b(w) grows without bound; the caps below decide
+    b0 = (1.0 + lam * a) / keep
+    w_lat = max(0.0, (budget_s - 2.0 * a - 2.0 * c * b0) / (1.0 + 2.0 * c * lam / keep))
+    w_full = max(0.0, (max_batch * keep - 1.0) / lam - a)
     cap = min(w_lat, w_full)
     if lam * c >= target_utilisation:
         return cap
     b_star = lam * a / (target_utilisation - lam * c)
-    w_thr = max(0.0, (b_star - 1.0) / lam)
+    w_thr = max(0.0, b_star * keep / lam - 1.0 / lam - a)
     return min(w_thr, cap)
 
 
 class DeadlineController:
     """Feeds :func:`auto_wait` with measured rates; the wait of an adaptive server.
 
-    Arrival rate: requests counted between updates, smoothed exponentially. Forward
-    time: ``f(b) = a + c·b`` fitted by exponentially weighted least squares over the
-    batches seen (one size only: ``c = 0``, ``a`` the mean).
+    Arrival rate: requests counted between updates, smoothed exponentially. Service
+    time of a batch (the server passes its whole cost: stacking the inputs, the forward
+    pass, answering every client): ``f(b) = a + c·b`` fitted by exponentially weighted
+    least squares over the batches seen (one size only: ``c = 0``, ``a`` the mean).
 
     Args:
         config: The server's configuration.

@@ -70,12 +70,13 @@ class ServerMetrics:
             self._latencies = _Ring(WINDOW)
 
     def record_batch(self, waits_s: np.ndarray, latencies_s: np.ndarray, forward_s: float) -> None:
-        """One forward pass over ``len(waits_s)`` requests."""
+        """One forward pass over ``len(waits_s)`` requests, just finished."""
         with self._lock:
             size = len(waits_s)
             self._requests += size
             self._batches += 1
-            self._forward_s += forward_s
+            # Only the part of the pass inside this window counts as busy time.
+            self._forward_s += min(forward_s, time.perf_counter() - self._started)
             self._histogram[size] += 1
             self._waits.extend(waits_s)
             self._latencies.extend(latencies_s)

@@ -374,7 +374,9 @@ class InferenceServer:
         done = self._clock()
         arrivals = np.array([entry.arrival for entry in batch])
         self._metrics.record_batch(started - arrivals, done - arrivals, forward_s)
-        self._controller.batch_done(done, len(requests), forward_s)
+        # The adaptive wait models the whole service time of a batch (stacking, forward,
+        # answering every client), the cost each extra batch adds, not the forward alone.
+        self._controller.batch_done(done, len(requests), done - started)
 
     def _run_apart(self, requests: list[Request], version: int) -> None:
         groups: dict[Channel, list[Request]] = {}

@@ -65,21 +65,33 @@ def test_empty_queue_is_never_due():
     assert q.deadline(0.005) is None
 
 
+def _utilisation(lam: float, a: float, c: float, w: float) -> float:
+    b = (1 + lam * (w + a)) / (1 - lam * c)
+    return lam * (a / b + c)
+
+
 def test_auto_wait_maths():
-    lam, a, c, budget = 1000.0, 2e-3, 1e-5, 0.05
-    b_star = lam * a / (0.8 - lam * c)
-    assert auto_wait(lam, a, c, 256, budget) == pytest.approx((b_star - 1) / lam)
-    # a server that keeps up with single requests does not wait
+    budget = 0.1
+    # the smallest wait that brings the compute share down to the target, exactly
+    w = auto_wait(2000.0, 5e-3, 1e-4, 256, budget)
+    assert w > 0 and _utilisation(2000.0, 5e-3, 1e-4, w) == pytest.approx(0.8)
+    assert _utilisation(2000.0, 5e-3, 1e-4, 0.0) > 0.8
+    # the batches that form during passes already suffice: no wait
+    assert auto_wait(1000.0, 1e-3, 1e-5, 256, budget) == 0.0
     assert auto_wait(10.0, 1e-3, 1e-5, 256, budget) == 0.0
     # saturated (lam * c >= rho*): as long as the latency budget allows
-    w = auto_wait(1e5, 1e-3, 1e-5, 4096, budget)
-    assert w == pytest.approx((budget - 2e-3 - 2e-5) / (1 + 2 * 1e-5 * 1e5))
+    lam, a, c = 9000.0, 1e-3, 1e-4
+    keep = 1 - lam * c
+    b0 = (1 + lam * a) / keep
+    expected = (budget - 2 * a - 2 * c * b0) / (1 + 2 * c * lam / keep)
+    assert auto_wait(lam, a, c, 4096, budget) == pytest.approx(expected)
     # never longer than a full batch takes to arrive
-    assert auto_wait(1e5, 1e-3, 1e-5, 8, budget) == pytest.approx(7 / 1e5)
+    assert auto_wait(2000.0, 5e-3, 1e-4, 14, budget) == pytest.approx((14 * 0.8 - 1) / 2000 - 5e-3)
     # the latency bound holds for the returned wait
-    for rate in (1e2, 1e3, 1e4, 1e5):
-        w = auto_wait(rate, a, c, 256, budget)
-        assert w + 2 * (a + c * (1 + rate * w)) <= budget + 1e-12
+    for rate in (1e2, 1e3, 2e3, 5e3):  # where the budget is attainable at all
+        w = auto_wait(rate, 5e-3, 1e-4, 256, budget)
+        b = (1 + rate * (w + 5e-3)) / (1 - rate * 1e-4)
+        assert w + 2 * (5e-3 + 1e-4 * b) <= budget + 1e-12
     assert auto_wait(0.0, a, c, 256, budget) == 0.0
 
 
