@@ -256,7 +256,7 @@ class SentActionHistory(
         self._t = 0
 
     def _encode(self, action: Any) -> np.ndarray:
-        flat = spaces.flatten(self.env.action_space, action).astype(np.float32)
+        flat = np.asarray(spaces.flatten(self.env.action_space, action), dtype=np.float32)
         return np.clip(flat, self._low, self._high).astype(np.float32)
 
     def _observation(self, obs: Any) -> np.ndarray:
