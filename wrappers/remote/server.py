@@ -20,7 +20,6 @@ non-loopback address requires a shared secret (every frame then carries an HMAC 
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import queue
 import socket
@@ -39,7 +38,14 @@ from fleetgym.wrappers.profiles import NetworkProfile, get_profile
 from fleetgym.wrappers.remote.conditions import DelayedSender, FreshestBox
 from fleetgym.wrappers.remote.recorder import PacketRecorder
 from fleetgym.wrappers.remote.spaces import describe_space, from_wire, to_wire
-from fleetgym.wrappers.remote.wire import Frame, MessageType, WireCodec
+from fleetgym.wrappers.remote.wire import (
+    Frame,
+    MessageType,
+    WireCodec,
+    is_loopback,
+    parse_address,
+    plain_info,
+)
 from fleetgym.wrappers.shim_config import (
     DELIVERY_MODES,
     ShimStreams,
@@ -47,52 +53,10 @@ from fleetgym.wrappers.shim_config import (
     infer_step_ms,
 )
 
-__all__ = ["RemoteEnvServer", "parse_address", "plain_info"]
+__all__ = ["RemoteEnvServer"]
 
 log = logging.getLogger(__name__)
 _M = MessageType
-
-
-def parse_address(address: str, name: str = "address") -> tuple[str, int]:
-    """``"host:port"`` as (host, port); port 0 means a free port (servers only).
-
-    Raises:
-        TypeError, ValueError: For anything else.
-    """
-    if not isinstance(address, str):
-        raise TypeError(f"{name}: expected 'host:port', actual {type(address).__name__}")
-    host, sep, port_text = address.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
-        raise ValueError(
-            f"{name}: expected 'host:port' with a port in [0, 65535], actual {quote(address)}"
-        )
-    return host, int(port_text)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names only this machine (``localhost`` or a loopback address)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def plain_info(info: dict[str, Any]) -> dict[str, Any]:
-    """The entries of an env's ``info`` that are plain JSON scalars (the rest stay home)."""
-    out: dict[str, Any] = {}
-    for key, value in info.items():
-        if isinstance(value, (bool, int, str)) or value is None:
-            out[str(key)] = value
-        elif isinstance(value, float) and np.isfinite(value):
-            out[str(key)] = value
-        elif isinstance(value, np.generic) and value.shape == () and value.dtype.kind in "biuf":
-            item = value.item()
-            if not isinstance(item, float) or np.isfinite(item):
-                out[str(key)] = item
-    return out
 
 
 class _Session:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import hmac
+import ipaddress
 import json
 import math
 import socket
@@ -51,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from fleetgym.errors import ProtocolError
+from fleetgym.validation import quote
 
 __all__ = [
     "DATAGRAM_LIMIT",
@@ -61,6 +63,9 @@ __all__ = [
     "Frame",
     "MessageType",
     "WireCodec",
+    "is_loopback",
+    "parse_address",
+    "plain_info",
 ]
 
 MAGIC = b"FGRE"
@@ -380,3 +385,45 @@ def _read_exact(sock: socket.socket, n: int) -> bytes:
         chunks.append(chunk)
         left -= len(chunk)
     return b"".join(chunks)
+
+
+def parse_address(address: str, name: str = "address") -> tuple[str, int]:
+    """``"host:port"`` as (host, port); port 0 means a free port (servers only).
+
+    Raises:
+        TypeError, ValueError: For anything else.
+    """
+    if not isinstance(address, str):
+        raise TypeError(f"{name}: expected 'host:port', actual {type(address).__name__}")
+    host, sep, port_text = address.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
+        raise ValueError(
+            f"{name}: expected 'host:port' with a port in [0, 65535], actual {quote(address)}"
+        )
+    return host, int(port_text)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names only this machine (``localhost`` or a loopback address)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def plain_info(info: dict[str, Any]) -> dict[str, Any]:
+    """The entries of an env's ``info`` that are plain JSON scalars (the rest stay home)."""
+    out: dict[str, Any] = {}
+    for key, value in info.items():
+        if isinstance(value, (bool, int, str)) or value is None:
+            out[str(key)] = value
+        elif isinstance(value, float) and np.isfinite(value):
+            out[str(key)] = value
+        elif isinstance(value, np.generic) and value.shape == () and value.dtype.kind in "biuf":
+            item = value.item()
+            if not isinstance(item, float) or np.isfinite(item):
+                out[str(key)] = item
+    return out
