@@ -109,6 +109,9 @@ def _tail(trajectory: Trajectory, start: int) -> Trajectory:
     tail = dataclasses.replace(trajectory, **changes)
     if per_sample is not None and "policy_versions" not in declared:
         tail.policy_versions = np.asarray(per_sample)[start:]  # type: ignore[attr-defined]
+    next_obs = getattr(trajectory, "next_obs", None)
+    if next_obs is not None and "next_obs" not in declared:
+        tail.next_obs = next_obs  # type: ignore[attr-defined]
     return tail
 
 
