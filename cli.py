@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "run the headline experiments and write a report",
     ),
     "lag-sweep": ("fleetgym.experiments.lag_sweep", "final return against an injected policy lag"),
+    "calibrate": ("fleetgym.experiments.calibrate", "measure a workload's compute model (cached)"),
 }
 
 

@@ -1,7 +1,13 @@
 """The training workloads: which environment, how it is preprocessed, and PPO defaults for it.
 
 A :class:`Workload` is a frozen, picklable description (plain fields only), so it crosses
-process boundaries as data or simply by its name (:func:`get_workload`). It builds the
+process boundaries as data or simply by its name (:func:`get_workload`). Besides the
+built-in names of :data:`WORKLOADS`, any Gymnasium environment is a workload:
+:func:`get_workload` takes a registered ID (``"module:ID"`` and user-registered IDs
+included) or an ``EnvSpec``, and :meth:`Workload.from_env` an ID or an importable
+callable; the preprocessing and the PPO defaults are then inferred from the env's spaces
+(:mod:`fleetgym.agents.workload_spec`). A callable travels by its import path
+(``"module:attr"``), never as pickled code. It builds the
 environment an actor steps (:meth:`Workload.make_env`) and the policy it acts with
 (:meth:`Workload.make_policy`). This module imports no torch: the policy module is loaded
 only when a policy is built.
@@ -15,6 +21,8 @@ rewards for Atari (the reported returns stay the raw game score).
 from __future__ import annotations
 
 import functools
+import json
+import math
 import numbers
 import time
 from dataclasses import dataclass, fields, replace
@@ -22,13 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
-from fleetgym.errors import UnknownWorkloadError
+from fleetgym.agents.workload_spec import PREPROCESSINGS, EnvSource, build_env, describe_env
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fleetgym.agents.policies import ActorCriticPolicy
 
-#: Environment families a workload can belong to.
-KINDS = ("classic", "mujoco", "atari")
+#: Environment families a workload can belong to (``"image"``: image observations that
+#: are not Atari's).
+KINDS = ("classic", "mujoco", "atari", "image")
 #: How the learner transforms rewards before computing advantages.
 REWARD_TRANSFORMS = ("none", "sign", "scale")
 
@@ -54,10 +63,12 @@ class Workload:
         >>> env.close()
 
     Args:
-        name: Workload name (the key in :data:`WORKLOADS`).
-        env_id: Gymnasium ID of the environment.
-        kind: ``"classic"``, ``"mujoco"`` or ``"atari"`` (selects the preprocessing).
-        target_return: Mean final episode return that counts as solved.
+        name: Workload name (the key in :data:`WORKLOADS`, or the env's ID).
+        env_id: Gymnasium ID of the environment (or the ``"module:attr"`` of a callable).
+        kind: ``"classic"``, ``"mujoco"``, ``"atari"`` or ``"image"`` (the family).
+        target_return: Mean final episode return that counts as solved (``inf``: none
+            known; training then runs its whole budget and the scheduling env needs an
+            explicit ``target_return``).
         rollout_steps: Default environment steps per actor per round.
         max_rounds: A default training budget in rounds for a fleet of 8 actors.
         lr: Adam learning rate.
@@ -82,6 +93,13 @@ class Workload:
         step_delay_sigma: Spread of that delay across actors: each env built with a seed
             draws its delay once, ``step_delay_s * exp(step_delay_sigma * z)`` with
             ``z ~ N(0, 1)`` from the seed (log-normal: a long tail of slow actors).
+        preprocessing: ``"none"``, ``"flatten"``, ``"frames"`` or ``"atari"`` (see
+            :mod:`~fleetgym.agents.workload_spec`); "" (the default): ``"atari"`` for the
+            Atari family, else ``"none"``.
+        entry_point: ``"module:attr"`` of the env's constructor, used by processes where
+            ``env_id`` is not registered; "": none.
+        env_kwargs_json: the env's keyword arguments, a JSON object ("": none).
+        max_episode_steps: time limit of the env (None: its registration's).
 
     Raises:
         ValueError: If a field is out of range (checked at construction).
@@ -110,8 +128,77 @@ class Workload:
     log_std_init: float = 0.0
     step_delay_s: float = 0.0
     step_delay_sigma: float = 0.0
+    preprocessing: str = ""
+    entry_point: str = ""
+    env_kwargs_json: str = ""
+    max_episode_steps: int | None = None
+
+    @classmethod
+    def from_env(cls, env: Any, **overrides: Any) -> Workload:
+        """A workload for any environment, its defaults inferred from the spaces.
+
+        Example:
+            >>> w = Workload.from_env("Acrobot-v1", rollout_steps=64)
+            >>> w.kind, w.preprocessing, w.target_return, w.rollout_steps
+            ('classic', 'none', -100.0, 64)
+
+        Args:
+            env: A registered ID (``"module:ID"`` imports ``module`` first), an
+                ``EnvSpec``, or an importable callable returning an env (or its
+                ``"module:attr"`` path).
+            **overrides: Workload fields replacing the inferred ones; ``env_kwargs`` (a
+                dict of plain data) is passed to the env.
+
+        Raises:
+            UnknownWorkloadError: an unregistered ID (the message lists close matches).
+            fleetgym.errors.UnsupportedSpaceError: spaces no policy fits.
+            TypeError, ValueError: a bad override, an unimportable callable.
+        """
+        env_kwargs = overrides.pop("env_kwargs", None)
+        if env_kwargs is not None and not isinstance(env_kwargs, dict):
+            raise TypeError(
+                f"env_kwargs: expected a dict or None, actual {type(env_kwargs).__name__}"
+            )
+        described = describe_env(env, env_kwargs, known=WORKLOADS)
+        return cls(**described).with_overrides(**overrides)
+
+    @property
+    def source(self) -> EnvSource:
+        """How to build this workload's env in any process (plain data)."""
+        return EnvSource(
+            env_id=self.env_id,
+            entry_point=self.entry_point,
+            kwargs_json=self.env_kwargs_json or "{}",
+            max_episode_steps=self.max_episode_steps,
+        )
 
     def __post_init__(self) -> None:
+        if not self.preprocessing:
+            object.__setattr__(self, "preprocessing", "atari" if self.kind == "atari" else "none")
+        if self.preprocessing not in PREPROCESSINGS:
+            raise ValueError(
+                f"preprocessing: expected one of {PREPROCESSINGS}, actual {self.preprocessing!r}"
+            )
+        try:
+            kwargs = json.loads(self.env_kwargs_json or "{}")
+        except (TypeError, ValueError):
+            kwargs = None
+        if not isinstance(kwargs, dict):
+            raise ValueError(
+                f"env_kwargs_json: expected a JSON object, actual {self.env_kwargs_json!r}"
+            )
+        if self.max_episode_steps is not None and (
+            not isinstance(self.max_episode_steps, int)
+            or isinstance(self.max_episode_steps, bool)
+            or self.max_episode_steps < 1
+        ):
+            raise ValueError(
+                f"max_episode_steps: expected an int >= 1 or None, actual {self.max_episode_steps!r}"
+            )
+        if not _is_real(self.target_return) or math.isnan(self.target_return):
+            raise ValueError(
+                f"target_return: expected a number (inf: none), actual {self.target_return!r}"
+            )
         if self.kind not in KINDS:
             raise ValueError(f"kind: expected one of {KINDS}, actual {self.kind!r}")
         if self.network not in ("mlp", "nature_cnn"):
@@ -162,7 +249,7 @@ class Workload:
         Returns:
             The environment (Gymnasium API).
         """
-        env = _make_env(self.env_id, self.kind)
+        env = build_env(self.source, self.preprocessing)
         if seed is not None:
             env.action_space.seed(int(seed))
         if self.step_delay_s > 0.0:
@@ -186,7 +273,7 @@ class Workload:
         """Build a freshly initialised policy for this workload (imports torch)."""
         from fleetgym.agents.policies import ActorCriticPolicy
 
-        observation_space, action_space = workload_spaces(self.name, self.env_id, self.kind)
+        observation_space, action_space = workload_spaces(self)
         return ActorCriticPolicy(
             observation_space,
             action_space,
@@ -228,30 +315,25 @@ def _is_real(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def _make_env(env_id: str, kind: str) -> gym.Env:
-    if kind == "atari":
-        import ale_py
-        from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
-
-        gym.register_envs(ale_py)
-        # NoFrameskip-v4 IDs: the wrapper does the frame skipping (max over the last two
-        # frames), as in the DQN/PPO Atari protocol.
-        env = gym.make(env_id)
-        env = AtariPreprocessing(
-            env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True, scale_obs=False
-        )
-        return FrameStackObservation(env, 4)
-    return gym.make(env_id)
-
-
 @functools.cache
-def workload_spaces(name: str, env_id: str, kind: str) -> tuple[gym.Space, gym.Space]:
-    """Observation and action spaces of a workload's env (built once per process, cached)."""
-    env = _make_env(env_id, kind)
+def _spaces(workload: Workload) -> tuple[gym.Space, gym.Space]:
+    env = build_env(workload.source, workload.preprocessing)
     try:
         return env.observation_space, env.action_space
     finally:
         env.close()
+
+
+def workload_spaces(
+    workload: Workload | str, env_id: str | None = None, kind: str | None = None
+) -> tuple[gym.Space, gym.Space]:
+    """Observation and action spaces of a workload's env as the policy sees them.
+
+    Built once per process and workload (cached). ``env_id`` and ``kind`` are accepted for
+    callers that pass a workload's name with them; the name alone selects the workload.
+    """
+    del env_id, kind
+    return _spaces(get_workload(workload))
 
 
 def _mujoco(name: str, target: float, **kw: Any) -> Workload:
@@ -319,22 +401,41 @@ WORKLOADS: dict[str, Workload] = {
 }
 
 
-def get_workload(name: str | Workload) -> Workload:
-    """The workload called ``name`` (a :class:`Workload` is returned as is).
+def get_workload(name: Any) -> Workload:
+    """The workload ``name``: built-in, or inferred from any Gymnasium environment.
+
+    Example:
+        >>> get_workload("CartPole-v1") is WORKLOADS["CartPole-v1"]
+        True
+        >>> get_workload("Pendulum-v1").network, get_workload("Pendulum-v1").normalize_obs
+        ('mlp', True)
+
+    Args:
+        name: A :class:`Workload` (returned as is), a built-in name of :data:`WORKLOADS`, a
+            registered Gymnasium ID (``"module:ID"`` forms and the user's own IDs
+            included), a ``gymnasium.envs.registration.EnvSpec``, or an importable
+            env-building callable (see :meth:`Workload.from_env`).
 
     Raises:
-        UnknownWorkloadError: If ``name`` is not in :data:`WORKLOADS`.
-        TypeError: If ``name`` is neither a string nor a :class:`Workload`.
+        UnknownWorkloadError: If ``name`` is neither built-in nor registered (the message
+            lists close matches).
+        fleetgym.errors.UnsupportedSpaceError: If no policy fits the env's spaces.
+        TypeError: If ``name`` is none of the above.
     """
     if isinstance(name, Workload):
         return name
-    if not isinstance(name, str):
-        raise TypeError(
-            f"workload: expected a name (str) or Workload, actual {type(name).__name__}"
-        )
-    try:
-        return WORKLOADS[name]
-    except KeyError:
-        raise UnknownWorkloadError(
-            f"unknown workload: expected one of {sorted(WORKLOADS)}, actual {name!r}"
-        ) from None
+    if isinstance(name, str):
+        if name in WORKLOADS:
+            return WORKLOADS[name]
+        return _inferred(name)
+    if isinstance(name, gym.envs.registration.EnvSpec) or callable(name):
+        return Workload.from_env(name)
+    raise TypeError(
+        "workload: expected a name (str), a Gymnasium ID, an EnvSpec or a Workload, "
+        f"actual {type(name).__name__}"
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _inferred(env_id: str) -> Workload:
+    return Workload.from_env(env_id)

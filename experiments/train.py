@@ -26,7 +26,7 @@ from tqdm import tqdm
 from fleetgym.agents.fleet import BACKENDS, make_fleet
 from fleetgym.agents.training import evaluate_policy, train
 from fleetgym.agents.workloads import WORKLOADS, get_workload
-from fleetgym.errors import UnknownWorkloadError
+from fleetgym.errors import UnknownWorkloadError, UnsupportedSpaceError
 from fleetgym.experiments import async_train
 from fleetgym.experiments.argtypes import non_negative_int, positive_int
 from fleetgym.experiments.tables import write_csv
@@ -44,11 +44,21 @@ def _float(text: str) -> float:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add this subcommand's arguments (imports nothing heavy)."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = (
+        "exit codes:\n"
+        "  0  the target return was reached\n"
+        "  1  the target was not reached within the budget (--rounds / --max-steps)\n"
+        "  2  usage error (a bad argument or workload)\n"
+        "  130  interrupted (Ctrl-C)\n"
+        "  a crash prints a Python traceback on stderr (Python's own exit status, 1)"
+    )
     parser.add_argument(
         "--workload",
         default="CartPole-v1",
         metavar="NAME",
-        help=f"workload to train, one of {', '.join(WORKLOADS)} (default CartPole-v1)",
+        help=f"workload to train: one of {', '.join(WORKLOADS)}, or any registered Gymnasium "
+        "ID ('module:ID' imports module first) (default CartPole-v1)",
     )
     parser.add_argument(
         "--actors", type=positive_int, default=8, help="actors per round (default 8)"
@@ -135,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         workload = get_workload(args.workload)
-    except UnknownWorkloadError as error:
+    except (UnknownWorkloadError, UnsupportedSpaceError, ValueError) as error:
         print(f"fleetgym train: {error}", file=sys.stderr)
         return 2
     if args.mode == "async":

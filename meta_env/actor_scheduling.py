@@ -117,7 +117,11 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         >>> env.close()
 
     Args:
-        workload: a workload name (``fleetgym.agents.workloads``) or Workload.
+        workload: a workload name (``fleetgym.agents.workloads``), any registered
+            Gymnasium ID, an ``EnvSpec`` or a Workload
+            (:func:`~fleetgym.agents.workloads.get_workload`); with modelled timing, a
+            workload without a shipped compute model is calibrated once (cached, see
+            :mod:`~fleetgym.meta_env.calibration`).
         preset: ``"fast"`` (short rollouts, reachable target) or ``"paper"`` defaults
             (:func:`~fleetgym.meta_env.presets.scheduling_defaults`).
         timing: ``"measured"``: each actor's compute as the fleet reports it (its CPU
@@ -126,7 +130,7 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
             ``compute`` (seeded stragglers), so an episode is a pure function of its seed.
         max_actors: I_max, the size of the action space.
         steps_per_actor: environment steps per actor per round.
-        target_return: J.
+        target_return: J (required for a workload whose env has no reward threshold).
         max_rounds: K.
         budget: $ per run (None: unlimited).
         beta: reward per second of round time.
@@ -156,7 +160,8 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         learner_factory: ``f(workload, seed=, **learner_overrides) -> Learner``.
 
     Raises:
-        fleetgym.errors.UnknownWorkloadError: an unknown workload (lists the known ones).
+        fleetgym.errors.UnknownWorkloadError: an unknown workload (lists close matches).
+        fleetgym.meta_env.calibration.CalibrationError: the env raised while calibrating.
         TypeError: an argument of the wrong type.
         ValueError: an argument out of range (max_actors < 1, negative prices or budget,
             |J| above :data:`~fleetgym.meta_env.presets.MAX_SCALE`, ...), or both ``time_model`` and its fields.
@@ -199,13 +204,13 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         learner_factory: LearnerFactory | None = None,
     ) -> None:
         super().__init__()
-        if not isinstance(workload, str) and not hasattr(workload, "env_id"):
-            raise TypeError(
-                f"workload: expected a workload name or Workload, actual {type(workload).__name__}"
-            )
         self.workload = get_workload(workload)
         self.timing = check_choice("timing", timing, TIMINGS)
-        d = scheduling_defaults(self.workload, preset).override(
+        # Modelled timing of a workload without a shipped compute model measures one.
+        calibrate = self.timing == "modeled" and not isinstance(compute, ComputeCostModel)
+        d = scheduling_defaults(
+            self.workload, preset, target_return=target_return, calibrate=calibrate
+        ).override(
             steps_per_actor=steps_per_actor,
             target_return=target_return,
             max_rounds=max_rounds,

@@ -6,18 +6,23 @@ rollout length, target ``J``, round limit, budget, reward scales, the modelled c
 the pricing. Workloads of :data:`SCHEDULING_DEFAULTS` have hand-set values; any other gets
 values derived from its :class:`~fleetgym.agents.workloads.Workload` fields.
 
-The modelled compute (:class:`~fleetgym.meta_env.time_model.ComputeCostModel`) was
-calibrated on this project's 2-core development machine: the in-process fleet's per-actor
-CPU time and ``PPOLearner.update``'s time, with one torch thread.
+The modelled compute (:class:`~fleetgym.meta_env.time_model.ComputeCostModel`) of the
+tables was measured by hand on this project's 2-core development machine: the in-process
+fleet's per-actor CPU time and ``PPOLearner.update``'s time, with one torch thread. A
+workload that is not built in (any Gymnasium env, :meth:`Workload.from_env
+<fleetgym.agents.workloads.Workload.from_env>`) gets its compute model measured the same
+way by :func:`~fleetgym.meta_env.calibration.calibrate` (cached on disk) when asked
+(``calibrate=True``, as the scheduling env does for modelled timing).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from fleetgym.agents.workloads import get_workload
+from fleetgym.agents.workloads import WORKLOADS, get_workload
 from fleetgym.meta_env.pricing import PricingPreset, get_pricing
 from fleetgym.meta_env.time_model import ComputeCostModel, TimeModel
 from fleetgym.validation import check_choice, check_float, check_int, quote
@@ -221,7 +226,13 @@ SCHEDULING_DEFAULTS: dict[str, dict[str, SchedulingDefaults]] = {
 }
 
 
-def scheduling_defaults(workload: Any, preset: str = "fast") -> SchedulingDefaults:
+def scheduling_defaults(
+    workload: Any,
+    preset: str = "fast",
+    *,
+    target_return: float | None = None,
+    calibrate: bool = False,
+) -> SchedulingDefaults:
     """The defaults of ``workload`` under ``preset`` (from the table or the workload).
 
     Example:
@@ -229,30 +240,56 @@ def scheduling_defaults(workload: Any, preset: str = "fast") -> SchedulingDefaul
         >>> d.steps_per_actor, d.target_return
         (64, 195.0)
 
+    Args:
+        workload: anything :func:`~fleetgym.agents.workloads.get_workload` takes.
+        preset: one of :data:`PRESETS`.
+        target_return: J where the workload has none (its env spec has no
+            ``reward_threshold``); None: the workload's.
+        calibrate: for a workload that is not built in, measure its compute model
+            (:func:`~fleetgym.meta_env.calibration.calibrate`, cached); False: the
+            family's shipped estimate (enough for measured timing, which only scales
+            the observation with it).
+
     Raises:
         TypeError: a preset that is not a string.
-        ValueError: an unknown preset.
-        fleetgym.errors.UnknownWorkloadError: an unknown workload (lists the known ones).
+        ValueError: an unknown preset, or no ``target_return`` for a workload without one.
+        fleetgym.errors.UnknownWorkloadError: an unknown workload (lists close matches).
+        fleetgym.meta_env.calibration.CalibrationError: the env raised while calibrating.
     """
     check_choice("preset", preset, PRESETS)
     w = get_workload(workload)
     table = SCHEDULING_DEFAULTS.get(w.name)
     if table is not None and preset in table:
         return table[preset]
-    compute = {"atari": _ATARI_COMPUTE, "mujoco": _MUJOCO_COMPUTE}.get(w.kind, _CARTPOLE_COMPUTE)
+    target = w.target_return if target_return is None else target_return
+    if target is None or not math.isfinite(float(target)):
+        raise ValueError(
+            f"target_return: expected a number for workload {w.name!r}, whose env spec has no "
+            f"reward_threshold (pass target_return=... to the scheduling env, or "
+            f"--env-kwarg target_return=... on the command line), actual {quote(target_return)}"
+        )
+    compute = {
+        "atari": _ATARI_COMPUTE,
+        "image": _ATARI_COMPUTE,
+        "mujoco": _MUJOCO_COMPUTE,
+    }.get(w.kind, _CARTPOLE_COMPUTE)
+    if calibrate and w.name not in WORKLOADS:
+        from fleetgym.meta_env.calibration import calibrate as measure
+
+        compute = measure(w).model
     # A GPU speeds up convolutional updates a lot, small MLPs hardly at all.
-    speed = 10.0 if w.kind == "atari" else 1.0
+    cnn = w.network == "nature_cnn"
     steps = w.rollout_steps if preset == "paper" else max(32, w.rollout_steps // 2)
     return SchedulingDefaults(
         steps_per_actor=int(steps),
-        target_return=float(w.target_return),
+        target_return=float(target),
         max_rounds=int(w.max_rounds),
         budget=None,
         beta=0.1,
-        penalty_scale=max(1.0, abs(float(w.target_return)) / 20.0),
-        learner_speed_factor=speed,
+        penalty_scale=max(1.0, abs(float(target)) / 20.0),
+        learner_speed_factor=10.0 if cnn else 1.0,
         compute=compute,
-        pricing="aci" if w.kind == "atari" else "aci-cpu",
+        pricing="aci" if cnn else "aci-cpu",
     )
 
 

@@ -481,7 +481,7 @@ class ProcessFleet(SupervisedFleetBase):
         from fleetgym.agents.workloads import workload_spaces
 
         try:
-            space, _ = workload_spaces(self.workload.name, self.workload.env_id, self.workload.kind)
+            space, _ = workload_spaces(self.workload)
         except Exception:  # an env that cannot be built here: pipes still work
             return None
         shape, dtype = getattr(space, "shape", None), getattr(space, "dtype", None)

@@ -1,0 +1,490 @@
+"""What a workload is made of, read from any Gymnasium environment.
+
+:func:`describe_env` turns an env source -- a registered ID (``"Acrobot-v1"``, a
+``"module:ID"`` form that imports ``module`` first, an ID the user registered), an
+:class:`~gymnasium.envs.registration.EnvSpec`, or an importable callable returning an env
+(or its import path ``"module:attr"``) -- into plain data: how to build the env in any
+process (:class:`EnvSource`), which preprocessing its observations need and which family
+of PPO defaults fits its spaces (:func:`infer_fields`). :func:`build_env` builds the
+preprocessed env from that data. Nothing here imports torch, and nothing is pickled code:
+a callable crosses process boundaries by its import path.
+
+Spaces and what the policy sees:
+
+* a flat ``Box`` observation as is; ``Discrete``, ``MultiDiscrete``, ``MultiBinary``,
+  ``Dict``, ``Tuple`` and multi-dimensional non-image ``Box`` observations flattened with
+  Gymnasium's :class:`~gymnasium.wrappers.FlattenObservation` (one-hot for discrete parts);
+* ``uint8`` images of shape (H, W, 1|3) or (H, W): grayscale, resized to 84x84 and the last
+  4 frames stacked (``"frames"``); ALE IDs keep ``AtariPreprocessing`` and the frame stack
+  (``"atari"``);
+* ``Discrete`` (any ``start``), ``MultiDiscrete`` and ``MultiBinary`` actions become one
+  categorical over the joint actions (:class:`JointDiscreteAction`, at most
+  :data:`MAX_JOINT_ACTIONS`); 1-D ``Box`` actions a diagonal Gaussian.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.envs.registration import EnvSpec
+
+from fleetgym.errors import UnknownWorkloadError, UnsupportedSpaceError
+
+__all__ = [
+    "MAX_JOINT_ACTIONS",
+    "PREPROCESSINGS",
+    "EnvSource",
+    "JointDiscreteAction",
+    "build_env",
+    "check_action_space",
+    "describe_env",
+    "infer_fields",
+    "observation_preprocessing",
+    "resolve_source",
+]
+
+#: Observation preprocessings: as is, flattened, image frames, Atari.
+PREPROCESSINGS = ("none", "flatten", "frames", "atari")
+#: Most joint actions a MultiDiscrete/MultiBinary action space may have (one categorical).
+MAX_JOINT_ACTIONS = 4096
+#: Side of the square frames of the ``"frames"`` preprocessing, and frames stacked.
+FRAME_SIZE, FRAME_STACK = 84, 4
+
+
+@dataclass(frozen=True)
+class EnvSource:
+    """How to build an env in any process, as plain data.
+
+    Args:
+        env_id: the ID given to ``gym.make`` (``"module:ID"`` forms import ``module``), or
+            the import path ``"module:attr"`` of a callable.
+        entry_point: import path of the env's constructor, used where ``env_id`` is not
+            registered (a worker process that never ran the user's ``gym.register``); ""
+            when none is importable.
+        kwargs_json: keyword arguments of the env, a JSON object.
+        max_episode_steps: time limit (None: the registration's).
+        reward_threshold: the spec's threshold (None where it has none).
+    """
+
+    env_id: str
+    entry_point: str = ""
+    kwargs_json: str = "{}"
+    max_episode_steps: int | None = None
+    reward_threshold: float | None = None
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        """The env's keyword arguments."""
+        return dict(json.loads(self.kwargs_json or "{}"))
+
+
+def _import_path(obj: Any) -> str:
+    """``"module:qualname"`` of an importable object, "" if it cannot be imported back."""
+    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", "")
+    if not module or not qualname or "<" in qualname:
+        return ""
+    try:
+        found: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError):
+        return ""
+    return f"{module}:{qualname}" if found is obj else ""
+
+
+def _load(path: str) -> Any:
+    module, _, attr = path.partition(":")
+    found: Any = importlib.import_module(module)
+    for part in attr.split("."):
+        found = getattr(found, part)
+    return found
+
+
+def _kwargs_json(kwargs: dict[str, Any], argument: str) -> str:
+    try:
+        return json.dumps(kwargs, sort_keys=True)
+    except TypeError:
+        raise ValueError(
+            f"{argument}: expected env kwargs of plain data (JSON: numbers, strings, lists, "
+            f"dicts), actual {sorted(kwargs)}"
+        ) from None
+
+
+def _unknown(env_id: str, why: str = "", known: Iterable[str] = ()) -> UnknownWorkloadError:
+    names = sorted(known)
+    name = env_id.partition(":")[2] if ":" in env_id else env_id
+    matches = difflib.get_close_matches(name, sorted({*gym.registry, *names}), n=5, cutoff=0.6)
+    hint = f"; close matches: {', '.join(map(repr, matches))}" if matches else ""
+    builtin = f" ({', '.join(names)})" if names else ""
+    return UnknownWorkloadError(
+        f"workload: expected a built-in workload name{builtin} or a registered Gymnasium ID, "
+        f"actual {env_id!r} (unknown workload{why}{hint}); register the env with "
+        f"gymnasium.register, or pass 'module:ID' so that importing module registers it"
+    )
+
+
+def _ensure_ale(env_id: str) -> None:
+    if env_id not in gym.registry and (env_id.startswith("ALE/") or "NoFrameskip" in env_id):
+        try:
+            import ale_py
+        except ImportError:
+            return
+        gym.register_envs(ale_py)
+
+
+def _registered_spec(env_id: str) -> EnvSpec | None:
+    """The registered spec of ``env_id`` (importing ``module`` of ``module:ID``)."""
+    name = env_id
+    if ":" in env_id:
+        module, _, name = env_id.partition(":")
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise _unknown(env_id, f": module {module!r} cannot be imported: {error}") from None
+    _ensure_ale(name)
+    return gym.registry.get(name)
+
+
+def _spec_source(spec: EnvSpec, env_id: str, extra: dict[str, Any]) -> EnvSource:
+    entry = spec.entry_point
+    entry_point = entry if isinstance(entry, str) else _import_path(entry)
+    kwargs = {**spec.kwargs, **extra}
+    try:
+        kwargs_json = json.dumps(kwargs, sort_keys=True)
+    except TypeError:
+        # Not plain data: the env is then built from the registration in each process.
+        kwargs_json, entry_point = _kwargs_json(extra, "env_kwargs"), ""
+    return EnvSource(
+        env_id=env_id,
+        entry_point=entry_point,
+        kwargs_json=kwargs_json,
+        max_episode_steps=spec.max_episode_steps,
+        reward_threshold=spec.reward_threshold,
+    )
+
+
+def resolve_source(
+    source: Any, env_kwargs: dict[str, Any] | None = None, known: Iterable[str] = ()
+) -> EnvSource:
+    """The :class:`EnvSource` of an ID, an EnvSpec or a callable.
+
+    ``known``: further valid names (the built-in workloads) for the close-match hint.
+
+    Raises:
+        UnknownWorkloadError: an ID that is not registered (lists close matches).
+        ValueError: a callable that cannot be imported back by path (a lambda, a local
+            function), or env kwargs that are not plain data.
+        TypeError: anything else.
+    """
+    extra = dict(env_kwargs or {})
+    if isinstance(source, EnvSpec):
+        return _spec_source(source, source.id, extra)
+    if isinstance(source, str):
+        spec = _registered_spec(source)
+        if spec is not None:
+            return _spec_source(spec, source, extra)
+        if ":" in source:  # "module:attr" naming a callable rather than an ID
+            try:
+                target = _load(source)
+            except (ImportError, AttributeError):
+                target = None
+            if callable(target):
+                return EnvSource(source, source, _kwargs_json(extra, "env_kwargs"))
+        raise _unknown(source, known=known)
+    if callable(source):
+        path = _import_path(source)
+        if not path:
+            raise ValueError(
+                "env: expected an importable callable (module-level, so that actors in other "
+                f"processes can build it from 'module:attr'), actual {source!r}"
+            )
+        return EnvSource(path, path, _kwargs_json(extra, "env_kwargs"))
+    raise TypeError(
+        "workload: expected a workload name, a Gymnasium ID, an EnvSpec, a Workload or an "
+        f"env-building callable, actual {type(source).__name__}"
+    )
+
+
+def _make_raw(source: EnvSource) -> gym.Env:
+    """The env itself, without preprocessing (in this process, registered or not)."""
+    kwargs = source.kwargs
+    spec = None if source.env_id == source.entry_point else _registered_spec(source.env_id)
+    if spec is not None:
+        if source.max_episode_steps is not None:
+            kwargs["max_episode_steps"] = source.max_episode_steps
+        return gym.make(source.env_id, **kwargs)
+    if not source.entry_point:
+        raise _unknown(source.env_id, ": not registered in this process")
+    # Not registered here (a worker process): the same env from its entry point.
+    name = source.env_id.rpartition(":")[2] or source.env_id
+    safe = "".join(c if c.isalnum() or c in "_-." else "_" for c in name)
+    return gym.make(
+        EnvSpec(
+            id=f"fleetgym-workload/{safe}",
+            entry_point=source.entry_point,
+            kwargs=kwargs,
+            max_episode_steps=source.max_episode_steps,
+            reward_threshold=source.reward_threshold,
+        )
+    )
+
+
+# ------------------------------------------------------------------- spaces
+def _is_image(space: gym.Space) -> bool:
+    if not isinstance(space, gym.spaces.Box) or space.dtype != np.uint8:
+        return False
+    shape = space.shape
+    if len(shape) == 3:
+        return shape[2] in (1, 3) and min(shape[:2]) >= 8
+    return len(shape) == 2 and min(shape) >= 8
+
+
+def observation_preprocessing(space: gym.Space, ale: bool = False) -> str:
+    """The preprocessing that gives the policy a 1-D Box or stacked (C, H, W) frames.
+
+    Raises:
+        UnsupportedSpaceError: a space no policy fits (Graph, Sequence, Text, ...).
+    """
+    if ale:
+        return "atari"
+    if _is_image(space):
+        return "frames"
+    if isinstance(space, gym.spaces.Box) and len(space.shape) == 1:
+        return "none"
+    flattenable = (
+        gym.spaces.Box,
+        gym.spaces.Discrete,
+        gym.spaces.MultiDiscrete,
+        gym.spaces.MultiBinary,
+        gym.spaces.Dict,
+        gym.spaces.Tuple,
+    )
+    if isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple)):
+        parts = list(space.spaces.values() if isinstance(space, gym.spaces.Dict) else space.spaces)
+        for part in parts:
+            observation_preprocessing(part)  # raises on a part that cannot be flattened
+        return "flatten"
+    if isinstance(space, flattenable):
+        return "flatten"
+    raise UnsupportedSpaceError(
+        "observation_space: expected a Box, Discrete, MultiDiscrete, MultiBinary, Dict or Tuple "
+        f"space (a policy input), actual {space!r}"
+    )
+
+
+def _joint_sizes(space: gym.Space) -> tuple[np.ndarray, np.ndarray] | None:
+    """(sizes, starts) of a discrete action space other than Discrete(n) from 0, or None."""
+    if isinstance(space, gym.spaces.Discrete):
+        if int(space.start) == 0:
+            return None
+        return np.array([int(space.n)]), np.array([int(space.start)])
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return space.nvec.reshape(-1).astype(np.int64), space.start.reshape(-1).astype(np.int64)
+    if isinstance(space, gym.spaces.MultiBinary):
+        n = int(np.prod(space.shape))
+        return np.full(n, 2, np.int64), np.zeros(n, np.int64)
+    return None
+
+
+def check_action_space(space: gym.Space) -> bool:
+    """True for a discrete policy, False for a Gaussian one.
+
+    Raises:
+        UnsupportedSpaceError: an action space no policy fits.
+    """
+    if isinstance(space, gym.spaces.Box):
+        if len(space.shape) != 1:
+            raise UnsupportedSpaceError(
+                f"action_space: expected a 1-D Box for a Gaussian policy, actual {space!r}"
+            )
+        return False
+    if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
+        sizes = _joint_sizes(space)
+        joint = 1 if sizes is None else math.prod(int(n) for n in sizes[0])
+        if joint > MAX_JOINT_ACTIONS:
+            raise UnsupportedSpaceError(
+                f"action_space: expected at most {MAX_JOINT_ACTIONS} joint discrete actions, "
+                f"actual {joint} in {space!r}"
+            )
+        return True
+    raise UnsupportedSpaceError(
+        f"action_space: expected Discrete, MultiDiscrete, MultiBinary or a 1-D Box, actual {space!r}"
+    )
+
+
+class JointDiscreteAction(gym.ActionWrapper):  # type: ignore[type-arg]
+    """One ``Discrete(prod(nvec))`` action for a MultiDiscrete/MultiBinary/offset Discrete.
+
+    Index ``i`` is the env action ``start + unravel_index(i, nvec)``: one categorical over
+    the joint actions, exact for any distribution over them.
+
+    Example:
+        >>> env = JointDiscreteAction(gym.make("CartPole-v1"))  # Discrete(2): unchanged
+        >>> env.action_space
+        Discrete(2)
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        sizes = _joint_sizes(env.action_space)
+        self._sizes = sizes
+        joint = 1 if sizes is None else math.prod(int(n) for n in sizes[0])
+        self.action_space = (
+            env.action_space if sizes is None else gym.spaces.Discrete(joint)  # type: ignore[assignment]
+        )
+
+    def action(self, action: Any) -> Any:
+        if self._sizes is None:
+            return action
+        sizes, starts = self._sizes
+        parts = np.array(np.unravel_index(int(action), tuple(int(n) for n in sizes))) + starts
+        space = self.env.action_space
+        if isinstance(space, gym.spaces.Discrete):
+            return np.int64(parts[0])
+        return parts.reshape(space.shape).astype(space.dtype)
+
+
+def _frames(env: gym.Env) -> gym.Env:
+    from gymnasium.wrappers import (
+        FrameStackObservation,
+        GrayscaleObservation,
+        ReshapeObservation,
+        ResizeObservation,
+    )
+
+    shape = env.observation_space.shape or ()
+    if len(shape) == 3:
+        env = GrayscaleObservation(env) if shape[2] == 3 else ReshapeObservation(env, shape[:2])
+    env = ResizeObservation(env, (FRAME_SIZE, FRAME_SIZE))
+    return FrameStackObservation(env, FRAME_STACK)
+
+
+def _atari(env: gym.Env) -> gym.Env:
+    from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+
+    # Frame skipping by the wrapper (max over the last two frames), as in the DQN/PPO
+    # Atari protocol; the env itself must not skip (NoFrameskip IDs, frameskip=1 for v5).
+    env = AtariPreprocessing(
+        env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True, scale_obs=False
+    )
+    return FrameStackObservation(env, FRAME_STACK)
+
+
+def build_env(source: EnvSource, preprocessing: str) -> gym.Env:
+    """The env of ``source`` with ``preprocessing`` and the joint-action adapter."""
+    if preprocessing == "atari":
+        import ale_py
+
+        gym.register_envs(ale_py)
+    env = _make_raw(source)
+    if preprocessing == "atari":
+        env = _atari(env)
+    elif preprocessing == "frames":
+        env = _frames(env)
+    elif preprocessing == "flatten":
+        from gymnasium.wrappers import FlattenObservation
+
+        env = FlattenObservation(env)
+    if _joint_sizes(env.action_space) is not None:
+        env = JointDiscreteAction(env)
+    return env
+
+
+def _is_ale(source: EnvSource) -> bool:
+    return "ale_py" in source.entry_point or source.env_id.rpartition(":")[2].startswith("ALE/")
+
+
+def _family(preprocessing: str, discrete: bool, source: EnvSource, ale: bool) -> dict[str, Any]:
+    """PPO defaults of the family (CleanRL / SB3 zoo practice)."""
+    if preprocessing in ("atari", "frames"):
+        return dict(
+            kind="atari" if ale else "image",
+            rollout_steps=128,
+            max_rounds=10_000,
+            lr=2.5e-4,
+            epochs=4,
+            minibatch_size=256,
+            ent_coef=0.01,
+            clip_coef=0.1,
+            network="nature_cnn",
+            hidden_sizes=(512,),
+            activation="relu",
+            # Sign clipping is part of the Atari protocol; other image envs keep rewards.
+            reward_transform="sign" if ale else "none",
+        )
+    kind = "mujoco" if "mujoco" in source.entry_point else "classic"
+    if not discrete:
+        # Continuous control: CleanRL's ppo_continuous_action (2048-sample rounds of 8
+        # actors, minibatches of 64, 10 epochs, normalised observations, scaled rewards).
+        return dict(
+            kind=kind,
+            rollout_steps=256,
+            max_rounds=500,
+            lr=3e-4,
+            epochs=10,
+            minibatch_size=64,
+            normalize_obs=True,
+            reward_transform="scale",
+        )
+    # Discrete control: CleanRL's ppo.py classic-control defaults.
+    return dict(
+        kind=kind,
+        rollout_steps=128,
+        max_rounds=300,
+        lr=2.5e-4,
+        epochs=4,
+        minibatch_size=256,
+        ent_coef=0.01,
+    )
+
+
+def infer_fields(source: EnvSource) -> dict[str, Any]:
+    """Workload fields inferred from the spaces of the env of ``source``.
+
+    Builds the env once (to read its spaces) and closes it.
+
+    Raises:
+        UnsupportedSpaceError: an observation or action space no policy fits.
+    """
+    ale = _is_ale(source)
+    if ale:
+        import ale_py
+
+        gym.register_envs(ale_py)
+    env = _make_raw(source)
+    try:
+        preprocessing = "atari" if ale else observation_preprocessing(env.observation_space)
+        action_space = env.action_space
+    finally:
+        env.close()
+    discrete = check_action_space(action_space)
+    threshold = source.reward_threshold
+    return dict(
+        env_id=source.env_id,
+        target_return=math.inf if threshold is None else float(threshold),
+        preprocessing=preprocessing,
+        entry_point=source.entry_point,
+        env_kwargs_json=source.kwargs_json,
+        max_episode_steps=source.max_episode_steps,
+        **_family(preprocessing, discrete, source, ale),
+    )
+
+
+def describe_env(
+    source: Any, env_kwargs: dict[str, Any] | None = None, known: Iterable[str] = ()
+) -> dict[str, Any]:
+    """Workload fields (``name`` included) for an ID, an EnvSpec or a callable."""
+    resolved = resolve_source(source, env_kwargs, known)
+    kwargs = resolved.kwargs
+    if _is_ale(resolved) and kwargs.get("frameskip", 1) != 1:
+        kwargs["frameskip"] = 1  # AtariPreprocessing does the skipping
+        resolved = replace(resolved, kwargs_json=json.dumps(kwargs, sort_keys=True))
+    return {"name": resolved.env_id, **infer_fields(resolved)}

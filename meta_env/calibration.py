@@ -1,0 +1,289 @@
+"""The compute model of any workload, measured on this machine and cached on disk.
+
+The shipped tables of :mod:`~fleetgym.meta_env.presets` hold hand-measured compute models
+for the papers' workloads. Any other workload gets its
+:class:`~fleetgym.meta_env.time_model.ComputeCostModel` from :func:`calibrate`: a few
+seconds of real stepping (a :class:`~fleetgym.agents.rollout.RolloutWorker`, the actor of
+every fleet) and updating (:class:`~fleetgym.agents.ppo.PPOLearner`), both on one torch
+thread and timed in process CPU time, as the tables were. Each is timed at two sizes and
+the line through the two (the fastest of a few repeats each, robust to a loaded machine)
+gives the per-step (per-sample) slope and the fixed overhead.
+
+The result is cached as JSON in :func:`cache_dir` (``$FLEETGYM_CACHE_DIR``, else
+``$XDG_CACHE_HOME/fleetgym``, else ``~/.cache/fleetgym``), under ``calibration/``, keyed by
+the env ID, every workload field, the learner overrides and the versions of fleetgym,
+Gymnasium, NumPy, torch and Python: a changed workload or upgraded package measures
+again. ``fleetgym calibrate --workload ID`` runs it explicitly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import os
+import platform
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, fields
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from fleetgym.agents.workloads import Workload, get_workload
+from fleetgym.errors import FleetgymError
+from fleetgym.meta_env.time_model import ComputeCostModel
+from fleetgym.validation import check_float, check_int
+
+__all__ = [
+    "CACHE_ENV_VAR",
+    "CalibrationError",
+    "CalibrationResult",
+    "cache_dir",
+    "cache_path",
+    "calibrate",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Environment variable naming the cache folder.
+CACHE_ENV_VAR = "FLEETGYM_CACHE_DIR"
+#: Straggler spread of calibrated models (as the shipped tables: the run-time spread of
+#: identical serverless containers).
+JITTER_CV = 0.1
+#: Version of the cache file format (part of the key).
+FORMAT = 1
+
+
+class CalibrationError(FleetgymError, RuntimeError):
+    """An environment or learner that raised while its compute was being measured."""
+
+
+@dataclass(frozen=True)
+class CalibrationResult:
+    """A calibrated compute model and where it came from.
+
+    Args:
+        workload: the workload's name.
+        model: the compute model.
+        path: the cache file.
+        cached: read from the cache (True) or measured now (False).
+        details: the measured points (seconds at each size).
+    """
+
+    workload: str
+    model: ComputeCostModel
+    path: Path
+    cached: bool
+    details: Mapping[str, Any]
+
+
+def cache_dir() -> Path:
+    """The cache folder: ``$FLEETGYM_CACHE_DIR``, else the user cache folder's ``fleetgym``."""
+    given = os.environ.get(CACHE_ENV_VAR)
+    if given:
+        return Path(given).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "fleetgym"
+
+
+def _versions() -> dict[str, str]:
+    versions = {"python": platform.python_version(), "machine": platform.machine()}
+    for package in ("fleetgym", "gymnasium", "numpy", "torch"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = "none"
+    return versions
+
+
+def _key(workload: Workload, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    fields_ = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(workload).items()}
+    return {
+        "format": FORMAT,
+        "env_id": workload.env_id,
+        "workload": fields_,
+        "learner_overrides": dict(sorted(overrides.items())),
+        "versions": _versions(),
+    }
+
+
+def cache_path(
+    workload: Any, learner_overrides: Mapping[str, Any] | None = None, folder: Path | None = None
+) -> Path:
+    """The cache file of ``workload``'s calibration (whether it exists or not)."""
+    w = get_workload(workload)
+    key = _key(w, dict(learner_overrides or {}))
+    digest = hashlib.sha256(
+        json.dumps(key, sort_keys=True, default=str).encode("utf-8")
+    ).hexdigest()
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in w.env_id)[:80]
+    return (folder or cache_dir()) / "calibration" / f"{safe}-{digest[:16]}.json"
+
+
+@contextlib.contextmanager
+def _step(workload: Workload, what: str) -> Iterator[None]:
+    """Turn any exception of one calibration step into a CalibrationError naming it."""
+    try:
+        yield
+    except CalibrationError:
+        raise
+    except Exception as error:
+        raise CalibrationError(
+            f"calibration of workload {workload.name!r} failed while {what}: "
+            f"{type(error).__name__}: {error}"
+        ) from error
+
+
+def _fit(small: tuple[int, float], large: tuple[int, float]) -> tuple[float, float]:
+    """Slope and intercept (both >= 0) of the line through two (size, seconds) points."""
+    (n1, t1), (n2, t2) = small, large
+    slope = max((t2 - t1) / (n2 - n1), 0.0)
+    if slope == 0.0:  # timer resolution or noise: all of it per item
+        slope = t2 / n2
+    return slope, max(t1 - n1 * slope, 0.0)
+
+
+def _timed(fn: Any, repeats: int) -> float:
+    best = math.inf
+    for _ in range(repeats):
+        started = time.process_time()
+        fn()
+        best = min(best, time.process_time() - started)
+    return best
+
+
+def _measure(
+    workload: Workload, overrides: Mapping[str, Any], budget_s: float, seed: int
+) -> tuple[ComputeCostModel, dict[str, Any]]:
+    import torch
+
+    from fleetgym.agents.ppo import PPOLearner
+    from fleetgym.agents.rollout import RolloutWorker
+
+    with _step(workload, "building the env and the policy (RolloutWorker)"):
+        worker = RolloutWorker(workload, actor_id=0, seed=seed)
+    try:
+        weights = worker.policy.get_weights()
+        with _step(workload, "stepping the env (a rollout)"):
+            # Warm-up (first-call costs), then a probe that sizes the measurement.
+            worker.rollout(weights, 16, 0)
+            probe_steps = 64
+            probe = _timed(lambda: worker.rollout(weights, probe_steps, 0), 1)
+            per_step = max(probe / probe_steps, 1e-7)
+            small = 32
+            large = int(min(max(budget_s / 3.0 / per_step / 3.0, 4 * small), 4096))
+            t_small = _timed(lambda: worker.rollout(weights, small, 0), 3)
+            t_large = _timed(lambda: worker.rollout(weights, large, 0), 3)
+        step_s, actor_overhead_s = _fit((small, t_small), (large, t_large))
+        # Rollouts as long as the workload's, shortened where 8 of them would not fit the
+        # budget (a slow env or a tiny budget).
+        samples = int(min(workload.rollout_steps, max(16, budget_s / per_step / 8.0)))
+        with _step(workload, "collecting the learner's samples (rollouts)"):
+            trajectories = [worker.rollout(weights, samples, 0) for _ in range(8)]
+        with _step(workload, "building the learner (PPOLearner)"):
+            learner = PPOLearner(workload, seed=seed, **dict(overrides))
+        with _step(workload, "updating the learner (PPOLearner.update)"):
+            learner.update(trajectories[:1])  # warm-up
+            few, many = trajectories[:2], trajectories
+            u_small = _timed(lambda: learner.update(few), 2)
+            u_large = _timed(lambda: learner.update(many), 2)
+        sample_s, learner_overhead_s = _fit((2 * samples, u_small), (8 * samples, u_large))
+    finally:
+        with contextlib.suppress(Exception):
+            worker.close()
+    # A heterogeneous fleet's sleeping delay costs wall time, not CPU: add its mean.
+    delay = workload.step_delay_s * math.exp(workload.step_delay_sigma**2 / 2.0)
+    model = ComputeCostModel(
+        actor_step_s=step_s + delay,
+        actor_overhead_s=actor_overhead_s,
+        learner_sample_s=sample_s,
+        learner_overhead_s=learner_overhead_s,
+        actor_jitter_cv=JITTER_CV,
+    )
+    details = {
+        "actor": {"steps": [small, large], "cpu_s": [t_small, t_large]},
+        "learner": {"samples": [2 * samples, 8 * samples], "cpu_s": [u_small, u_large]},
+        "torch_threads": torch.get_num_threads(),
+    }
+    return model, details
+
+
+def _read(path: Path) -> tuple[ComputeCostModel, dict[str, Any]] | None:
+    try:
+        data = json.loads(path.read_text())
+        model = ComputeCostModel(
+            **{f.name: data["model"][f.name] for f in fields(ComputeCostModel)}
+        )
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, TypeError, KeyError) as error:
+        logger.warning("ignoring the unreadable calibration cache file %s: %s", path, error)
+        return None
+    return model, dict(data.get("details", {}))
+
+
+def calibrate(
+    workload: Any,
+    *,
+    learner_overrides: Mapping[str, Any] | None = None,
+    force: bool = False,
+    budget_s: float = 3.0,
+    seed: int = 0,
+    folder: Path | None = None,
+) -> CalibrationResult:
+    """The compute model of ``workload``: from the cache, or measured now and cached.
+
+    Example:
+        >>> result = calibrate("CartPole-v1", budget_s=0.2)  # doctest: +SKIP
+        >>> result.model.actor_step_s  # doctest: +SKIP
+        0.00018
+
+    Args:
+        workload: anything :func:`~fleetgym.agents.workloads.get_workload` takes.
+        learner_overrides: PPO hyperparameters replacing the workload's (as the
+            scheduling env's preset passes them).
+        force: measure again even if a cached result exists.
+        budget_s: about how many CPU seconds the rollouts are timed for.
+        seed: seed of the actor and the learner.
+        folder: the cache folder (default :func:`cache_dir`).
+
+    Raises:
+        CalibrationError: the env or the learner raised; the message names the step.
+        fleetgym.errors.UnknownWorkloadError: an unknown workload.
+        TypeError, ValueError: a bad argument.
+    """
+    w = get_workload(workload)
+    overrides = dict(learner_overrides or {})
+    budget_s = check_float("budget_s", budget_s, low=0.01, high=3600.0)
+    seed = check_int("seed", seed, low=0)
+    path = cache_path(w, overrides, folder)
+    if not force:
+        found = _read(path)
+        if found is not None:
+            return CalibrationResult(w.name, found[0], path, True, found[1])
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model, details = _measure(w, overrides, budget_s, seed)
+    finally:
+        torch.set_num_threads(threads)
+    record = {
+        "key": _key(w, overrides),
+        "model": asdict(model),
+        "details": details,
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
+        partial.replace(path)  # atomic: a concurrent reader never sees half a file
+        logger.info("calibrated %s; cached in %s", w.name, path)
+    except OSError as error:
+        logger.warning("could not cache the calibration of %s in %s: %s", w.name, path, error)
+    return CalibrationResult(w.name, model, path, False, details)
