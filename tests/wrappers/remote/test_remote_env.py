@@ -36,8 +36,11 @@ def server():
 def make_client():
     envs = []
 
-    def make(address: str, **kwargs):
-        env = gym.make("fleetgym/Remote-v0", address=address, **kwargs)
+    def make(address, **kwargs):
+        if isinstance(address, str):
+            env = gym.make("fleetgym/Remote-v0", address=address, **kwargs)
+        else:
+            env = gym.make(address, **kwargs)  # an EnvSpec
         envs.append(env)
         return env
 
@@ -299,3 +302,22 @@ def test_short_soak_four_clients(server):
     assert not errors and results == {i: 50 for i in range(4)}
     assert _wait_for(lambda: server.stats()["sessions_open"] == 0)
     assert server.stats()["sessions_opened"] == 4
+
+
+@pytest.mark.timeout(120)
+def test_sb3_check_env_spec_round_trip_and_vector_use(server, make_client):
+    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+    env = make_client(_addr(server))
+    sb3_check_env(env.unwrapped, warn=False)
+    again = make_client(env.spec)  # gym.make(env.spec) rebuilds the same client
+    assert again.unwrapped.session != env.unwrapped.session
+    vec = gym.make_vec(
+        "fleetgym/Remote-v0", num_envs=2, vectorization_mode="sync", address=_addr(server)
+    )
+    try:
+        obs, _ = vec.reset(seed=[0, 1])
+        obs2, *_ = vec.step(np.array([0, 1]))
+        assert obs.shape == obs2.shape == (2, 4)
+    finally:
+        vec.close()
