@@ -7,8 +7,6 @@ The control-loop model (virtual time, one tick per ``step``) is documented on
 
 from __future__ import annotations
 
-import math
-from collections import deque
 from collections.abc import Sequence
 from typing import Any, SupportsFloat
 
@@ -17,7 +15,8 @@ import numpy as np
 from gymnasium import spaces
 
 from fleetgym.validation import check_bool, quote
-from fleetgym.wrappers.channels import Channel, DelaySampler
+from fleetgym.wrappers.channels import Channel
+from fleetgym.wrappers.links import PacketLink
 from fleetgym.wrappers.profiles import NetworkProfile
 from fleetgym.wrappers.shim_config import (
     ActionCheck,
@@ -29,8 +28,6 @@ from fleetgym.wrappers.shim_config import (
 
 __all__ = ["NetworkShimWrapper", "make_network_shim_env"]
 
-_INF = math.inf
-
 
 def _copy_tree(x: Any) -> Any:
     if isinstance(x, np.ndarray):
@@ -40,157 +37,6 @@ def _copy_tree(x: Any) -> Any:
     if isinstance(x, tuple):
         return tuple(_copy_tree(v) for v in x)
     return x
-
-
-class _Link:
-    """One direction of the network for one env: pre-drawn delays and in-flight packets.
-
-    Times are in ticks (one control period). A packet sent at tick ``i`` with delay ``d``
-    arrives at ``a = i + d / P`` (``fifo``: ``max(a_prev, i + d / P)``) and becomes
-    usable at tick ``floor(a)``. Delays are drawn ``block`` at a time, so the per-step
-    cost is a list lookup.
-    """
-
-    __slots__ = (
-        "sampler",
-        "step_ms",
-        "block",
-        "buf",
-        "nbuf",
-        "pos",
-        "fifo",
-        "last_arrival",
-        "pending",
-        "next_due",
-        "best_idx",
-        "best_payload",
-        "reordered",
-        "stale",
-        "lost",
-    )
-
-    def __init__(self, sampler: DelaySampler, step_ms: float, block: int, fifo: bool) -> None:
-        self.sampler = sampler
-        self.step_ms = step_ms
-        self.block = block
-        self.fifo = fifo
-        self.buf: list[float] = []
-        self.nbuf = 0
-        self.pos = 0
-        self.clear()
-
-    def clear(self) -> None:
-        """Forget packets in flight and the episode's counters (delays stay pre-drawn)."""
-        self.last_arrival = -_INF
-        # Packets in flight (fifo: in arrival order; latest: scanned on arrival).
-        self.pending: deque[tuple[float, int, Any]] = deque()
-        self.next_due = _INF  # earliest arrival in flight (_INF when none)
-        self.best_idx = -1
-        self.best_payload: Any = None
-        self.reordered = self.stale = self.lost = 0
-
-    def refill(self) -> None:
-        """Draw the next block of delays (in periods) and start reading it."""
-        self.buf = (self.sampler.next(self.block) / self.step_ms).tolist()
-        self.nbuf = len(self.buf)
-        self.pos = 0
-
-    def tick(self, idx: int, payload: Any) -> int:
-        """Send packet ``idx`` at tick ``idx`` and process that tick's arrivals.
-
-        Returns a code: bit 0 set if this packet was lost, bit 1 set if a packet newer
-        than the previous freshest arrived (``best_idx``/``best_payload`` updated).
-        """
-        pos = self.pos
-        if pos == self.nbuf:
-            self.refill()
-            pos = 0
-        rel = self.buf[pos]
-        self.pos = pos + 1
-        pending = self.pending
-        limit = idx + 1
-        if self.fifo:
-            # In fifo order arrival times grow with the index, so the packets arriving
-            # now are a run at the head of the queue and the last of them is the newest.
-            if rel == _INF:
-                self.lost += 1
-                if not pending or pending[0][0] >= limit:
-                    return 1
-                code = 1
-            else:
-                arrival = idx + rel
-                if arrival < self.last_arrival:
-                    arrival = self.last_arrival
-                self.last_arrival = arrival
-                if arrival < limit:
-                    # On time: everything still in flight arrives no later, all older.
-                    if pending:
-                        self.stale += len(pending)
-                        pending.clear()
-                    self.best_idx = idx
-                    self.best_payload = payload
-                    return 2
-                pending.append((arrival, idx, payload))
-                if pending[0][0] >= limit:
-                    return 0
-                code = 0
-            item = pending.popleft()
-            while pending and pending[0][0] < limit:
-                item = pending.popleft()
-                self.stale += 1
-            self.best_idx = item[1]
-            self.best_payload = item[2]
-            return code + 2
-        if rel < 1.0 and not pending:
-            # On time with nothing in flight.
-            self.best_idx = idx
-            self.best_payload = payload
-            return 2
-        code = 0
-        if rel == _INF:
-            self.lost += 1
-            code = 1
-        else:
-            arrival = idx + rel
-            pending.append((arrival, idx, payload))
-            if arrival < self.next_due:
-                self.next_due = arrival
-        if self.next_due >= limit:
-            return code
-        if self._deliver(limit):
-            code += 2
-        return code
-
-    def _deliver(self, limit: int) -> bool:
-        """Take every packet arriving before ``limit``; True if a newer one became freshest."""
-        best = self.best_idx
-        newest = -1
-        payload = None
-        arrived = 0
-        keep: deque[tuple[float, int, Any]] = deque()
-        due = _INF
-        for item in self.pending:
-            if item[0] < limit:
-                arrived += 1
-                i = item[1]
-                if i < best:  # a newer packet arrived at an earlier tick: it overtook this one
-                    self.reordered += 1
-                if i > newest:
-                    newest = i
-                    payload = item[2]
-            else:
-                keep.append(item)
-                if item[0] < due:
-                    due = item[0]
-        self.pending = keep
-        self.next_due = due
-        if newest > best:
-            self.best_idx = newest
-            self.best_payload = payload
-            self.stale += arrived - 1
-            return True
-        self.stale += arrived
-        return False
 
 
 class NetworkShimWrapper(
@@ -340,8 +186,8 @@ class NetworkShimWrapper(
         # Integer actions are immutable: no copy needed when one is held.
         self._copy_actions = not isinstance(env.action_space, spaces.Discrete)
         self.profile: NetworkProfile = self._profiles[0]
-        self._up: _Link | None = None
-        self._down: _Link | None = None
+        self._up: PacketLink | None = None
+        self._down: PacketLink | None = None
         self._t = 0
         self._applied: Any = self._start_action
         self._holds = 0
@@ -371,8 +217,8 @@ class NetworkShimWrapper(
         assert self._streams is not None  # set by _seed first
         self.profile, up, down = self._streams.draw(self._profiles, self.step_ms)
         config = self.config
-        self._up = _Link(up, self.step_ms, config.block_size, config.fifo)
-        self._down = _Link(down, self.step_ms, config.block_size, config.fifo)
+        self._up = PacketLink(up, self.step_ms, config.block_size, config.fifo)
+        self._down = PacketLink(down, self.step_ms, config.block_size, config.fifo)
 
     # -- gym API ----------------------------------------------------------------------
     def reset(

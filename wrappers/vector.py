@@ -5,7 +5,7 @@ Same control-loop model, channels, profiles and ``info`` keys as
 fixed list of whole-array numpy operations over all sub-envs and both directions
 instead of a Python loop: delays are pre-drawn per sub-env in blocks (as whole ticks),
 and in-flight packets and their payloads live in per-sub-env arrival calendars (ring
-buffers indexed by a global arrival tick, see :class:`_VecLinks`).
+buffers indexed by a global arrival tick, see :class:`~fleetgym.wrappers.links.VectorLinks`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
 from fleetgym.errors import UnsupportedSpaceError
 from fleetgym.validation import check_int, quote
-from fleetgym.wrappers.channels import Channel, DelaySampler
+from fleetgym.wrappers.channels import Channel
+from fleetgym.wrappers.links import VectorLinks
 from fleetgym.wrappers.profiles import NetworkProfile
 from fleetgym.wrappers.shim_config import (
     STEP_INFO_KEYS,
@@ -39,186 +40,6 @@ _ARRAY_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.Multi
 _INFO_KEYS = tuple((key, "_" + key) for key in STEP_INFO_KEYS)
 #: Largest ``max_delay_steps`` (the ring buffers hold that many ticks per sub-env).
 MAX_DELAY_STEPS = 100_000
-
-
-#: Delay (in ticks) standing for a lost packet: far below any arrival tick.
-_LOST = -(1 << 40)
-
-
-class _VecLinks:
-    """Both directions for all sub-envs: delay blocks, arrival calendar, payload rings.
-
-    Row ``i`` of every per-row array is sub-env i's downlink (actions), row ``n + i`` its
-    uplink (observations), so one whole-array operation serves both directions. Every
-    row sends one packet per call of :meth:`tick` (sub-envs that were being reset are
-    fixed up by the caller with :meth:`unsend` and :meth:`clear`): the hot path is a
-    fixed list of numpy operations, with no per-env Python.
-
-    Time is a global tick ``g`` shared by all sub-envs (one per vector step), not each
-    episode's own tick: the action sent at a sub-env's episode tick t and the
-    observation sent at its tick t + 1 (they are sent in the same vector step) both
-    carry ``g``. So the packets sent now go to one ring column and this tick's arrivals
-    are one calendar column (views, not fancy indexing); episode ages are differences of
-    global ticks. Delays are whole ticks (``floor(i + d / P) == i + floor(d / P)``, and
-    floor commutes with the FIFO maximum); a lost packet, or one delayed by ``horizon``
-    ticks or more, has delay ``_LOST`` and goes to the trash slot of the calendar.
-    """
-
-    def __init__(
-        self,
-        n: int,
-        horizon: int,
-        block: int,
-        step_ms: float,
-        fifo: bool,
-        act: tuple[tuple[int, ...], np.dtype[Any]],
-        obs: tuple[tuple[int, ...], np.dtype[Any]],
-    ) -> None:
-        m = 2 * n
-        self.n, self.h, self.block, self.step_ms, self.fifo = n, horizon, block, step_ms, fifo
-        # Ring and calendar sizes: a power of two >= horizon, so "mod" is a bit mask.
-        size = 1 << max(int(horizon) - 1, 1).bit_length()
-        self.mask = size - 1
-        self.samplers: list[DelaySampler | None] = [None] * m
-        rows = np.arange(m)
-        self.kbuf = np.zeros(m * block, dtype=np.int64)  # row j: [j * block, (j + 1) * block)
-        self.rowoff = rows * block
-        self.flatpos = self.rowoff + block  # at the row's end: refill before next use
-        # Calendar by arrival tick (slot `size` is the trash slot of lost packets): the
-        # newest global send tick arriving then, and how many packets arrive.
-        self.cal_max = np.full((m, size + 1), -1, dtype=np.int64)
-        self.cal_cnt = np.zeros((m, size + 1), dtype=np.int64)
-        self.cal_off = rows * (size + 1)
-        self.cal_max_flat = self.cal_max.reshape(-1)
-        self.cal_cnt_flat = self.cal_cnt.reshape(-1)
-        self.trash = size
-        self.scan = not fifo  # only "latest" can reorder; then keep per-send arrival ticks
-        self.arr = np.full((size, m), -1, dtype=np.int64)
-        self.sent_idx = np.zeros(size, dtype=np.int64)
-        # Payloads by arrival tick, beside the calendar (same flat slot index): the newest
-        # packet of a slot is written last, so the slot holds the payload that matters.
-        # Actions use rows [0, n), observations rows [n, 2n) (the first n rows unused).
-        self.cal_act = np.zeros((n, size + 1, *act[0]), dtype=act[1])
-        self.cal_obs = np.zeros((m, size + 1, *obs[0]), dtype=obs[1])
-        self.cal_act_flat = self.cal_act.reshape(n * (size + 1), *act[0])
-        self.cal_obs_flat = self.cal_obs.reshape(m * (size + 1), *obs[0])
-        # Per-row state in one array, so that starting episodes resets it in one call:
-        # fifo arrival of the last packet, global send tick of the freshest packet, and
-        # the episode counters reordered, stale, lost and action holds (downlink rows).
-        self.state = np.zeros((6, m), dtype=np.int64)
-        self._fresh = np.array([-1, -1, 0, 0, 0, 0], dtype=np.int64)[:, None]
-        self.last, self.best = self.state[0], self.state[1]
-        self.last.fill(-1)
-        self.best.fill(-1)
-        self.best_down, self.best_up = self.best[:n], self.best[n:]
-        self.counts = self.state[2:]
-        self.reordered, self.stale, self.lost, holds = self.counts
-        self.holds = holds[:n]
-        self.left = 0  # draws left before some row's block runs out
-        self._fi = np.empty(m, dtype=np.int64)  # scratch, reused within one step
-        self._r = 0  # calendar column of the current tick
-
-    def start(self, mask: np.ndarray, best: int) -> None:
-        """Rows in ``mask`` (bool, 2n) start an episode: nothing in flight, counters 0,
-        freshest packet at global tick ``best``.
-
-        Stale entries of ``cal_max`` are left: they are not newer than ``best``, so they
-        can never count as fresher.
-        """
-        self.cal_cnt[mask] = 0
-        if self.scan:
-            self.arr[:, mask] = -1
-        fresh = self._fresh
-        fresh[1, 0] = best
-        np.copyto(self.state, fresh, where=mask)
-
-    def set_sampler(self, row: int, sampler: DelaySampler) -> None:
-        self.samplers[row] = sampler
-        self.flatpos[row] = self.rowoff[row] + self.block
-        self.left = 0
-
-    def unsend(self, mask: np.ndarray) -> None:
-        """Give back the delays the rows in ``mask`` just drew (their sub-env was resetting)."""
-        self.flatpos -= mask  # only lowers positions: `left` stays a lower bound
-
-    def _refill(self) -> None:
-        block = self.block
-        pos = self.flatpos - self.rowoff
-        rows = np.flatnonzero(pos >= block)
-        # One stream per row (each its own generator), then the conversion to whole
-        # ticks for all refilled rows at once.
-        raw = np.empty((rows.size, block))
-        for i, j in enumerate(rows.tolist()):
-            sampler = self.samplers[j]
-            assert sampler is not None
-            raw[i] = sampler.next(block)
-        rel = np.divide(raw, self.step_ms, out=raw)
-        # Lost (inf) and beyond-horizon packets never arrive.
-        far = rel >= self.h
-        rel[far] = 0.0
-        k = np.floor(rel, out=rel).astype(np.int64)
-        k[far] = _LOST
-        self.kbuf.reshape(-1, block)[rows] = k
-        self.flatpos[rows] = self.rowoff[rows]
-        pos[rows] = 0
-        self.left = block - int(pos.max())
-
-    def tick(self, g: int) -> tuple[np.ndarray, np.ndarray]:
-        """Every row sends its packet at global tick ``g`` and processes tick ``g``.
-
-        Returns fresh (lost, delivered) bool arrays of shape (2n,); ``best`` holds the
-        freshest global tick. Payloads are stored separately (:meth:`store`).
-        """
-        if self.left <= 0:
-            self._refill()
-        self.left -= 1
-        a = self.kbuf.take(self.flatpos)
-        self.flatpos += 1
-        lost = a < 0
-        a += g
-        if self.fifo:
-            # A lost packet's tick is hugely negative: the maximum leaves `last` unchanged.
-            a = np.maximum(a, self.last, out=self.last)
-        fi = np.bitwise_and(a, self.mask, out=self._fi)
-        np.copyto(fi, self.trash, where=lost)
-        fi += self.cal_off
-        self._r = r = g & self.mask
-        # Send ticks only grow, so the newest packet of a slot is the one written last.
-        self.cal_max_flat[fi] = g
-        self.cal_cnt_flat[fi] += 1
-        self.lost += lost
-        best = self.best
-        if self.scan:
-            arr = self.arr
-            arr[r] = a
-            np.copyto(arr[r], -1, where=lost)
-            self.sent_idx[r] = g
-            here = arr == g
-            here &= self.sent_idx[:, None] < best
-            self.reordered += here.sum(axis=0)
-        # Arrivals at tick g: one calendar column.
-        newest = self.cal_max[:, r]
-        count = self.cal_cnt[:, r]
-        delivered = newest > best
-        self.stale += count
-        self.stale -= delivered
-        np.maximum(best, newest, out=best)
-        newest.fill(-1)
-        count.fill(0)
-        return lost, delivered
-
-    def store_actions(self, actions: np.ndarray) -> np.ndarray:
-        """Queue this tick's actions; return the newest action arriving this tick per
-        sub-env (a view, valid where the downlink delivered)."""
-        n = self.n
-        self.cal_act_flat[self._fi[:n]] = actions
-        return self.cal_act[:, self._r]
-
-    def store_observations(self, obs: np.ndarray) -> np.ndarray:
-        """Queue this tick's observations; return the newest arriving this tick."""
-        n = self.n
-        self.cal_obs_flat[self._fi[n:]] = obs
-        return self.cal_obs[n:, self._r]
 
 
 class NetworkShimVectorWrapper(VectorWrapper):
@@ -325,7 +146,7 @@ class NetworkShimVectorWrapper(VectorWrapper):
         obs_space = env.single_observation_space
         assert obs_space.shape is not None and single_act.shape is not None
         self._start = np.asarray(config.start_action, dtype=single_act.dtype)
-        self._links = _VecLinks(
+        self._links = VectorLinks(
             n,
             horizon,
             config.block_size,
@@ -336,7 +157,7 @@ class NetworkShimVectorWrapper(VectorWrapper):
         )
         self._streams: list[ShimStreams | None] = [None] * n
         self.profile_names = [self._profiles[0].name] * n
-        # Global tick of the next step (see _VecLinks); episode ticks are offsets from it.
+        # Global tick of the next step (see VectorLinks); episode ticks are offsets from it.
         self._g = 0
         self._applied = np.repeat(self._start[None], n, axis=0)
         self._obs: np.ndarray | None = None

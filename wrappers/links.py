@@ -1,0 +1,355 @@
+"""The packets in flight: per-direction delay streams and arrival queues of the shims.
+
+:class:`PacketLink` is one direction of one env for
+:class:`~fleetgym.wrappers.network_shim.NetworkShimWrapper` (a Python queue, a list lookup
+per packet); :class:`VectorLinks` is both directions of every sub-env for
+:class:`~fleetgym.wrappers.vector.NetworkShimVectorWrapper` (arrival calendars and payload
+rings, a fixed list of whole-array numpy operations per tick). Both follow the same
+control-loop model: a packet sent at tick ``i`` with delay ``d`` is usable from tick
+``floor(i + d / P)``, and in ``fifo`` order never before the packet sent before it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from fleetgym.wrappers.channels import DelaySampler
+
+__all__ = ["PacketLink", "VectorLinks"]
+
+_INF = math.inf
+
+
+class PacketLink:
+    """One direction of the network for one env: pre-drawn delays and in-flight packets.
+
+    Times are in ticks (one control period). A packet sent at tick ``i`` with delay ``d``
+    arrives at ``a = i + d / P`` (``fifo``: ``max(a_prev, i + d / P)``) and becomes
+    usable at tick ``floor(a)``. Delays are drawn ``block`` at a time, so the per-step
+    cost is a list lookup.
+    """
+
+    __slots__ = (
+        "sampler",
+        "step_ms",
+        "block",
+        "buf",
+        "nbuf",
+        "pos",
+        "fifo",
+        "last_arrival",
+        "pending",
+        "next_due",
+        "best_idx",
+        "best_payload",
+        "reordered",
+        "stale",
+        "lost",
+    )
+
+    def __init__(self, sampler: DelaySampler, step_ms: float, block: int, fifo: bool) -> None:
+        self.sampler = sampler
+        self.step_ms = step_ms
+        self.block = block
+        self.fifo = fifo
+        self.buf: list[float] = []
+        self.nbuf = 0
+        self.pos = 0
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget packets in flight and the episode's counters (delays stay pre-drawn)."""
+        self.last_arrival = -_INF
+        # Packets in flight (fifo: in arrival order; latest: scanned on arrival).
+        self.pending: deque[tuple[float, int, Any]] = deque()
+        self.next_due = _INF  # earliest arrival in flight (_INF when none)
+        self.best_idx = -1
+        self.best_payload: Any = None
+        self.reordered = self.stale = self.lost = 0
+
+    def refill(self) -> None:
+        """Draw the next block of delays (in periods) and start reading it."""
+        self.buf = (self.sampler.next(self.block) / self.step_ms).tolist()
+        self.nbuf = len(self.buf)
+        self.pos = 0
+
+    def tick(self, idx: int, payload: Any) -> int:
+        """Send packet ``idx`` at tick ``idx`` and process that tick's arrivals.
+
+        Returns a code: bit 0 set if this packet was lost, bit 1 set if a packet newer
+        than the previous freshest arrived (``best_idx``/``best_payload`` updated).
+        """
+        pos = self.pos
+        if pos == self.nbuf:
+            self.refill()
+            pos = 0
+        rel = self.buf[pos]
+        self.pos = pos + 1
+        pending = self.pending
+        limit = idx + 1
+        if self.fifo:
+            # In fifo order arrival times grow with the index, so the packets arriving
+            # now are a run at the head of the queue and the last of them is the newest.
+            if rel == _INF:
+                self.lost += 1
+                if not pending or pending[0][0] >= limit:
+                    return 1
+                code = 1
+            else:
+                arrival = idx + rel
+                if arrival < self.last_arrival:
+                    arrival = self.last_arrival
+                self.last_arrival = arrival
+                if arrival < limit:
+                    # On time: everything still in flight arrives no later, all older.
+                    if pending:
+                        self.stale += len(pending)
+                        pending.clear()
+                    self.best_idx = idx
+                    self.best_payload = payload
+                    return 2
+                pending.append((arrival, idx, payload))
+                if pending[0][0] >= limit:
+                    return 0
+                code = 0
+            item = pending.popleft()
+            while pending and pending[0][0] < limit:
+                item = pending.popleft()
+                self.stale += 1
+            self.best_idx = item[1]
+            self.best_payload = item[2]
+            return code + 2
+        if rel < 1.0 and not pending:
+            # On time with nothing in flight.
+            self.best_idx = idx
+            self.best_payload = payload
+            return 2
+        code = 0
+        if rel == _INF:
+            self.lost += 1
+            code = 1
+        else:
+            arrival = idx + rel
+            pending.append((arrival, idx, payload))
+            if arrival < self.next_due:
+                self.next_due = arrival
+        if self.next_due >= limit:
+            return code
+        if self._deliver(limit):
+            code += 2
+        return code
+
+    def _deliver(self, limit: int) -> bool:
+        """Take every packet arriving before ``limit``; True if a newer one became freshest."""
+        best = self.best_idx
+        newest = -1
+        payload = None
+        arrived = 0
+        keep: deque[tuple[float, int, Any]] = deque()
+        due = _INF
+        for item in self.pending:
+            if item[0] < limit:
+                arrived += 1
+                i = item[1]
+                if i < best:  # a newer packet arrived at an earlier tick: it overtook this one
+                    self.reordered += 1
+                if i > newest:
+                    newest = i
+                    payload = item[2]
+            else:
+                keep.append(item)
+                if item[0] < due:
+                    due = item[0]
+        self.pending = keep
+        self.next_due = due
+        if newest > best:
+            self.best_idx = newest
+            self.best_payload = payload
+            self.stale += arrived - 1
+            return True
+        self.stale += arrived
+        return False
+
+
+#: Delay (in ticks) standing for a lost packet: far below any arrival tick.
+_LOST = -(1 << 40)
+
+
+class VectorLinks:
+    """Both directions for all sub-envs: delay blocks, arrival calendar, payload rings.
+
+    Row ``i`` of every per-row array is sub-env i's downlink (actions), row ``n + i`` its
+    uplink (observations), so one whole-array operation serves both directions. Every
+    row sends one packet per call of :meth:`tick` (sub-envs that were being reset are
+    fixed up by the caller with :meth:`unsend` and :meth:`clear`): the hot path is a
+    fixed list of numpy operations, with no per-env Python.
+
+    Time is a global tick ``g`` shared by all sub-envs (one per vector step), not each
+    episode's own tick: the action sent at a sub-env's episode tick t and the
+    observation sent at its tick t + 1 (they are sent in the same vector step) both
+    carry ``g``. So the packets sent now go to one ring column and this tick's arrivals
+    are one calendar column (views, not fancy indexing); episode ages are differences of
+    global ticks. Delays are whole ticks (``floor(i + d / P) == i + floor(d / P)``, and
+    floor commutes with the FIFO maximum); a lost packet, or one delayed by ``horizon``
+    ticks or more, has delay ``_LOST`` and goes to the trash slot of the calendar.
+    """
+
+    def __init__(
+        self,
+        n: int,
+        horizon: int,
+        block: int,
+        step_ms: float,
+        fifo: bool,
+        act: tuple[tuple[int, ...], np.dtype[Any]],
+        obs: tuple[tuple[int, ...], np.dtype[Any]],
+    ) -> None:
+        m = 2 * n
+        self.n, self.h, self.block, self.step_ms, self.fifo = n, horizon, block, step_ms, fifo
+        # Ring and calendar sizes: a power of two >= horizon, so "mod" is a bit mask.
+        size = 1 << max(int(horizon) - 1, 1).bit_length()
+        self.mask = size - 1
+        self.samplers: list[DelaySampler | None] = [None] * m
+        rows = np.arange(m)
+        self.kbuf = np.zeros(m * block, dtype=np.int64)  # row j: [j * block, (j + 1) * block)
+        self.rowoff = rows * block
+        self.flatpos = self.rowoff + block  # at the row's end: refill before next use
+        # Calendar by arrival tick (slot `size` is the trash slot of lost packets): the
+        # newest global send tick arriving then, and how many packets arrive.
+        self.cal_max = np.full((m, size + 1), -1, dtype=np.int64)
+        self.cal_cnt = np.zeros((m, size + 1), dtype=np.int64)
+        self.cal_off = rows * (size + 1)
+        self.cal_max_flat = self.cal_max.reshape(-1)
+        self.cal_cnt_flat = self.cal_cnt.reshape(-1)
+        self.trash = size
+        self.scan = not fifo  # only "latest" can reorder; then keep per-send arrival ticks
+        self.arr = np.full((size, m), -1, dtype=np.int64)
+        self.sent_idx = np.zeros(size, dtype=np.int64)
+        # Payloads by arrival tick, beside the calendar (same flat slot index): the newest
+        # packet of a slot is written last, so the slot holds the payload that matters.
+        # Actions use rows [0, n), observations rows [n, 2n) (the first n rows unused).
+        self.cal_act = np.zeros((n, size + 1, *act[0]), dtype=act[1])
+        self.cal_obs = np.zeros((m, size + 1, *obs[0]), dtype=obs[1])
+        self.cal_act_flat = self.cal_act.reshape(n * (size + 1), *act[0])
+        self.cal_obs_flat = self.cal_obs.reshape(m * (size + 1), *obs[0])
+        # Per-row state in one array, so that starting episodes resets it in one call:
+        # fifo arrival of the last packet, global send tick of the freshest packet, and
+        # the episode counters reordered, stale, lost and action holds (downlink rows).
+        self.state = np.zeros((6, m), dtype=np.int64)
+        self._fresh = np.array([-1, -1, 0, 0, 0, 0], dtype=np.int64)[:, None]
+        self.last, self.best = self.state[0], self.state[1]
+        self.last.fill(-1)
+        self.best.fill(-1)
+        self.best_down, self.best_up = self.best[:n], self.best[n:]
+        self.counts = self.state[2:]
+        self.reordered, self.stale, self.lost, holds = self.counts
+        self.holds = holds[:n]
+        self.left = 0  # draws left before some row's block runs out
+        self._fi = np.empty(m, dtype=np.int64)  # scratch, reused within one step
+        self._r = 0  # calendar column of the current tick
+
+    def start(self, mask: np.ndarray, best: int) -> None:
+        """Rows in ``mask`` (bool, 2n) start an episode: nothing in flight, counters 0,
+        freshest packet at global tick ``best``.
+
+        Stale entries of ``cal_max`` are left: they are not newer than ``best``, so they
+        can never count as fresher.
+        """
+        self.cal_cnt[mask] = 0
+        if self.scan:
+            self.arr[:, mask] = -1
+        fresh = self._fresh
+        fresh[1, 0] = best
+        np.copyto(self.state, fresh, where=mask)
+
+    def set_sampler(self, row: int, sampler: DelaySampler) -> None:
+        self.samplers[row] = sampler
+        self.flatpos[row] = self.rowoff[row] + self.block
+        self.left = 0
+
+    def unsend(self, mask: np.ndarray) -> None:
+        """Give back the delays the rows in ``mask`` just drew (their sub-env was resetting)."""
+        self.flatpos -= mask  # only lowers positions: `left` stays a lower bound
+
+    def _refill(self) -> None:
+        block = self.block
+        pos = self.flatpos - self.rowoff
+        rows = np.flatnonzero(pos >= block)
+        # One stream per row (each its own generator), then the conversion to whole
+        # ticks for all refilled rows at once.
+        raw = np.empty((rows.size, block))
+        for i, j in enumerate(rows.tolist()):
+            sampler = self.samplers[j]
+            assert sampler is not None
+            raw[i] = sampler.next(block)
+        rel = np.divide(raw, self.step_ms, out=raw)
+        # Lost (inf) and beyond-horizon packets never arrive.
+        far = rel >= self.h
+        rel[far] = 0.0
+        k = np.floor(rel, out=rel).astype(np.int64)
+        k[far] = _LOST
+        self.kbuf.reshape(-1, block)[rows] = k
+        self.flatpos[rows] = self.rowoff[rows]
+        pos[rows] = 0
+        self.left = block - int(pos.max())
+
+    def tick(self, g: int) -> tuple[np.ndarray, np.ndarray]:
+        """Every row sends its packet at global tick ``g`` and processes tick ``g``.
+
+        Returns fresh (lost, delivered) bool arrays of shape (2n,); ``best`` holds the
+        freshest global tick. Payloads are stored separately (:meth:`store`).
+        """
+        if self.left <= 0:
+            self._refill()
+        self.left -= 1
+        a = self.kbuf.take(self.flatpos)
+        self.flatpos += 1
+        lost = a < 0
+        a += g
+        if self.fifo:
+            # A lost packet's tick is hugely negative: the maximum leaves `last` unchanged.
+            a = np.maximum(a, self.last, out=self.last)
+        fi = np.bitwise_and(a, self.mask, out=self._fi)
+        np.copyto(fi, self.trash, where=lost)
+        fi += self.cal_off
+        self._r = r = g & self.mask
+        # Send ticks only grow, so the newest packet of a slot is the one written last.
+        self.cal_max_flat[fi] = g
+        self.cal_cnt_flat[fi] += 1
+        self.lost += lost
+        best = self.best
+        if self.scan:
+            arr = self.arr
+            arr[r] = a
+            np.copyto(arr[r], -1, where=lost)
+            self.sent_idx[r] = g
+            here = arr == g
+            here &= self.sent_idx[:, None] < best
+            self.reordered += here.sum(axis=0)
+        # Arrivals at tick g: one calendar column.
+        newest = self.cal_max[:, r]
+        count = self.cal_cnt[:, r]
+        delivered = newest > best
+        self.stale += count
+        self.stale -= delivered
+        np.maximum(best, newest, out=best)
+        newest.fill(-1)
+        count.fill(0)
+        return lost, delivered
+
+    def store_actions(self, actions: np.ndarray) -> np.ndarray:
+        """Queue this tick's actions; return the newest action arriving this tick per
+        sub-env (a view, valid where the downlink delivered)."""
+        n = self.n
+        self.cal_act_flat[self._fi[:n]] = actions
+        return self.cal_act[:, self._r]
+
+    def store_observations(self, obs: np.ndarray) -> np.ndarray:
+        """Queue this tick's observations; return the newest arriving this tick."""
+        n = self.n
+        self.cal_obs_flat[self._fi[n:]] = obs
+        return self.cal_obs[n:, self._r]
