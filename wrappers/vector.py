@@ -223,10 +223,14 @@ class NetworkShimVectorWrapper(VectorWrapper):
         if seed is None or isinstance(seed, (int, np.integer)):
             first = check_seed(seed)
             seeds = [None if first is None else first + i for i in range(self._n)]
-        elif isinstance(seed, Sequence) and len(seed) == self._n:
+        elif isinstance(seed, Sequence) and not isinstance(seed, (str, bytes)):
+            if len(seed) != self._n:
+                raise ValueError(
+                    f"seed: expected None, an int or {self._n} ints, actual {quote(seed)}"
+                )
             seeds = [check_seed(s, f"seed[{i}]") for i, s in enumerate(seed)]
         else:
-            raise ValueError(f"seed: expected None, an int or {self._n} ints, actual {quote(seed)}")
+            raise TypeError(f"seed: expected None, an int or {self._n} ints, actual {quote(seed)}")
         if options and "reset_mask" in options:
             raise ValueError("options: expected a full reset, actual a reset_mask (not supported)")
         # Gymnasium's vector envs take a list of per-env seeds too (typed as int | None).

@@ -165,5 +165,7 @@ def test_async_vector_env_and_bad_input():
         shim.step(np.zeros(2, np.int64))
     with pytest.raises(ValueError, match="seed: expected None, an int or 2 ints"):
         shim.reset(seed=[1, 2, 3])
+    with pytest.raises(TypeError, match="seed: expected None, an int or 2 ints"):
+        shim.reset(seed="ab")
     with pytest.raises(ValueError, match=r"seed\[1\]: expected an int >= 0"):
         shim.reset(seed=[1, -2])
