@@ -203,7 +203,9 @@ class RayFleet(SupervisedFleetBase):
         actor_timeout: Seconds a rollout may take (``k`` times that for the ``k``-th in
             line on a shared actor) before its actor is killed and replaced; None waits
             forever (crashes are still detected).
-        startup_timeout: Seconds an actor may take to be placed and started.
+        startup_timeout: Seconds an actor may take to be placed and started; Ray starts a
+            few actor processes at a time, so the clock restarts whenever another actor of
+            the fleet becomes ready (it bounds a stall, not a long queue).
         max_retries: Re-runs of a faulted slot within a round.
         on_incomplete: ``"partial"`` or ``"raise"`` when a slot fails after its retries.
         actor_options: Ray actor options (``num_cpus``, ``num_gpus``, ``memory``,
@@ -345,12 +347,15 @@ class RayFleet(SupervisedFleetBase):
                     self._kill(slot)
                     raise FleetError(f"prewarm: actor {slot} failed to start: {exc}") from exc
                 waiting.discard(slot)
+                if deadline is not None:  # progress: the others are queued, not stuck
+                    deadline = time.perf_counter() + self.startup_timeout
             if waiting and deadline is not None and time.perf_counter() >= deadline:
                 for slot in waiting:
                     self._kill(slot)
                 raise FleetError(
                     f"prewarm: expected Ray actors {sorted(waiting)} placed and started within "
-                    f"startup_timeout={self.startup_timeout} s, actual not ready (the cluster "
+                    f"startup_timeout={self.startup_timeout} s of the last one, actual not ready "
+                    f"(the cluster "
                     f"has room for {self._room()} actors of {self.actor_options})"
                 )
             wait_log.report(len(waiting), num_actors, "Ray actors to be placed and started")
@@ -390,7 +395,8 @@ class RayFleet(SupervisedFleetBase):
         timings: dict[int, ActorTiming] = {}
         failures: list[ActorFailure] = []
         pending = set(progress)
-        wait_log = WaitLog("actor_timeout", self.actor_timeout, logger)
+        start_log = WaitLog("startup_timeout", self.startup_timeout, logger)
+        run_log = WaitLog("actor_timeout", self.actor_timeout, logger)
         try:
             while pending:
                 refs: dict[Any, int] = {}
@@ -420,9 +426,9 @@ class RayFleet(SupervisedFleetBase):
                 self._reroute_unplaceable(progress, pending, args)
                 starting = [s for s in pending if progress[s].state == "starting"]
                 if starting:
-                    wait_log.report(len(starting), num_actors, "Ray actors to be placed")
+                    start_log.report(len(starting), num_actors, "Ray actors to be placed")
                 else:
-                    wait_log.report(len(pending), num_actors, "rollouts on Ray actors")
+                    run_log.report(len(pending), num_actors, "rollouts on Ray actors")
         except BaseException:
             # Interrupted (Ctrl-C, a bug): an actor still running this round would run
             # the stale rollout before the next round's (Ray queues its calls), so the
@@ -467,6 +473,10 @@ class RayFleet(SupervisedFleetBase):
             if p.host == host_slot and p.state == "starting":
                 p.state = "running"
                 p.deadline = self._deadline(now, queued=p.queued)
+            elif p.state == "starting":
+                # Ray starts a few actor processes at a time: the others are not stuck
+                # while the fleet's actors keep becoming ready.
+                p.deadline = max(p.deadline, self._deadline(now, starting=True))
 
     def _on_result(
         self,

@@ -1,14 +1,17 @@
-"""RayFleet on a local 2-CPU Ray cluster that this module starts (127.0.0.1) and stops.
+"""RayFleet joining a local 2-CPU Ray cluster that this module starts (127.0.0.1) and stops.
 
 Skipped when Ray is not installed (``pip install fleetgym[ray]``). At most 2 actors: one
-CPU each on the 2-CPU cluster.
+CPU each on the 2-CPU cluster. Fleets that start their own cluster, and node loss on a
+two-node cluster, are in test_fleet_ray_cluster.py.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -16,12 +19,26 @@ import pytest
 from fleetgym.agents.fleet import InProcessFleet, make_fleet
 from fleetgym.agents.types import ActorFleet
 from fleetgym.agents.workloads import get_workload
+from fleetgym.errors import FleetError
 
 ray = pytest.importorskip("ray")
+from fleetgym.agents.fleet.ray_backend import RayFleet  # noqa: E402
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
 
 WORKLOAD = "CartPole-v1"
+
+
+def _wait_gone(pid: int, polls: int = 600) -> None:
+    for _ in range(polls):
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return
+        except FileNotFoundError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"Ray actor process {pid} is still running: an orphan")
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +103,7 @@ def test_killed_and_hung_actors_are_replaced_and_rerun(cluster, weights):
 
 
 def test_argument_errors(cluster, weights, monkeypatch):
-    from fleetgym.agents.fleet.ray_backend import RayFleet, _import_ray
+    from fleetgym.agents.fleet.ray_backend import _import_ray
 
     with pytest.raises(TypeError, match=r"actor_options: expected a dict or None, actual list"):
         RayFleet(WORKLOAD, actor_options=[])
@@ -118,3 +135,35 @@ def test_interrupted_round_kills_its_in_flight_actors(cluster, weights, monkeypa
         result = fleet.run_round(weights, 2, 10)
         assert result.complete and all(t.cold_start for t in result.timings)
         assert fleet.incarnations == {0: 1, 1: 1}
+
+
+@pytest.mark.timeout(30, func_only=True)
+def test_cluster_that_cannot_place_the_fleet_fails_before_the_first_round(cluster, caplog):
+    # Default one CPU per actor on a joined cluster: 4 actors do not fit its 2 CPUs.
+    with caplog.at_level(logging.INFO, logger="fleetgym.agents.fleet.ray_backend"):
+        with pytest.raises(
+            FleetError,
+            match=r"2 CPUs available on 1 node\(s\), 4 CPUs requested .*pass "
+            r"actor_options=\{'num_cpus': 0\.5\} or max_actors=2",
+        ):
+            RayFleet(WORKLOAD, max_actors=4)
+    assert "joined the Ray cluster at " in caplog.text
+    with pytest.raises(FleetError, match=r"actual room for 0 .*smaller \['accelerator'\]"):
+        RayFleet(WORKLOAD, max_actors=1, actor_options={"resources": {"accelerator": 1}})
+    assert ray.is_initialized()  # a cluster the fleet joined is left running
+
+
+@pytest.mark.timeout(120)
+def test_ray_actor_that_never_answers_times_out_and_is_killed(cluster, weights):
+    with RayFleet(
+        WORKLOAD, max_actors=1, actor_timeout=3.0, max_retries=0, on_incomplete="raise"
+    ) as fleet:
+        fleet.prewarm(1)
+        pid = fleet.worker_pids()[0]
+        os.kill(pid, signal.SIGSTOP)
+        with pytest.raises(
+            FleetError, match=r"did not finish its rollout within actor_timeout=3\.0 s"
+        ):
+            fleet.run_round(weights, 1, 8)
+        assert fleet.num_workers == 0
+    _wait_gone(pid)
