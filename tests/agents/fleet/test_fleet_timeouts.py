@@ -138,6 +138,7 @@ def test_process_worker_that_never_answers_times_out_and_is_killed(weights, quic
         assert fleet.num_workers == 0
 
 
+@pytest.mark.timeout(30)
 @pytest.mark.parametrize(
     ("cls", "name", "value", "error", "match"),
     [
