@@ -42,13 +42,13 @@ from typing import Any
 from fleetgym.agents.fleet.base import (
     DEFAULT_ACTOR_TIMEOUT_S,
     DEFAULT_STARTUP_TIMEOUT_S,
-    Actor,
     ActorFactory,
     RoundParts,
     SlotProgress,
     SupervisedFleetBase,
     WaitLog,
 )
+from fleetgym.agents.fleet.ray_actor import RayActorHost, _import_ray, init_local_ray
 from fleetgym.agents.fleet.ray_cluster import (
     actor_request,
     alive_node_resources,
@@ -59,103 +59,12 @@ from fleetgym.agents.fleet.ray_cluster import (
 from fleetgym.agents.types import ActorFailure, ActorTiming, Trajectory, Weights
 from fleetgym.errors import FleetError
 
+__all__ = ["RayActorHost", "RayFleet", "init_local_ray"]
+
 logger = logging.getLogger(__name__)
 
 #: Longest a round's ``ray.wait`` blocks before it looks at the clock and the cluster.
 WAIT_POLL_S = 1.0
-
-
-def _import_ray() -> Any:
-    try:
-        import ray
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError(
-            "RayFleet needs Ray: expected the optional extra installed "
-            "(pip install 'fleetgym[ray]'), actual: ray is not importable"
-        ) from exc
-    return ray
-
-
-def init_local_ray(**kwargs: Any) -> None:
-    """Start a new single-machine Ray cluster whose servers listen on 127.0.0.1 only.
-
-    ``address="local"`` tells Ray to start a cluster even when an address file of an older
-    one (``ray start`` run earlier, since dead) is left on the machine. ``ray.init`` on
-    Linux replaces a loopback ``_node_ip_address`` by the machine's routable address so
-    other nodes can join; a local fleet needs no other node, so this switches that off.
-
-    Args:
-        **kwargs: Passed to ``ray.init`` (e.g. ``num_cpus=2``, ``include_dashboard=False``).
-
-    Raises:
-        ImportError: If Ray is not installed.
-    """
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    ray = _import_ray()
-    from ray._private import ray_constants
-
-    ray_constants.ENABLE_RAY_CLUSTER = False
-    options: dict[str, Any] = {
-        "address": "local",
-        "include_dashboard": False,
-        "_node_ip_address": "127.0.0.1",
-    }
-    options.update(kwargs)
-    ray.init(**options)
-
-
-class RayActorHost:
-    """The body of one Ray actor: builds the slot's actor, runs whole rollouts.
-
-    After a node is lost it may also hold *guest* actors, of slots whose own Ray actor
-    cannot be placed; their rollouts run after the host's own (Ray runs an actor's calls
-    one at a time). Plain class: :class:`RayFleet` turns it into a Ray actor with
-    ``ray.remote``, so importing this module does not import Ray.
-    """
-
-    def __init__(
-        self, factory: ActorFactory, workload: Any, slot: int, seed: int, incarnation: int
-    ) -> None:
-        import torch
-
-        torch.set_num_threads(1)  # one core per actor, as the fleet models it
-        started = time.perf_counter()
-        self.actor = factory(workload, slot, seed, incarnation)
-        self.build_s = time.perf_counter() - started
-        self.guests: dict[int, tuple[int, Actor]] = {}
-
-    def ready(self) -> tuple[int, float]:
-        """``(pid, seconds the actor took to build)``."""
-        return os.getpid(), self.build_s
-
-    def rollout(
-        self,
-        weights: Weights,
-        steps: int,
-        policy_version: int,
-        guest: tuple[ActorFactory, Any, int, int, int] | None = None,
-    ) -> tuple[Trajectory, float, float, float]:
-        """One rollout of the own actor, or of ``guest = (factory, workload, slot, seed,
-        incarnation)`` (built on first use); returns ``(trajectory, compute_s, cpu_s,
-        build_s)``."""
-        actor, build_s = self.actor, 0.0
-        if guest is not None:
-            factory, workload, slot, seed, incarnation = guest
-            held = self.guests.get(slot)
-            if held is None or held[0] != incarnation:
-                started = time.perf_counter()
-                self.guests[slot] = (incarnation, factory(workload, slot, seed, incarnation))
-                build_s = time.perf_counter() - started
-            actor = self.guests[slot][1]
-        cpu_started = time.process_time()
-        started = time.perf_counter()
-        trajectory = actor.rollout(weights, steps, policy_version)
-        compute_s = time.perf_counter() - started
-        return trajectory, compute_s, time.process_time() - cpu_started, build_s
-
-    def release(self, slot: int) -> None:
-        """Drop the guest actor of ``slot`` (it has its own Ray actor again)."""
-        self.guests.pop(slot, None)
 
 
 @dataclass
