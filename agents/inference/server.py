@@ -292,11 +292,16 @@ class InferenceServer:
                     f"submit: expected a connected client, actual {channel.name} closed"
                 )
             now = self._clock()
+            was_empty = not len(self._queue)
             for request in requests:
                 self._queue.push(now, channel, request)
             channel.in_flight += len(requests)
             self._controller.arrived(len(requests))
-            self._cond.notify_all()
+            # Wake the server only when this changes its plan: a first request sets a
+            # deadline, or a batch is due now. Waking it for every request would cost a
+            # thread switch per request (and CPU the actors need) for nothing.
+            if was_empty or self._queue.due(now, self._controller.wait_s, len(self._channels)):
+                self._cond.notify_all()
 
     # -- the serving thread ---------------------------------------------------------------
     def _loop(self) -> None:
@@ -320,11 +325,10 @@ class InferenceServer:
                     self._cond.wait(None if deadline is None else max(0.0, deadline - now))
                 pending, self._pending = self._pending, None
                 closing = self._closing
+            # A dropped channel's requests left the queue with it, and the previous batch
+            # is answered: nothing reads its resources any more.
             for channel in released:
-                if not any(entry.item.channel is channel for entry in batch):
-                    channel.release()
-                else:
-                    self._released.append(channel)
+                channel.release()
             if pending is not None:
                 self._swap(*pending)
             if closing:
