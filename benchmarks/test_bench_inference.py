@@ -225,6 +225,8 @@ def _fleet_rate(workload, actors: int, steps: int, repeats: int, **options) -> t
 @pytest.mark.parametrize("workload_name", ["heterogeneous-CartPole", CNN])
 def test_bench_fleet_server_vs_local(benchmark, workload_name):
     repeats = 3 if benchmark.enabled else 1
+    if workload_name == CNN and not benchmark.enabled:
+        pytest.skip("Atari fleets start slowly: measured with --benchmark-enable only")
     if workload_name == CNN:
         workload, actors, steps, group = get_workload(CNN), 4, 32, 2
     else:
