@@ -11,6 +11,7 @@ import argparse
 import importlib
 import logging
 import sys
+import traceback
 from collections.abc import Sequence
 
 from fleetgym import __version__
@@ -41,6 +42,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "lag-sweep": ("fleetgym.experiments.lag_sweep", "final return against an injected policy lag"),
     "calibrate": ("fleetgym.experiments.calibrate", "measure a workload's compute model (cached)"),
 }
+
+
+#: Exit status of a command that crashed (uncaught exception, traceback on stderr); 1 is
+#: kept for "ran to the end without reaching its goal" and 2 for usage errors.
+EXIT_CRASH = 3
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,6 +80,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception:  # a crash: keep the traceback, but exit apart from "did not converge"
+        traceback.print_exc()
+        return EXIT_CRASH
 
 
 if __name__ == "__main__":

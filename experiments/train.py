@@ -50,8 +50,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "  0  the target return was reached\n"
         "  1  the target was not reached within the budget (--rounds / --max-steps)\n"
         "  2  usage error (a bad argument or workload)\n"
-        "  130  interrupted (Ctrl-C)\n"
-        "  a crash prints a Python traceback on stderr (Python's own exit status, 1)"
+        "  3  crashed (an unexpected error; its traceback is printed on stderr)\n"
+        "  130  interrupted (Ctrl-C)"
     )
     parser.add_argument(
         "--workload",
