@@ -22,8 +22,10 @@ from the synchronous path (float rounding of batched forward passes only) is sta
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from fleetgym.agents.fleet.base import RoundParts, SlotProgress
@@ -64,6 +66,35 @@ def _refuse_custom_actors(options: dict[str, Any]) -> None:
         )
 
 
+@dataclass
+class _Attempt:
+    """One thread's try at a slot's rollout, and what it brought back."""
+
+    actor: Any
+    client: Any
+    trajectory: Trajectory | None = None
+    error: str | None = None
+    compute_s: float = 0.0
+    cpu_s: float = 0.0
+
+
+def _run_attempt(
+    slot: int, attempt: _Attempt, steps: int, policy_version: int, done: queue.Queue[Any]
+) -> None:
+    """A served actor thread's body: one rollout through the attempt's client."""
+    from fleetgym.agents.inference.rollout import served_rollout
+
+    cpu_started, started = time.thread_time(), time.perf_counter()
+    try:
+        trajectories = served_rollout([attempt.actor], attempt.client, steps, policy_version)
+        attempt.trajectory = trajectories[0]
+    except Exception as exc:
+        attempt.error = f"{type(exc).__name__}: {exc}"
+    attempt.compute_s = time.perf_counter() - started
+    attempt.cpu_s = time.thread_time() - cpu_started
+    done.put((slot, attempt))
+
+
 class ServedInProcessFleet(InProcessFleet):
     """:class:`InProcessFleet` whose actors run concurrently in threads and act through an
     inference server in this process.
@@ -100,71 +131,74 @@ class ServedInProcessFleet(InProcessFleet):
     def _run_slots(
         self, weights: Weights, num_actors: int, steps_per_actor: int, policy_version: int
     ) -> RoundParts:
-        """Every slot in its own thread, each a client of the server."""
+        """Every slot in its own thread, each a client of the server; a thread that raises
+        or outlives ``actor_timeout`` is a fault (replaced and re-run as in the other
+        backends)."""
         self.server.set_weights(weights, policy_version)
         startup = {s: self._build(s) for s in range(num_actors) if s not in self._actors}
         trajectories: dict[int, Trajectory] = {}
         timings: dict[int, ActorTiming] = {}
         failures: list[ActorFailure] = []
-        lock = threading.Lock()
-        threads = [
+        done: queue.Queue[tuple[int, _Attempt]] = queue.Queue()
+        progress = {slot: SlotProgress() for slot in range(num_actors)}
+        attempts: dict[int, _Attempt] = {}
+        pending = set(range(num_actors))
+
+        def start(slot: int) -> None:
+            attempt = _Attempt(self._actors[slot], self.server.connect(slots=4))
+            attempts[slot] = attempt
+            progress[slot].deadline = self._deadline(time.perf_counter())
             threading.Thread(
-                target=self._run_served,
-                args=(slot, steps_per_actor, policy_version, startup, lock),
-                kwargs={"out": (trajectories, timings, failures)},
+                target=_run_attempt,
+                args=(slot, attempt, steps_per_actor, policy_version, done),
                 name=f"ServedActor-{slot}",
-            )
-            for slot in range(num_actors)
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        return trajectories, timings, failures
+                daemon=True,  # a hung actor must not keep the interpreter alive
+            ).start()
 
-    def _run_served(
-        self,
-        slot: int,
-        steps: int,
-        policy_version: int,
-        startup: dict[int, float],
-        lock: threading.Lock,
-        out: tuple[dict[int, Trajectory], dict[int, ActorTiming], list[ActorFailure]],
-    ) -> None:
-        from fleetgym.agents.inference.rollout import served_rollout
+        def fault(slot: int, kind: str, message: str) -> None:
+            if not self._record_fault(
+                [slot], progress[slot], kind, message, failures, f"actor {slot}"
+            ):
+                self._discard(slot)
+                pending.discard(slot)
+                return
+            startup[slot] = self._build(slot)
+            start(slot)
 
-        trajectories, timings, failures = out
-        progress = SlotProgress()
-        while True:
-            with lock:
-                actor = self._actors[slot]
-            cpu_started, started = time.thread_time(), time.perf_counter()
+        for slot in range(num_actors):
+            start(slot)
+        while pending:
+            left = min(progress[s].deadline for s in pending) - time.perf_counter()
             try:
-                with self.server.connect(slots=4) as client:
-                    trajectory = served_rollout([actor], client, steps, policy_version)[0]  # type: ignore[list-item]
-            except Exception as exc:
-                message = f"{type(exc).__name__}: {exc}"
-                with lock:
-                    if not self._record_fault(
-                        [slot], progress, "error", message, failures, f"actor {slot}"
-                    ):
-                        self._discard(slot)
-                        return
-                    startup[slot] = self._build(slot)
-                continue
-            with lock:
-                progress.mark_rerun()
-                trajectories[slot] = trajectory
-                timings[slot] = ActorTiming(
-                    actor_id=slot,
-                    startup_s=startup.get(slot, 0.0),
-                    compute_s=time.perf_counter() - started,
-                    transfer_s=0.0,
-                    cold_start=slot in startup,
-                    num_steps=len(trajectory),
-                    cpu_s=time.thread_time() - cpu_started,
-                )
-            return
+                slot, attempt = done.get(timeout=None if left == float("inf") else max(left, 0.0))
+            except queue.Empty:
+                slot = -1
+            if slot in pending and attempts.get(slot) is attempt:
+                attempt.client.close()
+                if attempt.error is not None:
+                    fault(slot, "error", attempt.error)
+                else:
+                    assert attempt.trajectory is not None
+                    progress[slot].mark_rerun()
+                    pending.discard(slot)
+                    trajectories[slot] = attempt.trajectory
+                    timings[slot] = ActorTiming(
+                        actor_id=slot,
+                        startup_s=startup.get(slot, 0.0),
+                        compute_s=attempt.compute_s,
+                        transfer_s=0.0,
+                        cold_start=slot in startup,
+                        num_steps=len(attempt.trajectory),
+                        cpu_s=attempt.cpu_s,
+                    )
+            now = time.perf_counter()
+            for late in sorted(s for s in pending if progress[s].deadline <= now):
+                # The thread still holds its actor: forgotten, never reused. Closing its
+                # client ends it at its next request (or wakes it from its wait).
+                self._actors.pop(late, None)
+                attempts.pop(late).client.close()
+                fault(late, "timeout", self._late_message(starting=False))
+        return trajectories, timings, failures
 
     def metrics(self) -> dict[str, Any]:
         """The inference server's metrics (see ``InferenceServer.metrics``)."""

@@ -15,15 +15,19 @@ from typing import Any
 import numpy as np
 
 from fleetgym.agents.inference.model import ModelSpec
-from fleetgym.errors import FleetError
+from fleetgym.errors import FleetError, ProtocolError
 
 
 class InferenceError(FleetError):
     """A request the inference server could not answer (the message says why)."""
 
 
-class InferenceProtocolError(InferenceError, ValueError):
-    """Malformed or oversized input on the inference server's socket."""
+class InferenceProtocolError(InferenceError, ProtocolError):
+    """Malformed or oversized input on the inference server's socket.
+
+    One protocol error family: it is a :class:`fleetgym.errors.ProtocolError` (as the
+    remote env's wire errors are, and a ``ValueError``) and an :class:`InferenceError`.
+    """
 
 
 @dataclass

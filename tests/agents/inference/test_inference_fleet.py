@@ -14,6 +14,7 @@ import pytest
 from fleetgym.agents.fleet import make_fleet
 from fleetgym.agents.inference.rollout import ServedTrajectory
 from fleetgym.agents.workloads import StepDelay, get_workload
+from fleetgym.errors import FleetError
 
 WORKLOAD = "CartPole-v1"
 
@@ -132,3 +133,71 @@ def test_heterogeneous_workload_delays_are_per_actor_lognormal():
     env.close()
     with pytest.raises(ValueError, match="step_delay_s: expected a float >= 0"):
         base.with_overrides(step_delay_s=-1.0)
+
+
+def _hang_first_incarnation_of(monkeypatch, slot: int, release: threading.Event) -> None:
+    """Slot ``slot``'s first actor blocks (never answers) until ``release`` is set."""
+    import fleetgym.agents.inference.rollout as rollout_module
+
+    real = rollout_module.served_rollout
+
+    def served_rollout(workers, client, steps, policy_version, groups=2):
+        if workers[0].actor_id == slot and workers[0].incarnation == 0:
+            release.wait()
+        return real(workers, client, steps, policy_version, groups)
+
+    monkeypatch.setattr(rollout_module, "served_rollout", served_rollout)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("max_retries", [1, 0])
+def test_inprocess_server_actor_timeout_bounds_a_hung_thread(weights, monkeypatch, max_retries):
+    release = threading.Event()
+    _hang_first_incarnation_of(monkeypatch, 1, release)
+    try:
+        with make_fleet(
+            WORKLOAD,
+            "inprocess",
+            max_actors=3,
+            seed=2,
+            inference="server",
+            actor_timeout=0.5,
+            max_retries=max_retries,
+        ) as fleet:
+            result = fleet.run_round(weights, 3, 16, policy_version=3)
+            expected = "did not finish its rollout within actor_timeout=0.5 s"
+            assert [(f.actor_id, f.kind, f.message) for f in result.failures] == [
+                (1, "timeout", expected)
+            ]
+            if max_retries:  # replaced by a new incarnation, re-run within the round
+                assert result.complete and result.failures[0].rerun
+                assert [t.actor_id for t in result.trajectories] == [0, 1, 2]
+                assert fleet.incarnations[1] == fleet.incarnations[0] + 1
+            else:
+                assert not result.complete and not result.failures[0].rerun
+                assert [t.actor_id for t in result.trajectories] == [0, 2]
+            # the next round runs, the hung thread's client no longer counts
+            assert fleet.run_round(weights, 3, 4, policy_version=4).complete
+            assert fleet.metrics()["connected_clients"] == 0
+    finally:
+        release.set()
+
+
+@pytest.mark.timeout(120)
+def test_inprocess_server_actor_timeout_raise(weights, monkeypatch):
+    release = threading.Event()
+    _hang_first_incarnation_of(monkeypatch, 0, release)
+    try:
+        with make_fleet(
+            WORKLOAD,
+            "inprocess",
+            max_actors=2,
+            inference="server",
+            actor_timeout=0.3,
+            max_retries=0,
+            on_incomplete="raise",
+        ) as fleet:
+            with pytest.raises(FleetError, match="actor_timeout=0.3 s"):
+                fleet.run_round(weights, 2, 8)
+    finally:
+        release.set()
