@@ -96,7 +96,7 @@ def _builtin() -> None:
     both("wifi-normal", GaussianChannel(30.0, 10.0, 0.02), "Wi-Fi: 30 ± 10 ms, 2 % loss")
     both("wifi-degraded", GaussianChannel(80.0, 40.0, 0.10), "poor Wi-Fi: 80 ± 40 ms, 10 % loss")
     # Sensing over poor Wi-Fi, actuation local: the variant of wifi-degraded under which
-    # the CALF experiment finds the paper's pattern (README, section calf).
+    # the CALF experiment finds the paper's pattern (docs/calf.md).
     _REGISTRY["wifi-degraded-uplink"] = NetworkProfile(
         "wifi-degraded-uplink",
         GaussianChannel(80.0, 40.0, 0.10),
