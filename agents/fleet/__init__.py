@@ -10,8 +10,9 @@ Three backends share one interface (:class:`~fleetgym.agents.types.ActorFleet`):
   observations.
 * :class:`RayFleet` (``"ray"``): one Ray actor per slot (``pip install fleetgym[ray]``).
 
-``make_fleet(..., inference="server")`` runs the in-process or process backend with
-its actors acting through a shared inference server (:mod:`fleetgym.agents.fleet.served`).
+``make_fleet(..., inference="server")`` runs a backend with its actors acting through a
+shared inference server (:mod:`fleetgym.agents.fleet.served`; on Ray the server is a Ray
+actor, :mod:`fleetgym.agents.fleet.served_ray`).
 
 Importing this package imports neither torch nor Ray.
 """
@@ -54,8 +55,8 @@ def make_fleet(
         seed: Fleet seed.
         inference: ``"local"`` (the default: every actor runs its own policy copy) or
             ``"server"``: actors act through an inference server the fleet runs
-            (:mod:`fleetgym.agents.fleet.served`; ``"inprocess"`` and ``"process"``
-            backends; ``inference_options`` sets the server's options).
+            (:mod:`fleetgym.agents.fleet.served`, every backend; on ``"ray"`` the server
+            is a Ray actor; ``inference_options`` sets the server's options).
         **opts: Backend options (see each backend's class).
 
     Returns:
@@ -75,9 +76,11 @@ def make_fleet(
             return ServedInProcessFleet(workload, max_actors=max_actors, seed=seed, **opts)
         if backend == "process":
             return ServedProcessFleet(workload, max_actors=max_actors, seed=seed, **opts)
-        raise ValueError(
-            f"backend: expected 'inprocess' or 'process' with inference='server', actual {backend!r}"
-        )
+        if backend == "ray":
+            from fleetgym.agents.fleet.served_ray import ServedRayFleet
+
+            return ServedRayFleet(workload, max_actors=max_actors, seed=seed, **opts)
+        raise ValueError(f"backend: expected one of {BACKENDS}, actual {backend!r}")
     if backend == "inprocess":
         return InProcessFleet(workload, max_actors=max_actors, seed=seed, **opts)
     if backend == "process":

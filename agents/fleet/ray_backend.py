@@ -256,7 +256,7 @@ class RayFleet(SupervisedFleetBase):
                     self._kill(slot)
                     raise FleetError(f"prewarm: actor {slot} failed to start: {exc}") from exc
                 waiting.discard(slot)
-                if deadline is not None:  # progress: the others are queued, not stuck
+                if self.startup_timeout is not None:  # progress: the others are queued
                     deadline = time.perf_counter() + self.startup_timeout
             if waiting and deadline is not None and time.perf_counter() >= deadline:
                 for slot in waiting:

@@ -46,19 +46,32 @@ SERVER_OPTIONS = (
 )
 
 
-def _make_server(workload: Any, options: dict[str, Any] | None) -> Any:
-    from fleetgym.agents.inference import InferenceServer
+def check_server_options(options: dict[str, Any] | None) -> dict[str, Any]:
+    """``inference_options`` as a dict of :data:`SERVER_OPTIONS` keys.
 
+    Raises:
+        TypeError: On another key, or options that are not a dict.
+    """
+    if options is not None and not isinstance(options, dict):
+        raise TypeError(
+            f"inference_options: expected a dict or None, actual {type(options).__name__}"
+        )
     options = dict(options or {})
     unknown = sorted(set(options) - set(SERVER_OPTIONS))
     if unknown:
         raise TypeError(
             f"inference_options: expected keys among {SERVER_OPTIONS}, actual unknown {unknown}"
         )
-    return InferenceServer(workload.make_policy(), **options)
+    return options
 
 
-def _refuse_custom_actors(options: dict[str, Any]) -> None:
+def _make_server(workload: Any, options: dict[str, Any] | None) -> Any:
+    from fleetgym.agents.inference import InferenceServer
+
+    return InferenceServer(workload.make_policy(), **check_server_options(options))
+
+
+def refuse_custom_actors(options: dict[str, Any]) -> None:
     if options.get("actor_factory") is not None:
         raise ValueError(
             "actor_factory: expected the default actor factory (served actors step "
@@ -122,7 +135,7 @@ class ServedInProcessFleet(InProcessFleet):
     def __init__(
         self, workload: Any, *, inference_options: dict[str, Any] | None = None, **options: Any
     ) -> None:
-        _refuse_custom_actors(options)
+        refuse_custom_actors(options)
         if options.get("batched"):
             raise ValueError("batched: expected False with inference='server', actual True")
         super().__init__(workload, **options)
@@ -244,7 +257,7 @@ class ServedProcessFleet(ProcessFleet):
         groups: int = 2,
         **options: Any,
     ) -> None:
-        _refuse_custom_actors(options)
+        refuse_custom_actors(options)
         super().__init__(workload, **options)
         self.groups = check_int("groups", groups, 1)
         self.server = _make_server(self.workload, inference_options)

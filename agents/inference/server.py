@@ -352,7 +352,8 @@ class InferenceServer:
         noise = np.stack([r.noise for r in requests])
         outputs = self.model.forward(obs, noise)
         for name, spec in self.spec.outputs:
-            got = np.shape(outputs.get(name))
+            value = outputs.get(name)
+            got = None if value is None else np.shape(value)
             if got != (len(requests), *spec.shape):
                 raise ValueError(
                     f"model output {name!r}: expected shape {(len(requests), *spec.shape)}, "

@@ -111,8 +111,8 @@ def test_process_server_worker_killed_mid_round_is_replaced(weights):
 def test_make_fleet_inference_arguments():
     with pytest.raises(ValueError, match="inference: expected one of"):
         make_fleet(WORKLOAD, "inprocess", inference="remote")
-    with pytest.raises(ValueError, match="backend: expected 'inprocess' or 'process'"):
-        make_fleet(WORKLOAD, "ray", inference="server")
+    with pytest.raises(ValueError, match="backend: expected one of"):
+        make_fleet(WORKLOAD, "thread", inference="server")
     with pytest.raises(ValueError, match="batched: expected False"):
         make_fleet(WORKLOAD, "inprocess", inference="server", batched=True)
     with pytest.raises(TypeError, match="inference_options: expected keys"):
