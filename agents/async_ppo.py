@@ -380,6 +380,10 @@ class AsyncPPO:
                 bar.set_postfix(ret=f"{stats.mean_return:.1f}", lag_p99=f"{stats.lag_p99:g}")
                 if writer is not None:
                     self._log(writer, record)
+                    if self._server is not None:
+                        from fleetgym.agents.inference.tensorboard import log_server_metrics
+
+                        log_server_metrics(writer, self._server.metrics(), record.total_steps)
                 if callback is not None and callback(record):
                     break
                 if (
