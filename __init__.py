@@ -13,10 +13,10 @@ Example:
 
 from __future__ import annotations
 
-from fleetgym.registration import register_envs
+from fleetgym.registration import register_envs, register_shim_env
 
 __version__ = "0.1.0"
 
 register_envs()
 
-__all__ = ["__version__", "register_envs"]
+__all__ = ["__version__", "register_envs", "register_shim_env"]

@@ -32,6 +32,10 @@ class UnsupportedSpaceError(FleetgymError, TypeError):
     """A Gymnasium space a wrapper cannot handle."""
 
 
+class MissingArgumentError(FleetgymError, TypeError):
+    """A required argument that was not given; the message lists the accepted arguments."""
+
+
 class UnknownWorkloadError(FleetgymError, ValueError):
     """A workload name that is not registered."""
 

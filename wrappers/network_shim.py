@@ -14,10 +14,11 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from fleetgym.errors import MissingArgumentError, UnknownProfileError
 from fleetgym.validation import check_bool, quote
 from fleetgym.wrappers.channels import Channel
 from fleetgym.wrappers.links import PacketLink
-from fleetgym.wrappers.profiles import NetworkProfile
+from fleetgym.wrappers.profiles import NetworkProfile, get_profile
 from fleetgym.wrappers.shim_config import (
     ActionCheck,
     ShimConfig,
@@ -26,7 +27,49 @@ from fleetgym.wrappers.shim_config import (
     infer_step_ms,
 )
 
-__all__ = ["NetworkShimWrapper", "make_network_shim_env"]
+__all__ = ["SHIM_ENV_ARGUMENTS", "NetworkShimWrapper", "make_network_shim_env"]
+
+#: The arguments of ``fleetgym/NetShim-v0`` (for its missing-argument error and docs).
+SHIM_ENV_ARGUMENTS = (
+    "env_id (required: the Gymnasium ID to wrap, e.g. 'CartPole-v1' or 'ALE/Pong-v5')",
+    "profile='wifi-degraded' (a name from `fleetgym profiles`, a NetworkProfile or a list)",
+    "env_kwargs=None (keywords for gym.make(env_id))",
+    "step_ms=None (control period; inferred from dt/tau, ALE frameskip or render_fps)",
+    "delivery='fifo'",
+    "start_action=None",
+    "uplink=None, downlink=None (explicit channels instead of a profile)",
+    "copy_observations=False",
+    "block_size=512",
+    "render_mode=None (passed to the inner env)",
+)
+
+
+def _stable_profile(profile: Any) -> Any:
+    """``profile`` in a form that survives ``EnvSpec.to_json``/``from_json`` unchanged.
+
+    A sequence becomes a list (JSON has no tuples); a NetworkProfile registered under its
+    own name becomes that name. An unregistered NetworkProfile stays an object: ``gym.make
+    (env.spec)`` rebuilds it, JSON cannot hold it (register it with ``register_profile``).
+    """
+    if isinstance(profile, NetworkProfile):
+        try:
+            return profile.name if get_profile(profile.name) == profile else profile
+        except UnknownProfileError:
+            return profile
+    if isinstance(profile, Sequence) and not isinstance(profile, (str, bytes, bytearray)):
+        return [_stable_profile(p) for p in profile]
+    return profile
+
+
+def _ensure_registered(env_id: str) -> None:
+    """Register the ALE (Atari) IDs on first use, so ``import fleetgym`` stays light."""
+    if ":" in env_id or env_id in gym.registry:
+        return  # gym.make imports the module of "module:ID" itself
+    try:
+        import ale_py
+    except ImportError:
+        return  # gym.make reports the unknown ID
+    gym.register_envs(ale_py)
 
 
 def _copy_tree(x: Any) -> Any:
@@ -99,8 +142,11 @@ class NetworkShimWrapper(
     episode counters ``reordered_packets`` (arrived after a newer packet had arrived at
     an earlier tick), ``stale_packets`` (arrived but never used because a newer one had
     arrived by the same tick; includes the reordered ones), ``lost_packets`` and
-    ``action_holds``. ``reset`` adds ``obs_age_steps``/``obs_age_ms`` (0), ``true_obs``
-    and ``profile`` (the profile name in use this episode).
+    ``action_holds``, and ``profile`` (the profile name in use this episode, so that
+    ``Monitor(info_keywords=("profile",))`` finds it on the final step). The step that
+    ends an episode (terminated or truncated below the shim) also carries ``network``:
+    :meth:`network_stats` of the episode. ``reset`` adds ``obs_age_steps``/``obs_age_ms``
+    (0), ``true_obs`` and ``profile``.
 
     Randomness: the channels draw from generators seeded by ``reset(seed=...)``
     through ``np.random.SeedSequence`` (separate from the env's ``np_random``): the same
@@ -125,7 +171,10 @@ class NetworkShimWrapper(
         uplink: Channel for observations (instead of a profile; the other direction
             defaults to a perfect channel).
         downlink: Channel for actions.
-        step_ms: Control period in ms; defaults to ``env.unwrapped.dt`` or ``tau``.
+        step_ms: Control period in ms; inferred when None, in this order: the env's
+            ``dt`` or ``tau``; an ALE env's frameskip over 60 Hz (66.7 ms at frameskip 4);
+            ``metadata["render_fps"]`` with a warning (MiniGrid: 100 ms); else an error.
+            See :func:`~fleetgym.wrappers.shim_config.control_period`.
         delivery: ``"fifo"`` (default) or ``"latest"``.
         start_action: Action applied before the first action of an episode arrives.
         copy_observations: Copy each observation before it is queued; needed only for
@@ -154,7 +203,7 @@ class NetworkShimWrapper(
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
             self,
-            profile=tuple(profile) if isinstance(profile, list) else profile,
+            profile=_stable_profile(profile),
             uplink=uplink,
             downlink=downlink,
             step_ms=step_ms,
@@ -191,22 +240,37 @@ class NetworkShimWrapper(
         self._t = 0
         self._applied: Any = self._start_action
         self._holds = 0
-        # Set by make_network_shim_env: the env below was built by the entry point itself.
+        # Set by make_network_shim_env: the env below was built by the entry point itself,
+        # and the facts of the inner env's own spec that gym.make overwrites.
         self._inner_env_from_entry_point = False
+        self._inner_reward_threshold: float | None = None
+        self._inner_max_episode_steps: int | None = None
 
     @property
     def spec(self) -> gym.envs.registration.EnvSpec | None:  # type: ignore[override]
         """The env's spec with this wrapper appended (see ``gym.Wrapper.spec``).
 
-        Under ``fleetgym/NetShim-v0`` the inner env (and its ``TimeLimit``) is built by the
-        entry point from ``env_id``, so the spec does not carry the inner env's
-        ``max_episode_steps``: ``gym.make(env.spec)`` would add a second, outer TimeLimit.
+        Under ``fleetgym/NetShim-v0`` the spec carries the inner env's ``reward_threshold``
+        and ``max_episode_steps`` (CartPole-v1: 475 and 500), so tools that read them see
+        them. ``gym.make(env.spec)`` then puts the step limit outside the shim, and the
+        spec's ``env_kwargs`` hold ``max_episode_steps=-1`` (Gymnasium's "no limit") so the
+        rebuilt inner env does not get a second one.
         """
         if self._cached_spec is not None:
             return self._cached_spec
         spec = super().spec
         if spec is not None and self._inner_env_from_entry_point:
-            spec.max_episode_steps = None  # super().spec is this wrapper's own deep copy
+            # super().spec is this wrapper's own deep copy: safe to edit.
+            kwargs = dict(spec.kwargs)
+            if "profile" in kwargs:
+                kwargs["profile"] = _stable_profile(kwargs["profile"])
+            if spec.reward_threshold is None:
+                spec.reward_threshold = self._inner_reward_threshold
+            limit = self._inner_max_episode_steps
+            spec.max_episode_steps = limit
+            if limit is not None:
+                kwargs["env_kwargs"] = {**(kwargs.get("env_kwargs") or {}), "max_episode_steps": -1}
+            spec.kwargs = kwargs
         return spec
 
     # -- randomness -------------------------------------------------------------------
@@ -298,7 +362,10 @@ class NetworkShimWrapper(
             "stale_packets": up.stale + down.stale,
             "lost_packets": up.lost + down.lost,
             "action_holds": self._holds,
+            "profile": self.profile.name,
         }
+        if terminated or truncated:
+            ours["network"] = self.network_stats()
         if info:
             info.update(ours)
         else:
@@ -323,7 +390,7 @@ class NetworkShimWrapper(
 
 
 def make_network_shim_env(
-    env_id: str,
+    env_id: str | None = None,
     profile: str | NetworkProfile | Sequence[str | NetworkProfile] | None = "wifi-degraded",
     env_kwargs: dict[str, Any] | None = None,
     **wrapper_kwargs: Any,
@@ -332,18 +399,29 @@ def make_network_shim_env(
 
     ``render_mode`` goes to the inner env; every other keyword goes to
     :class:`NetworkShimWrapper`. Pass ``profile=None`` together with ``uplink``/``downlink``
-    channels to use explicit channels.
+    channels to use explicit channels. ALE (Atari) IDs need no ``import ale_py`` first.
 
     Example:
         >>> import gymnasium as gym, fleetgym
         >>> env = gym.make("fleetgym/NetShim-v0", env_id="CartPole-v1", profile="ethernet")
         >>> obs, info = env.reset(seed=0)
-        >>> info["profile"], obs.shape
-        ('ethernet', (4,))
+        >>> info["profile"], obs.shape, env.spec.reward_threshold, env.spec.max_episode_steps
+        ('ethernet', (4,), 475.0, 500)
 
     Raises:
+        MissingArgumentError: If ``env_id`` is not given (the message lists the arguments).
         TypeError: If ``env_id`` is not a str or ``env_kwargs`` not a dict.
     """
+    if env_id is None:
+        listing = "\n  ".join(SHIM_ENV_ARGUMENTS)
+        raise MissingArgumentError(
+            "env_id: expected the Gymnasium ID of the env to wrap, actual none given. "
+            "fleetgym/NetShim-v0 takes:\n  "
+            f"{listing}\n"
+            "e.g. gym.make('fleetgym/NetShim-v0', env_id='CartPole-v1', profile='wifi-normal'). "
+            "For tools that make envs from an ID alone (the RL Zoo's evaluation env), "
+            "fleetgym.register_shim_env(env_id, profile) registers an ID that needs no arguments"
+        )
     if not isinstance(env_id, str) or not env_id:
         raise TypeError(f"env_id: expected a non-empty str, actual {quote(env_id)}")
     if env_kwargs is not None and not isinstance(env_kwargs, dict):
@@ -354,7 +432,18 @@ def make_network_shim_env(
     if profile is not None and ("uplink" in wrapper_kwargs or "downlink" in wrapper_kwargs):
         if profile == "wifi-degraded":  # the default, not a user choice
             profile = None
+    _ensure_registered(env_id)
     env = gym.make(env_id, **inner_kwargs)
+    # Read before gym.make replaces the inner spec with the shim's (and without touching
+    # env.spec, which wrappers cache).
+    inner_spec = env.unwrapped.spec
     shim = NetworkShimWrapper(env, profile=profile, **wrapper_kwargs)
     shim._inner_env_from_entry_point = True
+    shim._inner_reward_threshold = None if inner_spec is None else inner_spec.reward_threshold
+    layer: Any = env
+    while isinstance(layer, gym.Wrapper):
+        if isinstance(layer, gym.wrappers.TimeLimit):
+            shim._inner_max_episode_steps = layer._max_episode_steps
+            break
+        layer = layer.env
     return shim

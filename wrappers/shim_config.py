@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,11 +33,13 @@ from fleetgym.wrappers.profiles import NetworkProfile, get_profile
 
 __all__ = [
     "DELIVERY_MODES",
+    "EPISODE_INFO_KEYS",
     "STEP_INFO_KEYS",
     "ActionCheck",
     "ShimConfig",
     "ShimStreams",
     "check_seed",
+    "control_period",
     "default_start_action",
     "infer_step_ms",
     "resolve_network",
@@ -62,6 +65,10 @@ STEP_INFO_KEYS = (
     "lost_packets",
     "action_holds",
 )
+#: Facts of the episode every shim ``step`` also adds to ``info`` (after
+#: :data:`STEP_INFO_KEYS`), so that the final step of an episode carries them for
+#: ``Monitor(info_keywords=...)`` and ``RecordEpisodeStatistics``.
+EPISODE_INFO_KEYS = ("profile",)
 #: Largest ``block_size`` (packets pre-drawn per channel refill).
 MAX_BLOCK_SIZE = 1_000_000
 #: Spawn key that separates the shim's streams from the env's own seeding of the same seed.
@@ -69,18 +76,96 @@ _SHIM_STREAM_KEY = 0x5E7_5111
 _PERFECT = GaussianChannel(0.0, 0.0, 0.0)
 
 
-def infer_step_ms(env: gym.Env[Any, Any]) -> float | None:
-    """The control period in ms from ``env.unwrapped.dt`` or ``.tau`` (seconds), else None."""
+#: Frame rate of the Atari 2600 (ALE steps the console at 60 frames per second).
+ATARI_FPS = 60.0
+
+
+def _positive(value: Any) -> float | None:
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
+        if math.isfinite(value) and value > 0:
+            return float(value)
+    return None
+
+
+def _attr(obj: Any, name: str) -> Any:
+    try:
+        return getattr(obj, name, None)
+    except Exception:  # a property that needs state (e.g. before reset)
+        return None
+
+
+def _ale_frames_per_step(env: gym.Env[Any, Any]) -> float | None:
+    """Atari frames one ``step`` spans: the ALE env's frameskip times any frame-skipping
+    wrapper's (Gymnasium's ``AtariPreprocessing``/``MaxAndSkipObservation``, SB3's
+    ``MaxAndSkipEnv``); None if the env is not an ALE env."""
+    base = env.unwrapped
+    if not type(base).__module__.startswith("ale_py"):
+        return None
+    skip = _attr(base, "_frameskip")
+    if isinstance(skip, (tuple, list)) and len(skip) == 2:
+        # A stochastic frameskip is drawn uniformly from [low, high): use its mean.
+        frames = (float(skip[0]) + float(skip[1]) - 1.0) / 2.0
+    else:
+        frames = _positive(skip) or 1.0
+    layer: Any = env
+    while isinstance(layer, gym.Wrapper):
+        frames *= _positive(_attr(layer, "frame_skip")) or _positive(_attr(layer, "_skip")) or 1.0
+        layer = layer.env
+    return frames
+
+
+def control_period(env: gym.Env[Any, Any]) -> tuple[float, str] | None:
+    """The env's control period in ms and where it comes from, or None if it has none.
+
+    In this order: ``env.unwrapped.dt`` or ``.tau`` (seconds, MuJoCo and classic
+    control); for an ALE (Atari) env, its frameskip times any frame-skipping wrapper's
+    over the console's 60 Hz (66.7 ms at frameskip 4); ``metadata["render_fps"]`` (the
+    display rate, e.g. 30 Hz for MountainCar and 10 Hz for the turn-based MiniGrid).
+
+    Example:
+        >>> import gymnasium as gym
+        >>> period, source = control_period(gym.make("Pendulum-v1"))
+        >>> round(period, 1), source
+        (50.0, 'dt')
+        >>> period, source = control_period(gym.make("MountainCarContinuous-v0"))
+        >>> round(period, 1), source
+        (33.3, 'render_fps')
+    """
     base = env.unwrapped
     for attr in ("dt", "tau"):
-        try:
-            value = getattr(base, attr, None)
-        except Exception:  # a dt property that needs state (e.g. before reset)
-            value = None
-        if isinstance(value, (int, float, np.floating)) and not isinstance(value, bool):
-            if math.isfinite(value) and value > 0:
-                return float(value) * 1000.0
+        seconds = _positive(_attr(base, attr))
+        if seconds is not None:
+            return seconds * 1000.0, attr
+    frames = _ale_frames_per_step(env)
+    if frames is not None:
+        return frames * 1000.0 / ATARI_FPS, "ale_frameskip"
+    metadata = _attr(base, "metadata")
+    fps = _positive(metadata.get("render_fps")) if isinstance(metadata, dict) else None
+    if fps is not None:
+        return 1000.0 / fps, "render_fps"
     return None
+
+
+def infer_step_ms(env: gym.Env[Any, Any]) -> float | None:
+    """The control period in ms by :func:`control_period`'s rules, else None.
+
+    A period taken from ``metadata["render_fps"]`` is a display rate, not a measured
+    control period (a turn-based env such as MiniGrid has none): it comes with a
+    ``UserWarning`` that says so and how to set ``step_ms``.
+    """
+    found = control_period(env)
+    if found is None:
+        return None
+    period, source = found
+    if source == "render_fps":
+        warnings.warn(
+            f"step_ms: inferred {period:.4g} ms from metadata['render_fps'] of "
+            f"{type(env.unwrapped).__name__} (it has no dt, tau or ALE frameskip); pass "
+            "step_ms to set the control period",
+            UserWarning,
+            stacklevel=4,
+        )
+    return period
 
 
 def default_start_action(space: gym.Space[Any]) -> Any:
@@ -395,7 +480,8 @@ class ShimConfig:
             if step_ms is None:
                 raise ValueError(
                     "step_ms: expected the control period in ms, actual None and the env has "
-                    "no dt or tau attribute to infer it from"
+                    "no dt, tau, ALE frameskip or metadata['render_fps'] to infer it from; "
+                    "pass step_ms (e.g. step_ms=50.0 for a 20 Hz loop)"
                 )
         if start_action is None:
             start_action = default_start_action(action_space)

@@ -319,6 +319,9 @@ class NetworkShimVectorWrapper(VectorWrapper):
         for (key, mask_key), value in zip(_INFO_KEYS, values, strict=True):
             info[key] = value
             info[mask_key] = mask
+        # This tick's episode of each sub-env (a restarted one's new draw).
+        info["profile"] = np.array(self.profile_names, dtype=object)
+        info["_profile"] = mask
         return ret, reward, terminated, truncated, info
 
     @property

@@ -19,6 +19,7 @@ from fleetgym.wrappers.channels import FixedDelay, GaussianChannel
 from fleetgym.wrappers.compensation import SentActionHistory
 from fleetgym.wrappers.network_shim import NetworkShimWrapper
 from fleetgym.wrappers.shim_config import (
+    EPISODE_INFO_KEYS,
     STEP_INFO_KEYS,
     ActionCheck,
     ShimConfig,
@@ -55,9 +56,9 @@ def test_scalar_and_vector_shims_share_the_config_and_the_info_keys():
     shim.reset(seed=0)
     vec.reset(seed=0)
     info = shim.step(1)[-1]
-    assert tuple(info) == STEP_INFO_KEYS
+    assert tuple(info) == STEP_INFO_KEYS + EPISODE_INFO_KEYS
     vinfo = vec.step(np.ones(2, np.int64))[-1]
-    assert [k for k in vinfo if not k.startswith("_")] == list(STEP_INFO_KEYS)
+    assert [k for k in vinfo if not k.startswith("_")] == list(STEP_INFO_KEYS + EPISODE_INFO_KEYS)
 
 
 @pytest.mark.parametrize(
