@@ -13,6 +13,9 @@ the same run (no absolute time is asserted).
 * ``test_bench_fleet_server_vs_local``: env steps/s of a process fleet through the server
   over the same fleet with per-actor inference, on the heterogeneous CartPole workload
   (per-actor log-normal step delay) and on Atari.
+* ``test_bench_busy_share_local_vs_server``: the share of wall time each actor's own
+  policy copy spends in forward passes (per-actor inference) against the server's
+  utilisation for the same actors (AcceRL's accelerator active time comparison).
 
 Clients of the grid and auto benchmarks are actors with heterogeneous env steps: each
 sleeps a per-client log-normal time between requests (median ``THINK_MS``, sigma 1), so
@@ -256,3 +259,77 @@ def test_bench_fleet_server_vs_local(benchmark, workload_name):
         grouped_ratio=grouped / grouped_local,
         grouped_served_mean_batch=grouped_metrics.get("mean_batch", 0.0),
     )
+
+
+def _time_forwards(monkeypatch) -> list[float]:
+    """Count the seconds spent in policy forward passes (outermost calls only) in ``[0]``:
+    the numpy MLP snapshot's and the torch policy's methods a rollout calls."""
+    from fleetgym.agents.policies import ActorCriticPolicy, NumpyActorCritic
+
+    spent, depth = [0.0], threading.local()
+
+    def timed(original):
+        def wrapper(self, *args, **kwargs):
+            outer = not getattr(depth, "n", 0)
+            depth.n = getattr(depth, "n", 0) + 1
+            started = time.perf_counter()
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                depth.n -= 1
+                if outer:
+                    spent[0] += time.perf_counter() - started
+
+        return wrapper
+
+    for cls, names in (
+        (NumpyActorCritic, ("forward", "sample", "value")),
+        (ActorCriticPolicy, ("forward", "sample_from", "log_prob", "value")),
+    ):
+        for name in names:
+            monkeypatch.setattr(cls, name, timed(getattr(cls, name)))
+    return spent
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("workload_name", ["heterogeneous-CartPole", CNN])
+def test_bench_busy_share_local_vs_server(benchmark, monkeypatch, workload_name):
+    """AcceRL's comparison (accelerator active time): the share of wall time each actor's
+    own policy copy spends in forward passes (per-actor inference, each actor alone on a
+    core), against the server's utilisation when the same actors act through it."""
+    from fleetgym.agents.rollout import RolloutWorker
+
+    if workload_name == CNN and not benchmark.enabled:
+        pytest.skip("Atari fleets start slowly: measured with --benchmark-enable only")
+    if workload_name == CNN:
+        workload, actors, steps = get_workload(CNN), 4, 32
+    else:
+        workload = get_workload(MLP).with_overrides(step_delay_s=0.001, step_delay_sigma=0.5)
+        actors, steps = 8, 128 if benchmark.enabled else 16
+    weights = workload.make_policy().get_weights()
+    served_rate, metrics = _fleet_rate(workload, actors, steps, 1, inference="server")
+    spent = _time_forwards(monkeypatch)
+    shares, walls = [], []
+    for slot in range(actors):
+        worker = RolloutWorker(workload, slot, 0)
+        worker.rollout(weights, 4, 0)  # warm-up
+        spent[0] = 0.0
+        started = time.perf_counter()
+        worker.rollout(weights, steps, 0)
+        walls.append(time.perf_counter() - started)
+        shares.append(spent[0] / walls[-1])
+        worker.close()
+    benchmark.pedantic(lambda: None, rounds=1, iterations=1)
+    _report(
+        benchmark,
+        f"forward-pass share of wall time, {workload_name}, {actors} actors x {steps} steps",
+        local_busy_share_mean=float(np.mean(shares)),
+        local_busy_share_min=float(np.min(shares)),
+        local_busy_share_max=float(np.max(shares)),
+        local_mean_batch=1.0,
+        local_steps_per_s_per_actor=steps / float(np.mean(walls)),
+        server_utilisation=metrics["utilisation"],
+        server_mean_batch=metrics["mean_batch"],
+        served_fleet_steps_per_s=served_rate,
+    )
+    assert all(0.0 < share < 1.0 for share in shares)
