@@ -7,6 +7,7 @@ The control-loop model (virtual time, one tick per ``step``) is documented on
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from typing import Any, SupportsFloat
 
@@ -62,13 +63,20 @@ def _stable_profile(profile: Any) -> Any:
 
 
 def _ensure_registered(env_id: str) -> None:
-    """Register the ALE (Atari) IDs on first use, so ``import fleetgym`` stays light."""
+    """Register the ALE (Atari) or MiniGrid IDs on first use, so ``import fleetgym`` stays
+    light and a fresh process needs no ``import ale_py`` / ``import minigrid`` first."""
     if ":" in env_id or env_id in gym.registry:
         return  # gym.make imports the module of "module:ID" itself
+    if env_id.startswith(("MiniGrid-", "BabyAI-")):
+        try:
+            importlib.import_module("minigrid")  # registers its IDs on import
+        except ImportError:
+            pass  # gym.make reports the unknown ID
+        return
     try:
         import ale_py
     except ImportError:
-        return  # gym.make reports the unknown ID
+        return
     gym.register_envs(ale_py)
 
 
@@ -399,7 +407,8 @@ def make_network_shim_env(
 
     ``render_mode`` goes to the inner env; every other keyword goes to
     :class:`NetworkShimWrapper`. Pass ``profile=None`` together with ``uplink``/``downlink``
-    channels to use explicit channels. ALE (Atari) IDs need no ``import ale_py`` first.
+    channels to use explicit channels. ALE (Atari) and MiniGrid IDs need no
+    ``import ale_py`` / ``import minigrid`` first.
 
     Example:
         >>> import gymnasium as gym, fleetgym

@@ -191,18 +191,21 @@ def test_sb3_monitor_reads_the_profile_at_episode_end(tmp_path):
 
 
 @pytest.mark.timeout(120)
-def test_import_fleetgym_resolves_ale_ids_in_a_fresh_process():
+def test_import_fleetgym_resolves_ale_and_minigrid_ids_in_a_fresh_process():
     pytest.importorskip("ale_py")
+    pytest.importorskip("minigrid")
     code = (
         "import sys, gymnasium as gym, fleetgym\n"
-        "assert 'ale_py' not in sys.modules\n"
+        "assert 'ale_py' not in sys.modules and 'minigrid' not in sys.modules\n"
         "env = gym.make('fleetgym/NetShim-v0', env_id='ALE/Pong-v5', profile='perfect')\n"
         "print(env.observation_space.shape)\n"
+        "env = gym.make('fleetgym/NetShim-v0', env_id='MiniGrid-Empty-5x5-v0', step_ms=50.0)\n"
+        "print(env.action_space)\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=100, check=True
     )
-    assert "(210, 160, 3)" in out.stdout
+    assert "(210, 160, 3)" in out.stdout and "Discrete(7)" in out.stdout
 
 
 def test_vector_shim_infers_the_period_the_same_way():
