@@ -27,23 +27,29 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--env",
         default="CartPole-v1",
-        help="CartPole-v1 (PPO) or a MiniGrid ID, e.g. MiniGrid-Empty-5x5-v0 "
-        "(RecurrentPPO); default %(default)s",
+        help="a registered Gymnasium ID: MiniGrid IDs (e.g. MiniGrid-Empty-5x5-v0) train "
+        "with RecurrentPPO, any other (CartPole-v1, Hopper-v5, ...) with PPO and CartPole's "
+        "tuned hyperparameters (default: %(default)s)",
     )
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="a few minutes on 2 cores: 1 seed, 3 regimes, small budgets",
+        help="a few minutes on 2 cores: 1 seed, 3 regimes, small budgets "
+        "(a regime is the network a policy trains under, with or without compensation)",
     )
     parser.add_argument(
         "--seeds", type=int, default=None, help="number of seeds (default 1 with --quick, else 5)"
     )
-    parser.add_argument("--out", default="fleetgym-out/calf", help="output folder")
+    parser.add_argument(
+        "--out", default="fleetgym-out/calf", help="output folder (default: %(default)s)"
+    )
     parser.add_argument(
         "--regimes",
         default=None,
-        help="comma-separated regimes (default: the paper's three, with and "
-        "without compensation); any condition name also trains under it",
+        help="comma-separated training regimes, i.e. the network a policy trains under "
+        "(baseline: none, delay-only: fixed 50 ms, net-aware: wifi-normal), '+comp' adds "
+        "the compensation inputs (default: those three with and without +comp; with --quick "
+        "baseline, net-aware, net-aware+comp); any condition name also trains under it",
     )
     parser.add_argument(
         "--conditions",
@@ -51,22 +57,45 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="comma-separated evaluation conditions (default: sim-clean, "
         "ethernet, wifi-normal, wifi-degraded, shipped trace)",
     )
-    parser.add_argument("--timesteps", type=int, default=None, help="training steps per policy")
+    parser.add_argument(
+        "--timesteps",
+        type=int,
+        default=None,
+        help="training steps per policy (default: 100000, with --quick 40000 for CartPole "
+        "and 30000 for MiniGrid)",
+    )
     parser.add_argument(
         "--episodes",
         type=int,
         default=None,
-        help="evaluation episodes per policy and condition (default 50)",
+        help="evaluation episodes per policy and condition (default: 50, with --quick 20)",
     )
     parser.add_argument("--no-ablation", action="store_true", help="skip the ablation table")
     parser.add_argument(
-        "--variants", default=None, help="comma-separated wifi-degraded variants ('' to skip)"
+        "--variants",
+        default=None,
+        help="comma-separated wifi-degraded variants ('' to skip; default: all of them, none "
+        "with --quick)",
     )
     parser.add_argument(
-        "--variant-regimes", default=None, help="regimes evaluated under the variants"
+        "--variant-regimes",
+        default=None,
+        help="regimes evaluated under the variants (default: baseline, net-aware+comp, "
+        "net-aware-mix+comp)",
     )
-    parser.add_argument("--step-ms", type=float, default=None, help="control period override")
-    parser.add_argument("--algo", choices=("ppo", "recurrent-ppo"), default=None)
+    parser.add_argument(
+        "--step-ms",
+        type=float,
+        default=None,
+        help="control period in ms (default: the env's, 20 for CartPole and MiniGrid)",
+    )
+    parser.add_argument(
+        "--algo",
+        choices=("ppo", "recurrent-ppo"),
+        default=None,
+        help="training algorithm: SB3 PPO or sb3-contrib's RecurrentPPO (LSTM) (default: "
+        "recurrent-ppo for MiniGrid IDs, else ppo)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
