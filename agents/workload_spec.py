@@ -123,9 +123,9 @@ def _unknown(env_id: str, why: str = "", known: Iterable[str] = ()) -> UnknownWo
     name = env_id.partition(":")[2] if ":" in env_id else env_id
     matches = difflib.get_close_matches(name, sorted({*gym.registry, *names}), n=5, cutoff=0.6)
     hint = f"; close matches: {', '.join(map(repr, matches))}" if matches else ""
-    builtin = f" ({', '.join(names)})" if names else ""
+    builtin = f"one of the built-in workloads ({', '.join(names)}) or " if names else ""
     return UnknownWorkloadError(
-        f"workload: expected a built-in workload name{builtin} or a registered Gymnasium ID, "
+        f"workload: expected {builtin}a registered Gymnasium ID, "
         f"actual {env_id!r} (unknown workload{why}{hint}); register the env with "
         f"gymnasium.register, or pass 'module:ID' so that importing module registers it"
     )
