@@ -13,6 +13,8 @@ and every actor sends its observations there instead of running its own policy c
   :class:`~fleetgym.agents.inference.RemoteClient` (observations through shared memory);
   a worker with several actors double-buffers them in ``groups``.
 
+On Ray the server is a Ray actor (:mod:`fleetgym.agents.fleet.served_ray`).
+
 The round is the same :class:`~fleetgym.agents.types.RoundResult` with every field filled;
 its trajectories are :class:`~fleetgym.agents.inference.rollout.ServedTrajectory` objects,
 which add ``policy_versions``, the version that chose each sample. How results differ

@@ -22,6 +22,9 @@ API in brief::
   loopback socket; nothing pickled).
 * :mod:`~fleetgym.agents.inference.rollout`: actors that step their environments through
   a client, with double buffering (what the fleet backends run with ``inference="server"``).
+* :mod:`~fleetgym.agents.inference.ray_service`: the server as a Ray actor and the client
+  of Ray actors (the Ray fleet on the server).
+* :mod:`~fleetgym.agents.inference.tensorboard`: the metrics as TensorBoard scalars.
 
 Importing this package imports numpy only; torch loads with an ActorCriticPolicy.
 """

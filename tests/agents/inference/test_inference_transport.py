@@ -214,3 +214,29 @@ def test_slot_layout_blocks_do_not_overlap(echo_model):
     ends.sort()
     assert all(a[1] <= b[0] for a, b in zip(ends, ends[1:], strict=False))
     assert layout.size >= ends[-1][1]
+
+
+@pytest.mark.timeout(60)
+def test_a_bad_welcome_is_a_protocol_error_of_the_one_family():
+    from fleetgym.agents.inference import InferenceProtocolError
+    from fleetgym.agents.inference.transport import HELLO, WELCOME
+    from fleetgym.errors import ProtocolError
+
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def impostor() -> None:  # answers the handshake with another protocol's magic
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(HELLO.size)
+            conn.sendall(WELCOME.pack(b"HTTP", 0, 2) + b"{}")
+
+    thread = threading.Thread(target=impostor)
+    thread.start()
+    try:
+        with pytest.raises(ProtocolError, match="welcome: expected magic") as caught:
+            RemoteClient(listener.getsockname(), slots=1, timeout=30.0)
+    finally:
+        thread.join()
+        listener.close()
+    assert isinstance(caught.value, InferenceProtocolError) and isinstance(caught.value, ValueError)
+    assert issubclass(InferenceProtocolError, InferenceError)
