@@ -9,8 +9,8 @@ cores:
 * ``sync-threads`` -- :class:`~fleetgym.agents.async_ppo.AsyncPPO` with
   ``max_policy_lag=0`` (actor threads wait for every update: synchronous PPO on the
   asynchronous trainer's own machinery);
-* ``async`` -- :class:`AsyncPPO` with GIPO, value recomputation, global normalisation and
-  ``max_policy_lag=--lag``.
+* ``async`` -- :class:`AsyncPPO` with ``--loss`` (GIPO by default), value recomputation,
+  global normalisation and ``max_policy_lag=--lag``.
 
 Workloads: ``uniform`` (the plain env) and ``heterogeneous`` (each actor's env steps cost
 an extra log-normal delay, ``--delay-ms`` median and ``--delay-sigma`` spread: a long tail
@@ -47,7 +47,7 @@ def _workload(name: str, kind: str, delay_ms: float, sigma: float) -> Any:
 
 
 def run_mode(
-    mode: str, workload: Any, actors: int, seed: int, steps: int, lag: int
+    mode: str, workload: Any, actors: int, seed: int, steps: int, lag: int, loss: str = "gipo"
 ) -> dict[str, Any]:
     """One training run; returns steps, wall time, steps/s, utilisation and the return."""
     from fleetgym.agents.async_ppo import AsyncPPO
@@ -72,7 +72,7 @@ def run_mode(
         synchronous = mode == "sync-threads"
         model = AsyncPPO(
             workload,
-            loss="ppo" if synchronous else "gipo",
+            loss="ppo" if synchronous else loss,
             max_policy_lag=0 if synchronous else lag,
             n_actors=actors,
             recompute_values=not synchronous,
@@ -138,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--lag", type=int, default=4)
+    parser.add_argument("--loss", choices=("gipo", "ppo", "vtrace"), default="gipo")
     parser.add_argument("--delay-ms", type=float, default=1.0)
     parser.add_argument("--delay-sigma", type=float, default=1.0)
     parser.add_argument("--out", type=Path, default=None)
@@ -151,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         workload = _workload(args.workload, kind, args.delay_ms, args.delay_sigma)
         for seed in range(args.seeds):
             for mode in args.modes:
-                run = run_mode(mode, workload, args.actors, seed, args.steps, args.lag)
+                run = run_mode(mode, workload, args.actors, seed, args.steps, args.lag, args.loss)
                 results.setdefault(kind, []).append(run)
                 print(json.dumps({"workload": kind, **run}), flush=True)
     lines = table(results)

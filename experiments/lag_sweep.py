@@ -156,6 +156,13 @@ def _run_shard(args: argparse.Namespace, steps: int, index: int, count: int) -> 
     for i, (loss, variant, lag, seed) in enumerate(_grid(args)):
         if i % count == index:
             runs.append(run_one(args.env, loss, variant, lag, seed, steps, args.eval_episodes))
+            done = runs[-1]
+            print(
+                f"{loss} {variant} lag {lag} seed {seed}: final return "
+                f"{done.final_return:.0f} ({done.wall_s:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
     return runs
 
 
