@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import re
 import sys
 import traceback
 from collections.abc import Sequence
@@ -49,9 +50,80 @@ COMMANDS: dict[str, tuple[str, str]] = {
 EXIT_CRASH = 3
 
 
+#: The exit statuses of every subcommand (shown by ``fleetgym --help``).
+EXIT_CODES = """exit codes:
+  0    done (a training command: its target was reached)
+  1    ran to the end without reaching its target (train: --rounds / --max-steps spent)
+  2    usage error: a bad argument, name or path, or a command without its action
+  3    crashed (an unexpected error; its traceback is on stderr)
+  130  interrupted (Ctrl-C)"""
+
+_RST_ROLE = re.compile(r":[\w:]+:`~?([^`<]+?)(?:\s*<[^>]*>)?`")
+_RST_LITERAL = re.compile(r"``([^`]+)``")
+
+
+def plain_text(text: str) -> str:
+    """reStructuredText inline markup as plain text, for ``--help``.
+
+    Example:
+        >>> plain_text("The ``fleetgym`` command, see :mod:`fleetgym.cli`.")
+        'The fleetgym command, see fleetgym.cli.'
+    """
+    return _RST_LITERAL.sub(r"\1", _RST_ROLE.sub(r"\1", text))
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """argparse's formatter that shows each option's default, unless its help already
+    states one or there is none to show (``None``, a flag's ``False``)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if "default" in text or default is None or default is False or default == argparse.SUPPRESS:
+            return text
+        return super()._get_help_string(action)
+
+
+class RawDescriptionHelpFormatter(HelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """:class:`HelpFormatter` that keeps the line breaks of the description and epilog."""
+
+
+def _explain(parser: argparse.ArgumentParser, help_text: str | None) -> None:
+    """Give ``parser`` and its nested subcommands a description and the defaults formatter."""
+    if parser.description is None:
+        parser.description = help_text
+    if parser.description:
+        parser.description = plain_text(parser.description)
+    raw = issubclass(parser.formatter_class, argparse.RawDescriptionHelpFormatter)
+    parser.formatter_class = RawDescriptionHelpFormatter if raw else HelpFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help for choice in action._choices_actions}
+            for name, child in action.choices.items():
+                _explain(child, helps.get(name))
+
+
+def _missing_action(parser: argparse.ArgumentParser, args: argparse.Namespace) -> bool:
+    """Print the help of a command given without its action (``fleetgym schedule``)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and args.command in action.choices:
+            command = action.choices[args.command]
+            for nested in command._actions:
+                if isinstance(nested, argparse._SubParsersAction):
+                    if getattr(args, nested.dest, None) is None:
+                        command.print_help()
+                        return True
+    return False
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole argument parser (every subcommand configured)."""
-    parser = argparse.ArgumentParser(prog="fleetgym", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="fleetgym",
+        description=plain_text(__doc__.splitlines()[0]),
+        epilog=EXIT_CODES,
+        formatter_class=RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"fleetgym {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -60,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)
         module.configure(sub_parser)
         sub_parser.set_defaults(_module=module_name)
+        _explain(sub_parser, help_text)
     return parser
 
 
@@ -71,8 +144,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(levelname)s %(name)s: %(message)s",
     )
-    if args.command is None:
-        parser.print_help()
+    if args.command is None or _missing_action(parser, args):
+        if args.command is None:
+            parser.print_help()
         return 2
     module = importlib.import_module(args._module)
     try:

@@ -68,6 +68,7 @@ def describe_profiles(step_ms: float = 20.0, samples: int = 20_000) -> list[dict
             q = _quantiles(channel, step_ms, samples)
             row[direction] = {
                 "channel": channel.describe(),
+                "nominal_loss": channel.loss_rate,
                 **q,
                 "p50_periods": math.floor(q["p50_ms"] / step_ms)
                 if math.isfinite(q["p50_ms"])
@@ -76,6 +77,7 @@ def describe_profiles(step_ms: float = 20.0, samples: int = 20_000) -> list[dict
                 if math.isfinite(q["p99_ms"])
                 else None,
             }
+        row["same_both_ways"] = profile.uplink == profile.downlink
         rows.append(row)
     return rows
 
@@ -147,18 +149,31 @@ def run(args: argparse.Namespace) -> int:
         payload = {"step_ms": step_ms, "profiles": profiles, "traces": traces}
         print(json.dumps(_finite(payload), indent=2))
         return 0
-    print(f"Network profiles (delays in ms and in {step_ms:g} ms control periods, one way):\n")
-    header = f"{'profile':<20} {'dir':<5} {'loss':>6} {'p50 ms':>8} {'p99 ms':>8} {'p99 per.':>8}  channel"
+    print(
+        "Network profiles, one way (dir 'both': the same channel each way).\n"
+        "nominal: the loss rate and the channel, as defined; measured: delay quantiles of "
+        f"{args.samples} sampled packets\nper channel (seed 0), in ms and in {step_ms:g} ms "
+        "control periods.\n"
+    )
+    header = (
+        f"{'':<20} {'':<5} {'nominal':>7}  {'measured':-^26}  nominal\n"
+        f"{'profile':<20} {'dir':<5} {'loss':>7}  {'p50 ms':>8} {'p99 ms':>8} {'p99 per.':>8}  channel"
+    )
     print(header)
-    print("-" * len(header))
+    print("-" * len(header.splitlines()[1]))
     for row in profiles:
-        for direction, short in (("uplink", "up"), ("downlink", "down")):
+        directions = (
+            (("uplink", "both"),)
+            if row["same_both_ways"]
+            else (("uplink", "up"), ("downlink", "down"))
+        )
+        for direction, short in directions:
             d = row[direction]
             periods = "-" if d["p99_periods"] is None else str(d["p99_periods"])
             name = row["name"] if direction == "uplink" else ""
             print(
-                f"{name:<20} {short:<5} {d['loss']:>6.1%} {d['p50_ms']:>8.1f} {d['p99_ms']:>8.1f} "
-                f"{periods:>8}  {d['channel']}"
+                f"{name:<20} {short:<5} {d['nominal_loss']:>7.1%}  {d['p50_ms']:>8.1f} "
+                f"{d['p99_ms']:>8.1f} {periods:>8}  {d['channel']}"
             )
     print("\nShipped traces (fleetgym/traces, formats in traces/README.md):\n")
     print(

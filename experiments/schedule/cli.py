@@ -61,7 +61,9 @@ def add_env_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--preset", choices=("fast", "paper"), default="fast", help="env defaults (fast)"
     )
-    parser.add_argument("--max-actors", type=int, default=32, help="I_max (default 32)")
+    parser.add_argument(
+        "--max-actors", type=int, default=32, help="most actors per round, I_max (default 32)"
+    )
     parser.add_argument(
         "--env-id",
         default=None,
@@ -201,7 +203,9 @@ def _configure_evaluate(p: argparse.ArgumentParser) -> None:
         help="modeled (default): deterministic compute model; measured: this machine's",
     )
     p.add_argument("--preset", choices=("fast", "paper"), default="fast", help="env defaults")
-    p.add_argument("--max-actors", type=positive_int, default=32, help="I_max")
+    p.add_argument(
+        "--max-actors", type=positive_int, default=32, help="most actors per round, I_max"
+    )
     p.add_argument("--env-id", default=GENERAL_ENV_ID, help="scheduling env ID")
     p.add_argument(
         "--env-kwarg",
