@@ -94,7 +94,10 @@ def _explain(parser: argparse.ArgumentParser, help_text: str | None) -> None:
         parser.description = help_text
     if parser.description:
         parser.description = plain_text(parser.description)
-    raw = issubclass(parser.formatter_class, argparse.RawDescriptionHelpFormatter)
+    formatter = parser.formatter_class
+    raw = isinstance(formatter, type) and issubclass(
+        formatter, argparse.RawDescriptionHelpFormatter
+    )
     parser.formatter_class = RawDescriptionHelpFormatter if raw else HelpFormatter
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
