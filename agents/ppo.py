@@ -16,6 +16,7 @@ Extension points (hooks, so a lag-tolerant learner subclasses instead of copying
 from __future__ import annotations
 
 import collections
+import copy
 import logging
 import math
 import time
@@ -305,6 +306,8 @@ class PPOLearner:
         self.policy.train()
         batch = self.build_batch(trajectories)
         before, log_std_before = self._distribution(batch.obs)
+        # Kept to roll back an update that diverges (a few parameter tensors: cheap).
+        saved = copy.deepcopy((self.policy.state_dict(), self.optimizer.state_dict()))
 
         n = len(batch)
         mb = min(self.workload.minibatch_size, n)
@@ -337,6 +340,7 @@ class PPOLearner:
                 totals["clip"] += float(clip_fraction)
                 count += 1
 
+        self._check_finite_update(saved)
         self.policy.update_obs_stats(batch.obs.numpy())
         after, log_std_after = self._distribution(batch.obs)
         kl = float(
@@ -367,6 +371,22 @@ class PPOLearner:
         )
         logger.debug("update %d: %s", self.policy_version, stats)
         return stats
+
+    def _check_finite_update(self, saved: tuple[dict[str, Any], dict[str, Any]]) -> None:
+        """Roll back and raise if the update left a non-finite parameter (never saved)."""
+        bad = [
+            name
+            for name, value in self.policy.state_dict().items()
+            if value.is_floating_point() and not bool(torch.isfinite(value).all())
+        ]
+        if bad:
+            self.policy.load_state_dict(saved[0])
+            self.optimizer.load_state_dict(saved[1])
+            raise ValueError(
+                f"update {self.policy_version + 1}: expected finite parameters, actual NaN or "
+                f"inf in {bad[:5]} (diverged: lower lr, ent_coef or vf_coef); the learner keeps "
+                "its parameters from before this update"
+            )
 
     @property
     def mean_return(self) -> float:

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from fleetgym.agents.fleet.base import MAX_ACTORS_LIMIT
 from fleetgym.agents.scheduler_observation import (
     OBS_ACTOR_TIME,
     OBS_BUDGET,
@@ -40,7 +41,10 @@ from fleetgym.agents.scheduler_observation import (
     OBS_ROUND,
     OBSERVATION_FIELDS,
 )
-from fleetgym.validation import check_float, check_int
+from fleetgym.validation import check_float, check_int, quote
+
+#: Longest window (rounds) AdaptScheduler averages returns over: a guard against typos.
+MAX_WINDOW = 10_000
 
 __all__ = [
     "BASELINE_NAMES",
@@ -83,7 +87,7 @@ class BaseScheduler:
     env_overrides: dict[str, Any] = {}
 
     def __init__(self, max_actors: int = 32) -> None:
-        self.max_actors = check_int("max_actors", max_actors, low=1)
+        self.max_actors = check_int("max_actors", max_actors, low=1, high=MAX_ACTORS_LIMIT)
 
     @property
     def name(self) -> str:
@@ -119,7 +123,7 @@ class BaseScheduler:
             ValueError: an observation that does not have 7 entries per row, or an
                 ``episode_start`` without one entry per observation.
         """
-        obs = np.asarray(observation, dtype=np.float64)
+        obs = _observation_array(observation)
         single = obs.ndim == 1
         batch = obs.reshape(1, -1) if single else obs
         if batch.ndim != 2 or batch.shape[1] != len(OBSERVATION_FIELDS):
@@ -149,6 +153,20 @@ class BaseScheduler:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(max_actors={self.max_actors})"
+
+
+def _observation_array(observation: Any) -> np.ndarray:
+    """``observation`` as a finite float64 array; TypeError/ValueError naming it otherwise."""
+    try:
+        obs = np.asarray(observation, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"observation: expected an array of numbers, actual {type(observation).__name__} "
+            f"{quote(observation)}"
+        ) from None
+    if not np.isfinite(obs).all():
+        raise ValueError(f"observation: expected finite numbers, actual {quote(observation)}")
+    return obs
 
 
 class FixedScheduler(BaseScheduler):
@@ -321,7 +339,7 @@ class AdaptScheduler(BaseScheduler):
         self, max_actors: int = 32, window: int = 5, target_return: float | None = None
     ) -> None:
         super().__init__(max_actors)
-        self.window = check_int("window", window, low=1)
+        self.window = check_int("window", window, low=1, high=MAX_WINDOW)
         if target_return is not None:
             target_return = check_float("target_return", target_return)
             if target_return == 0.0:

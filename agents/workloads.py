@@ -40,6 +40,14 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 KINDS = ("classic", "mujoco", "atari", "image")
 #: How the learner transforms rewards before computing advantages.
 REWARD_TRANSFORMS = ("none", "sign", "scale")
+#: Upper bounds of the count hyperparameters: guards against typos (10**9 epochs would
+#: never finish, 10**12 rollout steps never fit in memory), far above any sensible value.
+COUNT_LIMITS = {
+    "rollout_steps": 10_000_000,
+    "max_rounds": 10_000_000,
+    "epochs": 1_000,
+    "minibatch_size": 10_000_000,
+}
 
 
 @dataclass(frozen=True)
@@ -210,10 +218,10 @@ class Workload:
                 f"reward_transform: expected one of {REWARD_TRANSFORMS}, "
                 f"actual {self.reward_transform!r}"
             )
-        for name in ("rollout_steps", "max_rounds", "epochs", "minibatch_size"):
+        for name, high in COUNT_LIMITS.items():
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name}: expected an int >= 1, actual {value!r}")
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= high:
+                raise ValueError(f"{name}: expected an int in [1, {high}], actual {value!r}")
         if not self.hidden_sizes or any(
             isinstance(h, bool) or not isinstance(h, numbers.Integral) or h < 1
             for h in self.hidden_sizes
@@ -227,12 +235,12 @@ class Workload:
                 raise ValueError(f"{name}: expected a float in [0, 1], actual {value!r}")
         for name in ("lr", "clip_coef", "max_grad_norm"):
             value = getattr(self, name)
-            if not _is_real(value) or not value > 0.0:
-                raise ValueError(f"{name}: expected a float > 0, actual {value!r}")
+            if not _is_real(value) or not 0.0 < value < math.inf:
+                raise ValueError(f"{name}: expected a finite float > 0, actual {value!r}")
         for name in ("ent_coef", "vf_coef", "step_delay_s", "step_delay_sigma"):
             value = getattr(self, name)
-            if not _is_real(value) or not value >= 0.0:
-                raise ValueError(f"{name}: expected a float >= 0, actual {value!r}")
+            if not _is_real(value) or not 0.0 <= value < math.inf:
+                raise ValueError(f"{name}: expected a finite float >= 0, actual {value!r}")
 
     def make_env(self, seed: int | None = None) -> gym.Env:
         """Build the environment an actor steps, with this family's standard preprocessing.

@@ -39,6 +39,7 @@ import gymnasium as gym
 import numpy as np
 
 from fleetgym.agents.fleet import make_fleet
+from fleetgym.agents.fleet.base import MAX_ACTORS_LIMIT
 from fleetgym.agents.scheduler_observation import (
     OBS_ACTOR_TIME,
     OBS_BUDGET,
@@ -128,7 +129,7 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
             time when the backend has it, i.e. the rollout on a core of its own, else its
             wall time) and the learner's measured update time; ``"modeled"``: both from
             ``compute`` (seeded stragglers), so an episode is a pure function of its seed.
-        max_actors: I_max, the size of the action space.
+        max_actors: I_max, the size of the action space (1 to 4096, the fleet's bound).
         steps_per_actor: environment steps per actor per round.
         target_return: J (required for a workload whose env has no reward threshold).
         max_rounds: K.
@@ -219,7 +220,8 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
             penalty_scale=penalty_scale,
         )
         self.preset = preset
-        self.max_actors = check_int("max_actors", max_actors, low=1)
+        # The fleet's own bound (a guard against typos): larger fleets could not be run.
+        self.max_actors = check_int("max_actors", max_actors, low=1, high=MAX_ACTORS_LIMIT)
         self.steps_per_actor, self.max_rounds = d.steps_per_actor, d.max_rounds
         self.target_return, self.budget = d.target_return, d.budget
         self.beta, self.penalty_scale = d.beta, d.penalty_scale

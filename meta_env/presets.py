@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from fleetgym.agents.workloads import WORKLOADS, get_workload
+from fleetgym.agents.fleet.base import MAX_STEPS_PER_ACTOR
+from fleetgym.agents.workloads import COUNT_LIMITS, WORKLOADS, get_workload
 from fleetgym.meta_env.pricing import PricingPreset, get_pricing
 from fleetgym.meta_env.time_model import ComputeCostModel, TimeModel
 from fleetgym.validation import check_choice, check_float, check_int, quote
@@ -42,6 +43,8 @@ __all__ = [
 
 #: Presets of the per-workload defaults.
 PRESETS = ("fast", "paper")
+#: Most rounds of one scheduling episode (the learner's own round bound).
+MAX_ROUNDS = COUNT_LIMITS["max_rounds"]
 #: Largest accepted |J|, budget, beta, cost weight and penalty scale of the env.
 MAX_SCALE = 1e12
 #: Smallest accepted penalty scale (the terminal term divides by it).
@@ -93,11 +96,13 @@ class SchedulingDefaults:
     def __post_init__(self) -> None:
         budget = self.budget
         checked = {
-            "steps_per_actor": check_int("steps_per_actor", self.steps_per_actor, low=1),
+            "steps_per_actor": check_int(
+                "steps_per_actor", self.steps_per_actor, low=1, high=MAX_STEPS_PER_ACTOR
+            ),
             "target_return": check_float(
                 "target_return", self.target_return, low=-MAX_SCALE, high=MAX_SCALE
             ),
-            "max_rounds": check_int("max_rounds", self.max_rounds, low=1),
+            "max_rounds": check_int("max_rounds", self.max_rounds, low=1, high=MAX_ROUNDS),
             "budget": None if budget is None else check_float("budget", budget, 0.0, MAX_SCALE),
             "beta": check_float("beta", self.beta, low=0.0, high=MAX_SCALE),
             "penalty_scale": check_float(

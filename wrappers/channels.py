@@ -227,6 +227,7 @@ class GaussianChannel(Channel):
         return text + (f", AR(1) rho={self.correlation:g}" if self.correlation else "")
 
     def sampler(self, rng: np.random.Generator, step_ms: float = 20.0) -> DelaySampler:
+        check_step_ms(step_ms)  # unused by an i.i.d. channel, but checked like the others
         return _GaussianSampler(self, _check_rng(rng))
 
 
@@ -364,6 +365,7 @@ class GilbertElliottChannel(Channel):
         )
 
     def sampler(self, rng: np.random.Generator, step_ms: float = 20.0) -> DelaySampler:
+        check_step_ms(step_ms)  # unused by a per-packet chain, but checked like the others
         return _GilbertElliottSampler(self, _check_rng(rng))
 
 

@@ -34,6 +34,10 @@ logger = logging.getLogger(__name__)
 #: design limit; the scheduling env uses 32.
 MAX_ACTORS_LIMIT = 4096
 
+#: Upper bound on ``steps_per_actor`` of one round (each actor holds the whole trajectory
+#: in memory).
+MAX_STEPS_PER_ACTOR = 10_000_000
+
 #: What a fault is called in :class:`~fleetgym.agents.types.ActorFailure`.
 FAILURE_KINDS = ("crash", "timeout", "error")
 
@@ -63,7 +67,9 @@ def check_weights(weights: Any) -> Weights:
     """``weights`` as a ``dict[str, np.ndarray]`` (no code travels to actors).
 
     Raises:
-        TypeError: If it is not a mapping of strings to numpy arrays.
+        TypeError: If it is not a mapping of strings to numpy arrays of a float or integer
+            dtype (an ``object`` array is refused here, before any actor sees it).
+        ValueError: If a float array holds NaN or infinity.
     """
     if not isinstance(weights, Mapping):
         raise TypeError(f"weights: expected dict[str, np.ndarray], actual {type(weights).__name__}")
@@ -75,6 +81,13 @@ def check_weights(weights: Any) -> Weights:
                 f"weights[{key!r}]: expected np.ndarray, actual {type(value).__name__} "
                 "(convert a torch state_dict with policy.get_weights())"
             )
+        if value.dtype.kind not in "fiu":
+            # An object array would make every actor unpickle or crash on it.
+            raise TypeError(
+                f"weights[{key!r}]: expected a float or integer array, actual dtype {value.dtype}"
+            )
+        if value.dtype.kind == "f" and not np.isfinite(value).all():
+            raise ValueError(f"weights[{key!r}]: expected finite values, actual NaN or inf")
     return dict(weights)
 
 
@@ -283,7 +296,7 @@ class FleetBase:
         self._check_open()
         weights = check_weights(weights)
         num_actors = check_int("num_actors", num_actors, 1, self.max_actors)
-        steps_per_actor = check_int("steps_per_actor", steps_per_actor, 1)
+        steps_per_actor = check_int("steps_per_actor", steps_per_actor, 1, MAX_STEPS_PER_ACTOR)
         policy_version = check_int("policy_version", policy_version, 0)
         return weights, num_actors, steps_per_actor, policy_version
 

@@ -203,7 +203,7 @@ def test_invalid_arguments():
         PPOLearner("CartPole-v1", learning_rate=1e-3)
     with pytest.raises(ValueError, match="seed: expected an int >= 0"):
         PPOLearner("CartPole-v1", seed=-1)
-    with pytest.raises(ValueError, match="lr: expected a float > 0"):
+    with pytest.raises(ValueError, match="lr: expected a finite float > 0"):
         PPOLearner("CartPole-v1", lr=-1.0)
     learner = PPOLearner("CartPole-v1")
     with pytest.raises(ValueError, match="expected a non-empty list"):

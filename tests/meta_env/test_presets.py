@@ -32,7 +32,7 @@ def test_override_replaces_only_what_is_given_and_validates():
     assert d.override(budget="default").budget == d.budget
     with pytest.raises(ValueError, match="budget: expected a number >= 0, None or 'default'"):
         d.override(budget="lots")
-    with pytest.raises(ValueError, match="max_rounds: expected an int >= 1"):
+    with pytest.raises(ValueError, match=r"max_rounds: expected an int in \[1, "):
         d.override(max_rounds=0)
     with pytest.raises(TypeError, match="compute: expected a ComputeCostModel"):
         SchedulingDefaults(10, 1.0, 10, None, 0.1, 1.0, 1.0, compute={})  # type: ignore[arg-type]

@@ -276,7 +276,9 @@ def test_argument_errors(fleet, weights):
         fleet.run_round(weights, 0, 8)
     with pytest.raises(TypeError, match=r"num_actors: expected an int, actual bool"):
         fleet.run_round(weights, True, 8)
-    with pytest.raises(ValueError, match=r"steps_per_actor: expected an int >= 1, actual 0"):
+    with pytest.raises(
+        ValueError, match=r"steps_per_actor: expected an int (>= 1|in \[1, \d+\]), actual 0"
+    ):
         fleet.run_round(weights, 1, 0)
     with pytest.raises(TypeError, match=r"weights: expected dict\[str, np.ndarray\], actual list"):
         fleet.run_round([], 1, 8)
