@@ -15,7 +15,8 @@ from gymnasium.envs.registration import EnvSpec
 
 import fleetgym
 from fleetgym.errors import MissingArgumentError
-from fleetgym.wrappers import NetworkShimWrapper, get_profile, register_profile
+from fleetgym.wrappers import NetworkProfile, NetworkShimWrapper, get_profile
+from fleetgym.wrappers import profiles as profiles_module
 from fleetgym.wrappers.channels import GaussianChannel
 from fleetgym.wrappers.shim_config import ATARI_FPS, control_period, infer_step_ms
 
@@ -128,13 +129,15 @@ def test_spec_json_round_trip_for_every_profile_form(profile):
         ]
 
 
-def test_unregistered_profile_object_round_trips_in_memory():
-    lab = get_profile("ethernet").__class__(
-        "lab-unregistered", GaussianChannel(5, 1), GaussianChannel(5, 1)
-    )
+def test_unregistered_profile_object_round_trips_in_memory(monkeypatch):
+    lab = NetworkProfile("lab-unregistered", GaussianChannel(5, 1), GaussianChannel(5, 1))
     env = gym.make("fleetgym/NetShim-v0", env_id="CartPole-v1", profile=lab)
     assert find_shim(gym.make(env.spec)).profile == lab
-    register_profile("lab-registered-ecosystem", GaussianChannel(5, 1), overwrite=True)
+    # Registered for this test only (the registry is process-wide).
+    registered = NetworkProfile(
+        "lab-registered-ecosystem", GaussianChannel(5, 1), GaussianChannel(5, 1)
+    )
+    monkeypatch.setitem(profiles_module._REGISTRY, registered.name, registered)
     named = gym.make(
         "fleetgym/NetShim-v0",
         env_id="CartPole-v1",
