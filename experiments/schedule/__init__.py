@@ -10,6 +10,9 @@ Modules, one seam each, imported in this order (each only from those before it):
 - :mod:`~fleetgym.experiments.schedule.train`: train, resume, fine-tune;
 - :mod:`~fleetgym.experiments.schedule.compare`: learned against baselines, transfer,
   and the part of ``fleetgym reproduce``;
+- :mod:`~fleetgym.experiments.schedule.search_report` and
+  :mod:`~fleetgym.experiments.schedule.search`: the headroom of dynamic schedules
+  (cross-entropy search over piecewise-constant fleets against every Fixed(n));
 - :mod:`~fleetgym.experiments.schedule.cli`: ``fleetgym schedule``.
 
 The package also ships ``learned_scheduler_cartpole.zip``, a small scheduler trained on
