@@ -14,8 +14,10 @@ import re
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import NoReturn
 
 from fleetgym import __version__
+from fleetgym.experiments.argtypes import UsageError
 
 #: subcommand -> (module implementing it, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -48,6 +50,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
 #: Exit status of a command that crashed (uncaught exception, traceback on stderr); 1 is
 #: kept for "ran to the end without reaching its goal" and 2 for usage errors.
 EXIT_CRASH = 3
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line on stderr (exit status 2);
+    its subcommands' parsers are of the same class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 #: The exit statuses of every subcommand (shown by ``fleetgym --help``).
@@ -121,7 +131,7 @@ def _missing_action(parser: argparse.ArgumentParser, args: argparse.Namespace) -
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole argument parser (every subcommand configured)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="fleetgym",
         description=plain_text(__doc__.splitlines()[0]),
         epilog=EXIT_CODES,
@@ -154,6 +164,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     module = importlib.import_module(args._module)
     try:
         return int(module.run(args) or 0)
+    except UsageError as error:
+        # A value found unusable before any work started: one line, like argparse.
+        print(f"fleetgym {args.command}: error: {error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

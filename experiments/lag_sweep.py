@@ -27,7 +27,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from fleetgym.experiments.argtypes import non_negative_int, positive_int
+from fleetgym.experiments.argtypes import (
+    check_output_dir,
+    non_negative_int,
+    output_folder,
+    positive_int,
+)
 from fleetgym.experiments.tables import group_by, markdown_table, mean_std, write_csv
 
 ENVS = ("CartPole-v1", "Hopper-v5")
@@ -74,7 +79,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "a short budget",
     )
     parser.add_argument("--seeds", type=positive_int, default=3, help="seeds per cell (3)")
-    parser.add_argument("--out", type=Path, default=Path("lag_sweep"), help="output folder")
+    parser.add_argument(
+        "--out", type=output_folder, default=Path("lag_sweep"), help="output folder"
+    )
     parser.add_argument(
         "--lags", type=non_negative_int, nargs="+", default=list(LAGS), help="lags in updates"
     )
@@ -260,7 +267,7 @@ def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
     setting = SETTINGS[args.env]
     steps = args.steps or (setting["quick_budget"] if args.quick else setting["budget"])
-    args.out.mkdir(parents=True, exist_ok=True)
+    check_output_dir("--out", args.out)
     if args.shard is not None:
         index, count = (int(x) for x in args.shard.split("/"))
         runs = _run_shard(args, steps, index, count)

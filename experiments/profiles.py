@@ -16,10 +16,15 @@ from typing import Any
 
 import numpy as np
 
+from fleetgym.experiments.argtypes import UsageError, positive_int
 from fleetgym.traces import list_traces, load_trace
+from fleetgym.wrappers.channels import MAX_STEP_MS, MIN_STEP_MS
 from fleetgym.wrappers.profiles import get_profile, list_profiles
 
 __all__ = ["configure", "describe_profiles", "describe_traces", "run"]
+
+#: Most packets ``--samples`` may ask for per channel (a guard against typos).
+MAX_PROFILE_SAMPLES = 10_000_000
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -39,7 +44,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--samples",
-        type=int,
+        type=positive_int,
         default=20_000,
         help="packets sampled per channel for the delay quantiles (default: 20000)",
     )
@@ -123,8 +128,7 @@ def _print_netem(name: str) -> int:
         up = netem_command(profile.uplink, "DEV_ENV_HOST")
         down = netem_command(profile.downlink, "DEV_AGENT_HOST")
     except (UnknownProfileError, ValueError) as exc:
-        print(f"fleetgym profiles: {exc}")
-        return 2
+        raise UsageError(f"--netem: {exc}") from None
     print(f"# profile {profile.name}: uplink (observations) leave the env host")
     print(up)
     print("# downlink (actions) leave the agent host")
@@ -137,12 +141,15 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "netem", None):
         return _print_netem(args.netem)
     step_ms = float(args.step_ms)
-    if not math.isfinite(step_ms) or step_ms <= 0:
-        print(f"fleetgym profiles: expected --step-ms > 0, actual {args.step_ms}")
-        return 2
-    if args.samples < 100:
-        print(f"fleetgym profiles: expected --samples >= 100, actual {args.samples}")
-        return 2
+    if not MIN_STEP_MS <= step_ms <= MAX_STEP_MS:
+        raise UsageError(
+            f"--step-ms: expected a number in [{MIN_STEP_MS:g}, {MAX_STEP_MS:g}], "
+            f"actual {args.step_ms}"
+        )
+    if not 100 <= args.samples <= MAX_PROFILE_SAMPLES:
+        raise UsageError(
+            f"--samples: expected an int in [100, {MAX_PROFILE_SAMPLES}], actual {args.samples}"
+        )
     profiles = describe_profiles(step_ms, args.samples)
     traces = describe_traces()
     if args.json:

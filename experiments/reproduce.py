@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fleetgym.experiments.argtypes import UsageError, check_output_dir, output_path
 from fleetgym.experiments.calf import experiment as calf_experiment
 
 PARTS = ("calf", "schedule")
@@ -29,7 +30,10 @@ PARTS = ("calf", "schedule")
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add this subcommand's arguments."""
     parser.add_argument(
-        "--out", default="fleetgym-out", help="output folder (default: %(default)s)"
+        "--out",
+        type=output_path,
+        default="fleetgym-out",
+        help="output folder (default: %(default)s)",
     )
     parser.add_argument(
         "--full", action="store_true", help="paper-scale budgets instead of the quick ones"
@@ -46,9 +50,7 @@ def _parts(text: str) -> list[str]:
     parts = [p.strip() for p in text.split(",") if p.strip()]
     unknown = [p for p in parts if p not in PARTS]
     if not parts or unknown:
-        raise SystemExit(
-            f"fleetgym reproduce: --only expected names of {', '.join(PARTS)}, actual {text!r}"
-        )
+        raise UsageError(f"--only: expected names of {', '.join(PARTS)}, actual {text!r}")
     return parts
 
 
@@ -113,8 +115,7 @@ def _run_schedule(out: Path, full: bool, progress: bool) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     """Run the selected parts and write ``report.md``."""
     parts = _parts(args.only)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = check_output_dir("--out", args.out)
     progress = not args.no_progress
     runners = {"calf": _run_calf, "schedule": _run_schedule}
     scale = "full" if args.full else "quick"

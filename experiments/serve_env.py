@@ -24,7 +24,12 @@ import sys
 import tempfile
 from typing import Any
 
-from fleetgym.experiments.argtypes import env_kwarg, positive_int
+from fleetgym.experiments.argtypes import (
+    env_kwarg,
+    non_negative_int,
+    positive_int,
+    step_ms,
+)
 
 __all__ = ["configure", "run"]
 
@@ -57,7 +62,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="file with the shared secret (>= 16 bytes); required for a non-loopback --bind",
     )
     parser.add_argument(
-        "--step-ms", type=float, default=None, help="control period (default: the env's)"
+        "--step-ms", type=step_ms, default=None, help="control period (default: the env's)"
     )
     parser.add_argument(
         "--max-sessions", type=positive_int, default=64, help="most clients at once (default 64)"
@@ -76,7 +81,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--transport", choices=("udp", "tcp"), default="udp", help="client transport for --measure"
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of --measure (default 0)")
+    parser.add_argument(
+        "--seed", type=non_negative_int, default=0, help="seed of --measure (default 0)"
+    )
     parser.add_argument("--json", action="store_true", help="print the --measure report as JSON")
 
 

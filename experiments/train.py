@@ -24,11 +24,18 @@ from typing import Any
 from tqdm import tqdm
 
 from fleetgym.agents.fleet import BACKENDS, make_fleet
+from fleetgym.agents.fleet.base import MAX_ACTORS_LIMIT, MAX_STEPS_PER_ACTOR
 from fleetgym.agents.training import evaluate_policy, train
-from fleetgym.agents.workloads import WORKLOADS, get_workload
+from fleetgym.agents.workloads import COUNT_LIMITS, WORKLOADS, get_workload
 from fleetgym.errors import UnknownWorkloadError, UnsupportedSpaceError
 from fleetgym.experiments import async_train
-from fleetgym.experiments.argtypes import non_negative_int, positive_int
+from fleetgym.experiments.argtypes import (
+    UsageError,
+    check_output_file,
+    int_in,
+    non_negative_int,
+    positive_int,
+)
 from fleetgym.experiments.tables import write_csv
 
 
@@ -61,18 +68,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "ID ('module:ID' imports module first) (default CartPole-v1)",
     )
     parser.add_argument(
-        "--actors", type=positive_int, default=8, help="actors per round (default 8)"
+        "--actors",
+        type=int_in(1, MAX_ACTORS_LIMIT),
+        default=8,
+        help="actors per round (default 8)",
     )
     parser.add_argument(
         "--backend", choices=BACKENDS, default="inprocess", help="fleet backend (default inprocess)"
     )
     parser.add_argument(
-        "--rounds", type=positive_int, default=None, help="round budget (default: the workload's)"
+        "--rounds",
+        type=int_in(1, COUNT_LIMITS["max_rounds"]),
+        default=None,
+        help="round budget (default: the workload's)",
     )
     parser.add_argument("--max-steps", type=positive_int, default=None, help="env-step budget")
     parser.add_argument(
         "--steps-per-actor",
-        type=positive_int,
+        type=int_in(1, MAX_STEPS_PER_ACTOR),
         default=None,
         help="env steps per actor per round (default: the workload's rollout_steps)",
     )
@@ -148,6 +161,10 @@ def run(args: argparse.Namespace) -> int:
     except (UnknownWorkloadError, UnsupportedSpaceError, ValueError) as error:
         print(f"fleetgym train: {error}", file=sys.stderr)
         return 2
+    # Output files are checked before any work, not after the whole run.
+    for flag in ("save", "log", "plot"):
+        if getattr(args, flag, None) is not None:
+            check_output_file(f"--{flag}", getattr(args, flag))
     if args.mode == "async":
         torch.set_num_threads(1)
         return async_train.run(args, workload)
@@ -167,9 +184,12 @@ def run(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {}
     if args.backend == "inprocess":
         options["batched"] = not args.sequential
-    fleet: Any = make_fleet(
-        workload, backend=args.backend, max_actors=args.actors, seed=args.seed, **options
-    )
+    try:
+        fleet: Any = make_fleet(
+            workload, backend=args.backend, max_actors=args.actors, seed=args.seed, **options
+        )
+    except (ValueError, TypeError) as error:
+        raise UsageError(str(error)) from None
     print(
         f"training {workload.name}: {args.actors} actors x {steps_per_actor} steps per round, "
         f"backend {args.backend}, target {target:g}, budget {rounds} rounds, seed {args.seed}"

@@ -11,6 +11,12 @@ import argparse
 import sys
 
 from fleetgym.errors import FleetgymError
+from fleetgym.experiments.argtypes import (
+    check_output_dir,
+    output_path,
+    positive_int,
+    step_ms,
+)
 from fleetgym.experiments.calf.experiment import run_calf
 
 __all__ = ["configure", "run"]
@@ -38,10 +44,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "(a regime is the network a policy trains under, with or without compensation)",
     )
     parser.add_argument(
-        "--seeds", type=int, default=None, help="number of seeds (default 1 with --quick, else 5)"
+        "--seeds",
+        type=positive_int,
+        default=None,
+        help="number of seeds (default 1 with --quick, else 5)",
     )
     parser.add_argument(
-        "--out", default="fleetgym-out/calf", help="output folder (default: %(default)s)"
+        "--out",
+        type=output_path,
+        default="fleetgym-out/calf",
+        help="output folder (default: %(default)s)",
     )
     parser.add_argument(
         "--regimes",
@@ -59,14 +71,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--timesteps",
-        type=int,
+        type=positive_int,
         default=None,
         help="training steps per policy (default: 100000, with --quick 40000 for CartPole "
         "and 30000 for MiniGrid)",
     )
     parser.add_argument(
         "--episodes",
-        type=int,
+        type=positive_int,
         default=None,
         help="evaluation episodes per policy and condition (default: 50, with --quick 20)",
     )
@@ -85,7 +97,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--step-ms",
-        type=float,
+        type=step_ms,
         default=None,
         help="control period in ms (default: the env's, 20 for CartPole and MiniGrid)",
     )
@@ -101,6 +113,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the subcommand; prints the Markdown report and where the files are."""
+    check_output_dir("--out", args.out)
     try:
         results = run_calf(
             args.env,

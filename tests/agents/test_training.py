@@ -220,7 +220,7 @@ def test_cli_train_rejects_bad_arguments(capsys):
     assert "expected an integer >= 1, actual 0" in capsys.readouterr().err
     assert main(["train", "--backend", "process", "--sequential"]) == 2
     assert main(["train", "--lr", "-1"]) == 2
-    assert "lr: expected a float > 0, actual -1.0" in capsys.readouterr().err
+    assert "lr: expected a finite float > 0, actual -1.0" in capsys.readouterr().err
 
 
 def test_numpy_integers_are_accepted_as_counts():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from fleetgym.cli import main as cli_main
 
 
@@ -33,6 +35,8 @@ def test_cli_calf_quick(tmp_path, capsys):
 
 
 def test_cli_calf_bad_arguments_end_with_one_line(tmp_path, capsys):
-    code = cli_main(["calf", "--seeds", "0", "--out", str(tmp_path), "--no-progress"])
-    assert code == 2
-    assert "seeds: expected a positive count" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:  # an argparse usage error
+        cli_main(["calf", "--seeds", "0", "--out", str(tmp_path), "--no-progress"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "--seeds: expected an integer >= 1" in err and len(err.strip().splitlines()) == 1
