@@ -24,9 +24,22 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from fleetgym.agents.fleet.base import MAX_ACTORS_LIMIT
 from fleetgym.agents.scheduler_actions import ACTION_MODES
 from fleetgym.errors import FleetgymError
-from fleetgym.experiments.argtypes import env_kwarg, non_negative_int, positive_int
+from fleetgym.experiments.argtypes import (
+    UsageError,
+    check_input_file,
+    check_output_dir,
+    discount,
+    env_kwarg,
+    int_in,
+    learning_rate,
+    non_negative_float,
+    non_negative_int,
+    output_path,
+    positive_int,
+)
 from fleetgym.experiments.schedule.config import GENERAL_ENV_ID, SchedulerPPOConfig
 from fleetgym.experiments.schedule.evaluate import (
     EpisodeResult,
@@ -42,6 +55,10 @@ from fleetgym.experiments.schedule.report import (
 from fleetgym.meta_env import scheduling_defaults
 
 __all__ = ["configure", "env_config_from_args", "finetune", "run", "train"]
+
+
+#: Most scheduler episodes ``--episodes`` asks for (a guard against typos).
+MAX_EPISODES = 1_000_000
 
 
 def add_env_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,7 +79,10 @@ def add_env_arguments(parser: argparse.ArgumentParser) -> None:
         "--preset", choices=("fast", "paper"), default="fast", help="env defaults (fast)"
     )
     parser.add_argument(
-        "--max-actors", type=int, default=32, help="most actors per round, I_max (default 32)"
+        "--max-actors",
+        type=int_in(1, MAX_ACTORS_LIMIT),
+        default=32,
+        help="most actors per round, I_max (default 32)",
     )
     parser.add_argument(
         "--env-id",
@@ -83,13 +103,25 @@ def add_env_arguments(parser: argparse.ArgumentParser) -> None:
 def add_ppo_arguments(parser: argparse.ArgumentParser) -> None:
     """The scheduler's PPO hyperparameters."""
     d = SchedulerPPOConfig()
-    parser.add_argument("--lr", type=float, default=d.learning_rate, help="Adam learning rate")
-    parser.add_argument("--n-steps", type=int, default=d.n_steps, help="rounds per env per update")
-    parser.add_argument("--batch-size", type=int, default=d.batch_size, help="minibatch size")
-    parser.add_argument("--n-epochs", type=int, default=d.n_epochs, help="epochs per update")
-    parser.add_argument("--n-envs", type=int, default=d.n_envs, help="scheduling envs in parallel")
-    parser.add_argument("--gamma", type=float, default=d.gamma, help="discount over rounds")
-    parser.add_argument("--ent-coef", type=float, default=d.ent_coef, help="entropy bonus")
+    parser.add_argument(
+        "--lr", type=learning_rate, default=d.learning_rate, help="Adam learning rate"
+    )
+    parser.add_argument(
+        "--n-steps", type=int_in(1, 1_000_000), default=d.n_steps, help="rounds per env per update"
+    )
+    parser.add_argument(
+        "--batch-size", type=int_in(1, 10_000_000), default=d.batch_size, help="minibatch size"
+    )
+    parser.add_argument(
+        "--n-epochs", type=int_in(1, 1_000), default=d.n_epochs, help="epochs per update"
+    )
+    parser.add_argument(
+        "--n-envs", type=int_in(1, 256), default=d.n_envs, help="scheduling envs in parallel"
+    )
+    parser.add_argument("--gamma", type=discount, default=d.gamma, help="discount over rounds")
+    parser.add_argument(
+        "--ent-coef", type=non_negative_float, default=d.ent_coef, help="entropy bonus"
+    )
     parser.add_argument(
         "--normalize-reward",
         action="store_true",
@@ -113,18 +145,25 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``fleetgym schedule train``."""
     add_env_arguments(parser)
     add_ppo_arguments(parser)
-    parser.add_argument("--episodes", type=int, default=100, help="scheduler episodes (total)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of PPO and the envs")
-    parser.add_argument("--out", default="fleetgym-out/scheduler", help="output directory")
+    parser.add_argument(
+        "--episodes", type=int_in(1, MAX_EPISODES), default=100, help="scheduler episodes (total)"
+    )
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of PPO and the envs")
+    parser.add_argument(
+        "--out", type=output_path, default="fleetgym-out/scheduler", help="output directory"
+    )
     parser.add_argument("--name", default="scheduler", help="file stem of the model")
     parser.add_argument(
-        "--checkpoint-every", type=int, default=10, help="save every N episodes (0: never)"
+        "--checkpoint-every",
+        type=non_negative_int,
+        default=10,
+        help="save every N episodes (0: never)",
     )
     parser.add_argument("--resume", default=None, metavar="CHECKPOINT", help="continue from a zip")
     parser.add_argument("--no-tensorboard", action="store_true", help="do not write TB logs")
     parser.add_argument(
         "--eval-seeds",
-        type=int,
+        type=non_negative_int,
         default=0,
         help="after training, compare with every baseline over this many seeds (0: skip)",
     )
@@ -140,10 +179,16 @@ def add_finetune_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="CHECKPOINT",
         help="trained scheduler zip to fine-tune",
     )
-    parser.add_argument("--episodes", type=int, default=10, help="fine-tuning episodes")
-    parser.add_argument("--lr", type=float, default=None, help="new learning rate (default: keep)")
-    parser.add_argument("--seed", type=int, default=0, help="seed")
-    parser.add_argument("--out", default="fleetgym-out/finetune", help="output directory")
+    parser.add_argument(
+        "--episodes", type=int_in(1, MAX_EPISODES), default=10, help="fine-tuning episodes"
+    )
+    parser.add_argument(
+        "--lr", type=learning_rate, default=None, help="new learning rate (default: keep)"
+    )
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed")
+    parser.add_argument(
+        "--out", type=output_path, default="fleetgym-out/finetune", help="output directory"
+    )
     parser.add_argument("--no-tensorboard", action="store_true", help="do not write TB logs")
     parser.add_argument(
         "--compare",
@@ -156,7 +201,9 @@ def add_finetune_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="CHECKPOINT",
         help="a scheduler trained from scratch on this workload (e.g. 100 episodes) to compare",
     )
-    parser.add_argument("--eval-seeds", type=int, default=5, help="evaluation seeds of --compare")
+    parser.add_argument(
+        "--eval-seeds", type=positive_int, default=5, help="evaluation seeds of --compare"
+    )
     parser.add_argument(
         "--baselines",
         default=None,
@@ -204,7 +251,10 @@ def _configure_evaluate(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--preset", choices=("fast", "paper"), default="fast", help="env defaults")
     p.add_argument(
-        "--max-actors", type=positive_int, default=32, help="most actors per round, I_max"
+        "--max-actors",
+        type=int_in(1, MAX_ACTORS_LIMIT),
+        default=32,
+        help="most actors per round, I_max",
     )
     p.add_argument("--env-id", default=GENERAL_ENV_ID, help="scheduling env ID")
     p.add_argument(
@@ -215,7 +265,9 @@ def _configure_evaluate(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="extra env keyword argument (VALUE parsed as JSON if it can be), repeatable",
     )
-    p.add_argument("--out", default="fleetgym-out/schedule-eval", help="output folder")
+    p.add_argument(
+        "--out", type=output_path, default="fleetgym-out/schedule-eval", help="output folder"
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -229,6 +281,37 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_finetune_arguments(
         sub.add_parser("finetune", help="fine-tune a trained scheduler on a workload")
     )
+
+
+def _usable_env(env_id: str, env_kwargs: dict[str, Any]) -> None:
+    """Make the scheduling env once (cheap: no fleet starts before ``reset``), so a bad
+    workload or env keyword argument is a usage error before any training starts."""
+    import gymnasium as gym
+
+    from fleetgym.experiments.schedule.config import validate_env_kwargs
+
+    try:
+        gym.make(env_id, **validate_env_kwargs(env_kwargs)).close()
+    except (FleetgymError, ValueError, TypeError, gym.error.Error) as error:
+        raise UsageError(f"--workload/--env-id/--env-kwarg: {error}") from None
+
+
+def _ppo_config(args: argparse.Namespace) -> SchedulerPPOConfig:
+    try:
+        return SchedulerPPOConfig(
+            learning_rate=args.lr,
+            n_steps=args.n_steps,
+            batch_size=args.batch_size,
+            n_epochs=args.n_epochs,
+            n_envs=args.n_envs,
+            gamma=args.gamma,
+            ent_coef=args.ent_coef,
+            normalize_reward=args.normalize_reward,
+            actions=args.actions,
+            use_sde=args.sde,
+        )
+    except (ValueError, TypeError) as error:
+        raise UsageError(str(error)) from None
 
 
 def _setup_torch() -> None:
@@ -247,18 +330,12 @@ def train(args: argparse.Namespace) -> int:
 
     _setup_torch()
     env_id, env_kwargs = env_config_from_args(args)
-    config = SchedulerPPOConfig(
-        learning_rate=args.lr,
-        n_steps=args.n_steps,
-        batch_size=args.batch_size,
-        n_epochs=args.n_epochs,
-        n_envs=args.n_envs,
-        gamma=args.gamma,
-        ent_coef=args.ent_coef,
-        normalize_reward=args.normalize_reward,
-        actions=args.actions,
-        use_sde=args.sde,
-    )
+    # Every usage error before any work: hyperparameters, files, the env.
+    config = _ppo_config(args)
+    if args.resume is not None:
+        check_input_file("--resume", args.resume, ".zip")
+    check_output_dir("--out", args.out)
+    _usable_env(env_id, env_kwargs)
     result = train_scheduler(
         args.out,
         env_id=env_id,
@@ -298,6 +375,11 @@ def finetune(args: argparse.Namespace) -> int:
 
     _setup_torch()
     env_id, env_kwargs = env_config_from_args(args)
+    check_input_file("--from", args.from_checkpoint, ".zip")
+    if args.scratch is not None:
+        check_input_file("--scratch", args.scratch, ".zip")
+    check_output_dir("--out", args.out)
+    _usable_env(env_id, env_kwargs)
     if args.compare or args.scratch:
         comparison = transfer_experiment(
             args.from_checkpoint,
@@ -331,11 +413,13 @@ def finetune(args: argparse.Namespace) -> int:
 
 def _run_evaluate(args: argparse.Namespace) -> int:
     _setup_torch()
+    check_output_dir("--out", args.out)
     env_kwargs: dict[str, Any] = {}
     if args.env_id == GENERAL_ENV_ID:
         env_kwargs.update(workload=args.workload, preset=args.preset, timing=args.timing)
     env_kwargs["max_actors"] = args.max_actors
     env_kwargs.update(dict(args.env_kwarg))
+    _usable_env(args.env_id, env_kwargs)
     # Adapt reads R_bar/J from the normalised observation; raw observations need J.
     target = None
     if env_kwargs.get("normalize_obs") is False:
