@@ -132,16 +132,10 @@ def _argv(prefix: tuple[str, ...], flag: str, value: str, tmp: Path) -> list[str
     return [*argv, f"{flag}={fill(value)}"]
 
 
-@pytest.mark.timeout(600)
-@FAST
-@given(case=st.sampled_from(FLAT))
-def test_usage_errors_are_one_line_on_stderr(
-    tmp_path_factory: pytest.TempPathFactory,
-    capsys: pytest.CaptureFixture[str],
-    case: tuple[tuple[str, ...], str, str],
+def _check_usage_error(
+    case: tuple[tuple[str, ...], str, str], tmp: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     prefix, flag, value = case
-    tmp = tmp_path_factory.mktemp("cli")
     argv = _argv(prefix, flag, value, tmp)
     capsys.readouterr()
     try:
@@ -156,6 +150,52 @@ def test_usage_errors_are_one_line_on_stderr(
     assert lines[0].startswith("fleetgym"), lines
     assert not out.strip() or "usage" not in out, out
     assert not list((tmp / "out").glob("*")) if (tmp / "out").exists() else True
+
+
+@pytest.mark.timeout(600)
+def test_every_listed_bad_value_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The whole table, every run (the values were chosen to stop before any work)."""
+    for i, case in enumerate(FLAT):
+        folder = tmp_path / str(i)
+        folder.mkdir()
+        _check_usage_error(case, folder, capsys)
+
+
+#: Integer options and the range each accepts (generated values fall outside it).
+INT_FLAGS = {
+    ("schedule", "train"): {"--n-steps": 1, "--n-epochs": 1, "--episodes": 1, "--max-actors": 1},
+    ("train",): {"--actors": 1, "--rounds": 1, "--steps-per-actor": 1},
+    ("lag-sweep",): {"--seeds": 1, "--jobs": 1},
+    ("calf",): {"--timesteps": 1, "--seeds": 1},
+}
+
+
+@pytest.mark.timeout(600)
+@FAST
+@given(
+    data=st.data(),
+    prefix=st.sampled_from(sorted(INT_FLAGS)),
+    value=st.one_of(
+        st.integers(max_value=0),
+        st.integers(min_value=10**10),
+        st.floats(allow_nan=True, allow_infinity=True).map(repr),
+        st.text(max_size=20).filter(lambda t: not t.strip().lstrip("+").isdigit()),
+    ),
+)
+def test_generated_bad_counts_are_usage_errors(
+    tmp_path_factory: pytest.TempPathFactory,
+    capsys: pytest.CaptureFixture[str],
+    data: Any,
+    prefix: tuple[str, ...],
+    value: Any,
+) -> None:
+    flag = data.draw(st.sampled_from(sorted(INT_FLAGS[prefix])))
+    text = str(value).replace("\x00", "")
+    if not text.strip():
+        text = "-3"
+    _check_usage_error((prefix, flag, text), tmp_path_factory.mktemp("cli"), capsys)
 
 
 def test_no_command_and_unknown_command(capsys: pytest.CaptureFixture[str]) -> None:
