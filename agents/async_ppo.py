@@ -42,7 +42,7 @@ import numpy as np
 
 from fleetgym.agents.async_pipeline import ServedActor, TrajectoryPipeline, with_next_obs
 from fleetgym.agents.lag import CompensatedPPOLearner, LagUpdateStats, WeightRing
-from fleetgym.agents.losses import LOSSES, LossConfig
+from fleetgym.agents.losses import DEFAULT_TARGET_KL, LOSSES, LossConfig
 from fleetgym.agents.types import Trajectory, Weights
 from fleetgym.agents.workloads import Workload, get_workload
 from fleetgym.errors import FleetError
@@ -117,6 +117,9 @@ class AsyncPPO:
         batch_trajectories: Trajectories per update (default ``n_actors``).
         recompute_values: Recompute values and GAE with the newest critic before each update.
         global_advantage_norm: Normalise advantages over the whole batch.
+        target_kl: KL budget per update (see :class:`~fleetgym.agents.losses.LossConfig`);
+            ``"auto"`` takes :data:`~fleetgym.agents.losses.DEFAULT_TARGET_KL` of the loss
+            (none for PPO-clip, 0.02 for GIPO and V-trace), ``None`` disables it.
         lag_injection: Actors act with the weights from this many updates ago (a fixed
             injected lag, for experiments; at most ``max_policy_lag``).
         concurrent: ``False`` runs the same loop without threads, collecting and updating
@@ -148,6 +151,7 @@ class AsyncPPO:
         batch_trajectories: int | None = None,
         recompute_values: bool = True,
         global_advantage_norm: bool = True,
+        target_kl: float | str | None = "auto",
         lag_injection: int = 0,
         concurrent: bool = True,
         inference: str = "local",
@@ -158,7 +162,13 @@ class AsyncPPO:
     ) -> None:
         self.workload = get_workload(workload)
         check_choice("loss", loss, LOSSES)
-        self.config = LossConfig(loss, sigma, recompute_values, global_advantage_norm)
+        if target_kl == "auto":
+            target_kl = DEFAULT_TARGET_KL[loss]
+        elif isinstance(target_kl, str):
+            raise ValueError(
+                f"target_kl: expected a number > 0, 'auto' or None, actual {target_kl!r}"
+            )
+        self.config = LossConfig(loss, sigma, recompute_values, global_advantage_norm, target_kl)
         self.max_policy_lag = (
             None if max_policy_lag is None else check_int("max_policy_lag", max_policy_lag, low=0)
         )
@@ -477,6 +487,7 @@ class AsyncPPO:
             "batch_trajectories": self.batch_trajectories,
             "recompute_values": self.config.recompute_values,
             "global_advantage_norm": self.config.global_advantage_norm,
+            "target_kl": self.config.target_kl,
             "lag_injection": self.lag_injection,
             "concurrent": self.concurrent,
             "inference": self.inference,

@@ -26,7 +26,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from fleetgym.agents.losses import LossConfig, gipo_loss, normalize, ppo_clip_loss, vtrace
+from fleetgym.agents.losses import (
+    LossConfig,
+    gipo_loss,
+    kl_estimate,
+    normalize,
+    ppo_clip_loss,
+    vtrace,
+)
 from fleetgym.agents.losses import vtrace_policy_loss as _vtrace_policy_loss
 from fleetgym.agents.ppo import Batch, PPOLearner, compute_gae
 from fleetgym.agents.types import Trajectory, UpdateStats, Weights
@@ -208,6 +215,11 @@ class CompensatedPPOLearner(PPOLearner):
             None if max_policy_lag is None else check_int("max_policy_lag", max_policy_lag, low=0)
         )
         self.dropped_samples_total = 0
+        # KL budget of the update in progress: the batch's KL(mu || pi) at its start, and
+        # whether the budget is spent (then the update ends).
+        self._start_kl = 0.0
+        self._policy_stopped = False
+        self.policy_stops = 0  # updates ended early on the KL budget
 
     # ----------------------------------------------------------------- hooks
     @torch.no_grad()
@@ -263,6 +275,12 @@ class CompensatedPPOLearner(PPOLearner):
         batch = super().build_batch(trajectories)
         if self.config.global_advantage_norm:
             batch.advantages = normalize(batch.advantages)
+        self._policy_stopped = False
+        self._start_kl = 0.0
+        if self.config.target_kl is not None:
+            with torch.no_grad():
+                start_log_probs = self.policy.evaluate_actions(batch.obs, batch.actions)[0]
+            self._start_kl = float(kl_estimate(start_log_probs, batch.log_probs))
         return batch
 
     def normalize_advantages(self, advantages: torch.Tensor) -> torch.Tensor:
@@ -274,12 +292,27 @@ class CompensatedPPOLearner(PPOLearner):
     def policy_loss(
         self, new_log_probs: torch.Tensor, old_log_probs: torch.Tensor, advantages: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The configured loss (to minimise) and its clip-fraction analogue."""
+        """The configured loss (to minimise) and its clip-fraction analogue.
+
+        With a KL budget (``config.target_kl``), once this minibatch's ``KL(mu || pi)``
+        exceeds the update's starting value by more than the budget, the update ends
+        before this minibatch's step (:meth:`stop_update`), as SB3's ``target_kl`` does.
+        """
+        target_kl = self.config.target_kl
+        if target_kl is not None and not self._policy_stopped:
+            moved = float(kl_estimate(new_log_probs, old_log_probs)) - self._start_kl
+            if moved > target_kl:
+                self._policy_stopped = True
+                self.policy_stops += 1
         if self.config.loss == "gipo":
             return gipo_loss(new_log_probs, old_log_probs, advantages, self.config.sigma)
         if self.config.loss == "vtrace":
             return _vtrace_policy_loss(new_log_probs, old_log_probs, advantages)
         return ppo_clip_loss(new_log_probs, old_log_probs, advantages, self.workload.clip_coef)
+
+    def stop_update(self) -> bool:
+        """``True`` once the update spent its KL budget (see :meth:`policy_loss`)."""
+        return self._policy_stopped
 
     # ----------------------------------------------------------------- update
     def update(self, trajectories: Any) -> LagUpdateStats:

@@ -235,6 +235,13 @@ class PPOLearner:
         clip_fraction = ((ratio - 1.0).abs() > clip).float().mean()
         return -surrogate.mean(), clip_fraction
 
+    def stop_update(self) -> bool:
+        """Hook: ``True`` ends the update before this minibatch's step (default: never).
+
+        Asked after :meth:`policy_loss` of each minibatch, e.g. for a KL budget.
+        """
+        return False
+
     def value_loss(self, values: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
         """Squared error of the value head against the GAE returns (0.5 * MSE)."""
         return 0.5 * (values - returns).square().mean()
@@ -313,7 +320,10 @@ class PPOLearner:
         mb = min(self.workload.minibatch_size, n)
         totals: collections.defaultdict[str, float] = collections.defaultdict(float)
         count = 0
+        stopped = False
         for _ in range(self.workload.epochs):
+            if stopped:
+                break
             order = torch.randperm(n, generator=self.generator)
             for lo in range(0, n, mb):
                 idx = order[lo : lo + mb]
@@ -324,6 +334,9 @@ class PPOLearner:
                 )
                 adv = self.normalize_advantages(batch.advantages[idx])
                 pg_loss, clip_fraction = self.policy_loss(new_log_probs, batch.log_probs[idx], adv)
+                if self.stop_update():
+                    stopped = True
+                    break
                 v_loss = self.value_loss(values, batch.returns[idx])
                 ent = entropy.mean()
                 loss = pg_loss + self.workload.vf_coef * v_loss - self.workload.ent_coef * ent

@@ -175,6 +175,8 @@ def test_tensorboard_logs_the_lag(tmp_path):
         (dict(sigma=-1.0), ValueError, "sigma: expected"),
         (dict(max_policy_lag=2, lag_injection=3), ValueError, "lag_injection: expected at most"),
         (dict(n_actors=0), ValueError, "n_actors: expected"),
+        (dict(target_kl="big"), ValueError, "target_kl: expected"),
+        (dict(target_kl=-0.1), ValueError, "target_kl: expected"),
         (dict(max_policy_lag=1.5), TypeError, "max_policy_lag: expected an int"),
     ],
 )
@@ -201,3 +203,10 @@ def test_actors_through_the_inference_server_record_per_sample_versions():
 def test_server_inference_takes_no_actor_factory():
     with pytest.raises(ValueError, match="actor_factory: expected None"):
         AsyncPPO("CartPole-v1", inference="server", actor_factory=_Broken)
+
+
+def test_target_kl_auto_bounds_the_losses_without_a_trust_region():
+    assert AsyncPPO("CartPole-v1", loss="gipo").config.target_kl == 0.02
+    assert AsyncPPO("CartPole-v1", loss="vtrace").config.target_kl == 0.02
+    assert AsyncPPO("CartPole-v1", loss="ppo").config.target_kl is None
+    assert AsyncPPO("CartPole-v1", loss="gipo", target_kl=None).config.target_kl is None

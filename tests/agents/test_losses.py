@@ -19,6 +19,7 @@ from fleetgym.agents.losses import (
     LossConfig,
     gaussian_weight,
     gipo_loss,
+    kl_estimate,
     normalize,
     ppo_clip_loss,
     vtrace,
@@ -239,3 +240,44 @@ def test_weight_ring_returns_the_weights_from_k_updates_ago():
     assert ring.lagged(100)[0] == 6  # capped at the oldest kept
     with pytest.raises(ValueError, match="capacity"):
         WeightRing(0)
+
+
+def test_kl_estimate_is_the_k3_estimator():
+    # rho = 2 and 0.5: ((2 - 1) - log 2 + (0.5 - 1) - log 0.5) / 2 = 0.25
+    new = torch.log(torch.tensor([2.0, 0.5]))
+    assert float(kl_estimate(new, torch.zeros(2))) == pytest.approx(0.25, abs=1e-6)
+    assert float(kl_estimate(torch.zeros(4), torch.zeros(4))) == 0.0
+
+
+def test_target_kl_is_validated_and_labelled():
+    assert LossConfig("gipo", target_kl=0.02).label == "gipo(sigma=0.8)+kl<=0.02"
+    assert LossConfig("gipo").target_kl is None
+    with pytest.raises(ValueError, match="target_kl: expected"):
+        LossConfig("gipo", target_kl=0.0)
+
+
+def test_gipo_keeps_a_gradient_where_ppo_clip_stops():
+    # A sample at rho = 1.5 with A > 0: PPO-clip (1 + 0.2) gives no gradient, GIPO's is
+    # w * rho * A = exp(-(log 1.5 / 0.8)^2 / 2) * 1.5.
+    new = torch.log(torch.tensor([1.5])).requires_grad_(True)
+    ppo_clip_loss(new, torch.zeros(1), torch.ones(1))[0].backward()
+    assert float(new.grad[0]) == 0.0
+    new.grad = None
+    gipo_loss(new, torch.zeros(1), torch.ones(1), sigma=0.8)[0].backward()
+    expected = -math.exp(-0.5 * (math.log(1.5) / 0.8) ** 2) * 1.5
+    assert float(new.grad[0]) == pytest.approx(expected, rel=1e-5)
+
+
+def test_the_kl_budget_stops_the_policy_steps_of_an_update():
+    free = CompensatedPPOLearner("CartPole-v1", LossConfig("gipo"), seed=0, minibatch_size=32)
+    bounded = CompensatedPPOLearner(
+        "CartPole-v1", LossConfig("gipo", target_kl=1e-9), seed=0, minibatch_size=32
+    )
+    weights = free.get_weights()  # the behaviour is the learners' policy: lag 0
+    batch = [RolloutWorker("CartPole-v1", i, seed=i).rollout(weights, 64, 0) for i in range(2)]
+    free_stats, bounded_stats = free.update(batch), bounded.update(batch)
+    # The first minibatch starts at the behaviour (KL 0) and steps; the second one has
+    # moved the policy by more than 1e-9 and stops it for the rest of the update.
+    assert bounded.policy_stops == 1 and free.policy_stops == 0
+    assert 0.0 < bounded_stats.kl < free_stats.kl
+    assert bounded_stats.policy_version == 1
