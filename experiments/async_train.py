@@ -7,7 +7,7 @@ and ``--max-policy-lag``.
 
 Example::
 
-    fleetgym train --mode async --loss gipo --workload CartPole-v1 --actors 4
+    fleetgym train --mode async --loss ppo --workload CartPole-v1 --actors 4
 """
 
 from __future__ import annotations
@@ -32,7 +32,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "learner trains (default sync)",
     )
     parser.add_argument(
-        "--loss", choices=LOSSES, default="gipo", help="async: policy loss (default gipo)"
+        "--loss",
+        choices=LOSSES,
+        default="ppo",
+        help="async: policy loss (default ppo; gipo and vtrace get a KL budget of 0.02 per update)",
     )
     parser.add_argument(
         "--sigma", type=float, default=0.8, help="async: GIPO weight width (default 0.8)"

@@ -206,6 +206,7 @@ def test_server_inference_takes_no_actor_factory():
 
 
 def test_target_kl_auto_bounds_the_losses_without_a_trust_region():
+    assert AsyncPPO("CartPole-v1").config.loss == "ppo"  # the default loss
     assert AsyncPPO("CartPole-v1", loss="gipo").config.target_kl == 0.02
     assert AsyncPPO("CartPole-v1", loss="vtrace").config.target_kl == 0.02
     assert AsyncPPO("CartPole-v1", loss="ppo").config.target_kl is None
