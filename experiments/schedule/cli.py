@@ -38,6 +38,7 @@ from fleetgym.experiments.argtypes import (
     non_negative_float,
     non_negative_int,
     output_path,
+    positive_float,
     positive_int,
 )
 from fleetgym.experiments.schedule.config import GENERAL_ENV_ID, SchedulerPPOConfig
@@ -272,7 +273,7 @@ def _configure_evaluate(p: argparse.ArgumentParser) -> None:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    """Add ``evaluate``, ``train`` and ``finetune`` (imports nothing heavy)."""
+    """Add ``evaluate``, ``train``, ``finetune`` and ``search`` (imports nothing heavy)."""
     sub = parser.add_subparsers(dest="schedule_command", metavar="ACTION")
     _configure_evaluate(
         sub.add_parser("evaluate", help="run schedulers over seeds and tabulate time and cost")
@@ -281,6 +282,58 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_finetune_arguments(
         sub.add_parser("finetune", help="fine-tune a trained scheduler on a workload")
     )
+    add_search_arguments(
+        sub.add_parser(
+            "search", help="cross-entropy search for the best dynamic schedule vs every Fixed(n)"
+        )
+    )
+
+
+def add_search_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``fleetgym schedule search`` (the headroom of dynamic schedules)."""
+    add_env_arguments(parser)
+    parser.add_argument(
+        "--cost-weight",
+        type=non_negative_float,
+        default=0.0,
+        help="reward per dollar of round cost (0: time only, the paper's reward)",
+    )
+    parser.add_argument(
+        "--seeds", type=positive_int, default=3, help="workload seeds per candidate"
+    )
+    parser.add_argument(
+        "--first-seed", type=non_negative_int, default=1000, help="seeds are FIRST..FIRST+N-1"
+    )
+    parser.add_argument(
+        "--confirm-seeds",
+        type=non_negative_int,
+        default=2,
+        help="held-out seeds (after the search's) on which the best schedule and the best "
+        "Fixed(n) are re-evaluated (0: skip)",
+    )
+    parser.add_argument(
+        "--population", type=positive_int, default=9, help="schedules per iteration"
+    )
+    parser.add_argument(
+        "--elite-frac",
+        type=positive_float,
+        default=0.33,
+        help="share of a population the distribution is refitted to",
+    )
+    parser.add_argument("--iterations", type=positive_int, default=4, help="iterations at most")
+    parser.add_argument(
+        "--budget",
+        type=positive_int,
+        default=36,
+        help="candidate evaluations at most (one schedule on every seed; repeats are free)",
+    )
+    parser.add_argument("--min-phases", type=positive_int, default=2, help="phases at least")
+    parser.add_argument("--max-phases", type=positive_int, default=4, help="phases at most")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the search")
+    parser.add_argument(
+        "--out", type=output_path, default="fleetgym-out/schedule-search", help="output folder"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def _usable_env(env_id: str, env_kwargs: dict[str, Any]) -> None:
@@ -411,6 +464,44 @@ def finetune(args: argparse.Namespace) -> int:
     return 0
 
 
+def search(args: argparse.Namespace) -> int:
+    """``fleetgym schedule search``: the best dynamic schedule against every Fixed(n)."""
+    from fleetgym.experiments.schedule.search import search_schedules
+    from fleetgym.experiments.schedule.search_report import search_summary
+
+    _setup_torch()
+    env_id, env_kwargs = env_config_from_args(args)
+    env_kwargs["cost_weight"] = args.cost_weight
+    if not args.min_phases <= args.max_phases <= 8 or not 0 < args.elite_frac <= 1:
+        raise UsageError(
+            "--min-phases/--max-phases/--elite-frac: expected 1 <= min <= max <= 8 and a "
+            f"fraction in (0, 1], actual {args.min_phases}, {args.max_phases}, "
+            f"{args.elite_frac}"
+        )
+    check_output_dir("--out", args.out)
+    _usable_env(env_id, env_kwargs)
+    first = args.first_seed
+    result = search_schedules(
+        args.out,
+        env_id=env_id,
+        env_kwargs=env_kwargs,
+        seeds=range(first, first + args.seeds),
+        confirm_seeds=range(first + args.seeds, first + args.seeds + args.confirm_seeds),
+        population=args.population,
+        elite_frac=args.elite_frac,
+        iterations=args.iterations,
+        budget=args.budget,
+        min_phases=args.min_phases,
+        max_phases=args.max_phases,
+        seed=args.seed,
+        progress=not args.no_progress,
+        title=f"{env_kwargs.get('workload', env_id)}, cost_weight {args.cost_weight:g}",
+    )
+    print((Path(args.out) / "search.md").read_text())
+    print(json.dumps(search_summary(result), indent=1, default=float))
+    return 0
+
+
 def _run_evaluate(args: argparse.Namespace) -> int:
     _setup_torch()
     check_output_dir("--out", args.out)
@@ -454,10 +545,10 @@ def _run_evaluate(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Dispatch ``evaluate``, ``train`` or ``finetune``."""
+    """Dispatch ``evaluate``, ``train``, ``finetune`` or ``search``."""
     command = getattr(args, "schedule_command", None)
     if command is None:
-        print("usage: fleetgym schedule {evaluate,train,finetune} ...", file=sys.stderr)
+        print("usage: fleetgym schedule {evaluate,train,finetune,search} ...", file=sys.stderr)
         return 2
     if command == "evaluate":
         try:
@@ -466,4 +557,6 @@ def run(args: argparse.Namespace) -> int:
             # Bad names, paths or env arguments: a one-line message, not a traceback.
             print(f"fleetgym schedule evaluate: {exc}", file=sys.stderr)
             return 2
+    if command == "search":
+        return search(args)
     return train(args) if command == "train" else finetune(args)
