@@ -1,7 +1,7 @@
 """Asynchronous against synchronous PPO on the same actor threads, as a ratio measured in one run.
 
 ``test_bench_async_vs_sync``: env steps/s of :class:`~fleetgym.agents.async_ppo.AsyncPPO`
-(GIPO, ``max_policy_lag=4``) over the same trainer with ``max_policy_lag=0`` (actors wait
+(PPO-clip, ``max_policy_lag=4``) over the same trainer with ``max_policy_lag=0`` (actors wait
 for every update: synchronous PPO), the same actors, batch and hyperparameters, on the
 uniform CartPole workload and on the heterogeneous one (each actor's env steps cost an
 extra log-normal delay, median 1 ms, sigma 1: a long tail of slow actors). Targets:
@@ -30,7 +30,7 @@ def _throughput(workload, lag: int, steps: int) -> tuple[float, float]:
     synchronous = lag == 0
     with AsyncPPO(
         workload,
-        loss="ppo" if synchronous else "gipo",
+        loss="ppo",  # the same loss on both sides: the same learner work per sample
         max_policy_lag=lag,
         n_actors=ACTORS,
         steps_per_actor=64,

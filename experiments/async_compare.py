@@ -9,7 +9,7 @@ cores:
 * ``sync-threads`` -- :class:`~fleetgym.agents.async_ppo.AsyncPPO` with
   ``max_policy_lag=0`` (actor threads wait for every update: synchronous PPO on the
   asynchronous trainer's own machinery);
-* ``async`` -- :class:`AsyncPPO` with ``--loss`` (GIPO by default), value recomputation,
+* ``async`` -- :class:`AsyncPPO` with ``--loss`` (PPO-clip by default), value recomputation,
   global normalisation and ``max_policy_lag=--lag``.
 
 Workloads: ``uniform`` (the plain env) and ``heterogeneous`` (each actor's env steps cost
@@ -47,13 +47,27 @@ def _workload(name: str, kind: str, delay_ms: float, sigma: float) -> Any:
 
 
 def run_mode(
-    mode: str, workload: Any, actors: int, seed: int, steps: int, lag: int, loss: str = "gipo"
+    mode: str,
+    workload: Any,
+    actors: int,
+    seed: int,
+    steps: int,
+    lag: int,
+    loss: str = "ppo",
+    save_dir: Path | None = None,
+    eval_episodes: int = 10,
 ) -> dict[str, Any]:
-    """One training run; returns steps, wall time, steps/s, utilisation and the return."""
+    """One training run; returns steps, wall time, steps/s, utilisation and the return.
+
+    With ``save_dir`` an :class:`AsyncPPO` run is also saved, reloaded with
+    :meth:`AsyncPPO.load`, and both policies are scored over ``eval_episodes``
+    deterministic episodes on the same seeds (``eval_return``, ``reloaded_return``).
+    """
     from fleetgym.agents.async_ppo import AsyncPPO
 
     target = workload.target_return
     started = time.perf_counter()
+    extra: dict[str, float] = {}
     if mode == "sync-fleet":
         from fleetgym.agents.fleet import make_fleet
         from fleetgym.agents.ppo import PPOLearner
@@ -85,6 +99,8 @@ def run_mode(
         wall, busy = last.wall_s, last.learner_busy_s
         done, final = model.num_timesteps, model.learner.mean_return
         reached = final >= target
+        if save_dir is not None:
+            extra = _save_reload_score(model, save_dir / f"{mode}-{seed}.pt", eval_episodes)
     return {
         "mode": mode,
         "seed": seed,
@@ -94,7 +110,25 @@ def run_mode(
         "learner_utilisation": busy / wall,
         "final_return": final,
         "reached_target": bool(reached),
+        **extra,
     }
+
+
+def _save_reload_score(model: Any, path: Path, episodes: int) -> dict[str, float]:
+    """Save ``model``, load it back, and score both over the same deterministic episodes."""
+    from fleetgym.agents.async_ppo import AsyncPPO
+    from fleetgym.agents.training import evaluate_policy
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    model.save(path)
+    reloaded = AsyncPPO.load(path)
+    seed = 10_000 + model.seed
+    scores = {
+        name: statistics.fmean(evaluate_policy(m.learner.policy, m.workload, episodes, seed=seed))
+        for name, m in (("eval_return", model), ("reloaded_return", reloaded))
+    }
+    reloaded.close()
+    return scores
 
 
 def _fmt(values: list[float], spec: str) -> str:
@@ -138,10 +172,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--lag", type=int, default=4)
-    parser.add_argument("--loss", choices=("gipo", "ppo", "vtrace"), default="gipo")
+    parser.add_argument("--loss", choices=("gipo", "ppo", "vtrace"), default="ppo")
     parser.add_argument("--delay-ms", type=float, default=1.0)
     parser.add_argument("--delay-sigma", type=float, default=1.0)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--save-dir",
+        type=Path,
+        default=None,
+        help="save each AsyncPPO run here, reload it and score both (deterministic episodes)",
+    )
+    parser.add_argument("--eval-episodes", type=int, default=10)
     args = parser.parse_args(argv)
 
     import torch
@@ -152,7 +193,17 @@ def main(argv: list[str] | None = None) -> int:
         workload = _workload(args.workload, kind, args.delay_ms, args.delay_sigma)
         for seed in range(args.seeds):
             for mode in args.modes:
-                run = run_mode(mode, workload, args.actors, seed, args.steps, args.lag, args.loss)
+                run = run_mode(
+                    mode,
+                    workload,
+                    args.actors,
+                    seed,
+                    args.steps,
+                    args.lag,
+                    args.loss,
+                    None if args.save_dir is None else args.save_dir / kind,
+                    args.eval_episodes,
+                )
                 results.setdefault(kind, []).append(run)
                 print(json.dumps({"workload": kind, **run}), flush=True)
     lines = table(results)
