@@ -111,6 +111,20 @@ def _raylet_pid(directory: str) -> int:
     raise AssertionError(f"no raylet found for the node in {directory}")
 
 
+def _ray_start(ray_cli: str, args: list[str], env: dict[str, str], tries: int = 3) -> None:
+    """``ray start`` with a fresh agent port per try: a port found free can be taken by
+    another process before Ray binds it, which fails the start on a busy machine."""
+    for attempt in range(tries):
+        port = ["--dashboard-agent-listen-port", str(_free_port())]
+        done = subprocess.run(
+            [ray_cli, "start", *args, *port], env=env, capture_output=True, text=True, timeout=150
+        )
+        if done.returncode == 0:
+            return
+        if attempt == tries - 1:
+            raise AssertionError(f"ray start {' '.join(args)} failed:\n{done.stderr[-3000:]}")
+
+
 @pytest.fixture
 def two_node_cluster(monkeypatch):
     """``ray start`` a head and a second node on 127.0.0.1, one CPU each; yields the address."""
@@ -138,14 +152,7 @@ def two_node_cluster(monkeypatch):
     node = ["--address", f"127.0.0.1:{port}"]
     try:
         for directory, args in zip(dirs, (head, node), strict=True):
-            subprocess.run(
-                [ray_cli, "start", *args, "--temp-dir", directory, *common]
-                + ["--dashboard-agent-listen-port", str(_free_port())],
-                env=env,
-                check=True,
-                capture_output=True,
-                timeout=150,
-            )
+            _ray_start(ray_cli, [*args, "--temp-dir", directory, *common], env)
         yield f"127.0.0.1:{port}", dirs
     finally:
         for directory in reversed(dirs):
