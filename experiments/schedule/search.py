@@ -168,7 +168,14 @@ class CandidateEvaluation:
             mean, std = mean_std([float(getattr(e, key)) for e in self.episodes])
             out[f"{key}_mean"], out[f"{key}_std"] = mean, std
         out["success_rate"] = float(np.mean([e.success for e in self.episodes]))
+        out["realized_phases"] = self.realized_phases
         return out
+
+    @property
+    def realized_phases(self) -> int:
+        """Phases the runs really went through (the most over seeds): a run that reaches
+        the target before a switch round never sees the later phases."""
+        return max(1 + int(np.count_nonzero(np.diff(e.num_actors))) for e in self.episodes)
 
 
 @dataclass
@@ -383,7 +390,8 @@ def search_schedules(
             )
             bar.set_postfix(best=best_so_far.schedule.label)
         fixed_evals = [c for c in cache.values() if len(c.schedule.sizes) == 1]
-        dynamic = [c for c in cache.values() if len(c.schedule.sizes) > 1]
+        # A schedule is dynamic only if some run really changed its fleet.
+        dynamic = [c for c in cache.values() if c.realized_phases > 1]
         best_fixed = max(fixed_evals, key=lambda c: c.reward)
         best = max(dynamic, key=lambda c: c.reward) if dynamic else best_fixed
         held_out: dict[str, Any] = {}
