@@ -22,6 +22,9 @@ Invariants:
   replaced (a fresh env, the next incarnation) and its ticket returned. An exception in
   the learner (or a callback) stops and joins every actor thread before it propagates.
 
+The actor slots and their threads are in :mod:`fleetgym.agents.async_actors`; this module
+holds the trainer (weights, the training loop, TensorBoard, predict, save and load).
+
 The learner, not the actors, owns the torch threads: ``learn`` sets torch to one intra-op
 thread while it runs (actors are threads of the same process) and restores it afterwards.
 """
@@ -40,32 +43,17 @@ from typing import Any
 
 import numpy as np
 
-from fleetgym.agents.async_pipeline import ServedActor, TrajectoryPipeline, with_next_obs
+from fleetgym.agents.async_actors import ActorFactory, AsyncActorSlots, _default_actor
+from fleetgym.agents.async_pipeline import TrajectoryPipeline
 from fleetgym.agents.lag import CompensatedPPOLearner, LagUpdateStats, WeightRing
 from fleetgym.agents.losses import DEFAULT_TARGET_KL, LOSSES, LossConfig
-from fleetgym.agents.types import Trajectory, Weights
 from fleetgym.agents.workloads import Workload, get_workload
-from fleetgym.errors import FleetError
 from fleetgym.validation import check_bool, check_choice, check_int
 
 logger = logging.getLogger(__name__)
 
-#: How an actor slot is built: ``factory(workload, actor_id, seed, incarnation)``, returning
-#: an object with ``rollout(weights, steps, policy_version) -> Trajectory`` (and optionally
-#: ``obs``, the observation after the last step, and ``close()``).
-ActorFactory = Callable[[Workload, int, int, int], Any]
 #: Where the actors' policy runs.
 INFERENCE_MODES = ("local", "server")
-#: Restarts of one actor slot before the trainer gives up.
-MAX_RESTARTS = 3
-#: Seconds to wait for an actor thread to finish its rollout when stopping.
-JOIN_TIMEOUT_S = 30.0
-
-
-def _default_actor(workload: Workload, actor_id: int, seed: int, incarnation: int) -> Any:
-    from fleetgym.agents.rollout import RolloutWorker
-
-    return RolloutWorker(workload, actor_id, seed, incarnation)
 
 
 @dataclass
@@ -90,7 +78,7 @@ class UpdateRecord:
         return self.learner_busy_s / self.wall_s if self.wall_s > 0 else 0.0
 
 
-class AsyncPPO:
+class AsyncPPO(AsyncActorSlots):
     """PPO with decoupled rollout and training, a bounded policy lag and lag-tolerant losses.
 
     Models an asynchronous actor-learner trainer in the SB3 mould: construct it with a
@@ -224,9 +212,6 @@ class AsyncPPO:
             if version != server.policy_version:
                 server.set_weights(weights, version, wait=False)
 
-    def _behaviour(self) -> tuple[int, Weights]:
-        return self.ring.lagged(self.lag_injection)
-
     @property
     def capacity(self) -> int:
         """Most trajectories collecting or queued at once (the admission bound)."""
@@ -234,91 +219,7 @@ class AsyncPPO:
             return 2 * self.batch_trajectories
         return (self.max_policy_lag + 1) * self.batch_trajectories
 
-    # ----------------------------------------------------------------- actors
-    def _actor(self, slot: int) -> Any:
-        if slot not in self._actors:
-            incarnation = self._incarnations[slot]
-            if self._server is not None:
-                actor = ServedActor(self.workload, slot, self.seed, incarnation, self._server)
-            else:
-                actor = self.actor_factory(self.workload, slot, self.seed, incarnation)
-            self._actors[slot] = actor
-        return self._actors[slot]
-
-    def _start_server(self) -> None:
-        if self.inference != "server" or self._server is not None:
-            return
-        from fleetgym.agents.inference import InferenceServer
-
-        version, weights = self._behaviour()
-        policy = self.workload.make_policy()
-        policy.load_weights(weights)
-        self._server = InferenceServer(
-            policy, max_batch=self.n_actors, max_wait_ms=5.0, policy_version=version
-        )
-
-    def _collect(self, slot: int) -> Trajectory:
-        """One whole rollout of a slot, with the behaviour weights of this moment."""
-        actor = self._actor(slot)
-        version, weights = self._behaviour()
-        traj = actor.rollout(weights, self.steps_per_actor, version)
-        return with_next_obs(traj, getattr(actor, "obs", None))
-
-    def _replace(self, slot: int, error: BaseException) -> None:
-        """Count a failed rollout and drop the slot's actor (the next one is a new incarnation)."""
-        with self._lock:
-            self.actor_failures += 1
-            self._incarnations[slot] += 1
-        logger.warning("actor %d failed (%s); restarting it", slot, error)
-        actor = self._actors.pop(slot, None)
-        close = getattr(actor, "close", None)
-        if close is not None:
-            try:
-                close()
-            except Exception:  # a broken actor may fail to close as well
-                logger.debug("actor %d did not close cleanly", slot, exc_info=True)
-
-    def _actor_loop(self, slot: int, pipe: TrajectoryPipeline) -> None:
-        failures = 0
-        while pipe.admit():
-            try:
-                traj = self._collect(slot)
-            except Exception as error:
-                pipe.cancel()
-                self._replace(slot, error)
-                failures += 1
-                if failures > MAX_RESTARTS:
-                    pipe.stop(error)
-                    return
-                continue
-            pipe.put(traj)
-
-    def _stop_actors(self, pipe: TrajectoryPipeline) -> None:
-        pipe.stop()
-        for thread in self._threads:
-            thread.join(JOIN_TIMEOUT_S)
-        alive = [t.name for t in self._threads if t.is_alive()]
-        self._threads = []
-        if alive:
-            logger.error("actor threads still running after %.0f s: %s", JOIN_TIMEOUT_S, alive)
-
     # ----------------------------------------------------------------- training
-    def _next_batch(self, pipe: TrajectoryPipeline | None) -> list[Trajectory]:
-        if pipe is not None:
-            return pipe.take(self.batch_trajectories)
-        batch: list[Trajectory] = []
-        for i in range(self.batch_trajectories):
-            slot = i % self.n_actors
-            for attempt in range(MAX_RESTARTS + 1):
-                try:
-                    batch.append(self._collect(slot))
-                    break
-                except Exception as error:
-                    self._replace(slot, error)
-                    if attempt == MAX_RESTARTS:
-                        raise FleetError(f"actor {slot} failed for good: {error}") from error
-        return batch
-
     def learn(
         self,
         total_timesteps: int,

@@ -1,0 +1,153 @@
+"""The actor side of :class:`~fleetgym.agents.async_ppo.AsyncPPO`: slots, threads and restarts.
+
+:class:`AsyncActorSlots` builds each actor slot (with the actor factory, or as a
+:class:`~fleetgym.agents.async_pipeline.ServedActor` of the in-process inference server),
+runs one rollout with the behaviour weights of the moment, replaces an actor that raised
+(a new incarnation, the failure counted), runs a slot's loop in its thread (admission,
+collection, hand-over to the pipeline) and stops the threads; without threads it
+collects a batch in turn. The training loop, the weights and the files are
+:class:`~fleetgym.agents.async_ppo.AsyncPPO`, which sets the attributes declared here.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from fleetgym.agents.async_pipeline import ServedActor, TrajectoryPipeline, with_next_obs
+from fleetgym.agents.lag import WeightRing
+from fleetgym.agents.types import Trajectory, Weights
+from fleetgym.agents.workloads import Workload
+from fleetgym.errors import FleetError
+
+logger = logging.getLogger(__name__)
+
+#: How an actor slot is built: ``factory(workload, actor_id, seed, incarnation)``, returning
+#: an object with ``rollout(weights, steps, policy_version) -> Trajectory`` (and optionally
+#: ``obs``, the observation after the last step, and ``close()``).
+ActorFactory = Callable[[Workload, int, int, int], Any]
+#: Restarts of one actor slot before the trainer gives up.
+MAX_RESTARTS = 3
+#: Seconds to wait for an actor thread to finish its rollout when stopping.
+JOIN_TIMEOUT_S = 30.0
+
+
+def _default_actor(workload: Workload, actor_id: int, seed: int, incarnation: int) -> Any:
+    from fleetgym.agents.rollout import RolloutWorker
+
+    return RolloutWorker(workload, actor_id, seed, incarnation)
+
+
+class AsyncActorSlots:
+    """The actor slots behind :class:`~fleetgym.agents.async_ppo.AsyncPPO`.
+
+    Models ``n_actors`` actor slots that collect whole rollouts with the behaviour
+    weights (the newest published, or ``lag_injection`` updates older), each replaced by
+    a new incarnation when it raises, up to :data:`MAX_RESTARTS` times in a row. It trains
+    nothing itself; :class:`~fleetgym.agents.async_ppo.AsyncPPO` subclasses it, sets the
+    attributes declared here in its constructor and runs the training loop.
+    """
+
+    workload: Workload
+    seed: int
+    n_actors: int
+    steps_per_actor: int
+    batch_trajectories: int
+    lag_injection: int
+    inference: str
+    actor_factory: ActorFactory
+    ring: WeightRing
+    actor_failures: int
+    _server: Any
+    _actors: dict[int, Any]
+    _incarnations: dict[int, int]
+    _threads: list[threading.Thread]
+    _lock: threading.Lock
+
+    def _behaviour(self) -> tuple[int, Weights]:
+        return self.ring.lagged(self.lag_injection)
+
+    def _actor(self, slot: int) -> Any:
+        if slot not in self._actors:
+            incarnation = self._incarnations[slot]
+            if self._server is not None:
+                actor = ServedActor(self.workload, slot, self.seed, incarnation, self._server)
+            else:
+                actor = self.actor_factory(self.workload, slot, self.seed, incarnation)
+            self._actors[slot] = actor
+        return self._actors[slot]
+
+    def _start_server(self) -> None:
+        if self.inference != "server" or self._server is not None:
+            return
+        from fleetgym.agents.inference import InferenceServer
+
+        version, weights = self._behaviour()
+        policy = self.workload.make_policy()
+        policy.load_weights(weights)
+        self._server = InferenceServer(
+            policy, max_batch=self.n_actors, max_wait_ms=5.0, policy_version=version
+        )
+
+    def _collect(self, slot: int) -> Trajectory:
+        """One whole rollout of a slot, with the behaviour weights of this moment."""
+        actor = self._actor(slot)
+        version, weights = self._behaviour()
+        traj = actor.rollout(weights, self.steps_per_actor, version)
+        return with_next_obs(traj, getattr(actor, "obs", None))
+
+    def _replace(self, slot: int, error: BaseException) -> None:
+        """Count a failed rollout and drop the slot's actor (the next one is a new incarnation)."""
+        with self._lock:
+            self.actor_failures += 1
+            self._incarnations[slot] += 1
+        logger.warning("actor %d failed (%s); restarting it", slot, error)
+        actor = self._actors.pop(slot, None)
+        close = getattr(actor, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:  # a broken actor may fail to close as well
+                logger.debug("actor %d did not close cleanly", slot, exc_info=True)
+
+    def _actor_loop(self, slot: int, pipe: TrajectoryPipeline) -> None:
+        failures = 0
+        while pipe.admit():
+            try:
+                traj = self._collect(slot)
+            except Exception as error:
+                pipe.cancel()
+                self._replace(slot, error)
+                failures += 1
+                if failures > MAX_RESTARTS:
+                    pipe.stop(error)
+                    return
+                continue
+            pipe.put(traj)
+
+    def _stop_actors(self, pipe: TrajectoryPipeline) -> None:
+        pipe.stop()
+        for thread in self._threads:
+            thread.join(JOIN_TIMEOUT_S)
+        alive = [t.name for t in self._threads if t.is_alive()]
+        self._threads = []
+        if alive:
+            logger.error("actor threads still running after %.0f s: %s", JOIN_TIMEOUT_S, alive)
+
+    def _next_batch(self, pipe: TrajectoryPipeline | None) -> list[Trajectory]:
+        if pipe is not None:
+            return pipe.take(self.batch_trajectories)
+        batch: list[Trajectory] = []
+        for i in range(self.batch_trajectories):
+            slot = i % self.n_actors
+            for attempt in range(MAX_RESTARTS + 1):
+                try:
+                    batch.append(self._collect(slot))
+                    break
+                except Exception as error:
+                    self._replace(slot, error)
+                    if attempt == MAX_RESTARTS:
+                        raise FleetError(f"actor {slot} failed for good: {error}") from error
+        return batch
