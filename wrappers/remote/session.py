@@ -1,0 +1,312 @@
+"""One client session of :class:`~fleetgym.wrappers.remote.server.RemoteEnvServer`.
+
+A session owns the client's env, its network state (the freshest-action box, the
+observations' delayed sender, the shim streams) and two threads: the reader, which takes
+frames off the session's TCP connection (actions to the box, the rest to the worker), and
+the worker, which answers HELLO, RESET, TICK and CLOSE in order. The listener (accepting
+connections, the UDP socket, the counters) is the server; a session reaches it only
+through :class:`SessionHost`. See :mod:`fleetgym.wrappers.remote.server` for the protocol.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import socket
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+import gymnasium as gym
+import numpy as np
+
+from fleetgym.errors import ProtocolError
+from fleetgym.validation import check_choice, check_int
+from fleetgym.wrappers.profiles import NetworkProfile
+from fleetgym.wrappers.remote.conditions import DelayedSender, FreshestBox
+from fleetgym.wrappers.remote.recorder import PacketRecorder
+from fleetgym.wrappers.remote.spaces import describe_space, from_wire, to_wire
+from fleetgym.wrappers.remote.wire import Frame, MessageType, WireCodec, plain_info
+from fleetgym.wrappers.shim_config import ShimStreams, default_start_action, infer_step_ms
+
+log = logging.getLogger(__name__)
+_M = MessageType
+
+
+class SessionHost(Protocol):
+    """What a session uses of its server.
+
+    :class:`~fleetgym.wrappers.remote.server.RemoteEnvServer` provides it; a protocol
+    rather than an import keeps the two modules free of a cycle.
+    """
+
+    env_id: str
+    env_kwargs: dict[str, Any]
+    profile: NetworkProfile
+    codec: WireCodec
+    step_ms: float | None
+    delivery: str
+    record_dir: str | None
+    udp: socket.socket
+
+    def _count(self, key: str, n: int = 1) -> None: ...
+
+    def _forget(self, session: _Session) -> None: ...
+
+
+class _Session:
+    """One client's env, its network state and its two threads (reader, worker)."""
+
+    def __init__(self, server: SessionHost, sid: int, conn: socket.socket, peer: Any) -> None:
+        self.server, self.sid, self.conn, self.peer = server, sid, conn, peer
+        self.codec = server.codec
+        self.write_lock = threading.Lock()
+        self.control: queue.Queue[Frame | None] = queue.Queue()
+        self.box = FreshestBox()
+        self.env: gym.Env[Any, Any] | None = None
+        self.udp_addr: tuple[str, int] | None = None
+        self.transport = "udp"
+        self.sender: DelayedSender | None = None
+        self.streams: ShimStreams | None = None
+        self.episode = -1
+        self.applied: Any = None
+        self.holds = 0
+        self.lost_base = 0
+        self.recorder = PacketRecorder("downlink") if server.record_dir else None
+        self.closed = threading.Event()
+        self.worker = threading.Thread(
+            target=self._work, name=f"fleetgym-session-{sid}", daemon=True
+        )
+
+    # -- io -----------------------------------------------------------------------------
+    def write(self, data: bytes) -> None:
+        with self.write_lock:
+            self.conn.sendall(data)
+
+    def reply(self, mtype: MessageType, seq: int, meta: dict[str, Any], arrays: Any = ()) -> None:
+        self.write(self.codec.encode(mtype, self.sid, seq, meta, arrays))
+
+    def read_loop(self) -> None:
+        """Read frames until the client goes; data frames to the box, the rest to the worker."""
+        self.worker.start()
+        try:
+            while not self.closed.is_set():
+                frame = self.codec.read_frame(self.conn)
+                if frame.type == _M.ACTION:
+                    self.on_action(frame)
+                elif frame.type == _M.PING:
+                    self.reply(_M.PONG, frame.seq, {"t_ping_ns": frame.t_send_ns})
+                else:
+                    self.control.put(frame)
+                    if frame.type == _M.CLOSE:
+                        break
+        except ProtocolError as exc:
+            self.server._count("tcp_rejected")
+            log.warning("session %d: %s; closing it", self.sid, exc)
+            try:
+                self.reply(_M.ERROR, 0, {"message": str(exc)})
+            except OSError:
+                pass
+        except (OSError, ConnectionError) as exc:
+            if not self.closed.is_set():
+                log.info("session %d: client gone (%s)", self.sid, exc or type(exc).__name__)
+        finally:
+            self.control.put(None)
+            self.worker.join(timeout=5.0)
+            self.shutdown()
+
+    def on_action(self, frame: Frame) -> None:
+        self.box.put(frame)
+        if self.recorder is not None:
+            self.recorder.arrived(
+                (frame.meta.get("ep"), frame.seq), frame.t_send_ns, frame.t_recv_ns
+            )
+
+    def send_obs(self, data: bytes) -> None:
+        if self.transport == "tcp":
+            self.write(data)
+        elif self.udp_addr is not None:
+            self.server.udp.sendto(data, self.udp_addr)
+
+    # -- control ------------------------------------------------------------------------
+    def _work(self) -> None:
+        while True:
+            frame = self.control.get()
+            if frame is None:
+                return
+            try:
+                if not self._handle(frame):
+                    return
+            except (OSError, ConnectionError):
+                return
+            except Exception as exc:  # the env raised: report it, keep the session
+                log.warning("session %d: %s failed: %r", self.sid, frame.type.name, exc)
+                self.server._count("request_errors")
+                try:
+                    self.reply(_M.ERROR, frame.seq, {"message": f"{type(exc).__name__}: {exc}"})
+                except OSError:
+                    return
+
+    def _handle(self, frame: Frame) -> bool:
+        handler: Callable[[Frame], bool] | None = {
+            _M.HELLO: self._hello,
+            _M.RESET: self._reset,
+            _M.TICK: self._tick,
+            _M.CLOSE: self._close,
+        }.get(frame.type)
+        if handler is None:
+            raise ProtocolError(
+                f"message type: expected a client request, actual {frame.type.name}"
+            )
+        if frame.type != _M.HELLO and self.env is None:
+            raise ProtocolError("expected HELLO first")
+        return handler(frame)
+
+    def _hello(self, frame: Frame) -> bool:
+        if self.env is not None:
+            raise ProtocolError("HELLO: the session is open already")
+        server = self.server
+        self.transport = check_choice(
+            "transport", frame.meta.get("transport", "udp"), ("udp", "tcp")
+        )
+        port = frame.meta.get("udp_port")
+        if self.transport == "udp":
+            self.udp_addr = (self.peer[0], check_int("udp_port", port, 1, 65535))
+        self.env = env = gym.make(server.env_id, **server.env_kwargs)
+        step_ms = server.step_ms or infer_step_ms(env)
+        if step_ms is None:
+            raise ValueError(f"step_ms: the env {server.env_id} has no dt or tau; pass step_ms")
+        self.step_ms = float(step_ms)
+        self.start_action = default_start_action(env.action_space)
+        self.sender = DelayedSender(self.send_obs, fifo=server.delivery == "fifo")
+        obs_meta, obs_arrays = describe_space(env.observation_space)
+        act_meta, act_arrays = describe_space(env.action_space)
+        spec = env.spec
+        meta = {
+            "session": self.sid,
+            "env_id": server.env_id,
+            "step_ms": self.step_ms,
+            "profile": server.profile.name,
+            "delivery": server.delivery,
+            "obs_space": obs_meta,
+            "action_space": act_meta,
+            "n_obs_arrays": len(obs_arrays),
+            "max_episode_steps": spec.max_episode_steps if spec is not None else None,
+        }
+        self.reply(_M.WELCOME, frame.seq, meta, [*obs_arrays, *act_arrays])
+        return True
+
+    def _reset(self, frame: Frame) -> bool:
+        assert self.env is not None and self.sender is not None
+        seed, net_seed, ep = (frame.meta.get(k) for k in ("seed", "net_seed", "ep"))
+        seed = None if seed is None else check_int("seed", seed, 0)
+        ep = check_int("ep", ep, 0)
+        obs, info = self.env.reset(seed=seed)
+        if net_seed is not None or self.streams is None:
+            self.streams = ShimStreams(
+                None if net_seed is None else check_int("net_seed", net_seed, 0)
+            )
+            _profile, up, _down = self.streams.draw((self.server.profile,), self.step_ms)
+            self.sender.set_sampler(up)
+            self.lost_base = 0
+        else:
+            # Packets in flight stay in flight (a network cannot unsend them); the
+            # receiver ignores the old episode's.
+            self.lost_base = self.sender.lost
+        self.episode = ep
+        self.box.reset(ep, -1)
+        self.applied = self.start_action
+        self.holds = 0
+        meta = {"ep": ep, "profile": self.server.profile.name, "info": plain_info(info)}
+        self.reply(_M.RESET_DONE, frame.seq, meta, [to_wire(self.env.observation_space, obs)])
+        return True
+
+    def _tick(self, frame: Frame) -> bool:
+        env, sender = self.env, self.sender
+        assert env is not None and sender is not None
+        t = frame.seq
+        if frame.meta.get("ep") != self.episode:
+            raise ProtocolError(
+                f"TICK: expected episode {self.episode}, actual {frame.meta.get('ep')!r}"
+            )
+        deadline = check_int("deadline_ns", frame.meta.get("deadline_ns"), 0)
+        if self.recorder is not None:
+            self.recorder.expect((self.episode, t), frame.t_send_ns)
+        wait = (deadline - time.time_ns()) / 1e9
+        if wait > 0:
+            time.sleep(min(wait, 10.0))
+        t_env = time.time_ns()
+        got = self.box.take(deadline)
+        held = True
+        action_seq, action_sent = -1, 0
+        if got is not None:
+            try:
+                action = from_wire(env.action_space, got.arrays[0] if got.arrays else np.empty(0))
+                if not env.action_space.contains(action):
+                    raise ProtocolError(f"action: expected an element of {env.action_space}")
+                self.applied, held = action, False
+            except ProtocolError as exc:
+                self.server._count("bad_actions")
+                log.warning("session %d: dropped action %d: %s", self.sid, got.seq, exc)
+        if held:
+            self.holds += 1
+        action_seq, action_sent = (
+            self.box.best_seq,
+            got.t_send_ns if got is not None and not held else 0,
+        )
+        obs, reward, terminated, truncated, info = env.step(self.applied)
+        t_emit = time.time_ns()
+        obs_arr = to_wire(env.observation_space, obs)
+        sid, ep, codec = self.sid, self.episode, self.codec
+
+        def encode(t_wire: int) -> bytes:
+            return codec.encode(
+                _M.OBS, sid, t + 1, {"ep": ep}, [obs_arr], t_send_ns=t_emit, t_wire_ns=t_wire
+            )
+
+        up_lost = sender.submit(t + 1, encode, t_emit)
+        meta = {
+            "ep": ep,
+            "reward": float(reward),
+            "terminated": bool(terminated),
+            "truncated": bool(truncated),
+            "held": held,
+            "action_seq": action_seq,
+            "action_t_send_ns": action_sent,
+            "holds": self.holds,
+            "late_ns": t_env - deadline,
+            "t_emit_ns": t_emit,
+            "up_lost": up_lost,
+            "up_lost_total": sender.lost - self.lost_base,
+            "down_reordered": self.box.reordered,
+            "down_stale": self.box.stale,
+            "info": plain_info(info),
+        }
+        applied = to_wire(env.action_space, self.applied)
+        self.reply(_M.STEP_DONE, t, meta, [obs_arr, applied])
+        return True
+
+    def _close(self, frame: Frame) -> bool:
+        try:
+            self.reply(_M.BYE, frame.seq, {})
+        except OSError:
+            pass
+        return False
+
+    def shutdown(self) -> None:
+        if self.closed.is_set():
+            return
+        self.closed.set()
+        if self.sender is not None:
+            self.sender.close()
+        if self.env is not None:
+            self.env.close()
+        try:
+            self.conn.close()
+        except OSError:
+            pass
+        if self.recorder is not None and self.server.record_dir is not None and len(self.recorder):
+            self.recorder.write(Path(self.server.record_dir) / f"session{self.sid}-downlink.csv")
+        self.server._forget(self)
