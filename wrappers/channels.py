@@ -16,21 +16,34 @@ Example:
     ((10000,), True)
     >>> round(float(np.mean(np.isinf(d))), 2)
     0.02
+
+This module holds the parametric models (Gaussian, Gilbert-Elliott). The interface
+(:class:`Channel`, :class:`DelaySampler`, the limits) is defined in
+:mod:`fleetgym.wrappers.channel_base` and the trace replay (:class:`TraceChannel`) in
+:mod:`fleetgym.wrappers.trace_channel`; both are re-exported here, so import channels
+from this module.
 """
 
 from __future__ import annotations
 
-import abc
 import math
-import os
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from scipy.signal import lfilter
 
-from fleetgym.traces.loaders import TraceData, load_trace
-from fleetgym.validation import check_bool, check_float, check_int
+from fleetgym.validation import check_float
+from fleetgym.wrappers.channel_base import (
+    MAX_DELAY_MS,
+    MAX_STEP_MS,
+    MIN_STEP_MS,
+    Channel,
+    DelaySampler,
+    _check_rng,
+    _real,
+    check_step_ms,
+)
+from fleetgym.wrappers.trace_channel import TraceChannel
 
 __all__ = [
     "MAX_DELAY_MS",
@@ -43,97 +56,6 @@ __all__ = [
     "GilbertElliottChannel",
     "TraceChannel",
 ]
-
-
-#: Largest mean or standard deviation of a modelled delay (ms, about 2.8 hours): beyond it
-#: the arithmetic of a packet's arrival tick would lose its precision.
-MAX_DELAY_MS = 1e7
-#: Range of the control period (ms) a channel samples for: 1 us to about 2.8 hours.
-MIN_STEP_MS, MAX_STEP_MS = 1e-3, 1e7
-#: Most delays one call of ``sample_delays`` returns.
-MAX_SAMPLES = 100_000_000
-
-
-def _real(name: str, value: Any, lo: float, hi: float, *, hi_open: bool = False) -> float:
-    """A validated finite float in [lo, hi] (or [lo, hi)); TypeError/ValueError otherwise."""
-    out = check_float(name, value, lo, hi)
-    if hi_open and out == hi:
-        raise ValueError(f"{name}: expected a finite number >= {lo:g} and < {hi:g}, actual {out}")
-    return out
-
-
-def check_step_ms(step_ms: Any) -> float:
-    """``step_ms`` as a float in [:data:`MIN_STEP_MS`, :data:`MAX_STEP_MS`]."""
-    return check_float("step_ms", step_ms, MIN_STEP_MS, MAX_STEP_MS)
-
-
-def _check_rng(rng: Any) -> np.random.Generator:
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng: expected a np.random.Generator, actual {type(rng).__name__}")
-    return rng
-
-
-class DelaySampler(abc.ABC):
-    """A stateful stream of per-packet delays for one direction of one environment.
-
-    Packet ``k`` of the stream is sent at virtual time ``k * step_ms``. :meth:`next`
-    returns the delays (ms, ``np.inf`` = lost) of the next ``n`` packets; successive
-    calls continue the stream (AR(1) drift, burst state and trace position carry over).
-    """
-
-    @abc.abstractmethod
-    def next(self, n: int) -> np.ndarray:
-        """Delays (ms, float64, ``np.inf`` = lost) of the next ``n`` packets."""
-
-
-class Channel(abc.ABC):
-    """A one-way network channel: what happens to each packet (loss, then delay).
-
-    Subclasses are frozen value objects. The API other modules rely on:
-
-    - :meth:`sampler` ``(rng, step_ms) -> DelaySampler``: a stateful stream of delays.
-    - :meth:`sample_delays` ``(rng, n, step_ms=20.0) -> np.ndarray``: ``n`` consecutive
-      packets' delays in ms from a fresh stream; ``np.inf`` for a lost packet (never NaN).
-    - :meth:`delay_quantile_ms` ``(q, ...)``: a quantile of the delivered packets' delay,
-      estimated from the model (used to size frame stacks).
-    - :attr:`loss_rate`: the long-run fraction of lost packets.
-    """
-
-    @abc.abstractmethod
-    def sampler(self, rng: np.random.Generator, step_ms: float = 20.0) -> DelaySampler:
-        """A fresh delay stream drawing from ``rng`` (packets ``step_ms`` apart)."""
-
-    @property
-    @abc.abstractmethod
-    def loss_rate(self) -> float:
-        """Long-run fraction of packets lost."""
-
-    @abc.abstractmethod
-    def describe(self) -> str:
-        """One line for listings (``fleetgym profiles``)."""
-
-    def sample_delays(self, rng: np.random.Generator, n: int, step_ms: float = 20.0) -> np.ndarray:
-        """Delays (ms) of ``n`` consecutive packets from a fresh stream; ``np.inf`` = lost.
-
-        Raises:
-            TypeError: If ``rng`` is not a ``np.random.Generator`` or ``n`` not an int.
-            ValueError: If ``n < 0`` or ``step_ms <= 0``.
-        """
-        rng = _check_rng(rng)
-        n = check_int("n", n, 0, MAX_SAMPLES)
-        return self.sampler(rng, check_step_ms(step_ms)).next(n)
-
-    def delay_quantile_ms(
-        self, q: float, *, n: int = 100_000, seed: int = 0, step_ms: float = 20.0
-    ) -> float:
-        """Quantile ``q`` of the delay of delivered packets, from ``n`` model samples.
-
-        Returns ``inf`` if every sampled packet was lost.
-        """
-        q = _real("q", q, 0.0, 1.0)
-        delays = self.sample_delays(np.random.default_rng(seed), n, step_ms)
-        delivered = delays[np.isfinite(delays)]
-        return float(np.quantile(delivered, q)) if delivered.size else math.inf
 
 
 def _ar1_filter(eps: np.ndarray, rho: float, z_prev: float | None) -> np.ndarray:
@@ -419,120 +341,3 @@ class _GilbertElliottSampler(DelaySampler):
         d = self._delays.draw(n)
         d[lost] = np.inf
         return d
-
-
-class TraceChannel(Channel):
-    """Replays a recorded per-packet trace (send time, delay or lost).
-
-    A packet sent at virtual time t takes the trace row with the latest ``send_ms``
-    <= ``send_ms[0] + ((t + offset) mod period)``; the trace wraps around. With
-    ``random_start`` (default) each stream starts at an offset drawn uniformly over
-    the period from its generator, so different seeds replay different stretches and
-    the same seed replays the same one; otherwise every stream starts at the
-    trace's beginning.
-
-    Stream API: :meth:`sampler` ``(rng, step_ms)`` and :meth:`sample_delays`
-    ``(rng, n, step_ms=20.0)`` (ms, ``np.inf`` = lost), see :class:`Channel`.
-    Load a file with :meth:`from_file` (formats: ``traces/README.md``).
-
-    Example:
-        >>> import numpy as np
-        >>> from fleetgym.traces import TraceData
-        >>> data = TraceData(np.array([0.0, 20.0, 40.0]), np.array([5.0, 25.0, np.inf]), 60.0)
-        >>> ch = TraceChannel(data, random_start=False)
-        >>> ch.sample_delays(np.random.default_rng(0), 4).tolist()
-        [5.0, 25.0, inf, 5.0]
-
-    Args:
-        trace: The trace (see :class:`fleetgym.traces.TraceData`).
-        random_start: Start each stream at a random point of the trace.
-        name: A label for listings; defaults to the trace's source.
-
-    Raises:
-        TypeError: If ``trace`` is not a ``TraceData`` or ``random_start`` not a bool.
-    """
-
-    def __init__(
-        self, trace: TraceData, random_start: bool = True, name: str | None = None
-    ) -> None:
-        if not isinstance(trace, TraceData):
-            raise TypeError(
-                f"trace: expected a fleetgym.traces.TraceData, actual {type(trace).__name__}"
-            )
-        check_bool("random_start", random_start)
-        if name is not None and not isinstance(name, str):
-            raise TypeError(f"name: expected a str or None, actual {type(name).__name__}")
-        self.trace = trace
-        self.random_start = random_start
-        self.name = name if name is not None else os.path.basename(trace.source)
-
-    @classmethod
-    def from_file(
-        cls,
-        path: str | os.PathLike[str],
-        format: str = "auto",
-        *,
-        interval_ms: float | None = None,
-        base_delay_ms: float = 0.0,
-        random_start: bool = True,
-    ) -> TraceChannel:
-        """Load a trace file (or the name of a shipped trace) as a channel.
-
-        Args:
-            path: File path, or a shipped trace's name (``fleetgym profiles`` lists them).
-            format: ``"auto"``, ``"csv"``, ``"delays"`` or ``"mahimahi"``
-                (see :func:`fleetgym.traces.load_trace`).
-            interval_ms: Packet spacing of a plain delay list.
-            base_delay_ms: Propagation delay added to a Mahimahi trace.
-            random_start: See the class docstring.
-
-        Raises:
-            fleetgym.errors.TraceFormatError: If the file is malformed (names file and line).
-        """
-        trace = load_trace(path, format, interval_ms=interval_ms, base_delay_ms=base_delay_ms)
-        return cls(trace, random_start=random_start)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, TraceChannel):
-            return NotImplemented
-        return (
-            self.random_start == other.random_start
-            and self.trace.period_ms == other.trace.period_ms
-            and np.array_equal(self.trace.send_ms, other.trace.send_ms)
-            and np.array_equal(self.trace.delay_ms, other.trace.delay_ms)
-        )
-
-    def __hash__(self) -> int:
-        # Content-based like __eq__ (equal traces loaded from different files hash alike).
-        return hash((len(self.trace), self.trace.period_ms, self.random_start))
-
-    def __repr__(self) -> str:
-        return f"TraceChannel({self.name!r}, packets={len(self.trace)}, random_start={self.random_start})"
-
-    @property
-    def loss_rate(self) -> float:
-        return self.trace.loss_rate
-
-    def describe(self) -> str:
-        ok = self.trace.delay_ms[np.isfinite(self.trace.delay_ms)]
-        delay = f"{np.median(ok):.1f} ms median" if ok.size else "all lost"
-        return (
-            f"trace {self.name}: {len(self.trace)} packets over {self.trace.period_ms / 1000:.1f} s, "
-            f"{delay}, loss {self.loss_rate:.1%}"
-        )
-
-    def sampler(self, rng: np.random.Generator, step_ms: float = 20.0) -> DelaySampler:
-        return _TraceSampler(self, _check_rng(rng), check_step_ms(step_ms))
-
-
-class _TraceSampler(DelaySampler):
-    def __init__(self, ch: TraceChannel, rng: np.random.Generator, step_ms: float) -> None:
-        self._trace = ch.trace
-        self._step = step_ms
-        self._offset = float(rng.uniform(0.0, ch.trace.period_ms)) if ch.random_start else 0.0
-        self._k = 0
-
-    def next(self, n: int) -> np.ndarray:
-        t = (self._k + np.arange(n, dtype=np.float64)) * self._step + self._offset
-        self._k += n
-        return np.array(self._trace.delays_at(t))
