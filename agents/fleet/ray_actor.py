@@ -41,10 +41,14 @@ def init_local_ray(**kwargs: Any) -> None:
     Raises:
         ImportError: If Ray is not installed.
     """
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     ray = _import_ray()
     from ray._private import ray_constants
 
+    # The processes ray.init starts inherit the switch; it is taken back afterwards so a
+    # later `ray start` of the user's (a child of this process) may still join clusters.
+    name = ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR
+    previous, previous_flag = os.environ.get(name), ray_constants.ENABLE_RAY_CLUSTER
+    os.environ.setdefault(name, "0")
     ray_constants.ENABLE_RAY_CLUSTER = False
     options: dict[str, Any] = {
         "address": "local",
@@ -52,7 +56,14 @@ def init_local_ray(**kwargs: Any) -> None:
         "_node_ip_address": "127.0.0.1",
     }
     options.update(kwargs)
-    ray.init(**options)
+    try:
+        ray.init(**options)
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = previous_flag
+        if previous is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = previous
 
 
 class RayActorHost:

@@ -128,12 +128,15 @@ def _ray_start(ray_cli: str, args: list[str], env: dict[str, str], tries: int = 
 @pytest.fixture
 def two_node_cluster(monkeypatch):
     """``ray start`` a head and a second node on 127.0.0.1, one CPU each; yields the address."""
+    if not os.environ.get(FRESH):
+        pytest.skip("runs in a child interpreter (test_lost_node_in_a_fresh_interpreter)")
     ray_cli = str(Path(sys.executable).parent / "ray")
     # A loopback test cluster: no token to share between its nodes; a node death is
     # noticed within about 2 s instead of Ray's default tens of seconds.
     env = {
         **os.environ,
         "RAY_AUTH_MODE": "disabled",
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1",  # a multi-node cluster, on any OS
         "RAY_USAGE_STATS_ENABLED": "0",
         "RAY_health_check_period_ms": "500",
         "RAY_health_check_timeout_ms": "500",
@@ -169,6 +172,28 @@ def two_node_cluster(monkeypatch):
         for directory in dirs:
             shutil.rmtree(directory, ignore_errors=True)
         assert left == [], f"Ray processes left running: {left}"
+
+
+#: Set in the child interpreter that runs the two-node test (see the test below).
+FRESH = "FLEETGYM_TEST_FRESH_INTERPRETER"
+
+
+@pytest.mark.timeout(480)
+def test_lost_node_in_a_fresh_interpreter():
+    """A child interpreter starts clean: once this process has run a local cluster, Ray has
+    set ``RAY_AUTH_MODE=token`` in its environment and read it at import, and a driver in
+    token mode cannot use the token-less test cluster (its actors are cancelled)."""
+    if os.environ.get(FRESH):
+        pytest.skip("already in the child interpreter")
+    test = f"{__file__}::test_lost_node_rollout_reruns_on_the_surviving_actor"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", test, "-q", "-p", "no:cacheprovider"],
+        env={**os.environ, FRESH: "1", "RAY_AUTH_MODE": "disabled"},
+        capture_output=True,
+        text=True,
+        timeout=450,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
 
 
 @pytest.mark.timeout(420)
