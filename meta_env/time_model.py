@@ -43,6 +43,8 @@ MAX_SECONDS = 1e9
 MIN_BANDWIDTH = 1.0
 #: Largest accepted learner speed factor (and the inverse of the smallest).
 MAX_SPEED_FACTOR = 1e6
+#: Largest ``warm_pool``: the bound on a fleet's ``max_actors``.
+MAX_WARM_POOL = 4096
 #: Largest accepted coefficient of variation of the stragglers' slowdown.
 MAX_JITTER_CV = 100.0
 
@@ -138,7 +140,8 @@ class TimeModel:
             a non-integer ``warm_pool``).
         ValueError: a value out of range: times outside ``[0, MAX_SECONDS]``, a bandwidth
             below :data:`MIN_BANDWIDTH`, a speed factor outside
-            ``[1 / MAX_SPEED_FACTOR, MAX_SPEED_FACTOR]``, a negative ``warm_pool``.
+            ``[1 / MAX_SPEED_FACTOR, MAX_SPEED_FACTOR]``, a ``warm_pool`` outside
+            ``[0, MAX_WARM_POOL]``.
     """
 
     cold_start_actor_s: float = 0.3
@@ -162,7 +165,9 @@ class TimeModel:
         )
         check_bool("prewarm", self.prewarm)
         if self.warm_pool is not None:
-            check_int("warm_pool", self.warm_pool, low=0)
+            # A pool larger than any fleet (MAX_WARM_POOL, the fleet's max_actors bound) is a
+            # typo, not a setting; within it, the pool is clipped to the env's max_actors.
+            check_int("warm_pool", self.warm_pool, low=0, high=MAX_WARM_POOL)
 
     @property
     def keep_alive(self) -> bool:
