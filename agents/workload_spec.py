@@ -402,21 +402,28 @@ def _is_ale(source: EnvSource) -> bool:
     return "ale_py" in source.entry_point or source.env_id.rpartition(":")[2].startswith("ALE/")
 
 
+#: PPO on frames (CleanRL's Atari settings): the built-in Atari workloads and inferred
+#: image envs share them.
+FRAME_PPO_DEFAULTS: dict[str, Any] = dict(
+    rollout_steps=128,
+    max_rounds=10_000,
+    lr=2.5e-4,
+    epochs=4,
+    minibatch_size=256,
+    ent_coef=0.01,
+    clip_coef=0.1,
+    network="nature_cnn",
+    hidden_sizes=(512,),
+    activation="relu",
+)
+
+
 def _family(preprocessing: str, discrete: bool, source: EnvSource, ale: bool) -> dict[str, Any]:
     """PPO defaults of the family (CleanRL / SB3 zoo practice)."""
     if preprocessing in ("atari", "frames"):
         return dict(
             kind="atari" if ale else "image",
-            rollout_steps=128,
-            max_rounds=10_000,
-            lr=2.5e-4,
-            epochs=4,
-            minibatch_size=256,
-            ent_coef=0.01,
-            clip_coef=0.1,
-            network="nature_cnn",
-            hidden_sizes=(512,),
-            activation="relu",
+            **FRAME_PPO_DEFAULTS,
             # Sign clipping is part of the Atari protocol; other image envs keep rewards.
             reward_transform="sign" if ale else "none",
         )

@@ -30,7 +30,13 @@ from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
-from fleetgym.agents.workload_spec import PREPROCESSINGS, EnvSource, build_env, describe_env
+from fleetgym.agents.workload_spec import (
+    FRAME_PPO_DEFAULTS,
+    PREPROCESSINGS,
+    EnvSource,
+    build_env,
+    describe_env,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fleetgym.agents.policies import ActorCriticPolicy
@@ -365,18 +371,9 @@ def _atari(name: str, target: float) -> Workload:
         env_id=name,
         kind="atari",
         target_return=target,
-        rollout_steps=128,
-        max_rounds=10_000,
-        lr=2.5e-4,
-        epochs=4,
-        minibatch_size=256,
-        ent_coef=0.01,
         vf_coef=0.5,
-        clip_coef=0.1,
-        network="nature_cnn",
-        hidden_sizes=(512,),
-        activation="relu",
         reward_transform="sign",
+        **FRAME_PPO_DEFAULTS,
     )
 
 
