@@ -90,13 +90,19 @@ class PacketRecorder:
         return np.array([d for _, d in self.rows()], dtype=np.float64)
 
     def write(self, path: str | os.PathLike[str]) -> int:
-        """Write the trace as fleetgym CSV; returns the number of packets written."""
+        """Write the trace as fleetgym CSV; returns the number of packets written.
+
+        The file appears whole or not at all (written beside it, then renamed), so a reader
+        that polls for it never loads a half-written trace.
+        """
         rows = self.rows()
-        with open(path, "w", encoding="utf-8") as handle:
+        partial = f"{os.fspath(path)}.partial"
+        with open(partial, "w", encoding="utf-8") as handle:
             handle.write(f"# {self.direction} packets observed by a fleetgym remote env\n")
             handle.write(CSV_HEADER + "\n")
             for send_ms, delay_ms in rows:
                 delay = "" if delay_ms == math.inf else f"{delay_ms:.4f}"
                 handle.write(f"{send_ms:.4f},{delay}\n")
+        os.replace(partial, path)
         log.info("wrote %d %s packets to %s", len(rows), self.direction, os.fspath(path))
         return len(rows)
