@@ -5,8 +5,15 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import settings
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+# Property tests draw the same examples on every run, so a CI result reproduces; set
+# HYPOTHESIS_PROFILE=explore to search with fresh random examples instead.
+settings.register_profile("ci", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(autouse=True)
