@@ -1,8 +1,9 @@
 """The actor side of :class:`~fleetgym.agents.async_ppo.AsyncPPO`: slots, threads and restarts.
 
-:class:`AsyncActorSlots` builds each actor slot (with the actor factory, or as a
-:class:`~fleetgym.agents.async_pipeline.ServedActor` of the in-process inference server),
-runs one rollout with the behaviour weights of the moment, replaces an actor that raised
+:class:`AsyncActorSlots` builds each actor slot (with the actor factory, as a
+:class:`~fleetgym.agents.async_pipeline.ServedActor` of the in-process inference server,
+or, with ``actors="process"``, as a :class:`~fleetgym.agents.async_process.ProcessActor`
+whose environment runs in a worker process), runs one rollout with the behaviour weights of the moment, replaces an actor that raised
 (a new incarnation, the failure counted), runs a slot's loop in its thread (admission,
 collection, hand-over to the pipeline) and stops the threads; without threads it
 collects a batch in turn. The training loop, the weights and the files are
@@ -32,6 +33,9 @@ ActorFactory = Callable[[Workload, int, int, int], Any]
 MAX_RESTARTS = 3
 #: Seconds to wait for an actor thread to finish its rollout when stopping.
 JOIN_TIMEOUT_S = 30.0
+#: Where an actor slot's environment and rollouts run: a thread of the learner's process,
+#: or a worker process of its own (its slot thread only waits for it).
+ACTOR_MODES = ("thread", "process")
 
 
 def _default_actor(workload: Workload, actor_id: int, seed: int, incarnation: int) -> Any:
@@ -57,6 +61,7 @@ class AsyncActorSlots:
     batch_trajectories: int
     lag_injection: int
     inference: str
+    actors: str
     actor_factory: ActorFactory
     ring: WeightRing
     actor_failures: int
@@ -74,6 +79,12 @@ class AsyncActorSlots:
             incarnation = self._incarnations[slot]
             if self._server is not None:
                 actor = ServedActor(self.workload, slot, self.seed, incarnation, self._server)
+            elif self.actors == "process":
+                from fleetgym.agents.async_process import ProcessActor
+
+                actor = ProcessActor(
+                    self.workload, slot, self.seed, incarnation, self.actor_factory
+                )
             else:
                 actor = self.actor_factory(self.workload, slot, self.seed, incarnation)
             self._actors[slot] = actor
@@ -104,6 +115,10 @@ class AsyncActorSlots:
             self.actor_failures += 1
             self._incarnations[slot] += 1
         logger.warning("actor %d failed (%s); restarting it", slot, error)
+        self._discard(slot)
+
+    def _discard(self, slot: int) -> None:
+        """Close and forget a slot's actor (the next one is built afresh)."""
         actor = self._actors.pop(slot, None)
         close = getattr(actor, "close", None)
         if close is not None:
@@ -119,6 +134,9 @@ class AsyncActorSlots:
                 traj = self._collect(slot)
             except Exception as error:
                 pipe.cancel()
+                if pipe.stopped:
+                    # Cut short by the stop (an aborted learn kills worker processes): no fault.
+                    return
                 self._replace(slot, error)
                 failures += 1
                 if failures > MAX_RESTARTS:
@@ -127,14 +145,30 @@ class AsyncActorSlots:
                 continue
             pipe.put(traj)
 
-    def _stop_actors(self, pipe: TrajectoryPipeline) -> None:
-        pipe.stop()
+    def _stop_actors(self, pipe: TrajectoryPipeline | None, abort: bool = False) -> None:
+        """Stop and join the actor threads.
+
+        With ``abort`` (``learn`` is raising), worker processes are killed first, so no
+        thread waits for a rollout to finish, and then closed: no process outlives it.
+        """
+        if pipe is not None:
+            pipe.stop()
+        if abort:
+            for actor in list(self._actors.values()):
+                kill = getattr(actor, "kill", None)
+                if kill is not None:
+                    kill()
         for thread in self._threads:
             thread.join(JOIN_TIMEOUT_S)
         alive = [t.name for t in self._threads if t.is_alive()]
         self._threads = []
         if alive:
             logger.error("actor threads still running after %.0f s: %s", JOIN_TIMEOUT_S, alive)
+        if abort and self.actors == "process":
+            for slot in list(self._actors):
+                # Not a fault, but the next worker of the slot gets a fresh seed stream.
+                self._incarnations[slot] += 1
+                self._discard(slot)
 
     def _next_batch(self, pipe: TrajectoryPipeline | None) -> list[Trajectory]:
         if pipe is not None:

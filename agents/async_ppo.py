@@ -19,14 +19,17 @@ Invariants:
   than the bound when it is used; the learner
   (:class:`~fleetgym.agents.lag.CompensatedPPOLearner`) drops those samples and counts them.
 * **Faults.** A trajectory reaches the pipeline only whole; an actor that raises is
-  replaced (a fresh env, the next incarnation) and its ticket returned. An exception in
-  the learner (or a callback) stops and joins every actor thread before it propagates.
+  replaced (a fresh env, the next incarnation) and its ticket returned; with
+  ``actors="process"`` a worker process killed mid-rollout is such an actor (its partial
+  rollout dies with it). An exception in the learner (or a callback) stops and joins
+  every actor thread, and kills and closes every worker process, before it propagates.
 
 The actor slots and their threads are in :mod:`fleetgym.agents.async_actors`; this module
 holds the trainer (weights, the training loop, TensorBoard, predict, save and load).
 
 The learner, not the actors, owns the torch threads: ``learn`` sets torch to one intra-op
-thread while it runs (actors are threads of the same process) and restores it afterwards.
+thread while it runs (actors are threads of the same process, or, with
+``actors="process"``, threads waiting on a worker process each) and restores it afterwards.
 """
 
 from __future__ import annotations
@@ -43,7 +46,12 @@ from typing import Any
 
 import numpy as np
 
-from fleetgym.agents.async_actors import ActorFactory, AsyncActorSlots, _default_actor
+from fleetgym.agents.async_actors import (
+    ACTOR_MODES,
+    ActorFactory,
+    AsyncActorSlots,
+    _default_actor,
+)
 from fleetgym.agents.async_pipeline import TrajectoryPipeline
 from fleetgym.agents.lag import CompensatedPPOLearner, LagUpdateStats, WeightRing
 from fleetgym.agents.losses import DEFAULT_TARGET_KL, LOSSES, LossConfig
@@ -101,7 +109,8 @@ class AsyncPPO(AsyncActorSlots):
         sigma: GIPO's Gaussian width in log-ratio space (> 0).
         max_policy_lag: Bound on the lag in updates (>= 0), enforced at admission and at
             sampling (``None``: unbounded, the pipeline then holds ``2 * batch_trajectories``).
-        n_actors: Actor threads.
+        n_actors: Actor slots (one thread each, plus a worker process with
+            ``actors="process"``).
         steps_per_actor: Env steps per rollout (default: the workload's ``rollout_steps``).
         batch_trajectories: Trajectories per update (default ``n_actors``).
         recompute_values: Recompute values and GAE with the newest critic before each update.
@@ -117,6 +126,12 @@ class AsyncPPO(AsyncActorSlots):
             weights) or ``"server"`` (actors act through one in-process
             :class:`~fleetgym.agents.inference.InferenceServer`, which receives the
             weights after every update; samples record the version that answered them).
+        actors: ``"thread"`` (each actor slot steps its environment in a thread of this
+            process) or ``"process"`` (each slot's environment and rollouts run in a
+            worker process of its own, see :mod:`fleetgym.agents.async_process`; its
+            thread only waits, so env stepping runs beside the learner outside the GIL;
+            local inference only). A killed worker is a failed rollout: counted in
+            ``actor_failures`` and replaced by a new process.
         seed: Seeds the learner and the actors' environments.
         tensorboard_log: A folder for TensorBoard event files (``None``: no logging).
         actor_factory: Builds an actor slot (see :data:`ActorFactory`; default a
@@ -125,7 +140,8 @@ class AsyncPPO(AsyncActorSlots):
 
     Raises:
         ValueError: For ``max_policy_lag < 0``, an unknown loss, ``sigma <= 0``, a lag
-            injection above the bound or a non-positive count.
+            injection above the bound, a non-positive count, or an unknown ``actors`` or
+            ``inference`` mode.
         TypeError: For arguments of the wrong type.
     """
 
@@ -144,6 +160,7 @@ class AsyncPPO(AsyncActorSlots):
         lag_injection: int = 0,
         concurrent: bool = True,
         inference: str = "local",
+        actors: str = "thread",
         seed: int = 0,
         tensorboard_log: str | Path | None = None,
         actor_factory: ActorFactory | None = None,
@@ -183,6 +200,12 @@ class AsyncPPO(AsyncActorSlots):
         if self.inference == "server" and actor_factory is not None:
             raise ValueError(
                 "actor_factory: expected None with inference='server', actual a factory"
+            )
+        self.actors = check_choice("actors", actors, ACTOR_MODES)
+        if self.inference == "server" and self.actors == "process":
+            raise ValueError(
+                "actors: expected 'thread' with inference='server' (the server is in-process), "
+                "actual 'process'"
             )
         self.seed = check_int("seed", seed, low=0)
         self.tensorboard_log = None if tensorboard_log is None else Path(tensorboard_log)
@@ -304,9 +327,14 @@ class AsyncPPO(AsyncActorSlots):
                     and (stats.mean_return >= target)
                 ):
                     break
+        except BaseException:
+            # Kill and close worker processes, so none outlives the exception.
+            self._stop_actors(pipe, abort=True)
+            raise
+        else:
+            self._stop_actors(pipe)
         finally:
             if pipe is not None:
-                self._stop_actors(pipe)
                 self.max_outstanding = max(self.max_outstanding, pipe.max_outstanding)
             bar.close()
             if writer is not None:
@@ -362,11 +390,9 @@ class AsyncPPO(AsyncActorSlots):
         return (actions[0] if single else actions), None
 
     def close(self) -> None:
-        """Close the actors' environments (and the inference server)."""
+        """Close the actors' environments and worker processes (and the inference server)."""
         for slot in list(self._actors):
-            close = getattr(self._actors.pop(slot), "close", None)
-            if close is not None:
-                close()
+            self._discard(slot)
         if self._server is not None:
             self._server.close()
             self._server = None
@@ -393,6 +419,7 @@ class AsyncPPO(AsyncActorSlots):
             "lag_injection": self.lag_injection,
             "concurrent": self.concurrent,
             "inference": self.inference,
+            "actors": self.actors,
             "seed": self.seed,
             "hyperparameters": self.hyperparameters,
             "num_timesteps": self.num_timesteps,
