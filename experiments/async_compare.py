@@ -12,6 +12,10 @@ cores:
 * ``async`` -- :class:`AsyncPPO` with ``--loss`` (PPO-clip by default), value recomputation,
   global normalisation and ``max_policy_lag=--lag``.
 
+``--actor-modes thread process`` runs the ``AsyncPPO`` trainers once with actor threads
+and once with a worker process per actor slot (``actors="process"``; the table labels
+those rows ``(process actors)``).
+
 Workloads: ``uniform`` (the plain env) and ``heterogeneous`` (each actor's env steps cost
 an extra log-normal delay, ``--delay-ms`` median and ``--delay-sigma`` spread: a long tail
 of slow actors). Each run stops at the workload's target return or after ``--steps`` env
@@ -34,6 +38,7 @@ from typing import Any
 from fleetgym.experiments.tables import markdown_table
 
 MODES = ("sync-fleet", "sync-threads", "async")
+ACTOR_MODES = ("thread", "process")
 WORKLOADS = ("uniform", "heterogeneous")
 
 
@@ -56,8 +61,12 @@ def run_mode(
     loss: str = "ppo",
     save_dir: Path | None = None,
     eval_episodes: int = 10,
+    actor_mode: str = "thread",
 ) -> dict[str, Any]:
     """One training run; returns steps, wall time, steps/s, utilisation and the return.
+
+    ``actor_mode`` places an :class:`AsyncPPO` run's actors (``"thread"`` or ``"process"``);
+    ``sync-fleet`` always runs a process fleet.
 
     With ``save_dir`` an :class:`AsyncPPO` run is also saved, reloaded with
     :meth:`AsyncPPO.load`, and both policies are scored over ``eval_episodes``
@@ -91,8 +100,10 @@ def run_mode(
             n_actors=actors,
             recompute_values=not synchronous,
             global_advantage_norm=not synchronous,
+            actors=actor_mode,
             seed=seed,
         )
+        model.prewarm()  # the actors (worker processes) are up, as for sync-fleet
         model.learn(steps, target=target)
         model.close()
         last = model.history[-1]
@@ -100,9 +111,11 @@ def run_mode(
         done, final = model.num_timesteps, model.learner.mean_return
         reached = final >= target
         if save_dir is not None:
-            extra = _save_reload_score(model, save_dir / f"{mode}-{seed}.pt", eval_episodes)
+            name = mode if actor_mode == "thread" else f"{mode}-{actor_mode}"
+            extra = _save_reload_score(model, save_dir / f"{name}-{seed}.pt", eval_episodes)
     return {
         "mode": mode,
+        "actor_mode": "process" if mode == "sync-fleet" else actor_mode,
         "seed": seed,
         "steps": done,
         "wall_s": wall,
@@ -142,15 +155,19 @@ def table(results: dict[str, list[dict[str, Any]]]) -> list[str]:
     """Markdown lines: per workload and mode, the means (± std over seeds)."""
     rows = []
     for kind, runs in results.items():
-        for mode in MODES:
-            mine = [r for r in runs if r["mode"] == mode]
+        for mode, actor_mode in [(m, a) for m in MODES for a in ACTOR_MODES]:
+            mine = [
+                r for r in runs if r["mode"] == mode and r.get("actor_mode", "thread") == actor_mode
+            ]
             if not mine:
                 continue
             reached = [r["wall_s"] for r in mine if r["reached_target"]]
             rows.append(
                 [
                     kind,
-                    mode,
+                    mode
+                    if actor_mode == "thread" or mode == "sync-fleet"
+                    else f"{mode} (process actors)",
                     _fmt([r["steps_per_s"] for r in mine], ".0f"),
                     _fmt([r["learner_utilisation"] for r in mine], ".2f"),
                     _fmt([r["final_return"] for r in mine], ".0f"),
@@ -183,6 +200,14 @@ def main(argv: list[str] | None = None) -> int:
         help="save each AsyncPPO run here, reload it and score both (deterministic episodes)",
     )
     parser.add_argument("--eval-episodes", type=int, default=10)
+    parser.add_argument(
+        "--actor-modes",
+        nargs="+",
+        choices=ACTOR_MODES,
+        default=["thread"],
+        help="where AsyncPPO's actors run: threads, a worker process each, or both "
+        "(default thread)",
+    )
     args = parser.parse_args(argv)
 
     import torch
@@ -192,7 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     for kind in args.kinds:
         workload = _workload(args.workload, kind, args.delay_ms, args.delay_sigma)
         for seed in range(args.seeds):
-            for mode in args.modes:
+            for mode, actor_mode in [(m, a) for m in args.modes for a in args.actor_modes]:
+                if mode == "sync-fleet" and actor_mode != args.actor_modes[0]:
+                    continue  # a process fleet either way: run it once
                 run = run_mode(
                     mode,
                     workload,
@@ -203,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
                     args.loss,
                     None if args.save_dir is None else args.save_dir / kind,
                     args.eval_episodes,
+                    actor_mode,
                 )
                 results.setdefault(kind, []).append(run)
                 print(json.dumps({"workload": kind, **run}), flush=True)

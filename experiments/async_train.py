@@ -1,13 +1,15 @@
 """``fleetgym train --mode async``: the asynchronous trainer from the command line.
 
 The ``train`` subcommand adds the arguments (:func:`configure`) and hands over to
-:func:`run` when ``--mode async`` is given: ``--actors`` actor threads collect while the
+:func:`run` when ``--mode async`` is given: ``--actors`` actor slots collect while the
 learner trains (:class:`~fleetgym.agents.async_ppo.AsyncPPO`), with ``--loss``, ``--sigma``
-and ``--max-policy-lag``.
+and ``--max-policy-lag``. ``--backend`` places the actors: ``inprocess`` (the default)
+runs each slot's env in a thread of the learner's process (``actors="thread"``),
+``process`` in a worker process per slot (``actors="process"``); ``ray`` is refused.
 
 Example::
 
-    fleetgym train --mode async --loss ppo --workload CartPole-v1 --actors 4
+    fleetgym train --mode async --loss ppo --workload CartPole-v1 --actors 4 --backend process
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from typing import Any
 from fleetgym.experiments.argtypes import non_negative_int
 
 LOSSES = ("gipo", "ppo", "vtrace")
+#: ``--backend`` of ``fleetgym train`` -> where AsyncPPO's actors run (``actors=``).
+ACTORS_OF_BACKEND = {"inprocess": "thread", "process": "process"}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -29,7 +33,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         choices=("sync", "async"),
         default="sync",
         help="sync: rounds of the fleet then an update; async: actors collect while the "
-        "learner trains (default sync)",
+        "learner trains, in threads or, with --backend process, a worker process each "
+        "(default sync)",
     )
     parser.add_argument(
         "--loss",
@@ -58,6 +63,15 @@ def run(args: argparse.Namespace, workload: Any) -> int:
     budget = args.max_steps or rounds * args.actors * steps_per_actor
     target = workload.target_return if args.target is None else args.target
     overrides = {} if args.lr is None else {"lr": args.lr}
+    backend = getattr(args, "backend", "inprocess")
+    if backend not in ACTORS_OF_BACKEND:
+        print(
+            f"fleetgym train: --backend: expected one of {sorted(ACTORS_OF_BACKEND)} with "
+            f"--mode async, actual {backend!r}",
+            file=sys.stderr,
+        )
+        return 2
+    actors = ACTORS_OF_BACKEND[backend]
     try:
         model = AsyncPPO(
             workload,
@@ -65,6 +79,7 @@ def run(args: argparse.Namespace, workload: Any) -> int:
             sigma=args.sigma,
             max_policy_lag=args.max_policy_lag,
             n_actors=args.actors,
+            actors=actors,
             steps_per_actor=steps_per_actor,
             seed=args.seed,
             **overrides,
@@ -73,7 +88,8 @@ def run(args: argparse.Namespace, workload: Any) -> int:
         print(f"fleetgym train: {error}", file=sys.stderr)
         return 2
     print(
-        f"training {workload.name} asynchronously: {args.actors} actor threads x "
+        f"training {workload.name} asynchronously: {args.actors} actor "
+        f"{'processes' if actors == 'process' else 'threads'} x "
         f"{steps_per_actor} steps per rollout, loss {model.config.label}, max policy lag "
         f"{args.max_policy_lag}, target {target:g}, budget {budget} env steps, seed {args.seed}"
     )

@@ -53,9 +53,11 @@ def test_process_actors_train_with_their_own_slot_ids_and_versions():
     model = AsyncPPO("CartPole-v1", actors="process", max_policy_lag=2, seed=0, **TINY)
     seen = _spy(model)
     try:
-        model.learn(256)
+        model.prewarm()
         pids = _worker_pids(model)
         assert len(pids) == 2 and len(set(pids)) == 2 and os.getpid() not in pids
+        model.learn(256)
+        assert _worker_pids(model) == pids  # the prewarmed workers did the rollouts
         assert all(_running(pid) for pid in pids)  # kept warm for the next learn
     finally:
         model.close()

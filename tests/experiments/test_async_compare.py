@@ -38,3 +38,28 @@ def test_async_run_saves_reloads_and_scores_the_same(tmp_path, capsys):
     assert run["reloaded_return"] == run["eval_return"]  # same weights, same episodes
     assert (tmp_path / "models" / "uniform" / "async-0.pt").is_file()
     assert "| uniform | async |" in capsys.readouterr().out
+
+
+@pytest.mark.timeout(180)
+def test_actor_modes_run_async_with_threads_and_with_processes(capsys):
+    code = async_compare.main(
+        [
+            "--steps",
+            "128",
+            "--actors",
+            "2",
+            "--kinds",
+            "uniform",
+            "--modes",
+            "async",
+            "--actor-modes",
+            "thread",
+            "process",
+        ]
+    )
+    assert code == 0
+    out = capsys.readouterr().out
+    runs = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert [r["actor_mode"] for r in runs] == ["thread", "process"]
+    assert all(r["steps"] >= 128 for r in runs)
+    assert "| uniform | async |" in out and "| uniform | async (process actors) |" in out

@@ -43,3 +43,35 @@ def test_train_async_rejects_a_bad_sigma(capsys):
     code = main(["train", "--mode", "async", "--sigma", "0", "--max-steps", "16"])
     assert code == 2
     assert "sigma: expected a finite number > 0" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(180)
+def test_train_async_backend_process_runs_actor_processes(capsys):
+    code = main(
+        [
+            "train",
+            "--mode",
+            "async",
+            "--backend",
+            "process",
+            "--actors",
+            "2",
+            "--steps-per-actor",
+            "16",
+            "--max-steps",
+            "64",
+            "--no-progress",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 1  # 64 steps do not reach 475
+    assert "asynchronously: 2 actor processes x 16 steps" in out
+    assert "64 env steps, 2 updates" in out
+
+
+def test_train_async_refuses_the_ray_backend(capsys):
+    code = main(["train", "--mode", "async", "--backend", "ray", "--max-steps", "16"])
+    assert code == 2
+    assert "--backend: expected one of ['inprocess', 'process'] with --mode async" in (
+        capsys.readouterr().err
+    )
