@@ -12,6 +12,13 @@ another space and be mapped onto it (:data:`ACTION_MODES`):
   ``n = round(2 ** ((a + 1) / 2 * log2(max_actors)))``, so ``-1`` is one actor, ``0`` is
   ``sqrt(max_actors)`` and ``1`` is ``max_actors``. Neighbouring sizes share the policy's
   mean, and a Gaussian policy explores around it.
+* ``"step"``: ``Discrete(3)``, relative to the current size on the ``pow2`` ladder: ``0``
+  one size down (halve), ``1`` keep, ``2`` one size up (double). An episode starts at
+  ``start_actors`` (default: the middle of the ladder, 8 of 1-32), so the first action
+  picks half, the same or double of it. The scheduler cannot see the fleet size in the
+  env's 7-dim state, so this mode appends it (the ladder position, 0 to 1) as an 8th
+  entry. Exploring around the current size changes the fleet by one step at a time
+  instead of jumping between 1 and 32 at random, each jump up paying a cold start.
 
 :class:`SchedulerActionWrapper` wraps the env for training; :class:`MappedScheduler` wraps a
 trained model (anything with SB3's ``predict``) so that it acts in the env's own space, as
@@ -32,13 +39,21 @@ __all__ = [
     "ACTION_MODES",
     "MappedScheduler",
     "SchedulerActionWrapper",
+    "STEP_DOWN",
+    "STEP_KEEP",
+    "STEP_UP",
     "action_space_for",
     "fleet_sizes",
     "num_actors_for",
+    "start_index",
+    "step_index",
+    "with_size_feature",
 ]
 
 #: The action parametrisations a learned scheduler can use.
-ACTION_MODES: tuple[str, ...] = ("discrete", "pow2", "log2")
+ACTION_MODES: tuple[str, ...] = ("discrete", "pow2", "log2", "step")
+#: The ``"step"`` mode's actions: one size down, keep, one size up.
+STEP_DOWN, STEP_KEEP, STEP_UP = 0, 1, 2
 
 
 def _check_mode(mode: Any) -> str:
@@ -74,6 +89,8 @@ def action_space_for(mode: str, max_actors: int) -> gym.Space:
         return gym.spaces.Discrete(max_actors)
     if mode == "pow2":
         return gym.spaces.Discrete(len(fleet_sizes(max_actors)))
+    if mode == "step":
+        return gym.spaces.Discrete(3)
     return gym.spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
 
 
@@ -87,10 +104,16 @@ def num_actors_for(mode: str, action: Any, max_actors: int) -> int:
         [1, 6, 16, 32, 32]
 
     Raises:
-        ValueError: an unknown mode or an action outside the space.
+        ValueError: an unknown mode, the relative ``"step"`` mode (its size depends on the
+            current one: :func:`step_index`), or an action outside the space.
     """
     mode = _check_mode(mode)
     max_actors = check_int("max_actors", max_actors, low=1)
+    if mode == "step":
+        raise ValueError(
+            "mode: 'step' is relative to the current size; use step_index, "
+            "SchedulerActionWrapper or MappedScheduler"
+        )
     arr = np.asarray(action)
     if mode == "log2":
         if arr.size != 1 or not np.all(np.isfinite(arr)):
@@ -111,7 +134,59 @@ def num_actors_for(mode: str, action: Any, max_actors: int) -> int:
     return sizes[index]
 
 
-class SchedulerActionWrapper(gym.ActionWrapper):
+def start_index(max_actors: int, start_actors: int | None = None) -> int:
+    """Where a ``"step"`` episode starts on the ladder :func:`fleet_sizes`.
+
+    Example:
+        >>> start_index(32), fleet_sizes(32)[start_index(32)], start_index(32, 16)
+        (3, 8, 4)
+
+    Raises:
+        ValueError: ``start_actors`` is not one of the ladder's sizes.
+    """
+    sizes = fleet_sizes(max_actors)
+    if start_actors is None:
+        return len(sizes) // 2
+    start_actors = check_int("start_actors", start_actors, low=1)
+    if start_actors not in sizes:
+        raise ValueError(f"start_actors: expected one of {sizes}, actual {start_actors}")
+    return sizes.index(start_actors)
+
+
+def step_index(index: int, action: Any, n_sizes: int) -> int:
+    """The ladder position after a ``"step"`` action (held at both ends).
+
+    Example:
+        >>> [step_index(3, a, 6) for a in (STEP_DOWN, STEP_KEEP, STEP_UP)]
+        [2, 3, 4]
+        >>> step_index(5, STEP_UP, 6), step_index(0, STEP_DOWN, 6)
+        (5, 0)
+
+    Raises:
+        ValueError: an action that is not 0, 1 or 2.
+    """
+    arr = np.asarray(action)
+    if arr.size != 1 or not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"action: expected one integer, actual {action!r}")
+    a = int(arr.reshape(-1)[0])
+    if a not in (STEP_DOWN, STEP_KEEP, STEP_UP):
+        raise ValueError(f"action: expected an integer in [0, 3), actual {a}")
+    return int(min(max(index + a - STEP_KEEP, 0), n_sizes - 1))
+
+
+def with_size_feature(observation: Any, index: int, n_sizes: int) -> np.ndarray:
+    """The observation with the ladder position ``index / (n_sizes - 1)`` appended.
+
+    Example:
+        >>> with_size_feature(np.zeros(7, np.float32), 3, 6)[-1]
+        np.float32(0.6)
+    """
+    obs = np.asarray(observation, dtype=np.float32).reshape(-1)
+    position = index / (n_sizes - 1) if n_sizes > 1 else 0.0
+    return np.append(obs, np.float32(position)).astype(np.float32)
+
+
+class SchedulerActionWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Let a scheduler act in ``mode`` on an ``ActorSchedulingEnv`` (``Discrete(max_actors)``).
 
     Example:
@@ -125,17 +200,33 @@ class SchedulerActionWrapper(gym.ActionWrapper):
         8
         >>> env.close()
 
+    In the ``"step"`` mode the observation gains the ladder position as an 8th entry:
+
+        >>> env = SchedulerActionWrapper(
+        ...     gym.make("fleetgym/ActorScheduling-CartPole-Modeled-v0"), "step")
+        >>> obs, _ = env.reset(seed=0)
+        >>> obs.shape, round(float(obs[-1]), 2)
+        ((8,), 0.6)
+        >>> env.step(STEP_UP)[4]["num_actors"], env.step(STEP_KEEP)[4]["num_actors"]
+        (16, 16)
+        >>> env.close()
+
     Args:
         env: the scheduling env (its action space must be ``Discrete``).
         mode: one of :data:`ACTION_MODES`.
+        start_actors: where a ``"step"`` episode starts (:func:`start_index`; other modes
+            ignore it).
 
     Raises:
         TypeError: the env's action space is not ``Discrete``.
-        ValueError: an unknown mode.
+        ValueError: an unknown mode, or ``start_actors`` off the ladder.
     """
 
-    def __init__(self, env: gym.Env, mode: str = "discrete") -> None:
-        super().__init__(env)
+    def __init__(
+        self, env: gym.Env, mode: str = "discrete", start_actors: int | None = None
+    ) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self, mode=mode, start_actors=start_actors)
+        gym.Wrapper.__init__(self, env)
         if not isinstance(env.action_space, gym.spaces.Discrete):
             raise TypeError(
                 f"env: expected a Discrete action space (ActorSchedulingEnv), "
@@ -144,31 +235,76 @@ class SchedulerActionWrapper(gym.ActionWrapper):
         self.mode = _check_mode(mode)
         self.max_actors = int(env.action_space.n)
         self.action_space = action_space_for(self.mode, self.max_actors)
+        self.sizes = fleet_sizes(self.max_actors)
+        self.start = start_index(self.max_actors, start_actors)
+        self.index = self.start
+        if self.mode == "step":
+            space = env.observation_space
+            if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
+                raise TypeError(f"env: expected a 1-D Box observation space, actual {space}")
+            self.observation_space = gym.spaces.Box(
+                np.append(space.low, 0.0).astype(np.float32),
+                np.append(space.high, 1.0).astype(np.float32),
+                dtype=np.float32,
+            )
 
-    def action(self, action: Any) -> int:
-        return num_actors_for(self.mode, action, self.max_actors) - 1
+    def _observe(self, obs: Any) -> Any:
+        if self.mode != "step":
+            return obs
+        return with_size_feature(obs, self.index, len(self.sizes))
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        self.index = self.start
+        return self._observe(obs), info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        if self.mode == "step":
+            self.index = step_index(self.index, action, len(self.sizes))
+            env_action = self.sizes[self.index] - 1
+        else:
+            env_action = num_actors_for(self.mode, action, self.max_actors) - 1
+        obs, reward, terminated, truncated, info = self.env.step(env_action)
+        return self._observe(obs), float(reward), terminated, truncated, info
 
 
 class MappedScheduler:
     """A trained scheduler that acts in ``mode``, seen in the env's ``Discrete(max_actors)``.
 
     Wraps anything with SB3's ``predict`` (a loaded PPO model) so it can be evaluated on
-    the plain scheduling env next to the baselines.
+    the plain scheduling env next to the baselines. In the ``"step"`` mode it keeps each
+    env's ladder position (reset where ``episode_start`` is true, or on the first call)
+    and appends it to the observation, as :class:`SchedulerActionWrapper` does.
 
     Example:
         >>> from fleetgym.agents.schedulers import FixedScheduler
         >>> inner = FixedScheduler(3, max_actors=6)  # action 2 = the third size of pow2
         >>> MappedScheduler(inner, "pow2", max_actors=32).predict(np.zeros(7))[0]
         array([3])
+        >>> class AlwaysUp:
+        ...     def predict(self, obs, state=None, episode_start=None, deterministic=True):
+        ...         return np.full(len(obs), STEP_UP), state
+        >>> up = MappedScheduler(AlwaysUp(), "step", max_actors=32)
+        >>> [int(up.predict(np.zeros(7), episode_start=np.array([k == 0]))[0][0]) + 1
+        ...  for k in range(4)]
+        [16, 32, 32, 32]
 
     Args:
         model: the predictor.
         mode: the mode it was trained in.
         max_actors: ``I_max``.
         name: its name in tables.
+        start_actors: where a ``"step"`` episode starts (:func:`start_index`).
     """
 
-    def __init__(self, model: Any, mode: str, max_actors: int = 32, name: str = "learned"):
+    def __init__(
+        self,
+        model: Any,
+        mode: str,
+        max_actors: int = 32,
+        name: str = "learned",
+        start_actors: int | None = None,
+    ):
         if not hasattr(model, "predict"):
             raise TypeError(
                 f"model: expected an object with predict, actual {type(model).__name__}"
@@ -177,6 +313,9 @@ class MappedScheduler:
         self.mode = _check_mode(mode)
         self.max_actors = check_int("max_actors", max_actors, low=1)
         self.name = name
+        self.sizes = fleet_sizes(self.max_actors)
+        self.start = start_index(self.max_actors, start_actors)
+        self._index: np.ndarray | None = None
 
     def predict(
         self,
@@ -185,12 +324,15 @@ class MappedScheduler:
         episode_start: Any = None,
         deterministic: bool = True,
     ) -> tuple[np.ndarray, Any]:
+        obs = np.asarray(observation)
+        batched = obs.ndim == 2
+        n = obs.shape[0] if batched else 1
+        if self.mode == "step":
+            return self._predict_step(obs.reshape(n, -1), state, episode_start, deterministic)
         action, state = self.model.predict(
             observation, state=state, episode_start=episode_start, deterministic=deterministic
         )
-        obs = np.asarray(observation)
-        batched = obs.ndim == 2
-        rows = np.asarray(action).reshape(obs.shape[0] if batched else 1, -1)
+        rows = np.asarray(action).reshape(n, -1)
         out = np.array(
             [
                 num_actors_for(self.mode, r if self.mode == "log2" else r[0], self.max_actors) - 1
@@ -199,6 +341,34 @@ class MappedScheduler:
             dtype=np.int64,
         )
         return out, state
+
+    def _predict_step(
+        self, rows: np.ndarray, state: Any, episode_start: Any, deterministic: bool
+    ) -> tuple[np.ndarray, Any]:
+        n = rows.shape[0]
+        if self._index is None or self._index.shape[0] != n:
+            self._index = np.full(n, self.start, dtype=np.int64)
+        if episode_start is not None:
+            starts = np.asarray(episode_start, dtype=bool).reshape(-1)
+            if starts.shape[0] != n:
+                raise ValueError(
+                    f"episode_start: expected {n} entries (one per observation), "
+                    f"actual shape {np.shape(episode_start)}"
+                )
+            self._index[starts] = self.start
+        augmented = np.stack(
+            [
+                with_size_feature(r, int(i), len(self.sizes))
+                for r, i in zip(rows, self._index, strict=True)
+            ]
+        )
+        action, state = self.model.predict(
+            augmented, state=state, episode_start=episode_start, deterministic=deterministic
+        )
+        actions = np.asarray(action).reshape(n)
+        for k in range(n):
+            self._index[k] = step_index(int(self._index[k]), actions[k], len(self.sizes))
+        return np.array([self.sizes[i] - 1 for i in self._index], dtype=np.int64), state
 
     def __repr__(self) -> str:
         return f"MappedScheduler({self.model!r}, {self.mode!r}, max_actors={self.max_actors})"

@@ -98,7 +98,7 @@ def load_scheduler(path: str | Path, env: Any = None, **kwargs: Any) -> PPO:
 def load_learned_scheduler(path: str | Path) -> Any:
     """A saved scheduler ready to act on the scheduling env's own ``Discrete`` actions.
 
-    A scheduler trained in another action parametrisation (``pow2``, ``log2``) is wrapped
+    A scheduler trained in another action parametrisation (``pow2``, ``log2``, ``step``) is wrapped
     in :class:`~fleetgym.agents.scheduler_actions.MappedScheduler`, which maps its
     actions back.
 
@@ -107,11 +107,14 @@ def load_learned_scheduler(path: str | Path) -> Any:
     """
     model = load_scheduler(path)
     meta = getattr(model, META_ATTR, None) or {}
-    mode = meta.get("config", {}).get("actions", "discrete")
+    config = meta.get("config", {})
+    mode = config.get("actions", "discrete")
     if mode == "discrete":
         return model
     max_actors = int(meta.get("env_kwargs", {}).get("max_actors", 32))
-    return MappedScheduler(model, mode, max_actors=max_actors)
+    return MappedScheduler(
+        model, mode, max_actors=max_actors, start_actors=config.get("start_actors")
+    )
 
 
 def export_scheduler(src: str | Path, dst: str | Path) -> Path:

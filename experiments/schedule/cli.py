@@ -132,8 +132,22 @@ def add_ppo_arguments(parser: argparse.ArgumentParser) -> None:
         "--actions",
         choices=ACTION_MODES,
         default=d.actions,
-        help="action parametrisation: pow2 (1, 2, 4, ..., max_actors; the default), discrete "
-        "(Discrete(max_actors), the paper's) or log2 (one continuous action on a log scale)",
+        help="action parametrisation: pow2 (1, 2, 4, ..., max_actors), discrete "
+        "(Discrete(max_actors), the paper's), log2 (one continuous action on a log scale) or "
+        "step (halve, keep or double the current size; the size is added to the state)",
+    )
+    parser.add_argument(
+        "--start-actors",
+        type=int_in(1, 4096),
+        default=d.start_actors,
+        help="with --actions step: the fleet size an episode starts from, a power of two "
+        "(default: the middle of 1..max_actors, 8 of 32)",
+    )
+    parser.add_argument(
+        "--keep-prior",
+        type=positive_float,
+        default=d.keep_prior,
+        help="with --actions step: the initial policy's probability of keeping the size, in (0, 1)",
     )
     parser.add_argument(
         "--sde",
@@ -362,6 +376,8 @@ def _ppo_config(args: argparse.Namespace) -> SchedulerPPOConfig:
             normalize_reward=args.normalize_reward,
             actions=args.actions,
             use_sde=args.sde,
+            start_actors=args.start_actors,
+            keep_prior=args.keep_prior,
         )
     except (ValueError, TypeError) as error:
         raise UsageError(str(error)) from None

@@ -78,6 +78,12 @@ class SchedulerPPOConfig:
             ``Discrete(max_actors)`` (the paper's; 32 unordered choices collapse onto one
             early at lr 0.005); ``"log2"``, one continuous action on a log
             scale.
+        start_actors: with ``actions="step"``, the fleet size an episode starts from
+            (None: the middle of the ladder, 8 of 1-32).
+        keep_prior: with ``actions="step"``, the initial policy's probability of keeping
+            the current size (the two moves share the rest; 1/3 is uniform). A uniform
+            start walks the fleet at random, and each step up pays a cold start; 0.8
+            explores one move in five rounds.
         use_sde: with ``actions="log2"``, generalised state-dependent exploration (SB3
             ``use_sde``, noise drawn once per rollout), so that exploration changes the
             fleet size smoothly with the state instead of at random every round.
@@ -99,12 +105,28 @@ class SchedulerPPOConfig:
     n_envs: int = 1
     normalize_reward: bool = False
     hidden: tuple[int, ...] = (64, 64)
-    actions: str = "pow2"
+    actions: str = "step"
     use_sde: bool = False
+    start_actors: int | None = None
+    keep_prior: float = 0.8
 
     def __post_init__(self) -> None:
         if self.actions not in ACTION_MODES:
             raise ValueError(f"actions: expected one of {ACTION_MODES}, actual {self.actions!r}")
+        if self.start_actors is not None and (
+            isinstance(self.start_actors, bool)
+            or not isinstance(self.start_actors, int)
+            or self.start_actors < 1
+        ):
+            raise ValueError(
+                f"start_actors: expected None or a positive int, actual {self.start_actors!r}"
+            )
+        if (
+            isinstance(self.keep_prior, bool)
+            or not isinstance(self.keep_prior, (int, float))
+            or not 0 < self.keep_prior < 1
+        ):
+            raise ValueError(f"keep_prior: expected a number in (0, 1), actual {self.keep_prior!r}")
         if self.use_sde and self.actions != "log2":
             raise ValueError("use_sde: needs a continuous action space, actions='log2'")
         for name in ("n_steps", "batch_size", "n_epochs", "n_envs"):

@@ -44,7 +44,13 @@ from fleetgym.validation import check_int
 if TYPE_CHECKING:
     from stable_baselines3.common.vec_env import VecEnv
 
-__all__ = ["TrainingResult", "finetune_scheduler", "make_scheduler_vec_env", "train_scheduler"]
+__all__ = [
+    "TrainingResult",
+    "finetune_scheduler",
+    "make_scheduler_vec_env",
+    "set_keep_prior",
+    "train_scheduler",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +98,7 @@ def make_scheduler_vec_env(
     normalize_reward: bool = False,
     gamma: float = 0.99,
     actions: str = "discrete",
+    start_actors: int | None = None,
 ) -> VecEnv:
     """The SB3 vector env the scheduler trains on (``DummyVecEnv`` of ``Monitor``-ed envs).
 
@@ -108,6 +115,7 @@ def make_scheduler_vec_env(
         gamma: discount used by the reward normalisation.
         actions: the scheduler's action parametrisation
             (:class:`~fleetgym.agents.scheduler_actions.SchedulerActionWrapper`).
+        start_actors: with ``actions="step"``, the size an episode starts from.
 
     Raises:
         TypeError: ``env_kwargs`` is not a mapping.
@@ -124,7 +132,7 @@ def make_scheduler_vec_env(
     def factory() -> gym.Env:
         env = gym.make(env_id, **kwargs)
         if actions != "discrete":
-            env = SchedulerActionWrapper(env, actions)
+            env = SchedulerActionWrapper(env, actions, start_actors=start_actors)
         return Monitor(env)
 
     venv: VecEnv = DummyVecEnv([factory] * n_envs)
@@ -225,6 +233,7 @@ def train_scheduler(
         normalize_reward=config.normalize_reward,
         gamma=config.gamma,
         actions=config.actions,
+        start_actors=config.start_actors,
     )
     tb_dir = str(out / "tb") if tensorboard else None
     if resume_from is not None:
@@ -250,6 +259,8 @@ def train_scheduler(
             verbose=0,
             **ppo_kwargs,
         )
+        if config.actions == "step":
+            set_keep_prior(model, config.keep_prior)
 
     checkpoint_dir = out / "checkpoints"
     callback = EpisodeBudgetCallback(
@@ -303,6 +314,22 @@ def train_scheduler(
         wall,
     )
     return result
+
+
+def set_keep_prior(model: Any, keep: float) -> None:
+    """Start a ``"step"`` scheduler's policy at P(keep) = ``keep``, the moves at half the rest.
+
+    SB3 initialises the action head with a small gain, so its logits start near zero; the
+    bias of the "keep" logit is set to ``log(2 keep / (1 - keep))``, the other two to 0.
+    """
+    import torch
+
+    from fleetgym.agents.scheduler_actions import STEP_KEEP
+
+    head = model.policy.action_net
+    with torch.no_grad():
+        head.bias.zero_()
+        head.bias[STEP_KEEP] = float(np.log(2.0 * keep / (1.0 - keep)))
 
 
 def _max_rounds(venv: Any) -> int:

@@ -9,11 +9,16 @@ import pytest
 import fleetgym  # noqa: F401  (registers the IDs)
 from fleetgym.agents.scheduler_actions import (
     ACTION_MODES,
+    STEP_DOWN,
+    STEP_KEEP,
+    STEP_UP,
     MappedScheduler,
     SchedulerActionWrapper,
     action_space_for,
     fleet_sizes,
     num_actors_for,
+    start_index,
+    step_index,
 )
 from fleetgym.agents.schedulers import FixedScheduler
 
@@ -31,6 +36,8 @@ def test_pow2_sizes_are_increasing_and_end_at_max(max_actors):
 @pytest.mark.parametrize("max_actors", [1, 7, 32])
 def test_every_action_of_every_mode_is_a_valid_fleet(max_actors):
     for mode in ACTION_MODES:
+        if mode == "step":  # relative: tested below
+            continue
         space = action_space_for(mode, max_actors)
         if isinstance(space, gym.spaces.Discrete):
             actions = [np.int64(a) for a in range(space.n)]
@@ -128,3 +135,91 @@ def test_config_checks_the_action_mode():
     with pytest.raises(ValueError, match="use_sde: needs a continuous action space"):
         SchedulerPPOConfig(actions="pow2", use_sde=True)
     assert SchedulerPPOConfig(actions="log2", use_sde=True).ppo_kwargs()["use_sde"] is True
+
+
+def test_step_walks_the_ladder_and_holds_at_its_ends():
+    sizes = fleet_sizes(32)
+    index = start_index(32)
+    assert sizes[index] == 8
+    walk = []
+    for action in (STEP_UP, STEP_UP, STEP_UP, STEP_KEEP, STEP_DOWN) + (STEP_DOWN,) * 6:
+        index = step_index(index, action, len(sizes))
+        walk.append(sizes[index])
+    assert walk == [16, 32, 32, 32, 16, 8, 4, 2, 1, 1, 1]
+    assert sizes[start_index(32, 2)] == 2
+    with pytest.raises(ValueError, match=r"start_actors: expected one of \(1, 2, 4"):
+        start_index(32, 3)
+    with pytest.raises(ValueError, match=r"in \[0, 3\), actual 3"):
+        step_index(0, 3, 6)
+    with pytest.raises(ValueError, match="'step' is relative"):
+        num_actors_for("step", 1, 32)
+
+
+def test_step_wrapper_adds_the_size_and_restarts_each_episode():
+    from stable_baselines3.common.env_checker import check_env
+
+    env = SchedulerActionWrapper(gym.make(MODELED), "step", start_actors=4)
+    assert env.action_space == gym.spaces.Discrete(3)
+    assert env.observation_space.shape == (8,)
+    obs, _ = env.reset(seed=0)
+    assert obs[-1] == pytest.approx(2 / 5)  # 4 actors: ladder position 2 of 0..5
+    seen = []
+    for action in (STEP_UP, STEP_KEEP, STEP_DOWN, STEP_DOWN):
+        obs, _, _, _, info = env.step(action)
+        seen.append(info["num_actors"])
+        assert obs[-1] == pytest.approx(fleet_sizes(32).index(info["num_actors"]) / 5)
+        assert env.observation_space.contains(obs)
+    assert seen == [8, 8, 4, 2]
+    obs, _ = env.reset(seed=1)
+    assert obs[-1] == pytest.approx(2 / 5)
+    check_env(env)
+    env.close()
+
+
+def test_a_trained_step_scheduler_acts_alike_wrapped_and_on_the_plain_env(tmp_path):
+    # The same model acting through the training wrapper and through MappedScheduler on
+    # the plain env (how it is evaluated next to the baselines) picks the same fleets.
+    from fleetgym.experiments.schedule.checkpoint import load_learned_scheduler, load_scheduler
+    from fleetgym.experiments.schedule.config import SchedulerPPOConfig
+    from fleetgym.experiments.schedule.evaluate import evaluate_scheduler
+    from fleetgym.experiments.schedule.train import train_scheduler
+
+    config = SchedulerPPOConfig(
+        n_steps=8, batch_size=4, n_epochs=1, actions="step", start_actors=16
+    )
+    kwargs = {"workload": "CartPole-v1", "timing": "modeled", "max_rounds": 6}
+    result = train_scheduler(
+        tmp_path,
+        env_id="fleetgym/ActorScheduling-v0",
+        env_kwargs=kwargs,
+        episodes=2,
+        config=config,
+        tensorboard=False,
+        progress=False,
+    )
+    scheduler = load_learned_scheduler(result.model_path)
+    assert isinstance(scheduler, MappedScheduler) and scheduler.mode == "step"
+    assert fleet_sizes(32)[scheduler.start] == 16
+    episodes = evaluate_scheduler(scheduler, kwargs, [0, 1], env_id="fleetgym/ActorScheduling-v0")
+    model = load_scheduler(result.model_path)
+    for seed, episode in zip([0, 1], episodes, strict=True):
+        env = SchedulerActionWrapper(
+            gym.make("fleetgym/ActorScheduling-v0", **kwargs), "step", start_actors=16
+        )
+        obs, _ = env.reset(seed=seed)
+        sizes, done = [], False
+        while not done:
+            action, _ = model.predict(obs, deterministic=True)
+            obs, _, terminated, truncated, info = env.step(action)
+            sizes.append(info["num_actors"])
+            done = terminated or truncated
+        env.close()
+        assert sizes == list(episode.num_actors)
+
+
+def test_config_checks_the_start_size():
+    from fleetgym.experiments.schedule.config import SchedulerPPOConfig
+
+    for bad in (0, -2, 2.5, True):
+        with pytest.raises(ValueError, match="start_actors: expected None or a positive int"):
+            SchedulerPPOConfig(actions="step", start_actors=bad)
