@@ -78,6 +78,7 @@ class AsyncActorSlots:
     def _actor(self, slot: int) -> Any:
         if slot not in self._actors:
             incarnation = self._incarnations[slot]
+            actor: Any
             if self._server is not None:
                 actor = ServedActor(self.workload, slot, self.seed, incarnation, self._server)
             elif self.actors == "process":
