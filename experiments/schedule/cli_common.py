@@ -1,0 +1,189 @@
+"""What the ``fleetgym schedule`` actions share: env and PPO arguments, and their checks.
+
+:func:`add_env_arguments` and :func:`add_ppo_arguments` add the arguments that choose the
+scheduling env and the scheduler's PPO; :func:`env_config_from_args` and
+:func:`ppo_config` turn them back into an env ID, keyword arguments and a
+:class:`~fleetgym.experiments.schedule.config.SchedulerPPOConfig`; :func:`usable_env`
+makes the env once so that a bad argument is a usage error before any work starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from fleetgym.agents.fleet.base import MAX_ACTORS_LIMIT
+from fleetgym.agents.scheduler_actions import ACTION_MODES
+from fleetgym.errors import FleetgymError
+from fleetgym.experiments.argtypes import (
+    UsageError,
+    discount,
+    env_kwarg,
+    int_in,
+    learning_rate,
+    non_negative_float,
+    positive_float,
+)
+from fleetgym.experiments.schedule.config import GENERAL_ENV_ID, SchedulerPPOConfig
+
+__all__ = [
+    "MAX_EPISODES",
+    "add_env_arguments",
+    "add_ppo_arguments",
+    "env_config_from_args",
+    "ppo_config",
+    "setup_torch",
+    "usable_env",
+]
+
+#: Most scheduler episodes ``--episodes`` asks for (a guard against typos).
+MAX_EPISODES = 1_000_000
+
+
+def add_env_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments that choose the scheduling env (shared by train and finetune)."""
+    parser.add_argument(
+        "--workload",
+        default="CartPole-v1",
+        help="workload the scheduled training runs train (default: CartPole-v1)",
+    )
+    parser.add_argument(
+        "--timing",
+        choices=("modeled", "measured"),
+        default="modeled",
+        help="modeled: deterministic per-step compute model (default, reproducible); "
+        "measured: real measured compute times",
+    )
+    parser.add_argument(
+        "--preset", choices=("fast", "paper"), default="fast", help="env defaults (fast)"
+    )
+    parser.add_argument(
+        "--max-actors",
+        type=int_in(1, MAX_ACTORS_LIMIT),
+        default=32,
+        help="most actors per round, I_max (default 32)",
+    )
+    parser.add_argument(
+        "--env-id",
+        default=None,
+        help=f"scheduling env ID (default: {GENERAL_ENV_ID} with --workload, --preset, "
+        "--timing and --max-actors)",
+    )
+    parser.add_argument(
+        "--env-kwarg",
+        action="append",
+        default=[],
+        type=env_kwarg,
+        metavar="KEY=VALUE",
+        help="extra env keyword argument (VALUE parsed as JSON if it can be), repeatable",
+    )
+
+
+def add_ppo_arguments(parser: argparse.ArgumentParser) -> None:
+    """The scheduler's PPO hyperparameters."""
+    d = SchedulerPPOConfig()
+    parser.add_argument(
+        "--lr", type=learning_rate, default=d.learning_rate, help="Adam learning rate"
+    )
+    parser.add_argument(
+        "--n-steps", type=int_in(1, 1_000_000), default=d.n_steps, help="rounds per env per update"
+    )
+    parser.add_argument(
+        "--batch-size", type=int_in(1, 10_000_000), default=d.batch_size, help="minibatch size"
+    )
+    parser.add_argument(
+        "--n-epochs", type=int_in(1, 1_000), default=d.n_epochs, help="epochs per update"
+    )
+    parser.add_argument(
+        "--n-envs", type=int_in(1, 256), default=d.n_envs, help="scheduling envs in parallel"
+    )
+    parser.add_argument("--gamma", type=discount, default=d.gamma, help="discount over rounds")
+    parser.add_argument(
+        "--ent-coef", type=non_negative_float, default=d.ent_coef, help="entropy bonus"
+    )
+    parser.add_argument(
+        "--normalize-reward",
+        action="store_true",
+        help="scale rewards by a running std of the return (VecNormalize, rewards only)",
+    )
+    parser.add_argument(
+        "--actions",
+        choices=ACTION_MODES,
+        default=d.actions,
+        help="action parametrisation: pow2 (1, 2, 4, ..., max_actors), discrete "
+        "(Discrete(max_actors), the paper's), log2 (one continuous action on a log scale) or "
+        "step (halve, keep or double the current size; the size is added to the state)",
+    )
+    parser.add_argument(
+        "--start-actors",
+        type=int_in(1, 4096),
+        default=d.start_actors,
+        help="with --actions step: the fleet size an episode starts from, a power of two "
+        "(default: the middle of 1..max_actors, 8 of 32)",
+    )
+    parser.add_argument(
+        "--keep-prior",
+        type=positive_float,
+        default=d.keep_prior,
+        help="with --actions step: the initial policy's probability of keeping the size, in (0, 1)",
+    )
+    parser.add_argument(
+        "--sde",
+        action="store_true",
+        help="state-dependent exploration (with --actions log2)",
+    )
+
+
+def env_config_from_args(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The env ID and keyword arguments the CLI arguments select."""
+    extra = dict(getattr(args, "env_kwarg", []) or [])
+    if getattr(args, "env_id", None):
+        return args.env_id, extra
+    return GENERAL_ENV_ID, {
+        "workload": args.workload,
+        "preset": args.preset,
+        "timing": args.timing,
+        "max_actors": args.max_actors,
+        **extra,
+    }
+
+
+def usable_env(env_id: str, env_kwargs: dict[str, Any]) -> None:
+    """Make the scheduling env once (cheap: no fleet starts before ``reset``), so a bad
+    workload or env keyword argument is a usage error before any training starts."""
+    import gymnasium as gym
+
+    from fleetgym.experiments.schedule.config import validate_env_kwargs
+
+    try:
+        gym.make(env_id, **validate_env_kwargs(env_kwargs)).close()
+    except (FleetgymError, ValueError, TypeError, gym.error.Error) as error:
+        raise UsageError(f"--workload/--env-id/--env-kwarg: {error}") from None
+
+
+def ppo_config(args: argparse.Namespace) -> SchedulerPPOConfig:
+    try:
+        return SchedulerPPOConfig(
+            learning_rate=args.lr,
+            n_steps=args.n_steps,
+            batch_size=args.batch_size,
+            n_epochs=args.n_epochs,
+            n_envs=args.n_envs,
+            gamma=args.gamma,
+            ent_coef=args.ent_coef,
+            normalize_reward=args.normalize_reward,
+            actions=args.actions,
+            use_sde=args.sde,
+            start_actors=args.start_actors,
+            keep_prior=args.keep_prior,
+        )
+    except (ValueError, TypeError) as error:
+        raise UsageError(str(error)) from None
+
+
+def setup_torch() -> None:
+    import torch
+
+    # The machines this runs on are small and shared; one thread is also the fastest for
+    # networks of 64 units.
+    torch.set_num_threads(1)
