@@ -3,11 +3,11 @@
 The study is :func:`fleetgym.experiments.schedule.seeds.seed_study`; this module is its
 command line. Examples::
 
-    fleetgym schedule seeds --workload CartPole-v1 --train-seeds 5 --out runs/seeds
+    fleetgym schedule seeds --workload CartPole-v1 --train-seeds 5 --out runs/study
     fleetgym schedule seeds --workload CartPole-v1 --train-seeds 1 \\
         --cost-weights 0 200 2000 --out runs/frontier
     fleetgym schedule seeds --workload Hopper-v5 --train-seeds 5 --episodes 10 \\
-        --finetune-from runs/seeds/cw0/seed{seed}/scheduler.zip --out runs/transfer
+        --finetune-from runs/study/cw0/seed{seed}/scheduler.zip --out runs/transfer
 """
 
 from __future__ import annotations
