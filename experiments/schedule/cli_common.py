@@ -102,6 +102,12 @@ def add_ppo_arguments(parser: argparse.ArgumentParser) -> None:
         "--ent-coef", type=non_negative_float, default=d.ent_coef, help="entropy bonus"
     )
     parser.add_argument(
+        "--target-kl",
+        type=positive_float,
+        default=d.target_kl,
+        help="end an update's epochs once the policy moved this far (KL)",
+    )
+    parser.add_argument(
         "--normalize-reward",
         action="store_true",
         help="scale rewards by a running std of the return (VecNormalize, rewards only)",
@@ -176,6 +182,7 @@ def ppo_config(args: argparse.Namespace) -> SchedulerPPOConfig:
             use_sde=args.sde,
             start_actors=args.start_actors,
             keep_prior=args.keep_prior,
+            target_kl=args.target_kl,
         )
     except (ValueError, TypeError) as error:
         raise UsageError(str(error)) from None
