@@ -425,7 +425,7 @@ class PPOLearner:
                     float(self.return_stats.var),
                     float(self.return_stats.count),
                 ],
-                "discounted": {str(k): v for k, v in self._discounted.items()},
+                "discounted": {str(k): float(v) for k, v in self._discounted.items()},
                 "hyperparameters": {h: getattr(self.workload, h) for h in HYPERPARAMETERS},
             },
         }

@@ -188,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--actors", type=int, default=8)
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument(
+        "--first-seed", type=int, default=0, help="run seeds first-seed .. first-seed + seeds - 1"
+    )
     parser.add_argument("--lag", type=int, default=4)
     parser.add_argument("--loss", choices=("gipo", "ppo", "vtrace"), default="ppo")
     parser.add_argument("--delay-ms", type=float, default=1.0)
@@ -216,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, list[dict[str, Any]]] = {}
     for kind in args.kinds:
         workload = _workload(args.workload, kind, args.delay_ms, args.delay_sigma)
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             for mode, actor_mode in [(m, a) for m in args.modes for a in args.actor_modes]:
                 if mode == "sync-fleet" and actor_mode != args.actor_modes[0]:
                     continue  # a process fleet either way: run it once

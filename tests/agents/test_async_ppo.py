@@ -160,6 +160,25 @@ def test_callback_stops_and_save_load_round_trips(tmp_path):
 
 
 @pytest.mark.timeout(120)
+def test_hopper_save_load_keeps_obs_statistics_and_reward_scaling(tmp_path):
+    # Hopper normalises observations (buffers travelling with the weights) and scales
+    # rewards (a per-actor discounted return in the learner's state): both must reload.
+    model = AsyncPPO("Hopper-v5", n_actors=2, steps_per_actor=32, epochs=1, seed=0)
+    model.learn(64, progress_bar=False)
+    path = model.save(tmp_path / "hopper.pt")
+    loaded = AsyncPPO.load(path)
+    weights, reloaded = model.learner.get_weights(), loaded.learner.get_weights()
+    assert float(model.learner.policy.obs_count) > 0
+    assert weights.keys() == reloaded.keys()
+    assert all(np.array_equal(weights[k], reloaded[k]) for k in weights)
+    assert loaded.learner._discounted == pytest.approx(model.learner._discounted)
+    obs = np.random.default_rng(0).normal(size=(4, 11))
+    assert np.array_equal(loaded.predict(obs)[0], model.predict(obs)[0])
+    model.close()
+    loaded.close()
+
+
+@pytest.mark.timeout(120)
 def test_tensorboard_logs_the_lag(tmp_path):
     model = AsyncPPO("CartPole-v1", seed=0, tensorboard_log=tmp_path / "tb", **TINY)
     model.learn(64)
