@@ -103,6 +103,17 @@ def _run_schedule(out: Path, full: bool, progress: bool) -> list[str]:
     ]
     if parts:
         lines += ["Learned scheduler " + "; ".join(parts) + ".", ""]
+    rewards = {r["scheduler"]: r["total_reward_mean"] for r in result.get("rows", [])}
+    best = result.get("best_fixed")
+    if best in rewards and "learned" in rewards:
+        gap = (rewards[best] - rewards["learned"]) / abs(rewards[best])
+        searched = [n for n in rewards if n.startswith("search best")]
+        lines += [
+            f"Total reward (higher is better): learned {rewards['learned']:.3f}, best fixed "
+            f"fleet {best} {rewards[best]:.3f} (the learned scheduler is {gap:+.1%} short "
+            "of it)" + "".join(f", {n} {rewards[n]:.3f}" for n in searched) + ".",
+            "",
+        ]
     for name, title in (
         ("actors_per_round.png", "actors and mean return per round"),
         ("time_cost.png", "time and cost of every scheduler against the Fixed(n) frontier"),

@@ -39,16 +39,22 @@ from fleetgym.experiments.schedule.report import (
     ratios,
     summarize,
 )
+from fleetgym.experiments.schedule.search import PhaseSchedule, PhaseScheduler
 from fleetgym.experiments.schedule.train import finetune_scheduler, train_scheduler
 from fleetgym.experiments.tables import group_by, write_csv
 
 __all__ = [
     "FIXED_SWEEP",
     "HEURISTICS",
+    "SEARCH_BEST_CARTPOLE",
     "compare_schedulers",
     "quick_scheduler_report",
     "transfer_experiment",
 ]
+
+#: The best schedule that really changed size in ``fleetgym schedule search`` on the
+#: modelled CartPole-v1 env (16 actors for 15 rounds, then 8; docs/schedule-headroom.md).
+SEARCH_BEST_CARTPOLE = PhaseSchedule((16, 8), (16,))
 
 #: The Fixed(n) sweep that draws the static frontier of the time-cost picture.
 FIXED_SWEEP: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
@@ -60,6 +66,7 @@ def compare_schedulers(
     out_dir: str | Path,
     *,
     learned: Mapping[str, str | Path] | None = None,
+    extra: Mapping[str, Any] | None = None,
     env_id: str = CARTPOLE_MODELED_ENV_ID,
     env_kwargs: Mapping[str, Any] | None = None,
     seeds: Sequence[int] = (0, 1, 2, 3, 4),
@@ -81,6 +88,8 @@ def compare_schedulers(
     Args:
         out_dir: output directory.
         learned: table name -> checkpoint zip (e.g. ``{"learned": "runs/scheduler.zip"}``).
+        extra: table name -> any other predictor to evaluate alongside (e.g. a searched
+            :class:`~fleetgym.experiments.schedule.search.PhaseScheduler`).
         env_id: scheduling env ID.
         env_kwargs: its keyword arguments.
         seeds: evaluation seeds (the paper's protocol: >= 5).
@@ -108,6 +117,7 @@ def compare_schedulers(
     schedulers: dict[str, Any] = {}
     for name, path in (learned or {}).items():
         schedulers[name] = load_learned_scheduler(path)
+    schedulers.update(extra or {})
     for spec in heuristics:
         sched = make_baseline(spec, max_actors=max_actors)
         schedulers[sched.name] = sched
@@ -136,8 +146,11 @@ def compare_schedulers(
     result["rows"] = rows
     budget_rows: list[dict[str, Any]] = []
     first = next(iter(learned or {}), None)
+    reward_of = {r["scheduler"]: r["total_reward_mean"] for r in rows}
+    if frontier:
+        result["best_fixed"] = max(frontier, key=lambda n: reward_of[n])
     if first is not None:
-        refs = ["max", "server", "adapt", *heuristics, *frontier]
+        refs = ["max", "server", "adapt", *heuristics, *frontier, *(extra or {})]
         result["ratios"] = ratios(rows, first, list(dict.fromkeys(refs)))
         for budget in budgets:
             b_rows = summarize(
@@ -319,8 +332,9 @@ def quick_scheduler_report(
     """The quick scheduling experiment of ``fleetgym reproduce``.
 
     Evaluates the shipped learned scheduler (trained on the deterministic CartPole
-    scheduling env it records in its metadata) against every baseline and the Fixed(n)
-    frontier on that env, and writes ``schedulers.md``, ``schedulers.csv``,
+    scheduling env it records in its metadata) against every baseline, the Fixed(n)
+    frontier and the best dynamic schedule ``fleetgym schedule search`` found
+    (:data:`SEARCH_BEST_CARTPOLE`) on that env, and writes ``schedulers.md``, ``schedulers.csv``,
     ``actors_per_round.png``, ``time_cost.png`` and ``comparison.json`` to ``out_dir``.
 
     Args:
@@ -339,11 +353,20 @@ def quick_scheduler_report(
     """
     path = Path(checkpoint) if checkpoint is not None else shipped_scheduler_path()
     meta = read_scheduler_meta(path)
+    env_kwargs = meta.get("env_kwargs", {})
+    extra: dict[str, Any] = {}
+    # The searched schedule belongs to the CartPole env it was found on (16 actors at most).
+    if env_kwargs.get("workload", "CartPole-v1") == "CartPole-v1" and int(
+        env_kwargs.get("max_actors", 32)
+    ) >= max(SEARCH_BEST_CARTPOLE.sizes):
+        searched = PhaseScheduler(SEARCH_BEST_CARTPOLE)
+        extra[f"search best {searched.name}"] = searched
     result = compare_schedulers(
         out_dir,
         learned={"learned": path},
+        extra=extra,
         env_id=meta.get("env_id", CARTPOLE_MODELED_ENV_ID),
-        env_kwargs=meta.get("env_kwargs", {}),
+        env_kwargs=env_kwargs,
         seeds=seeds,
         fixed_sweep=fixed_sweep,
         progress=progress,
