@@ -29,8 +29,8 @@ from fleetgym.agents.fleet.base import (
     RoundParts,
     SlotProgress,
     SupervisedFleetBase,
-    call_bounded,
 )
+from fleetgym.agents.fleet.waiting import call_bounded
 from fleetgym.agents.types import ActorFailure, ActorTiming, Trajectory, Weights
 from fleetgym.errors import FleetError
 

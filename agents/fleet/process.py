@@ -73,8 +73,9 @@ from multiprocessing import shared_memory
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from fleetgym.agents.fleet.base import ActorFactory, RoundParts, WaitLog, check_int
+from fleetgym.agents.fleet.base import ActorFactory, RoundParts, check_int
 from fleetgym.agents.fleet.process_pool import ProcessWorkerPool, _Worker, _WorkerRound
+from fleetgym.agents.fleet.waiting import WaitLog
 from fleetgym.agents.types import ActorFailure, ActorTiming, Trajectory, Weights
 from fleetgym.errors import FleetError
 

@@ -46,7 +46,6 @@ from fleetgym.agents.fleet.base import (
     DEFAULT_STARTUP_TIMEOUT_S,
     ActorFactory,
     RoundParts,
-    WaitLog,
 )
 from fleetgym.agents.fleet.ray_actor import RayActorHost, _import_ray, init_local_ray
 from fleetgym.agents.fleet.ray_cluster import (
@@ -56,6 +55,7 @@ from fleetgym.agents.fleet.ray_cluster import (
     placement_error,
 )
 from fleetgym.agents.fleet.ray_slots import RaySlotPool, _Progress, _RaySlot
+from fleetgym.agents.fleet.waiting import WaitLog
 from fleetgym.agents.types import ActorFailure, ActorTiming, Trajectory, Weights
 from fleetgym.errors import FleetError
 

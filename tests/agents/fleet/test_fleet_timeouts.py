@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from fleetgym.agents.fleet import InProcessFleet, ProcessFleet, base
+from fleetgym.agents.fleet import InProcessFleet, ProcessFleet, waiting
 from fleetgym.agents.workloads import get_workload
 from fleetgym.errors import FleetError
 
@@ -31,8 +31,8 @@ def weights():
 @pytest.fixture
 def quick_wait_log(monkeypatch):
     """Report waits after 0.2 s (instead of seconds), so a short test sees the log line."""
-    monkeypatch.setattr(base, "WAIT_LOG_AFTER_S", 0.2)
-    monkeypatch.setattr(base, "WAIT_LOG_EVERY_S", 0.5)
+    monkeypatch.setattr(waiting, "WAIT_LOG_AFTER_S", 0.2)
+    monkeypatch.setattr(waiting, "WAIT_LOG_EVERY_S", 0.5)
 
 
 def process_gone(pid: int) -> bool:
