@@ -10,8 +10,9 @@ actor scheduling problem):
 * round cost ``C_k`` from :class:`~fleetgym.meta_env.cost_model.RoundAccountant`
   (serverless by default, ``billing="server"`` for the VM cluster);
 * reward ``r_k = -beta * P_k - cost_weight * C_k``; on the last round, if the target ``J``
-  was not reached or the budget ran out, plus ``(max_k R_bar_k - J) / penalty_scale``
-  (``cost_weight=0, penalty_scale=1`` is the paper's form);
+  was not reached or the budget ran out, plus ``min(0, max_k R_bar_k - J) / penalty_scale``
+  (``cost_weight=0, penalty_scale=1`` is the paper's form), where a round that overspends
+  the budget does not count towards ``max_k R_bar_k`` (reaching ``J`` in it earns nothing);
 * terminated when ``R_bar_k >= J`` or the budget is spent, truncated after ``K`` rounds.
 
 Observation (``Box(7,)``): the state after round ``k`` (all zeros but the budget before
@@ -424,6 +425,9 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         self.returns_seen = self.returns_seen or (
             int(getattr(stats, "episodes_completed", 0)) > 0 or mean_return != 0.0
         )
+        # The best R_bar of the rounds before this one (None: no return seen before it).
+        seen_before = self.returns_seen and math.isfinite(self.max_return)
+        best_before = self.max_return if seen_before else None
         if self.returns_seen:
             self.max_return = max(self.max_return, mean_return)
         # Until a return is seen, max_k R_bar is the placeholder.
@@ -445,7 +449,10 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         reward = -self.beta * bill.round_time - self.cost_weight * bill.total_cost
         penalty = 0.0
         if (terminated or truncated) and (not reached or overspent):
-            penalty = (best_return - self.target_return) / self.penalty_scale
+            # How far from J the run was when it ended or the money ran out: a round that
+            # overspends does not count, so reaching J in it earns no bonus.
+            base = best_before if overspent and best_before is not None else best_return
+            penalty = min(0.0, base - self.target_return) / self.penalty_scale
             reward += penalty
         self._done = terminated or truncated
 
