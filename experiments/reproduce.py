@@ -110,8 +110,10 @@ def _run_schedule(out: Path, full: bool, progress: bool) -> list[str]:
         searched = [n for n in rewards if n.startswith("search best")]
         lines += [
             f"Total reward (higher is better): learned {rewards['learned']:.3f}, best fixed "
-            f"fleet {best} {rewards[best]:.3f} (the learned scheduler is {gap:+.1%} short "
-            "of it)" + "".join(f", {n} {rewards[n]:.3f}" for n in searched) + ".",
+            f"fleet {best} {rewards[best]:.3f} (the learned scheduler is "
+            + (f"{gap:.1%} short of it)" if gap >= 0 else f"{-gap:.1%} ahead of it)")
+            + "".join(f", {n} {rewards[n]:.3f}" for n in searched)
+            + ".",
             "",
         ]
     for name, title in (
