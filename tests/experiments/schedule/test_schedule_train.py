@@ -83,10 +83,11 @@ def test_trained_model_is_the_papers_network(trained):
     model = checkpoint.load_scheduler(trained.model_path)
     layers = [type(m).__name__ for m in model.policy.mlp_extractor.policy_net]
     assert layers == ["Linear", "Tanh", "Linear", "Tanh"]
-    assert model.policy.mlp_extractor.policy_net[0].in_features == 7
+    # The default "step" actions: the 7-dim state plus the fleet size; halve, keep, double.
+    assert model.policy.mlp_extractor.policy_net[0].in_features == 8
     assert model.policy.mlp_extractor.value_net[2].out_features == 64
     assert model.policy.action_net.out_features == 3
-    action, _ = model.predict(np.zeros(7, dtype=np.float32), deterministic=True)
+    action, _ = model.predict(np.zeros(8, dtype=np.float32), deterministic=True)
     assert 0 <= int(action) < 3
 
 
