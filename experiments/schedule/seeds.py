@@ -424,8 +424,8 @@ def _plot(
         for n, runs in fixed.items()
     }
     # A fleet that misses the target is no point of the frontier, however cheap.
-    reached = {n for n, runs in fixed.items() if all(e.success for e in runs)}
-    front = pareto_front({k: v for k, v in points.items() if int(k[6:-1]) in reached})
+    reached = {f"Fixed({n})" for n, runs in fixed.items() if all(e.success for e in runs)}
+    front = pareto_front({k: v for k, v in points.items() if k in reached})
     ax.plot(
         [points[n][0] for n in front],
         [points[n][1] for n in front],
@@ -434,7 +434,7 @@ def _plot(
         label="Fixed(n) frontier (x: misses the target on some seed)",
     )
     for name, (t, c) in points.items():
-        ax.plot(t, c, "o" if int(name[6:-1]) in reached else "x", color="0.4")
+        ax.plot(t, c, "o" if name in reached else "x", color="0.4")
         ax.annotate(name, (t, c), textcoords="offset points", xytext=(4, 4), fontsize=8)
     weights = list(study.best_fixed)
     for i, w in enumerate(weights):

@@ -23,6 +23,24 @@ from fleetgym.agents.scheduler_actions import (
 from fleetgym.agents.schedulers import FixedScheduler
 
 MODELED = "fleetgym/ActorScheduling-CartPole-Modeled-v0"
+#: A general scheduling env small enough to train a scheduler on in seconds.
+TINY_GENERAL = {"workload": "CartPole-v1", "timing": "modeled", "max_rounds": 6}
+
+
+def _train_tiny(out, **config):
+    """A scheduler trained for 2 episodes on :data:`TINY_GENERAL`."""
+    from fleetgym.experiments.schedule.config import SchedulerPPOConfig
+    from fleetgym.experiments.schedule.train import train_scheduler
+
+    return train_scheduler(
+        out,
+        env_id="fleetgym/ActorScheduling-v0",
+        env_kwargs=TINY_GENERAL,
+        episodes=2,
+        config=SchedulerPPOConfig(n_steps=8, batch_size=4, n_epochs=1, **config),
+        tensorboard=False,
+        progress=False,
+    )
 
 
 @pytest.mark.parametrize("max_actors", [1, 2, 3, 8, 20, 32, 64])
@@ -106,21 +124,10 @@ def test_mapped_scheduler_acts_in_the_env_space():
 
 def test_a_trained_pow2_scheduler_is_evaluated_on_the_plain_env(tmp_path):
     from fleetgym.experiments.schedule.checkpoint import load_learned_scheduler
-    from fleetgym.experiments.schedule.config import SchedulerPPOConfig
     from fleetgym.experiments.schedule.evaluate import evaluate_scheduler
-    from fleetgym.experiments.schedule.train import train_scheduler
 
-    config = SchedulerPPOConfig(n_steps=8, batch_size=4, n_epochs=1, actions="pow2")
-    kwargs = {"workload": "CartPole-v1", "timing": "modeled", "max_rounds": 6}
-    result = train_scheduler(
-        tmp_path,
-        env_id="fleetgym/ActorScheduling-v0",
-        env_kwargs=kwargs,
-        episodes=2,
-        config=config,
-        tensorboard=False,
-        progress=False,
-    )
+    kwargs = TINY_GENERAL
+    result = _train_tiny(tmp_path, actions="pow2")
     scheduler = load_learned_scheduler(result.model_path)
     assert isinstance(scheduler, MappedScheduler) and scheduler.mode == "pow2"
     (episode,) = evaluate_scheduler(scheduler, kwargs, [0], env_id="fleetgym/ActorScheduling-v0")
@@ -180,23 +187,10 @@ def test_a_trained_step_scheduler_acts_alike_wrapped_and_on_the_plain_env(tmp_pa
     # The same model acting through the training wrapper and through MappedScheduler on
     # the plain env (how it is evaluated next to the baselines) picks the same fleets.
     from fleetgym.experiments.schedule.checkpoint import load_learned_scheduler, load_scheduler
-    from fleetgym.experiments.schedule.config import SchedulerPPOConfig
     from fleetgym.experiments.schedule.evaluate import evaluate_scheduler
-    from fleetgym.experiments.schedule.train import train_scheduler
 
-    config = SchedulerPPOConfig(
-        n_steps=8, batch_size=4, n_epochs=1, actions="step", start_actors=16
-    )
-    kwargs = {"workload": "CartPole-v1", "timing": "modeled", "max_rounds": 6}
-    result = train_scheduler(
-        tmp_path,
-        env_id="fleetgym/ActorScheduling-v0",
-        env_kwargs=kwargs,
-        episodes=2,
-        config=config,
-        tensorboard=False,
-        progress=False,
-    )
+    kwargs = TINY_GENERAL
+    result = _train_tiny(tmp_path, actions="step", start_actors=16)
     scheduler = load_learned_scheduler(result.model_path)
     assert isinstance(scheduler, MappedScheduler) and scheduler.mode == "step"
     assert fleet_sizes(32)[scheduler.start] == 16
