@@ -134,6 +134,13 @@ def add_ppo_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --actions step: the initial policy's probability of keeping the size, in (0, 1)",
     )
     parser.add_argument(
+        "--paired-seeds",
+        type=int_in(0, 10_000),
+        default=d.paired_seeds,
+        help="train on a pool of this many workload seeds, each round paid relative to a "
+        "constant fleet of the start size on the same seed (0: a fresh seed every episode)",
+    )
+    parser.add_argument(
         "--sde",
         action="store_true",
         help="state-dependent exploration (with --actions log2)",
@@ -183,6 +190,7 @@ def ppo_config(args: argparse.Namespace) -> SchedulerPPOConfig:
             start_actors=args.start_actors,
             keep_prior=args.keep_prior,
             target_kl=args.target_kl,
+            paired_seeds=args.paired_seeds,
         )
     except (ValueError, TypeError) as error:
         raise UsageError(str(error)) from None

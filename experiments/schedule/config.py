@@ -96,6 +96,10 @@ class SchedulerPPOConfig:
             advantages are mostly noise; at lr 0.005 and no limit one update was enough to
             send a ``step`` scheduler from 8 actors to 1 or to 32 for the rest of its
             training (2 of 3 seeds).
+        paired_seeds: train each env on a pool of this many workload seeds, every round
+            paid relative to a constant fleet of the start size on the same seed (common
+            random numbers, :mod:`fleetgym.experiments.schedule.paired`); 0: a fresh seed
+            every episode and the env's own reward.
         use_sde: with ``actions="log2"``, generalised state-dependent exploration (SB3
             ``use_sde``, noise drawn once per rollout), so that exploration changes the
             fleet size smoothly with the state instead of at random every round.
@@ -122,6 +126,7 @@ class SchedulerPPOConfig:
     start_actors: int | None = None
     keep_prior: float = 0.9
     target_kl: float | None = 0.02
+    paired_seeds: int = 0
 
     def __post_init__(self) -> None:
         if self.actions not in ACTION_MODES:
@@ -150,6 +155,12 @@ class SchedulerPPOConfig:
             )
         if self.use_sde and self.actions != "log2":
             raise ValueError("use_sde: needs a continuous action space, actions='log2'")
+        if (
+            isinstance(self.paired_seeds, bool)
+            or not isinstance(self.paired_seeds, int)
+            or self.paired_seeds < 0
+        ):
+            raise ValueError(f"paired_seeds: expected an int >= 0, actual {self.paired_seeds!r}")
         for name in ("n_steps", "batch_size", "n_epochs", "n_envs"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -24,7 +24,7 @@ from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
-from fleetgym.agents.scheduler_actions import SchedulerActionWrapper
+from fleetgym.agents.scheduler_actions import SchedulerActionWrapper, fleet_sizes, start_index
 from fleetgym.experiments.schedule.callbacks import EpisodeBudgetCallback, EpisodeRecord
 from fleetgym.experiments.schedule.checkpoint import (
     load_scheduler,
@@ -38,6 +38,7 @@ from fleetgym.experiments.schedule.config import (
     stored_config,
     validate_env_kwargs,
 )
+from fleetgym.experiments.schedule.paired import PairedSeedsWrapper
 from fleetgym.experiments.tables import write_csv
 from fleetgym.validation import check_int
 
@@ -99,6 +100,7 @@ def make_scheduler_vec_env(
     gamma: float = 0.99,
     actions: str = "discrete",
     start_actors: int | None = None,
+    paired_seeds: int = 0,
 ) -> VecEnv:
     """The SB3 vector env the scheduler trains on (``DummyVecEnv`` of ``Monitor``-ed envs).
 
@@ -116,6 +118,10 @@ def make_scheduler_vec_env(
         actions: the scheduler's action parametrisation
             (:class:`~fleetgym.agents.scheduler_actions.SchedulerActionWrapper`).
         start_actors: with ``actions="step"``, the size an episode starts from.
+        paired_seeds: train on a pool of this many workload seeds per env, each round
+            paid relative to a constant fleet of the start size on the same seed
+            (:class:`~fleetgym.experiments.schedule.paired.PairedSeedsWrapper`); 0: a
+            fresh seed every episode and the env's own reward.
 
     Raises:
         TypeError: ``env_kwargs`` is not a mapping.
@@ -123,6 +129,7 @@ def make_scheduler_vec_env(
     """
     kwargs = validate_env_kwargs(env_kwargs)
     n_envs = check_int("n_envs", n_envs, low=1)
+    paired_seeds = check_int("paired_seeds", paired_seeds, low=0)
     if env_id not in gym.registry:
         raise ValueError(
             f"env_id: expected a registered scheduling env, actual {env_id!r} "
@@ -133,7 +140,17 @@ def make_scheduler_vec_env(
         env = gym.make(env_id, **kwargs)
         if actions != "discrete":
             env = SchedulerActionWrapper(env, actions, start_actors=start_actors)
-        return Monitor(env)
+        env = Monitor(env)
+        if paired_seeds:
+            max_actors = int(env.unwrapped.action_space.n)
+            reference = fleet_sizes(max_actors)[start_index(max_actors, start_actors)]
+            env = PairedSeedsWrapper(
+                env,
+                lambda: gym.make(env_id, **kwargs),
+                pool_size=paired_seeds,
+                reference_actors=reference,
+            )
+        return env
 
     venv: VecEnv = DummyVecEnv([factory] * n_envs)
     if seed is not None:
@@ -234,6 +251,7 @@ def train_scheduler(
         gamma=config.gamma,
         actions=config.actions,
         start_actors=config.start_actors,
+        paired_seeds=config.paired_seeds,
     )
     tb_dir = str(out / "tb") if tensorboard else None
     if resume_from is not None:

@@ -32,6 +32,8 @@ def test_config_is_the_papers_architecture():
         ({"ent_coef": -0.1}, "ent_coef"),
         ({"n_envs": True}, "n_envs: expected a positive int"),
         ({"hidden": ()}, "hidden: expected positive layer sizes"),
+        ({"paired_seeds": -1}, "paired_seeds: expected an int >= 0"),
+        ({"paired_seeds": 2.0}, "paired_seeds: expected an int >= 0"),
     ],
 )
 def test_config_rejects_bad_values(kwargs, match):
