@@ -13,6 +13,8 @@ def test_config_is_the_papers_architecture():
     # The paper's Adam at 0.005; ours at 0.001 with a KL limit per update (see config).
     assert kwargs["learning_rate"] == 0.001 and kwargs["target_kl"] == 0.02
     assert (cfg.actions, cfg.gamma, cfg.gae_lambda, cfg.keep_prior) == ("step", 1.0, 1.0, 0.9)
+    # Each training episode paired with Fixed(8) on one of 8 workload seeds.
+    assert cfg.paired_seeds == 8
     assert kwargs["policy_kwargs"]["net_arch"] == {"pi": [64, 64], "vf": [64, 64]}
     import torch.nn as nn
 
@@ -39,3 +41,9 @@ def test_config_is_the_papers_architecture():
 def test_config_rejects_bad_values(kwargs, match):
     with pytest.raises(ValueError, match=match):
         config.SchedulerPPOConfig(**kwargs)
+
+
+def test_a_checkpoint_from_before_a_setting_resumes_the_way_it_was_trained():
+    cfg = config.stored_config({"config": {"learning_rate": 0.005, "hidden": [64, 64]}})
+    assert cfg["actions"] == "discrete" and cfg["paired_seeds"] == 0
+    assert config.SchedulerPPOConfig(**cfg).hidden == (64, 64)
