@@ -142,7 +142,10 @@ def make_scheduler_vec_env(
             env = SchedulerActionWrapper(env, actions, start_actors=start_actors)
         env = Monitor(env)
         if paired_seeds:
-            max_actors = int(env.unwrapped.action_space.n)
+            space = env.unwrapped.action_space
+            if not isinstance(space, gym.spaces.Discrete):
+                raise TypeError(f"env: expected a Discrete action space, actual {space}")
+            max_actors = int(space.n)
             reference = fleet_sizes(max_actors)[start_index(max_actors, start_actors)]
             env = PairedSeedsWrapper(
                 env,
