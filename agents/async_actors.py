@@ -67,6 +67,8 @@ class AsyncActorSlots:
     ring: WeightRing
     actor_failures: int
     _server: Any
+    #: Where worker processes reach the server (``actors="process"``, ``inference="server"``).
+    _server_address: tuple[str, int] | None = None
     _actors: dict[int, Any]
     _incarnations: dict[int, int]
     _threads: list[threading.Thread]
@@ -79,14 +81,19 @@ class AsyncActorSlots:
         if slot not in self._actors:
             incarnation = self._incarnations[slot]
             actor: Any
-            if self._server is not None:
-                actor = ServedActor(self.workload, slot, self.seed, incarnation, self._server)
-            elif self.actors == "process":
+            if self.actors == "process":
                 from fleetgym.agents.async_process import ProcessActor
 
                 actor = ProcessActor(
-                    self.workload, slot, self.seed, incarnation, self.actor_factory
+                    self.workload,
+                    slot,
+                    self.seed,
+                    incarnation,
+                    self.actor_factory,
+                    inference_address=self._server_address,
                 )
+            elif self._server is not None:
+                actor = ServedActor(self.workload, slot, self.seed, incarnation, self._server)
             else:
                 actor = self.actor_factory(self.workload, slot, self.seed, incarnation)
             self._actors[slot] = actor
@@ -103,6 +110,9 @@ class AsyncActorSlots:
         self._server = InferenceServer(
             policy, max_batch=self.n_actors, max_wait_ms=5.0, policy_version=version
         )
+        if self.actors == "process":
+            # Worker processes reach it on a loopback socket (observations in shared memory).
+            self._server_address = self._server.listen()
 
     def prewarm(self) -> float:
         """Build every actor slot now instead of at its first rollout (in parallel).

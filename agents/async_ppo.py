@@ -130,7 +130,8 @@ class AsyncPPO(AsyncActorSlots):
             process) or ``"process"`` (each slot's environment and rollouts run in a
             worker process of its own, see :mod:`fleetgym.agents.async_process`; its
             thread only waits, so env stepping runs beside the learner outside the GIL;
-            local inference only). A killed worker is a failed rollout: counted in
+            with ``inference="server"`` the workers send their observations to the
+            server on a loopback socket, observations in shared memory). A killed worker is a failed rollout: counted in
             ``actor_failures`` and replaced by a new process.
         seed: Seeds the learner and the actors' environments.
         tensorboard_log: A folder for TensorBoard event files (``None``: no logging).
@@ -202,11 +203,6 @@ class AsyncPPO(AsyncActorSlots):
                 "actor_factory: expected None with inference='server', actual a factory"
             )
         self.actors = check_choice("actors", actors, ACTOR_MODES)
-        if self.inference == "server" and self.actors == "process":
-            raise ValueError(
-                "actors: expected 'thread' with inference='server' (the server is in-process), "
-                "actual 'process'"
-            )
         self.seed = check_int("seed", seed, low=0)
         self.tensorboard_log = None if tensorboard_log is None else Path(tensorboard_log)
         self.actor_factory: ActorFactory = actor_factory or _default_actor
@@ -396,6 +392,7 @@ class AsyncPPO(AsyncActorSlots):
         if self._server is not None:
             self._server.close()
             self._server = None
+            self._server_address = None
 
     def __enter__(self) -> AsyncPPO:
         return self

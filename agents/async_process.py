@@ -38,19 +38,53 @@ logger = logging.getLogger(__name__)
 
 
 class _SlotActor:
-    """Inside the worker: the slot's actor, labelled slot 0 of its one-slot fleet."""
+    """Inside the worker: the slot's actor, labelled slot 0 of its one-slot fleet.
+
+    With an inference server the worker steps :attr:`served_worker` itself (its actions come
+    from the server) and hands the trajectory to :meth:`finish`.
+    """
 
     def __init__(self, actor: Any) -> None:
         self.actor = actor
 
-    def rollout(self, weights: Weights, steps: int, policy_version: int) -> Trajectory:
+    @property
+    def served_worker(self) -> Any:
+        """The :class:`~fleetgym.agents.rollout.RolloutWorker` a served rollout steps."""
+        return self.actor
+
+    def finish(self, trajectory: Trajectory) -> Trajectory:
+        """Attach ``s_n`` (for value recomputation) and label the trajectory slot 0."""
         from fleetgym.agents.async_pipeline import with_next_obs
 
-        trajectory = with_next_obs(
-            self.actor.rollout(weights, steps, policy_version), getattr(self.actor, "obs", None)
-        )
+        trajectory = with_next_obs(trajectory, getattr(self.actor, "obs", None))
         trajectory.actor_id = 0
         return trajectory
+
+    def rollout(self, weights: Weights, steps: int, policy_version: int) -> Trajectory:
+        return self.finish(self.actor.rollout(weights, steps, policy_version))
+
+
+class _ServedSlotFleet(ProcessFleet):
+    """A one-slot :class:`ProcessFleet` whose worker acts through the trainer's inference
+    server at ``address`` (a loopback socket, observations in shared memory).
+
+    The trainer publishes the weights to its server after every update; a rollout request
+    carries no weights, and each sample records the version that answered it.
+    """
+
+    def __init__(self, workload: Workload, address: tuple[str, int], **options: Any) -> None:
+        super().__init__(workload, **options)
+        self.address = (str(address[0]), int(address[1]))
+
+    def _publish_weights(self, weights: Weights, steps: int, policy_version: int) -> dict[str, Any]:
+        return {
+            "weights_name": None,
+            "weights_layout": [],
+            "steps": steps,
+            "policy_version": policy_version,
+            "inference": self.address,
+            "groups": 1,
+        }
 
 
 def _build_slot_actor(
@@ -97,6 +131,10 @@ class ProcessActor:
             ``factory(workload, actor_id, seed, incarnation)`` (picklable by cloudpickle).
         actor_timeout: Seconds a rollout may take before the worker is killed (a fault).
         startup_timeout: Seconds the worker may take to start.
+        inference_address: The ``(host, port)`` of an
+            :class:`~fleetgym.agents.inference.InferenceServer` listening there: the
+            worker then sends its observations there instead of running a policy copy, and
+            the weights passed to :meth:`rollout` are ignored (None: local inference).
 
     Raises:
         FleetError: If the worker cannot start.
@@ -111,10 +149,14 @@ class ProcessActor:
         factory: Any,
         actor_timeout: float | None = DEFAULT_ACTOR_TIMEOUT_S,
         startup_timeout: float | None = DEFAULT_STARTUP_TIMEOUT_S,
+        inference_address: tuple[str, int] | None = None,
     ) -> None:
         self.actor_id = actor_id
         self.incarnation = incarnation
-        self.fleet = ProcessFleet(
+        fleet_class: Any = ProcessFleet
+        if inference_address is not None:
+            fleet_class = functools.partial(_ServedSlotFleet, address=inference_address)
+        self.fleet = fleet_class(
             workload,
             max_actors=1,
             seed=seed,

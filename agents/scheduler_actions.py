@@ -28,6 +28,7 @@ the baselines do, and can be evaluated on the same unwrapped env.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -216,16 +217,34 @@ class SchedulerActionWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         mode: one of :data:`ACTION_MODES`.
         start_actors: where a ``"step"`` episode starts (:func:`start_index`; other modes
             ignore it).
+        train_starts: with ``"step"``, exploring starts: each episode starts from a size
+            drawn uniformly from these ladder sizes instead of ``start_actors`` (a training
+            device: the policy sees every start and what moving from it earns; evaluation
+            starts from ``start_actors``). Empty: always ``start_actors``.
+        starts_seed: seed of the draws of ``train_starts`` (its own generator, so that the
+            start is independent of the workload seed ``reset`` passes on).
 
     Raises:
         TypeError: the env's action space is not ``Discrete``.
-        ValueError: an unknown mode, or ``start_actors`` off the ladder.
+        ValueError: an unknown mode, or ``start_actors`` or a ``train_starts`` size off the
+            ladder.
     """
 
     def __init__(
-        self, env: gym.Env, mode: str = "discrete", start_actors: int | None = None
+        self,
+        env: gym.Env,
+        mode: str = "discrete",
+        start_actors: int | None = None,
+        train_starts: Sequence[int] = (),
+        starts_seed: int | None = None,
     ) -> None:
-        gym.utils.RecordConstructorArgs.__init__(self, mode=mode, start_actors=start_actors)
+        gym.utils.RecordConstructorArgs.__init__(
+            self,
+            mode=mode,
+            start_actors=start_actors,
+            train_starts=tuple(train_starts),
+            starts_seed=starts_seed,
+        )
         gym.Wrapper.__init__(self, env)
         if not isinstance(env.action_space, gym.spaces.Discrete):
             raise TypeError(
@@ -238,6 +257,12 @@ class SchedulerActionWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.sizes = fleet_sizes(self.max_actors)
         self.start = start_index(self.max_actors, start_actors)
         self.index = self.start
+        self.train_starts = tuple(start_index(self.max_actors, n) for n in train_starts)
+        if self.train_starts and self.mode != "step":
+            raise ValueError(
+                f"train_starts: only the 'step' mode has a start, actual mode {mode!r}"
+            )
+        self._starts_rng = np.random.default_rng(starts_seed)
         if self.mode == "step":
             space = env.observation_space
             if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
@@ -256,6 +281,8 @@ class SchedulerActionWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(**kwargs)
         self.index = self.start
+        if self.train_starts:
+            self.index = self.train_starts[int(self._starts_rng.integers(len(self.train_starts)))]
         return self._observe(obs), info
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:

@@ -14,7 +14,9 @@ cores:
 
 ``--actor-modes thread process`` runs the ``AsyncPPO`` trainers once with actor threads
 and once with a worker process per actor slot (``actors="process"``; the table labels
-those rows ``(process actors)``).
+those rows ``(process actors)``). ``--inference server`` makes the ``AsyncPPO`` actors act
+through the trainer's inference server (in-process for threads, a loopback socket with
+observations in shared memory for processes; rows labelled ``served``).
 
 Workloads: ``uniform`` (the plain env) and ``heterogeneous`` (each actor's env steps cost
 an extra log-normal delay, ``--delay-ms`` median and ``--delay-sigma`` spread: a long tail
@@ -62,6 +64,7 @@ def run_mode(
     save_dir: Path | None = None,
     eval_episodes: int = 10,
     actor_mode: str = "thread",
+    inference: str = "local",
 ) -> dict[str, Any]:
     """One training run; returns steps, wall time, steps/s, utilisation and the return.
 
@@ -101,6 +104,7 @@ def run_mode(
             recompute_values=not synchronous,
             global_advantage_norm=not synchronous,
             actors=actor_mode,
+            inference=inference,
             seed=seed,
         )
         model.prewarm()  # the actors (worker processes) are up, as for sync-fleet
@@ -112,10 +116,12 @@ def run_mode(
         reached = final >= target
         if save_dir is not None:
             name = mode if actor_mode == "thread" else f"{mode}-{actor_mode}"
+            name += "-served" if inference == "server" else ""
             extra = _save_reload_score(model, save_dir / f"{name}-{seed}.pt", eval_episodes)
     return {
         "mode": mode,
         "actor_mode": "process" if mode == "sync-fleet" else actor_mode,
+        "inference": "local" if mode == "sync-fleet" else inference,
         "seed": seed,
         "steps": done,
         "wall_s": wall,
@@ -156,25 +162,34 @@ def table(results: dict[str, list[dict[str, Any]]]) -> list[str]:
     rows = []
     for kind, runs in results.items():
         for mode, actor_mode in [(m, a) for m in MODES for a in ACTOR_MODES]:
-            mine = [
-                r for r in runs if r["mode"] == mode and r.get("actor_mode", "thread") == actor_mode
-            ]
-            if not mine:
-                continue
-            reached = [r["wall_s"] for r in mine if r["reached_target"]]
-            rows.append(
-                [
-                    kind,
-                    mode
-                    if actor_mode == "thread" or mode == "sync-fleet"
-                    else f"{mode} (process actors)",
-                    _fmt([r["steps_per_s"] for r in mine], ".0f"),
-                    _fmt([r["learner_utilisation"] for r in mine], ".2f"),
-                    _fmt([r["final_return"] for r in mine], ".0f"),
-                    f"{len(reached)}/{len(mine)}"
-                    + (f" ({_fmt(reached, '.0f')} s)" if reached else ""),
+            for inference in ("local", "server"):
+                mine = [
+                    r
+                    for r in runs
+                    if r["mode"] == mode
+                    and r.get("actor_mode", "thread") == actor_mode
+                    and r.get("inference", "local") == inference
                 ]
-            )
+                if not mine:
+                    continue
+                reached = [r["wall_s"] for r in mine if r["reached_target"]]
+                label = mode
+                if mode != "sync-fleet" and (actor_mode != "thread" or inference != "local"):
+                    where = ["process actors"] if actor_mode != "thread" else []
+                    label += (
+                        f" ({', '.join(where + (['served'] if inference == 'server' else []))})"
+                    )
+                rows.append(
+                    [
+                        kind,
+                        label,
+                        _fmt([r["steps_per_s"] for r in mine], ".0f"),
+                        _fmt([r["learner_utilisation"] for r in mine], ".2f"),
+                        _fmt([r["final_return"] for r in mine], ".0f"),
+                        f"{len(reached)}/{len(mine)}"
+                        + (f" ({_fmt(reached, '.0f')} s)" if reached else ""),
+                    ]
+                )
     header = ["workload", "trainer", "env steps/s", "learner utilisation", "final return"]
     return markdown_table([*header, "reached target (wall)"], rows)
 
@@ -211,6 +226,13 @@ def main(argv: list[str] | None = None) -> int:
         help="where AsyncPPO's actors run: threads, a worker process each, or both "
         "(default thread)",
     )
+    parser.add_argument(
+        "--inference",
+        choices=("local", "server"),
+        default="local",
+        help="AsyncPPO's actors act with their own policy copy (local) or through the "
+        "trainer's inference server (default local)",
+    )
     args = parser.parse_args(argv)
 
     import torch
@@ -234,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
                     None if args.save_dir is None else args.save_dir / kind,
                     args.eval_episodes,
                     actor_mode,
+                    args.inference,
                 )
                 results.setdefault(kind, []).append(run)
                 print(json.dumps({"workload": kind, **run}), flush=True)

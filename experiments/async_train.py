@@ -6,10 +6,12 @@ learner trains (:class:`~fleetgym.agents.async_ppo.AsyncPPO`), with ``--loss``, 
 and ``--max-policy-lag``. ``--backend`` places the actors: ``inprocess`` (the default)
 runs each slot's env in a thread of the learner's process (``actors="thread"``),
 ``process`` in a worker process per slot (``actors="process"``); ``ray`` is refused.
+``--inference server`` has the actors act through one inference server.
 
 Example::
 
     fleetgym train --mode async --loss ppo --workload CartPole-v1 --actors 4 --backend process
+    fleetgym train --mode async --workload CartPole-v1 --backend process --inference server
 """
 
 from __future__ import annotations
@@ -51,6 +53,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=8,
         help="async: bound on the policy lag in updates (default 8)",
     )
+    parser.add_argument(
+        "--inference",
+        choices=("local", "server"),
+        default="local",
+        help="async: actors act with their own policy copy (local) or through one inference "
+        "server fed the weights after every update (server; with --backend process the "
+        "workers reach it on a loopback socket) (default local)",
+    )
 
 
 def run(args: argparse.Namespace, workload: Any) -> int:
@@ -80,6 +90,7 @@ def run(args: argparse.Namespace, workload: Any) -> int:
             max_policy_lag=args.max_policy_lag,
             n_actors=args.actors,
             actors=actors,
+            inference=args.inference,
             steps_per_actor=steps_per_actor,
             seed=args.seed,
             **overrides,
@@ -89,7 +100,8 @@ def run(args: argparse.Namespace, workload: Any) -> int:
         return 2
     print(
         f"training {workload.name} asynchronously: {args.actors} actor "
-        f"{'processes' if actors == 'process' else 'threads'} x "
+        f"{'processes' if actors == 'process' else 'threads'}"
+        f"{' through an inference server' if args.inference == 'server' else ''} x "
         f"{steps_per_actor} steps per rollout, loss {model.config.label}, max policy lag "
         f"{args.max_policy_lag}, target {target:g}, budget {budget} env steps, seed {args.seed}"
     )

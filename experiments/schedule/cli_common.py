@@ -134,6 +134,15 @@ def add_ppo_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --actions step: the initial policy's probability of keeping the size, in (0, 1)",
     )
     parser.add_argument(
+        "--train-starts",
+        type=int_in(1, 4096),
+        nargs="+",
+        default=list(d.train_starts),
+        metavar="N",
+        help="with --actions step: exploring starts, each training episode starts from one "
+        "of these fleet sizes (powers of two; evaluation starts from --start-actors)",
+    )
+    parser.add_argument(
         "--paired-seeds",
         type=int_in(0, 10_000),
         default=d.paired_seeds,
@@ -191,6 +200,7 @@ def ppo_config(args: argparse.Namespace) -> SchedulerPPOConfig:
             keep_prior=args.keep_prior,
             target_kl=args.target_kl,
             paired_seeds=args.paired_seeds,
+            train_starts=tuple(args.train_starts),
         )
     except (ValueError, TypeError) as error:
         raise UsageError(str(error)) from None

@@ -102,6 +102,9 @@ class SchedulerPPOConfig:
             every episode and the env's own reward. Without it, five CartPole training
             seeds split between keeping 8 actors and climbing to 32 (22 % short of the
             best fixed fleet); paired on 8 seeds all five landed within 5 % of it.
+        train_starts: with ``actions="step"``, exploring starts: each training episode
+            starts from a size drawn from these ladder sizes (evaluation still starts from
+            ``start_actors``). Empty: every episode starts from ``start_actors``.
         use_sde: with ``actions="log2"``, generalised state-dependent exploration (SB3
             ``use_sde``, noise drawn once per rollout), so that exploration changes the
             fleet size smoothly with the state instead of at random every round.
@@ -129,6 +132,7 @@ class SchedulerPPOConfig:
     keep_prior: float = 0.9
     target_kl: float | None = 0.02
     paired_seeds: int = 8
+    train_starts: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.actions not in ACTION_MODES:
@@ -163,6 +167,13 @@ class SchedulerPPOConfig:
             or self.paired_seeds < 0
         ):
             raise ValueError(f"paired_seeds: expected an int >= 0, actual {self.paired_seeds!r}")
+        self.train_starts = tuple(self.train_starts)
+        if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in self.train_starts):
+            raise ValueError(
+                f"train_starts: expected positive ints (ladder sizes), actual {self.train_starts!r}"
+            )
+        if self.train_starts and self.actions != "step":
+            raise ValueError("train_starts: needs a start, actions='step'")
         for name in ("n_steps", "batch_size", "n_epochs", "n_envs"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -241,6 +252,7 @@ def stored_config(meta: Mapping[str, Any]) -> dict[str, Any]:
     cfg.setdefault("actions", "discrete")
     # ... and before paired seeds, on a fresh workload seed every episode.
     cfg.setdefault("paired_seeds", 0)
-    if "hidden" in cfg:
-        cfg["hidden"] = tuple(cfg["hidden"])
+    for name in ("hidden", "train_starts"):
+        if name in cfg:
+            cfg[name] = tuple(cfg[name])
     return {k: v for k, v in cfg.items() if k in SchedulerPPOConfig.__dataclass_fields__}

@@ -9,10 +9,11 @@ counting episodes from a checkpoint (:mod:`fleetgym.experiments.schedule.checkpo
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -101,6 +102,7 @@ def make_scheduler_vec_env(
     actions: str = "discrete",
     start_actors: int | None = None,
     paired_seeds: int = 0,
+    train_starts: Sequence[int] = (),
 ) -> VecEnv:
     """The SB3 vector env the scheduler trains on (``DummyVecEnv`` of ``Monitor``-ed envs).
 
@@ -122,6 +124,9 @@ def make_scheduler_vec_env(
             paid relative to a constant fleet of the start size on the same seed
             (:class:`~fleetgym.experiments.schedule.paired.PairedSeedsWrapper`); 0: a
             fresh seed every episode and the env's own reward.
+        train_starts: with ``actions="step"``, exploring starts (each episode starts from
+            one of these sizes, drawn by a generator seeded from ``seed`` and the env's
+            index); the paired reference stays the constant fleet of ``start_actors``.
 
     Raises:
         TypeError: ``env_kwargs`` is not a mapping.
@@ -136,10 +141,17 @@ def make_scheduler_vec_env(
             f"(known: {sorted(k for k in gym.registry if k.startswith('fleetgym/ActorScheduling'))})"
         )
 
-    def factory() -> gym.Env:
+    def factory(index: int) -> gym.Env:
         env = gym.make(env_id, **kwargs)
         if actions != "discrete":
-            env = SchedulerActionWrapper(env, actions, start_actors=start_actors)
+            starts_seed = None if seed is None else [seed, index]
+            env = SchedulerActionWrapper(
+                env,
+                actions,
+                start_actors=start_actors,
+                train_starts=train_starts,
+                starts_seed=starts_seed,
+            )
         env = Monitor(env)
         if paired_seeds:
             space = env.unwrapped.action_space
@@ -155,7 +167,7 @@ def make_scheduler_vec_env(
             )
         return env
 
-    venv: VecEnv = DummyVecEnv([factory] * n_envs)
+    venv: VecEnv = DummyVecEnv([functools.partial(factory, i) for i in range(n_envs)])
     if seed is not None:
         venv.seed(seed)
     if normalize_reward:
@@ -255,6 +267,7 @@ def train_scheduler(
         actions=config.actions,
         start_actors=config.start_actors,
         paired_seeds=config.paired_seeds,
+        train_starts=config.train_starts,
     )
     tb_dir = str(out / "tb") if tensorboard else None
     if resume_from is not None:

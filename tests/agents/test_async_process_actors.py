@@ -100,13 +100,72 @@ def test_process_actors_collect_what_thread_actors_collect():
     assert not np.allclose(batches["process"][0].obs, batches["process"][1].obs)
 
 
+@pytest.mark.timeout(180)
+def test_process_actors_act_through_the_inference_server():
+    """Worker processes send observations to the trainer's server; samples carry its version."""
+    model = AsyncPPO(
+        "CartPole-v1", actors="process", inference="server", max_policy_lag=1, seed=0, **TINY
+    )
+    seen = _spy(model)
+    try:
+        model.prewarm()
+        pids = _worker_pids(model)
+        assert len(pids) == 2 and os.getpid() not in pids
+        model.learn(256)
+        metrics = model._server.metrics()
+    finally:
+        model.close()
+    assert not any(_running(pid) for pid in pids)
+    assert multiprocessing.active_children() == []
+    assert metrics["connected_clients"] == 2 and metrics["errors"] == 0
+    # every action and every bootstrap value was answered by the server
+    assert metrics["requests"] >= model.num_timesteps >= 256
+    ids = set()
+    for version, batch in seen:
+        for traj in batch:
+            ids.add(traj.actor_id)
+            assert len(traj) == 16 and traj.next_obs.shape == (4,)
+            versions = np.asarray(traj.policy_versions)
+            assert versions.shape == (16,) and (versions <= version).all()
+    assert ids == {0, 1}
+    for record in model.history:
+        s = record.stats
+        assert int((s.lags > 1).sum()) == s.dropped_samples
+
+
+@pytest.mark.timeout(180)
+def test_served_process_actors_collect_what_served_thread_actors_collect():
+    batches = {}
+    for actors in ("thread", "process"):
+        model = AsyncPPO(
+            "CartPole-v1",
+            actors=actors,
+            inference="server",
+            concurrent=False,
+            max_policy_lag=0,
+            seed=3,
+            **TINY,
+        )
+        seen = _spy(model)
+        with model:
+            model.learn(32)
+        batches[actors] = seen[0][1]
+    for a, b in zip(batches["thread"], batches["process"], strict=True):
+        assert a.actor_id == b.actor_id
+        np.testing.assert_allclose(a.obs, b.obs, rtol=1e-6)
+        np.testing.assert_array_equal(a.actions, b.actions)
+        np.testing.assert_array_equal(a.policy_versions, b.policy_versions)
+
+
 @pytest.mark.timeout(240)
-def test_a_worker_killed_mid_learn_is_replaced_and_the_learner_gets_whole_trajectories():
+@pytest.mark.parametrize("inference", ["local", "server"])
+def test_a_worker_killed_mid_learn_is_replaced_and_the_learner_gets_whole_trajectories(inference):
     # 2 ms per env step: a 32-step rollout takes ~64 ms, so a kill usually lands mid-rollout.
     workload = get_workload("CartPole-v1").with_overrides(step_delay_s=0.002)
     model = AsyncPPO(
         workload,
         actors="process",
+        inference=inference,
         max_policy_lag=1,
         seed=0,
         n_actors=2,
@@ -176,8 +235,6 @@ def test_a_callback_exception_leaves_no_process_and_no_thread(concurrent):
 def test_actors_mode_is_validated_and_saved(tmp_path):
     with pytest.raises(ValueError, match="actors: expected one of"):
         AsyncPPO("CartPole-v1", actors="fork")
-    with pytest.raises(ValueError, match="actors: expected 'thread' with inference='server'"):
-        AsyncPPO("CartPole-v1", actors="process", inference="server")
     model = AsyncPPO("CartPole-v1", actors="process", seed=0, **TINY)
     path = model.save(tmp_path / "model.pt")
     assert AsyncPPO.load(path).actors == "process"

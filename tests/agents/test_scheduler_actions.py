@@ -217,3 +217,46 @@ def test_config_checks_the_start_size():
     for bad in (0, -2, 2.5, True):
         with pytest.raises(ValueError, match="start_actors: expected None or a positive int"):
             SchedulerPPOConfig(actions="step", start_actors=bad)
+
+
+def _starts(env: SchedulerActionWrapper, n: int, seed: int = 0) -> list[int]:
+    return [fleet_sizes(32)[round(float(env.reset(seed=seed)[0][-1]) * 5)] for _ in range(n)]
+
+
+def test_exploring_starts_are_uniform_reproducible_and_independent_of_the_workload_seed():
+    starts = (4, 8, 16, 32)
+    env = SchedulerActionWrapper(gym.make(MODELED), "step", train_starts=starts, starts_seed=[7, 0])
+    drawn = _starts(env, 400)  # the same workload seed every episode
+    counts = [drawn.count(n) for n in starts]
+    # Binomial(400, 1/4) per size: mean 100, std 8.7; 5 std either way.
+    assert all(57 <= c <= 143 for c in counts), counts
+    again = SchedulerActionWrapper(
+        gym.make(MODELED), "step", train_starts=starts, starts_seed=[7, 0]
+    )
+    assert _starts(again, 20, seed=123) == drawn[:20]
+    other = SchedulerActionWrapper(
+        gym.make(MODELED), "step", train_starts=starts, starts_seed=[7, 1]
+    )
+    assert _starts(other, 20) != drawn[:20]
+    # the episode runs from the drawn size: a keep plays it
+    obs, _ = env.reset(seed=0)
+    size = fleet_sizes(32)[round(float(obs[-1]) * 5)]
+    assert env.step(STEP_KEEP)[4]["num_actors"] == size
+    for e in (env, again, other):
+        e.close()
+
+
+def test_exploring_starts_are_checked():
+    from fleetgym.experiments.schedule.config import SchedulerPPOConfig, stored_config
+
+    with pytest.raises(ValueError, match="start_actors: expected one of"):
+        SchedulerActionWrapper(gym.make(MODELED), "step", train_starts=(8, 12))
+    with pytest.raises(ValueError, match="train_starts: only the 'step' mode"):
+        SchedulerActionWrapper(gym.make(MODELED), "pow2", train_starts=(8,))
+    with pytest.raises(ValueError, match="train_starts: expected positive ints"):
+        SchedulerPPOConfig(train_starts=(8, 0))
+    with pytest.raises(ValueError, match="train_starts: needs a start"):
+        SchedulerPPOConfig(actions="pow2", train_starts=(8,))
+    cfg = stored_config({"config": {"actions": "step", "train_starts": [4, 8]}})
+    assert SchedulerPPOConfig(**cfg).train_starts == (4, 8)
+    assert stored_config({"config": {"actions": "step"}}).get("train_starts", ()) == ()

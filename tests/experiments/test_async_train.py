@@ -46,7 +46,8 @@ def test_train_async_rejects_a_bad_sigma(capsys):
 
 
 @pytest.mark.timeout(180)
-def test_train_async_backend_process_runs_actor_processes(capsys):
+@pytest.mark.parametrize("inference", ["local", "server"])
+def test_train_async_backend_process_runs_actor_processes(capsys, inference):
     code = main(
         [
             "train",
@@ -54,6 +55,8 @@ def test_train_async_backend_process_runs_actor_processes(capsys):
             "async",
             "--backend",
             "process",
+            "--inference",
+            inference,
             "--actors",
             "2",
             "--steps-per-actor",
@@ -65,7 +68,8 @@ def test_train_async_backend_process_runs_actor_processes(capsys):
     )
     out = capsys.readouterr().out
     assert code == 1  # 64 steps do not reach 475
-    assert "asynchronously: 2 actor processes x 16 steps" in out
+    served = " through an inference server" if inference == "server" else ""
+    assert f"asynchronously: 2 actor processes{served} x 16 steps" in out
     assert "64 env steps, 2 updates" in out
 
 
