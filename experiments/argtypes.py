@@ -163,6 +163,16 @@ def discount(text: str) -> float:
     return _float(text, "a number in (0, 1]", lambda v: 0.0 < v <= 1.0)
 
 
+def unit_interval(text: str) -> float:
+    """A number in [0, 1] (e.g. GAE's lambda).
+
+    Example:
+        >>> unit_interval("0.9")
+        0.9
+    """
+    return _float(text, "a number in [0, 1]", lambda v: 0.0 <= v <= 1.0)
+
+
 def output_path(text: str) -> str:
     """A non-empty output path (``--out ''`` would write into the working directory).
 

@@ -23,6 +23,7 @@ from fleetgym.experiments.argtypes import (
     learning_rate,
     non_negative_float,
     positive_float,
+    unit_interval,
 )
 from fleetgym.experiments.schedule.config import GENERAL_ENV_ID, SchedulerPPOConfig
 
@@ -98,6 +99,13 @@ def add_ppo_arguments(parser: argparse.ArgumentParser) -> None:
         "--n-envs", type=int_in(1, 256), default=d.n_envs, help="scheduling envs in parallel"
     )
     parser.add_argument("--gamma", type=discount, default=d.gamma, help="discount over rounds")
+    parser.add_argument(
+        "--gae-lambda",
+        type=unit_interval,
+        default=d.gae_lambda,
+        help="GAE lambda in [0, 1] (1: Monte-Carlo returns; below 1 the critic's values "
+        "of the sizes a move leads to enter each move's advantage)",
+    )
     parser.add_argument(
         "--ent-coef", type=non_negative_float, default=d.ent_coef, help="entropy bonus"
     )
@@ -192,6 +200,7 @@ def ppo_config(args: argparse.Namespace) -> SchedulerPPOConfig:
             n_epochs=args.n_epochs,
             n_envs=args.n_envs,
             gamma=args.gamma,
+            gae_lambda=args.gae_lambda,
             ent_coef=args.ent_coef,
             normalize_reward=args.normalize_reward,
             actions=args.actions,

@@ -129,3 +129,17 @@ def test_cli_train_then_finetune(tmp_path, capsys):
 def test_cli_rejects_a_bad_env_kwarg():
     with pytest.raises(SystemExit):
         cli.main(["schedule", "train", "--env-kwarg", "no-equals-sign"])
+
+
+def test_cli_train_stores_exploring_starts_and_gae_lambda(tmp_path, capsys):
+    out = tmp_path / "train"
+    args = ["schedule", "train", "--episodes", "2", "--n-steps", "2", "--batch-size", "2"]
+    args += ["--train-starts", "1", "4", "--gae-lambda", "0.9", "--out", str(out)]
+    rc = cli.main([*args, "--no-tensorboard", "--no-progress", *TINY_ARGS])
+    assert rc == 0
+    config = checkpoint.read_scheduler_meta(out / "scheduler.zip")["config"]
+    assert config["train_starts"] == [1, 4] and config["gae_lambda"] == 0.9
+    bad = ["schedule", "train", "--gae-lambda", "1.5", "--out", str(tmp_path / "bad")]
+    with pytest.raises(SystemExit):
+        cli.main(bad)
+    assert "--gae-lambda: expected a number in [0, 1]" in capsys.readouterr().err
