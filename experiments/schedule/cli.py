@@ -217,7 +217,7 @@ def train(args: argparse.Namespace) -> int:
     if args.resume is not None:
         check_input_file("--resume", args.resume, ".zip")
     check_output_dir("--out", args.out)
-    usable_env(env_id, env_kwargs)
+    usable_env(env_id, env_kwargs, config)
     result = train_scheduler(
         args.out,
         env_id=env_id,

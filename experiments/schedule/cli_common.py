@@ -178,17 +178,34 @@ def env_config_from_args(args: argparse.Namespace) -> tuple[str, dict[str, Any]]
     }
 
 
-def usable_env(env_id: str, env_kwargs: dict[str, Any]) -> None:
+def usable_env(
+    env_id: str, env_kwargs: dict[str, Any], config: SchedulerPPOConfig | None = None
+) -> None:
     """Make the scheduling env once (cheap: no fleet starts before ``reset``), so a bad
-    workload or env keyword argument is a usage error before any training starts."""
+    workload or env keyword argument is a usage error before any training starts; with a
+    ``"step"`` ``config``, its start sizes must lie on the env's ladder of fleet sizes."""
     import gymnasium as gym
 
+    from fleetgym.agents.scheduler_actions import start_index
     from fleetgym.experiments.schedule.config import validate_env_kwargs
 
     try:
-        gym.make(env_id, **validate_env_kwargs(env_kwargs)).close()
+        env = gym.make(env_id, **validate_env_kwargs(env_kwargs))
+        space = env.action_space
+        env.close()
     except (FleetgymError, ValueError, TypeError, gym.error.Error) as error:
         raise UsageError(f"--workload/--env-id/--env-kwarg: {error}") from None
+    if config is None or config.actions != "step" or not isinstance(space, gym.spaces.Discrete):
+        return
+    for flag, sizes in (
+        ("--start-actors", [config.start_actors]),
+        ("--train-starts", config.train_starts),
+    ):
+        for size in sizes:
+            try:
+                start_index(int(space.n), size)
+            except ValueError as error:
+                raise UsageError(f"{flag}: {error}") from None
 
 
 def ppo_config(args: argparse.Namespace) -> SchedulerPPOConfig:

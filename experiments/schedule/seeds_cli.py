@@ -106,7 +106,8 @@ def seeds(args: argparse.Namespace) -> int:
     if "cost_weight" in env_kwargs:
         raise UsageError("--env-kwarg cost_weight: expected --cost-weights instead")
     check_output_dir("--out", args.out)
-    usable_env(env_id, env_kwargs)
+    config = ppo_config(args)
+    usable_env(env_id, env_kwargs, config)
     source = args.finetune_from
     if source is not None and "{seed}" not in source and not Path(source).is_file():
         raise UsageError(f"--finetune-from: expected an existing file, actual {source!r}")
@@ -118,7 +119,7 @@ def seeds(args: argparse.Namespace) -> int:
         eval_seeds=range(args.first_eval_seed, args.first_eval_seed + args.eval_seeds),
         cost_weights=args.cost_weights,
         episodes=args.episodes,
-        config=ppo_config(args),
+        config=config,
         fixed_sizes=args.fixed,
         finetune_from=(lambda s: source.replace("{seed}", str(s))) if source else None,
         scratch_checkpoint=args.scratch_checkpoint,

@@ -134,11 +134,18 @@ def test_cli_rejects_a_bad_env_kwarg():
 def test_cli_train_stores_exploring_starts_and_gae_lambda(tmp_path, capsys):
     out = tmp_path / "train"
     args = ["schedule", "train", "--episodes", "2", "--n-steps", "2", "--batch-size", "2"]
-    args += ["--train-starts", "1", "4", "--gae-lambda", "0.9", "--out", str(out)]
-    rc = cli.main([*args, "--no-tensorboard", "--no-progress", *TINY_ARGS])
+    args += ["--train-starts", "1", "3", "--gae-lambda", "0.9", "--out", str(out)]
+    rc = cli.main([*args, "--no-tensorboard", *_tiny_cli_env()])
     assert rc == 0
     config = checkpoint.read_scheduler_meta(out / "scheduler.zip")["config"]
-    assert config["train_starts"] == [1, 4] and config["gae_lambda"] == 0.9
+    assert config["train_starts"] == [1, 3] and config["gae_lambda"] == 0.9
+    # a start off the ladder (1, 2, 3 of max_actors 3) is a usage error, not a traceback
+    for flag in ("--train-starts", "--start-actors"):
+        bad = ["schedule", "train", flag, "4", "--out", str(tmp_path / "off")]
+        assert cli.main([*bad, "--no-tensorboard", *_tiny_cli_env()]) == 2
+        assert (
+            f"{flag}: start_actors: expected one of (1, 2, 3), actual 4" in capsys.readouterr().err
+        )
     bad = ["schedule", "train", "--gae-lambda", "1.5", "--out", str(tmp_path / "bad")]
     with pytest.raises(SystemExit):
         cli.main(bad)
