@@ -142,6 +142,14 @@ def add_ppo_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --actions step: the initial policy's probability of keeping the size, in (0, 1)",
     )
     parser.add_argument(
+        "--first-keep-prior",
+        type=positive_float,
+        default=d.first_keep_prior,
+        help="with --actions step: the initial policy's probability of keeping the start "
+        "size at the first decision, in (0, 1) (default: --keep-prior; 0.333 explores the "
+        "first move uniformly)",
+    )
+    parser.add_argument(
         "--train-starts",
         type=int_in(1, 4096),
         nargs="+",
@@ -224,6 +232,7 @@ def ppo_config(args: argparse.Namespace) -> SchedulerPPOConfig:
             use_sde=args.sde,
             start_actors=args.start_actors,
             keep_prior=args.keep_prior,
+            first_keep_prior=args.first_keep_prior,
             target_kl=args.target_kl,
             paired_seeds=args.paired_seeds,
             train_starts=tuple(args.train_starts),

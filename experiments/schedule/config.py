@@ -102,6 +102,10 @@ class SchedulerPPOConfig:
             every episode and the env's own reward. Without it, five CartPole training
             seeds split between keeping 8 actors and climbing to 32 (22 % short of the
             best fixed fleet); paired on 8 seeds all five landed within 5 % of it.
+        first_keep_prior: with ``actions="step"``, the initial policy's probability of
+            keeping the start size at the *first* decision (None: ``keep_prior``, as in
+            every round). 1/3 explores the first move uniformly while later rounds keep
+            the prior (:mod:`fleetgym.experiments.schedule.policy`).
         train_starts: with ``actions="step"``, exploring starts: each training episode
             starts from a size drawn from these ladder sizes (evaluation still starts from
             ``start_actors``). Empty: every episode starts from ``start_actors``.
@@ -130,6 +134,7 @@ class SchedulerPPOConfig:
     use_sde: bool = False
     start_actors: int | None = None
     keep_prior: float = 0.9
+    first_keep_prior: float | None = None
     target_kl: float | None = 0.02
     paired_seeds: int = 8
     train_starts: tuple[int, ...] = ()
@@ -151,6 +156,18 @@ class SchedulerPPOConfig:
             or not 0 < self.keep_prior < 1
         ):
             raise ValueError(f"keep_prior: expected a number in (0, 1), actual {self.keep_prior!r}")
+        if self.first_keep_prior is not None:
+            if (
+                isinstance(self.first_keep_prior, bool)
+                or not isinstance(self.first_keep_prior, (int, float))
+                or not 0 < self.first_keep_prior < 1
+            ):
+                raise ValueError(
+                    f"first_keep_prior: expected None or a number in (0, 1), "
+                    f"actual {self.first_keep_prior!r}"
+                )
+            if self.actions != "step":
+                raise ValueError("first_keep_prior: needs a first move, actions='step'")
         if self.target_kl is not None and (
             isinstance(self.target_kl, bool)
             or not isinstance(self.target_kl, (int, float))

@@ -284,8 +284,16 @@ def train_scheduler(
         ppo_kwargs = config.ppo_kwargs()
         if learning_rate is not None:
             ppo_kwargs["learning_rate"] = learning_rate
+        policy: Any = "MlpPolicy"
+        if config.actions == "step" and config.first_keep_prior is not None:
+            from fleetgym.experiments.schedule.policy import FirstMovePolicy, first_move_offset
+
+            policy = FirstMovePolicy
+            ppo_kwargs["policy_kwargs"]["first_offset"] = first_move_offset(
+                config.keep_prior, config.first_keep_prior
+            )
         model = PPO(
-            "MlpPolicy",
+            policy,
             venv,
             seed=seed,
             device="cpu",
