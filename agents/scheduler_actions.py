@@ -236,7 +236,7 @@ class SchedulerActionWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         mode: str = "discrete",
         start_actors: int | None = None,
         train_starts: Sequence[int] = (),
-        starts_seed: int | None = None,
+        starts_seed: int | Sequence[int] | None = None,
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
             self,

@@ -80,12 +80,20 @@ def test_process_actors_train_with_their_own_slot_ids_and_versions():
 
 
 @pytest.mark.timeout(180)
-def test_process_actors_collect_what_thread_actors_collect():
-    """Same seed and weights: slot i steps the same env stream in a process as in a thread."""
+@pytest.mark.parametrize("inference", ["local", "server"])
+def test_process_actors_collect_what_thread_actors_collect(inference):
+    """Same seed and weights: slot i steps the same env stream in a process as in a thread
+    (served: the same actions from the server, answered by the same versions)."""
     batches = {}
     for actors in ("thread", "process"):
         model = AsyncPPO(
-            "CartPole-v1", actors=actors, concurrent=False, max_policy_lag=0, seed=3, **TINY
+            "CartPole-v1",
+            actors=actors,
+            inference=inference,
+            concurrent=False,
+            max_policy_lag=0,
+            seed=3,
+            **TINY,
         )
         seen = _spy(model)
         with model:
@@ -96,6 +104,8 @@ def test_process_actors_collect_what_thread_actors_collect():
         np.testing.assert_allclose(a.obs, b.obs, rtol=1e-6)
         np.testing.assert_array_equal(a.actions, b.actions)
         np.testing.assert_allclose(a.next_obs, b.next_obs, rtol=1e-6)
+        if inference == "server":
+            np.testing.assert_array_equal(a.policy_versions, b.policy_versions)
     # the two slots are different env streams
     assert not np.allclose(batches["process"][0].obs, batches["process"][1].obs)
 
@@ -131,30 +141,6 @@ def test_process_actors_act_through_the_inference_server():
     for record in model.history:
         s = record.stats
         assert int((s.lags > 1).sum()) == s.dropped_samples
-
-
-@pytest.mark.timeout(180)
-def test_served_process_actors_collect_what_served_thread_actors_collect():
-    batches = {}
-    for actors in ("thread", "process"):
-        model = AsyncPPO(
-            "CartPole-v1",
-            actors=actors,
-            inference="server",
-            concurrent=False,
-            max_policy_lag=0,
-            seed=3,
-            **TINY,
-        )
-        seen = _spy(model)
-        with model:
-            model.learn(32)
-        batches[actors] = seen[0][1]
-    for a, b in zip(batches["thread"], batches["process"], strict=True):
-        assert a.actor_id == b.actor_id
-        np.testing.assert_allclose(a.obs, b.obs, rtol=1e-6)
-        np.testing.assert_array_equal(a.actions, b.actions)
-        np.testing.assert_array_equal(a.policy_versions, b.policy_versions)
 
 
 @pytest.mark.timeout(240)
