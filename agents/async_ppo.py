@@ -130,9 +130,9 @@ class AsyncPPO(AsyncActorSlots):
             process) or ``"process"`` (each slot's environment and rollouts run in a
             worker process of its own, see :mod:`fleetgym.agents.async_process`; its
             thread only waits, so env stepping runs beside the learner outside the GIL;
-            with ``inference="server"`` the workers send their observations to the
-            server on a loopback socket, observations in shared memory). A killed worker is a failed rollout: counted in
-            ``actor_failures`` and replaced by a new process.
+            with ``inference="server"`` the workers act through the server on a
+            loopback socket, observations in shared memory). A killed worker is a failed
+            rollout: counted in ``actor_failures`` and replaced by a new process.
         seed: Seeds the learner and the actors' environments.
         tensorboard_log: A folder for TensorBoard event files (``None``: no logging).
         actor_factory: Builds an actor slot (see :data:`ActorFactory`; default a

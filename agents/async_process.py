@@ -30,6 +30,7 @@ from typing import Any
 
 from fleetgym.agents.fleet.base import DEFAULT_ACTOR_TIMEOUT_S, DEFAULT_STARTUP_TIMEOUT_S
 from fleetgym.agents.fleet.process import ProcessFleet
+from fleetgym.agents.fleet.served import served_round_spec
 from fleetgym.agents.types import Trajectory, Weights
 from fleetgym.agents.workloads import Workload
 from fleetgym.errors import FleetError
@@ -74,17 +75,10 @@ class _ServedSlotFleet(ProcessFleet):
 
     def __init__(self, workload: Workload, address: tuple[str, int], **options: Any) -> None:
         super().__init__(workload, **options)
-        self.address = (str(address[0]), int(address[1]))
+        self.address = address
 
     def _publish_weights(self, weights: Weights, steps: int, policy_version: int) -> dict[str, Any]:
-        return {
-            "weights_name": None,
-            "weights_layout": [],
-            "steps": steps,
-            "policy_version": policy_version,
-            "inference": self.address,
-            "groups": 1,
-        }
+        return served_round_spec(self.address, steps, policy_version, groups=1)
 
 
 def _build_slot_actor(

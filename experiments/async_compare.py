@@ -31,6 +31,7 @@ Example::
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import time
@@ -157,39 +158,40 @@ def _fmt(values: list[float], spec: str) -> str:
     return f"{format(mean, spec)} ± {format(statistics.pstdev(values), spec)}"
 
 
+def _label(mode: str, actor_mode: str, inference: str) -> str:
+    """A table row's trainer: the mode, then where its actors run and act, if not the default."""
+    notes = [] if mode == "sync-fleet" else (["process actors"] if actor_mode != "thread" else [])
+    notes += ["served"] if mode != "sync-fleet" and inference == "server" else []
+    return f"{mode} ({', '.join(notes)})" if notes else mode
+
+
 def table(results: dict[str, list[dict[str, Any]]]) -> list[str]:
     """Markdown lines: per workload and mode, the means (± std over seeds)."""
     rows = []
     for kind, runs in results.items():
-        for mode, actor_mode in [(m, a) for m in MODES for a in ACTOR_MODES]:
-            for inference in ("local", "server"):
-                mine = [
-                    r
-                    for r in runs
-                    if r["mode"] == mode
-                    and r.get("actor_mode", "thread") == actor_mode
-                    and r.get("inference", "local") == inference
+        for mode, actor_mode, inference in itertools.product(
+            MODES, ACTOR_MODES, ("local", "server")
+        ):
+            mine = [
+                r
+                for r in runs
+                if (r["mode"], r.get("actor_mode", "thread"), r.get("inference", "local"))
+                == (mode, actor_mode, inference)
+            ]
+            if not mine:
+                continue
+            reached = [r["wall_s"] for r in mine if r["reached_target"]]
+            rows.append(
+                [
+                    kind,
+                    _label(mode, actor_mode, inference),
+                    _fmt([r["steps_per_s"] for r in mine], ".0f"),
+                    _fmt([r["learner_utilisation"] for r in mine], ".2f"),
+                    _fmt([r["final_return"] for r in mine], ".0f"),
+                    f"{len(reached)}/{len(mine)}"
+                    + (f" ({_fmt(reached, '.0f')} s)" if reached else ""),
                 ]
-                if not mine:
-                    continue
-                reached = [r["wall_s"] for r in mine if r["reached_target"]]
-                label = mode
-                if mode != "sync-fleet" and (actor_mode != "thread" or inference != "local"):
-                    where = ["process actors"] if actor_mode != "thread" else []
-                    label += (
-                        f" ({', '.join(where + (['served'] if inference == 'server' else []))})"
-                    )
-                rows.append(
-                    [
-                        kind,
-                        label,
-                        _fmt([r["steps_per_s"] for r in mine], ".0f"),
-                        _fmt([r["learner_utilisation"] for r in mine], ".2f"),
-                        _fmt([r["final_return"] for r in mine], ".0f"),
-                        f"{len(reached)}/{len(mine)}"
-                        + (f" ({_fmt(reached, '.0f')} s)" if reached else ""),
-                    ]
-                )
+            )
     header = ["workload", "trainer", "env steps/s", "learner utilisation", "final return"]
     return markdown_table([*header, "reached target (wall)"], rows)
 

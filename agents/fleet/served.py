@@ -67,6 +67,21 @@ def check_server_options(options: dict[str, Any] | None) -> dict[str, Any]:
     return options
 
 
+def served_round_spec(
+    address: tuple[str, int], steps: int, policy_version: int, groups: int
+) -> dict[str, Any]:
+    """The round request of a process fleet whose workers act through the server at
+    ``address``: no weights (the server holds them), the server's address instead."""
+    return {
+        "weights_name": None,
+        "weights_layout": [],
+        "steps": steps,
+        "policy_version": policy_version,
+        "inference": (str(address[0]), int(address[1])),
+        "groups": groups,
+    }
+
+
 def _make_server(workload: Any, options: dict[str, Any] | None) -> Any:
     from fleetgym.agents.inference import InferenceServer
 
@@ -268,14 +283,7 @@ class ServedProcessFleet(ProcessFleet):
     def _publish_weights(self, weights: Weights, steps: int, policy_version: int) -> dict[str, Any]:
         # The weights go to the server only; workers never load them.
         self.server.set_weights(weights, policy_version)
-        return {
-            "weights_name": None,
-            "weights_layout": [],
-            "steps": steps,
-            "policy_version": policy_version,
-            "inference": (str(self.address[0]), int(self.address[1])),
-            "groups": self.groups,
-        }
+        return served_round_spec(self.address, steps, policy_version, self.groups)
 
     def metrics(self) -> dict[str, Any]:
         """The inference server's metrics (see ``InferenceServer.metrics``)."""

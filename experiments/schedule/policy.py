@@ -33,11 +33,12 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from fleetgym.agents.scheduler_actions import STEP_KEEP
 from fleetgym.agents.scheduler_observation import OBS_ROUND
 
-__all__ = ["FirstMovePolicy", "first_move_offset"]
+__all__ = ["FirstMovePolicy", "first_move_offset", "keep_logit"]
 
 
-def _keep_logit(keep: float) -> float:
-    """The keep logit that gives P(keep) = ``keep`` with both moves at logit 0."""
+def keep_logit(keep: float) -> float:
+    """The keep logit that gives P(keep) = ``keep`` with both moves at logit 0:
+    ``log(2 keep / (1 - keep))``."""
     return math.log(2.0 * keep / (1.0 - keep))
 
 
@@ -47,7 +48,7 @@ def first_move_offset(keep: float, first_keep: float) -> float:
     for name, value in (("keep", keep), ("first_keep", first_keep)):
         if not 0.0 < value < 1.0:
             raise ValueError(f"{name}: expected a number in (0, 1), actual {value!r}")
-    return _keep_logit(first_keep) - _keep_logit(keep)
+    return keep_logit(first_keep) - keep_logit(keep)
 
 
 class FirstMovePolicy(ActorCriticPolicy):

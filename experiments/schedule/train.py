@@ -367,11 +367,12 @@ def set_keep_prior(model: Any, keep: float) -> None:
     import torch
 
     from fleetgym.agents.scheduler_actions import STEP_KEEP
+    from fleetgym.experiments.schedule.policy import keep_logit
 
     head = model.policy.action_net
     with torch.no_grad():
         head.bias.zero_()
-        head.bias[STEP_KEEP] = float(np.log(2.0 * keep / (1.0 - keep)))
+        head.bias[STEP_KEEP] = keep_logit(keep)
 
 
 def _max_rounds(venv: Any) -> int:
