@@ -159,6 +159,23 @@ def add_ppo_arguments(parser: argparse.ArgumentParser) -> None:
         "of these fleet sizes (powers of two; evaluation starts from --start-actors)",
     )
     parser.add_argument(
+        "--start-search",
+        type=int_in(1, 4096),
+        nargs="+",
+        default=list(d.start_search),
+        metavar="N",
+        help="with --actions step: before training, run each of these fleet sizes as a "
+        "constant fleet on the paired seeds and start from the best (overrides "
+        "--start-actors; e.g. 4 8 16 32)",
+    )
+    parser.add_argument(
+        "--start-search-seeds",
+        type=int_in(2, 10_000),
+        default=d.start_search_seeds,
+        help="with --start-search: workload seeds the race between start sizes may use "
+        "(all sizes run on the --paired-seeds pool, close ones on more seeds)",
+    )
+    parser.add_argument(
         "--paired-seeds",
         type=int_in(0, 10_000),
         default=d.paired_seeds,
@@ -208,6 +225,7 @@ def usable_env(
     for flag, sizes in (
         ("--start-actors", [config.start_actors]),
         ("--train-starts", config.train_starts),
+        ("--start-search", config.start_search),
     ):
         for size in sizes:
             try:
@@ -236,6 +254,8 @@ def ppo_config(args: argparse.Namespace) -> SchedulerPPOConfig:
             target_kl=args.target_kl,
             paired_seeds=args.paired_seeds,
             train_starts=tuple(args.train_starts),
+            start_search=tuple(args.start_search),
+            start_search_seeds=args.start_search_seeds,
         )
     except (ValueError, TypeError) as error:
         raise UsageError(str(error)) from None

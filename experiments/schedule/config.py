@@ -109,6 +109,16 @@ class SchedulerPPOConfig:
         train_starts: with ``actions="step"``, exploring starts: each training episode
             starts from a size drawn from these ladder sizes (evaluation still starts from
             ``start_actors``). Empty: every episode starts from ``start_actors``.
+        start_search: with ``actions="step"`` and ``paired_seeds``, choose the start size
+            before training: each of these sizes runs as a constant fleet on the pool's
+            workload seeds and the best mean total reward becomes ``start_actors``
+            (:mod:`fleetgym.experiments.schedule.start`); the policy then learns the moves
+            from there. Empty: start from ``start_actors``. Only a fresh training run
+            selects; resuming and fine-tuning keep the stored start.
+        start_search_seeds: workload seeds the start-size race may use: every size runs on
+            the ``paired_seeds`` training pool, the close ones go on over more seeds (the
+            pool's continuation) until one is ahead by two standard errors or these run
+            out.
         use_sde: with ``actions="log2"``, generalised state-dependent exploration (SB3
             ``use_sde``, noise drawn once per rollout), so that exploration changes the
             fleet size smoothly with the state instead of at random every round.
@@ -138,6 +148,8 @@ class SchedulerPPOConfig:
     target_kl: float | None = 0.02
     paired_seeds: int = 8
     train_starts: tuple[int, ...] = ()
+    start_search: tuple[int, ...] = ()
+    start_search_seeds: int = 24
 
     def __post_init__(self) -> None:
         if self.actions not in ACTION_MODES:
@@ -191,6 +203,24 @@ class SchedulerPPOConfig:
             )
         if self.train_starts and self.actions != "step":
             raise ValueError("train_starts: needs a start, actions='step'")
+        self.start_search = tuple(self.start_search)
+        if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in self.start_search):
+            raise ValueError(
+                f"start_search: expected positive ints (ladder sizes), actual {self.start_search!r}"
+            )
+        if (
+            isinstance(self.start_search_seeds, bool)
+            or not isinstance(self.start_search_seeds, int)
+            or self.start_search_seeds < 2
+        ):
+            raise ValueError(
+                f"start_search_seeds: expected an int >= 2, actual {self.start_search_seeds!r}"
+            )
+        if self.start_search and (self.actions != "step" or not self.paired_seeds):
+            raise ValueError(
+                "start_search: needs a start and a pool of seeds to compare on, "
+                "actions='step' and paired_seeds >= 1"
+            )
         for name in ("n_steps", "batch_size", "n_epochs", "n_envs"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -269,7 +299,9 @@ def stored_config(meta: Mapping[str, Any]) -> dict[str, Any]:
     cfg.setdefault("actions", "discrete")
     # ... and before paired seeds, on a fresh workload seed every episode.
     cfg.setdefault("paired_seeds", 0)
-    for name in ("hidden", "train_starts"):
+    # ... and before the start-size selection.
+    cfg.setdefault("start_search", ())
+    for name in ("hidden", "train_starts", "start_search"):
         if name in cfg:
             cfg[name] = tuple(cfg[name])
     return {k: v for k, v in cfg.items() if k in SchedulerPPOConfig.__dataclass_fields__}

@@ -41,7 +41,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -49,7 +49,7 @@ import numpy as np
 
 from fleetgym.validation import check_int
 
-__all__ = ["PairedSeedsWrapper", "pool_seeds"]
+__all__ = ["PairedSeedsWrapper", "fixed_fleet_rewards", "pool_seeds"]
 
 
 def pool_seeds(seed: int, size: int) -> list[int]:
@@ -67,6 +67,30 @@ def pool_seeds(seed: int, size: int) -> list[int]:
     return [int(s) % (2**31 - 10_000) + 10_000 for s in state]
 
 
+def fixed_fleet_rewards(
+    env: gym.Env, actors: int, seed: int, *, name: str = "actors"
+) -> np.ndarray:
+    """Per-round rewards of a constant fleet of ``actors`` on workload seed ``seed``.
+
+    ``env`` is the *unwrapped* scheduling env (``Discrete(max_actors)`` actions, action
+    ``n - 1`` runs ``n`` actors); it is reset, run to the end of its episode and left so.
+
+    Raises:
+        ValueError: ``actors`` outside ``1..max_actors`` (the message names it ``name``).
+    """
+    n = int(getattr(env.action_space, "n", 0))
+    if not 1 <= actors <= n:
+        raise ValueError(f"{name}: expected 1..{n} (the env's max_actors), actual {actors}")
+    env.reset(seed=seed)
+    rewards: list[float] = []
+    done = False
+    while not done:
+        _, reward, terminated, truncated, _ = env.step(actors - 1)
+        rewards.append(float(reward))
+        done = terminated or truncated
+    return np.asarray(rewards, dtype=np.float64)
+
+
 class PairedSeedsWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Train on a pool of workload seeds, each round paid relative to a reference fleet.
 
@@ -82,6 +106,9 @@ class PairedSeedsWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
             actions); made once, on the first reset.
         pool_size: number of workload seeds.
         reference_actors: the reference's constant fleet size.
+        reference_cache: reference rewards already run, by workload seed (e.g. by the
+            start-size selection, :mod:`fleetgym.experiments.schedule.start`), so that
+            they are not run twice.
 
     Raises:
         ValueError: ``pool_size`` or ``reference_actors`` < 1.
@@ -94,6 +121,7 @@ class PairedSeedsWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         *,
         pool_size: int = 8,
         reference_actors: int = 8,
+        reference_cache: Mapping[int, np.ndarray] | None = None,
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
             self, pool_size=pool_size, reference_actors=reference_actors
@@ -105,7 +133,7 @@ class PairedSeedsWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.reference_actors = check_int("reference_actors", reference_actors, low=1)
         self._make_reference = make_reference
         self._reference_env: gym.Env | None = None
-        self._cache: dict[int, np.ndarray] = {}
+        self._cache: dict[int, np.ndarray] = dict(reference_cache or {})
         self._pool = pool_seeds(0, self.pool_size)
         self._next = 0
         self._ref: np.ndarray = np.zeros(0)
@@ -117,21 +145,9 @@ class PairedSeedsWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         if seed not in self._cache:
             if self._reference_env is None:
                 self._reference_env = self._make_reference()
-            env = self._reference_env
-            n = int(getattr(env.action_space, "n", 0))
-            if not 1 <= self.reference_actors <= n:
-                raise ValueError(
-                    f"reference_actors: expected 1..{n} (the env's max_actors), "
-                    f"actual {self.reference_actors}"
-                )
-            env.reset(seed=seed)
-            rewards: list[float] = []
-            done = False
-            while not done:
-                _, reward, terminated, truncated, _ = env.step(self.reference_actors - 1)
-                rewards.append(float(reward))
-                done = terminated or truncated
-            self._cache[seed] = np.asarray(rewards, dtype=np.float64)
+            self._cache[seed] = fixed_fleet_rewards(
+                self._reference_env, self.reference_actors, seed, name="reference_actors"
+            )
         return self._cache[seed]
 
     def reset(

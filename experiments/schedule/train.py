@@ -14,7 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +39,8 @@ from fleetgym.experiments.schedule.config import (
     stored_config,
     validate_env_kwargs,
 )
-from fleetgym.experiments.schedule.paired import PairedSeedsWrapper
+from fleetgym.experiments.schedule.paired import PairedSeedsWrapper, pool_seeds
+from fleetgym.experiments.schedule.start import StartSelection, select_start
 from fleetgym.experiments.tables import write_csv
 from fleetgym.validation import check_int
 
@@ -103,6 +104,7 @@ def make_scheduler_vec_env(
     start_actors: int | None = None,
     paired_seeds: int = 0,
     train_starts: Sequence[int] = (),
+    reference_cache: Mapping[int, np.ndarray] | None = None,
 ) -> VecEnv:
     """The SB3 vector env the scheduler trains on (``DummyVecEnv`` of ``Monitor``-ed envs).
 
@@ -127,6 +129,8 @@ def make_scheduler_vec_env(
         train_starts: with ``actions="step"``, exploring starts (each episode starts from
             one of these sizes, drawn by a generator seeded from ``seed`` and the env's
             index); the paired reference stays the constant fleet of ``start_actors``.
+        reference_cache: the paired reference's per-round rewards already run, by
+            workload seed (from the start-size selection).
 
     Raises:
         TypeError: ``env_kwargs`` is not a mapping.
@@ -164,6 +168,7 @@ def make_scheduler_vec_env(
                 lambda: gym.make(env_id, **kwargs),
                 pool_size=paired_seeds,
                 reference_actors=reference,
+                reference_cache=reference_cache,
             )
         return env
 
@@ -248,6 +253,22 @@ def train_scheduler(
     if env_id is None:
         env_id = CARTPOLE_MODELED_ENV_ID
     kwargs = validate_env_kwargs(env_kwargs)
+    started = time.perf_counter()
+    cpu_started = time.process_time()
+    selection: StartSelection | None = None
+    if resume_from is None and config.start_search:
+        # Selected once: every size on the first env's training pool (env i's pool is drawn
+        # from seed + i), the close ones on the pool's continuation.
+        selection = select_start(
+            lambda: gym.make(env_id, **kwargs),
+            config.start_search,
+            pool_seeds(seed % 2**31, max(config.paired_seeds, config.start_search_seeds)),
+            first=max(2, config.paired_seeds),
+            progress=progress,
+        )
+        config = replace(config, start_actors=selection.best)
+        write_csv(out / f"{name}_start_search.csv", selection.rows())
+        logger.info("start size: %d of %s", selection.best, selection.mean_totals())
     meta = {
         "env_id": env_id,
         "env_kwargs": kwargs,
@@ -268,6 +289,7 @@ def train_scheduler(
         start_actors=config.start_actors,
         paired_seeds=config.paired_seeds,
         train_starts=config.train_starts,
+        reference_cache=selection.rewards[selection.best] if selection is not None else None,
     )
     tb_dir = str(out / "tb") if tensorboard else None
     if resume_from is not None:
@@ -321,8 +343,6 @@ def train_scheduler(
     if tb_dir is None:
         # No outputs: SB3's default logger would create a dated folder in the temp dir.
         model.set_logger(Logger(folder=None, output_formats=[]))
-    started = time.perf_counter()
-    cpu_started = time.process_time()
     model.learn(
         total_timesteps=bound,
         callback=callback,
@@ -347,7 +367,11 @@ def train_scheduler(
         records=list(callback.records),
         checkpoints=list(callback.checkpoints),
     )
-    (out / f"{name}_summary.json").write_text(json.dumps(result.summary(), indent=2))
+    summary = result.summary()
+    if selection is not None:
+        summary["start_search"] = {str(n): v for n, v in selection.mean_totals().items()}
+        summary["start_actors"] = selection.best
+    (out / f"{name}_summary.json").write_text(json.dumps(summary, indent=2))
     logger.info(
         "trained %s: %d episodes (%d this run) in %.1f s",
         name,

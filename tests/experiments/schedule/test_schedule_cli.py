@@ -140,7 +140,7 @@ def test_cli_train_stores_exploring_starts_and_gae_lambda(tmp_path, capsys):
     config = checkpoint.read_scheduler_meta(out / "scheduler.zip")["config"]
     assert config["train_starts"] == [1, 3] and config["gae_lambda"] == 0.9
     # a start off the ladder (1, 2, 3 of max_actors 3) is a usage error, not a traceback
-    for flag in ("--train-starts", "--start-actors"):
+    for flag in ("--train-starts", "--start-actors", "--start-search"):
         bad = ["schedule", "train", flag, "4", "--out", str(tmp_path / "off")]
         assert cli.main([*bad, "--no-tensorboard", *_tiny_cli_env()]) == 2
         assert (
