@@ -176,6 +176,13 @@ def add_ppo_arguments(parser: argparse.ArgumentParser) -> None:
         "(all sizes run on the --paired-seeds pool, close ones on more seeds)",
     )
     parser.add_argument(
+        "--check-moves",
+        action="store_true",
+        help="with --actions step: after training, keep the scheduler's moves only if, "
+        "played deterministically on the paired seeds, they beat a constant fleet of its "
+        "start size; else it keeps the start size",
+    )
+    parser.add_argument(
         "--paired-seeds",
         type=int_in(0, 10_000),
         default=d.paired_seeds,
@@ -256,6 +263,7 @@ def ppo_config(args: argparse.Namespace) -> SchedulerPPOConfig:
             train_starts=tuple(args.train_starts),
             start_search=tuple(args.start_search),
             start_search_seeds=args.start_search_seeds,
+            check_moves=args.check_moves,
         )
     except (ValueError, TypeError) as error:
         raise UsageError(str(error)) from None

@@ -119,6 +119,11 @@ class SchedulerPPOConfig:
             the ``paired_seeds`` training pool, the close ones go on over more seeds (the
             pool's continuation) until one is ahead by two standard errors or these run
             out.
+        check_moves: with ``actions="step"`` and ``paired_seeds``, after training play
+            the deterministic scheduler on the training pool and keep its moves only if
+            they beat the constant fleet of its start size there on average; else its
+            action head is reset so that it keeps the start size
+            (:mod:`fleetgym.experiments.schedule.moves`).
         use_sde: with ``actions="log2"``, generalised state-dependent exploration (SB3
             ``use_sde``, noise drawn once per rollout), so that exploration changes the
             fleet size smoothly with the state instead of at random every round.
@@ -150,6 +155,7 @@ class SchedulerPPOConfig:
     train_starts: tuple[int, ...] = ()
     start_search: tuple[int, ...] = ()
     start_search_seeds: int = 24
+    check_moves: bool = False
 
     def __post_init__(self) -> None:
         if self.actions not in ACTION_MODES:
@@ -215,6 +221,11 @@ class SchedulerPPOConfig:
         ):
             raise ValueError(
                 f"start_search_seeds: expected an int >= 2, actual {self.start_search_seeds!r}"
+            )
+        if self.check_moves and (self.actions != "step" or not self.paired_seeds):
+            raise ValueError(
+                "check_moves: needs moves and a pool of seeds to check them on, "
+                "actions='step' and paired_seeds >= 1"
             )
         if self.start_search and (self.actions != "step" or not self.paired_seeds):
             raise ValueError(

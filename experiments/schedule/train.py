@@ -39,6 +39,7 @@ from fleetgym.experiments.schedule.config import (
     stored_config,
     validate_env_kwargs,
 )
+from fleetgym.experiments.schedule.moves import MovesCheck, check_moves
 from fleetgym.experiments.schedule.paired import PairedSeedsWrapper, pool_seeds
 from fleetgym.experiments.schedule.start import StartSelection, select_start
 from fleetgym.experiments.tables import write_csv
@@ -350,11 +351,24 @@ def train_scheduler(
         reset_num_timesteps=resume_from is None,
         progress_bar=False,
     )
-    wall = time.perf_counter() - started
-    cpu = time.process_time() - cpu_started
+    reference_actors = int(venv.get_attr("reference_actors")[0]) if config.check_moves else 0
     venv.close()
     final = out / f"{name}.zip"
     save_scheduler(model, final, meta, callback.episodes)
+    moves: MovesCheck | None = None
+    if config.check_moves:
+        moves = check_moves(
+            final,
+            env_id,
+            kwargs,
+            pool_seeds((seed + start_episode) % 2**31, config.paired_seeds),
+            start_actors=reference_actors,
+            keep_prior=config.keep_prior,
+            reference=selection.rewards[selection.best] if selection is not None else None,
+        )
+        logger.info("moves check: %s", moves.summary())
+    wall = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
     write_csv(out / f"{name}_episodes.csv", callback.records, fieldnames=_RECORD_FIELDS)
     result = TrainingResult(
         model_path=final,
@@ -371,6 +385,8 @@ def train_scheduler(
     if selection is not None:
         summary["start_search"] = {str(n): v for n, v in selection.mean_totals().items()}
         summary["start_actors"] = selection.best
+    if moves is not None:
+        summary["moves_check"] = moves.summary()
     (out / f"{name}_summary.json").write_text(json.dumps(summary, indent=2))
     logger.info(
         "trained %s: %d episodes (%d this run) in %.1f s",
