@@ -25,7 +25,11 @@ from fleetgym.experiments.argtypes import (
     positive_float,
     unit_interval,
 )
-from fleetgym.experiments.schedule.config import GENERAL_ENV_ID, SchedulerPPOConfig
+from fleetgym.experiments.schedule.config import (
+    DEFAULT_START_SEARCH,
+    GENERAL_ENV_ID,
+    SchedulerPPOConfig,
+)
 
 __all__ = [
     "MAX_EPISODES",
@@ -161,12 +165,13 @@ def add_ppo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--start-search",
         type=int_in(1, 4096),
-        nargs="+",
-        default=list(d.start_search),
+        nargs="*",
+        default=None,
         metavar="N",
-        help="with --actions step: before training, run each of these fleet sizes as a "
-        "constant fleet on the paired seeds and start from the best (overrides "
-        "--start-actors; e.g. 4 8 16 32)",
+        help="with --actions step and --paired-seeds: before training, race these fleet "
+        "sizes as constant fleets on the paired seeds and start from the best (overrides "
+        "--start-actors; default: "
+        f"{' '.join(map(str, DEFAULT_START_SEARCH))} up to --max-actors; none: off)",
     )
     parser.add_argument(
         "--start-search-seeds",
@@ -177,10 +182,11 @@ def add_ppo_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--check-moves",
-        action="store_true",
-        help="with --actions step: after training, keep the scheduler's moves only if, "
-        "played deterministically on the paired seeds, they beat a constant fleet of its "
-        "start size; else it keeps the start size",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="with --actions step and --paired-seeds: after training, keep the scheduler's "
+        "moves only if, played deterministically on the paired seeds, they beat a constant "
+        "fleet of its start size; else it keeps the start size (default: on)",
     )
     parser.add_argument(
         "--paired-seeds",
@@ -232,7 +238,7 @@ def usable_env(
     for flag, sizes in (
         ("--start-actors", [config.start_actors]),
         ("--train-starts", config.train_starts),
-        ("--start-search", config.start_search),
+        ("--start-search", config.start_search or ()),
     ):
         for size in sizes:
             try:
@@ -261,7 +267,7 @@ def ppo_config(args: argparse.Namespace) -> SchedulerPPOConfig:
             target_kl=args.target_kl,
             paired_seeds=args.paired_seeds,
             train_starts=tuple(args.train_starts),
-            start_search=tuple(args.start_search),
+            start_search=None if args.start_search is None else tuple(args.start_search),
             start_search_seeds=args.start_search_seeds,
             check_moves=args.check_moves,
         )

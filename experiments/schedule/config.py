@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from fleetgym.agents.scheduler_actions import ACTION_MODES
+from fleetgym.agents.scheduler_actions import ACTION_MODES, fleet_sizes
 
 __all__ = [
     "CARTPOLE_MODELED_ENV_ID",
+    "DEFAULT_START_SEARCH",
     "GENERAL_ENV_ID",
     "SchedulerPPOConfig",
     "stored_config",
@@ -37,6 +38,9 @@ __all__ = [
 #: The deterministic CartPole scheduling env: fast, and an episode is reproducible. The
 #: scheduler trains here unless told otherwise.
 CARTPOLE_MODELED_ENV_ID = "fleetgym/ActorScheduling-CartPole-Modeled-v0"
+#: The start sizes a ``"step"`` scheduler races before training by default (those on the
+#: env's ladder): one cheap, paired comparison instead of PPO's rare tries of the first move.
+DEFAULT_START_SEARCH: tuple[int, ...] = (4, 8, 16, 32)
 #: The general scheduling env (kwargs ``workload``, ``timing``, ...): what
 #: ``fleetgym schedule`` evaluates, trains and fine-tunes on.
 GENERAL_ENV_ID = "fleetgym/ActorScheduling-v0"
@@ -113,8 +117,10 @@ class SchedulerPPOConfig:
             before training: each of these sizes runs as a constant fleet on the pool's
             workload seeds and the best mean total reward becomes ``start_actors``
             (:mod:`fleetgym.experiments.schedule.start`); the policy then learns the moves
-            from there. Empty: start from ``start_actors``. Only a fresh training run
-            selects; resuming and fine-tuning keep the stored start.
+            from there. Empty: start from ``start_actors``. None (the default):
+            :data:`DEFAULT_START_SEARCH` up to the env's ``max_actors`` where there is a
+            start and a pool (``actions="step"``, ``paired_seeds`` >= 1), else off. Only a
+            fresh training run selects; resuming and fine-tuning keep the stored start.
         start_search_seeds: workload seeds the start-size race may use: every size runs on
             the ``paired_seeds`` training pool, the close ones go on over more seeds (the
             pool's continuation) until one is ahead by two standard errors or these run
@@ -123,7 +129,8 @@ class SchedulerPPOConfig:
             the deterministic scheduler on the training pool and keep its moves only if
             they beat the constant fleet of its start size there on average; else its
             action head is reset so that it keeps the start size
-            (:mod:`fleetgym.experiments.schedule.moves`).
+            (:mod:`fleetgym.experiments.schedule.moves`). None (the default): on where
+            there are moves and a pool (``actions="step"``, ``paired_seeds`` >= 1).
         use_sde: with ``actions="log2"``, generalised state-dependent exploration (SB3
             ``use_sde``, noise drawn once per rollout), so that exploration changes the
             fleet size smoothly with the state instead of at random every round.
@@ -153,9 +160,9 @@ class SchedulerPPOConfig:
     target_kl: float | None = 0.02
     paired_seeds: int = 8
     train_starts: tuple[int, ...] = ()
-    start_search: tuple[int, ...] = ()
+    start_search: tuple[int, ...] | None = None
     start_search_seeds: int = 24
-    check_moves: bool = False
+    check_moves: bool | None = None
 
     def __post_init__(self) -> None:
         if self.actions not in ACTION_MODES:
@@ -209,11 +216,17 @@ class SchedulerPPOConfig:
             )
         if self.train_starts and self.actions != "step":
             raise ValueError("train_starts: needs a start, actions='step'")
-        self.start_search = tuple(self.start_search)
-        if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in self.start_search):
-            raise ValueError(
-                f"start_search: expected positive ints (ladder sizes), actual {self.start_search!r}"
-            )
+        if self.start_search is not None:
+            self.start_search = tuple(self.start_search)
+            if any(
+                isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in self.start_search
+            ):
+                raise ValueError(
+                    f"start_search: expected positive ints (ladder sizes), "
+                    f"actual {self.start_search!r}"
+                )
+        if self.check_moves is not None and not isinstance(self.check_moves, bool):
+            raise ValueError(f"check_moves: expected None or a bool, actual {self.check_moves!r}")
         if (
             isinstance(self.start_search_seeds, bool)
             or not isinstance(self.start_search_seeds, int)
@@ -256,6 +269,36 @@ class SchedulerPPOConfig:
         self.hidden = tuple(int(h) for h in self.hidden)
         if not self.hidden or any(h < 1 for h in self.hidden):
             raise ValueError(f"hidden: expected positive layer sizes, actual {self.hidden!r}")
+
+    @property
+    def paired_step(self) -> bool:
+        """A ``"step"`` scheduler trained on a pool of paired seeds: it has a start size
+        to select and moves to check."""
+        return self.actions == "step" and self.paired_seeds >= 1
+
+    def resolved(self, max_actors: int) -> SchedulerPPOConfig:
+        """This config with ``start_search`` and ``check_moves`` made concrete for an env
+        of ``max_actors`` (what a checkpoint stores).
+
+        Example:
+            >>> SchedulerPPOConfig().resolved(32).start_search
+            (4, 8, 16, 32)
+            >>> cfg = SchedulerPPOConfig().resolved(8)
+            >>> cfg.start_search, cfg.check_moves
+            ((4, 8), True)
+            >>> SchedulerPPOConfig(actions="pow2").resolved(32).start_search
+            ()
+        """
+        search = self.start_search
+        if search is None:
+            ladder = fleet_sizes(max_actors)
+            search = (
+                tuple(n for n in DEFAULT_START_SEARCH if n in ladder) if self.paired_step else ()
+            )
+            if len(search) < 2:
+                search = ()
+        check = self.paired_step if self.check_moves is None else self.check_moves
+        return replace(self, start_search=search, check_moves=check)
 
     @property
     def rollout_size(self) -> int:
@@ -312,7 +355,8 @@ def stored_config(meta: Mapping[str, Any]) -> dict[str, Any]:
     cfg.setdefault("paired_seeds", 0)
     # ... and before the start-size selection.
     cfg.setdefault("start_search", ())
+    cfg.setdefault("check_moves", False)
     for name in ("hidden", "train_starts", "start_search"):
-        if name in cfg:
+        if cfg.get(name) is not None:
             cfg[name] = tuple(cfg[name])
     return {k: v for k, v in cfg.items() if k in SchedulerPPOConfig.__dataclass_fields__}

@@ -140,11 +140,7 @@ def make_scheduler_vec_env(
     kwargs = validate_env_kwargs(env_kwargs)
     n_envs = check_int("n_envs", n_envs, low=1)
     paired_seeds = check_int("paired_seeds", paired_seeds, low=0)
-    if env_id not in gym.registry:
-        raise ValueError(
-            f"env_id: expected a registered scheduling env, actual {env_id!r} "
-            f"(known: {sorted(k for k in gym.registry if k.startswith('fleetgym/ActorScheduling'))})"
-        )
+    _check_env_id(env_id)
 
     def factory(index: int) -> gym.Env:
         env = gym.make(env_id, **kwargs)
@@ -254,6 +250,7 @@ def train_scheduler(
     if env_id is None:
         env_id = CARTPOLE_MODELED_ENV_ID
     kwargs = validate_env_kwargs(env_kwargs)
+    config = config.resolved(_env_max_actors(env_id, kwargs))
     started = time.perf_counter()
     cpu_started = time.process_time()
     selection: StartSelection | None = None
@@ -413,6 +410,25 @@ def set_keep_prior(model: Any, keep: float) -> None:
     with torch.no_grad():
         head.bias.zero_()
         head.bias[STEP_KEEP] = keep_logit(keep)
+
+
+def _check_env_id(env_id: str) -> None:
+    if env_id not in gym.registry:
+        raise ValueError(
+            f"env_id: expected a registered scheduling env, actual {env_id!r} "
+            f"(known: {sorted(k for k in gym.registry if k.startswith('fleetgym/ActorScheduling'))})"
+        )
+
+
+def _env_max_actors(env_id: str, kwargs: Mapping[str, Any]) -> int:
+    """The scheduling env's ``max_actors`` (its ``Discrete`` action count); making the env
+    is cheap, no fleet starts before ``reset``."""
+    _check_env_id(env_id)
+    env = gym.make(env_id, **kwargs)
+    try:
+        return int(getattr(env.action_space, "n", 32))
+    finally:
+        env.close()
 
 
 def _max_rounds(venv: Any) -> int:
