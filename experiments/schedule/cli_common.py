@@ -171,7 +171,7 @@ def add_ppo_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --actions step and --paired-seeds: before training, race these fleet "
         "sizes as constant fleets on the paired seeds and start from the best (overrides "
         "--start-actors; default: "
-        f"{' '.join(map(str, DEFAULT_START_SEARCH))} up to --max-actors; none: off)",
+        f"{' '.join(map(str, DEFAULT_START_SEARCH))} up to --max-actors unless --start-actors is given; none: off)",
     )
     parser.add_argument(
         "--start-search-seeds",

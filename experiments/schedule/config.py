@@ -119,7 +119,8 @@ class SchedulerPPOConfig:
             (:mod:`fleetgym.experiments.schedule.start`); the policy then learns the moves
             from there. Empty: start from ``start_actors``. None (the default):
             :data:`DEFAULT_START_SEARCH` up to the env's ``max_actors`` where there is a
-            start and a pool (``actions="step"``, ``paired_seeds`` >= 1), else off. Only a
+            start to choose and a pool (``actions="step"``, ``paired_seeds`` >= 1,
+            ``start_actors`` None), else off. Only a
             fresh training run selects; resuming and fine-tuning keep the stored start.
         start_search_seeds: workload seeds the start-size race may use: every size runs on
             the ``paired_seeds`` training pool, the close ones go on over more seeds (the
@@ -288,13 +289,14 @@ class SchedulerPPOConfig:
             ((4, 8), True)
             >>> SchedulerPPOConfig(actions="pow2").resolved(32).start_search
             ()
+            >>> SchedulerPPOConfig(start_actors=16).resolved(32).start_search
+            ()
         """
         search = self.start_search
         if search is None:
             ladder = fleet_sizes(max_actors)
-            search = (
-                tuple(n for n in DEFAULT_START_SEARCH if n in ladder) if self.paired_step else ()
-            )
+            auto = self.paired_step and self.start_actors is None
+            search = tuple(n for n in DEFAULT_START_SEARCH if n in ladder) if auto else ()
             if len(search) < 2:
                 search = ()
         check = self.paired_step if self.check_moves is None else self.check_moves
