@@ -123,7 +123,7 @@ def reset_moves(model_path: str | Path, keep_prior: float) -> None:
 
     model = load_scheduler(model_path)
     meta = dict(getattr(model, META_ATTR, None) or {})
-    head = model.policy.action_net
+    head: Any = model.policy.action_net  # an nn.Linear (SB3 types it as a Module)
     offset = float(getattr(model.policy, "first_offset", 0.0))
     with torch.no_grad():
         head.weight.zero_()

@@ -144,6 +144,9 @@ def test_sigkilled_client_while_queued_does_not_stall_others(echo_model):
         child = _child(port)
         _wait_for(lambda: server.metrics()["queued"] == 1, "the child's request queued")
         _kill(child)
+        # the server learns of the kill when the socket closes: wait for that (on a loaded
+        # machine it can come after the next request)
+        _wait_for(lambda: server.metrics()["connected_clients"] == 1, "the killed client dropped")
         # only "every connected client waiting" can run this batch: the killed client
         # must no longer count as connected, and its request must be gone
         reply = local.infer(request(1, 0))
