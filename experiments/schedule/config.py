@@ -210,22 +210,11 @@ class SchedulerPPOConfig:
             or self.paired_seeds < 0
         ):
             raise ValueError(f"paired_seeds: expected an int >= 0, actual {self.paired_seeds!r}")
-        self.train_starts = tuple(self.train_starts)
-        if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in self.train_starts):
-            raise ValueError(
-                f"train_starts: expected positive ints (ladder sizes), actual {self.train_starts!r}"
-            )
+        self.train_starts = _sizes("train_starts", self.train_starts)
         if self.train_starts and self.actions != "step":
             raise ValueError("train_starts: needs a start, actions='step'")
         if self.start_search is not None:
-            self.start_search = tuple(self.start_search)
-            if any(
-                isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in self.start_search
-            ):
-                raise ValueError(
-                    f"start_search: expected positive ints (ladder sizes), "
-                    f"actual {self.start_search!r}"
-                )
+            self.start_search = _sizes("start_search", self.start_search)
         if self.check_moves is not None and not isinstance(self.check_moves, bool):
             raise ValueError(f"check_moves: expected None or a bool, actual {self.check_moves!r}")
         if (
@@ -236,12 +225,12 @@ class SchedulerPPOConfig:
             raise ValueError(
                 f"start_search_seeds: expected an int >= 2, actual {self.start_search_seeds!r}"
             )
-        if self.check_moves and (self.actions != "step" or not self.paired_seeds):
+        if self.check_moves and not self.paired_step:
             raise ValueError(
                 "check_moves: needs moves and a pool of seeds to check them on, "
                 "actions='step' and paired_seeds >= 1"
             )
-        if self.start_search and (self.actions != "step" or not self.paired_seeds):
+        if self.start_search and not self.paired_step:
             raise ValueError(
                 "start_search: needs a start and a pool of seeds to compare on, "
                 "actions='step' and paired_seeds >= 1"
@@ -333,6 +322,13 @@ class SchedulerPPOConfig:
             "policy_kwargs": self.policy_kwargs(),
             **({"use_sde": True, "sde_sample_freq": -1} if self.use_sde else {}),
         }
+
+
+def _sizes(name: str, sizes: Any) -> tuple[int, ...]:
+    sizes = tuple(sizes)
+    if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in sizes):
+        raise ValueError(f"{name}: expected positive ints (ladder sizes), actual {sizes!r}")
+    return sizes
 
 
 def validate_env_kwargs(env_kwargs: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -118,15 +118,13 @@ def reset_moves(model_path: str | Path, keep_prior: float) -> None:
     """
     import torch
 
-    from fleetgym.agents.scheduler_actions import STEP_KEEP
-    from fleetgym.experiments.schedule.policy import keep_logit
+    from fleetgym.experiments.schedule.policy import set_keep_prior
 
     model = load_scheduler(model_path)
     meta = dict(getattr(model, META_ATTR, None) or {})
     head: Any = model.policy.action_net  # an nn.Linear (SB3 types it as a Module)
-    offset = float(getattr(model.policy, "first_offset", 0.0))
     with torch.no_grad():
         head.weight.zero_()
-        head.bias.zero_()
-        head.bias[STEP_KEEP] = keep_logit(keep_prior) - min(0.0, offset)
+    offset = float(getattr(model.policy, "first_offset", 0.0))
+    set_keep_prior(model, keep_prior, shift=-min(0.0, offset))
     save_scheduler(model, Path(model_path), meta, int(meta.get("episodes", 0)))

@@ -1,6 +1,6 @@
 """The ``"step"`` scheduler's policy: a fixed prior on its first move, learned residuals.
 
-With the keep prior (:func:`~fleetgym.experiments.schedule.train.set_keep_prior`) the
+With the keep prior (:func:`set_keep_prior`) the
 initial policy keeps the fleet size with probability 0.9 in every round, so that
 exploration does not walk the fleet at random and pay a cold start on every step up. The
 same prior also holds the *first* decision, which picks the size of round 1 (half, the
@@ -33,13 +33,26 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from fleetgym.agents.scheduler_actions import STEP_KEEP
 from fleetgym.agents.scheduler_observation import OBS_ROUND
 
-__all__ = ["FirstMovePolicy", "first_move_offset", "keep_logit"]
+__all__ = ["FirstMovePolicy", "first_move_offset", "keep_logit", "set_keep_prior"]
 
 
 def keep_logit(keep: float) -> float:
     """The keep logit that gives P(keep) = ``keep`` with both moves at logit 0:
     ``log(2 keep / (1 - keep))``."""
     return math.log(2.0 * keep / (1.0 - keep))
+
+
+def set_keep_prior(model: Any, keep: float, *, shift: float = 0.0) -> None:
+    """Start a ``"step"`` scheduler's policy at P(keep) = ``keep``, the moves at half the rest.
+
+    SB3 initialises the action head with a small gain, so its logits start near zero; the
+    bias of the "keep" logit is set to ``log(2 keep / (1 - keep)) + shift``, the other two
+    to 0 (the weights are left as they are).
+    """
+    head = model.policy.action_net
+    with torch.no_grad():
+        head.bias.zero_()
+        head.bias[STEP_KEEP] = keep_logit(keep) + shift
 
 
 def first_move_offset(keep: float, first_keep: float) -> float:

@@ -41,6 +41,7 @@ from fleetgym.experiments.schedule.config import (
 )
 from fleetgym.experiments.schedule.moves import MovesCheck, check_moves
 from fleetgym.experiments.schedule.paired import PairedSeedsWrapper, pool_seeds
+from fleetgym.experiments.schedule.policy import set_keep_prior
 from fleetgym.experiments.schedule.start import StartSelection, select_start
 from fleetgym.experiments.tables import write_csv
 from fleetgym.validation import check_int
@@ -393,23 +394,6 @@ def train_scheduler(
         wall,
     )
     return result
-
-
-def set_keep_prior(model: Any, keep: float) -> None:
-    """Start a ``"step"`` scheduler's policy at P(keep) = ``keep``, the moves at half the rest.
-
-    SB3 initialises the action head with a small gain, so its logits start near zero; the
-    bias of the "keep" logit is set to ``log(2 keep / (1 - keep))``, the other two to 0.
-    """
-    import torch
-
-    from fleetgym.agents.scheduler_actions import STEP_KEEP
-    from fleetgym.experiments.schedule.policy import keep_logit
-
-    head = model.policy.action_net
-    with torch.no_grad():
-        head.bias.zero_()
-        head.bias[STEP_KEEP] = keep_logit(keep)
 
 
 def _check_env_id(env_id: str) -> None:
