@@ -41,6 +41,7 @@ from fleetgym.experiments.schedule.config import CARTPOLE_MODELED_ENV_ID, valida
 from fleetgym.experiments.schedule.evaluate import EpisodeResult, evaluate_scheduler
 from fleetgym.experiments.schedule.search_report import (
     gain,
+    paired_difference,
     plot_best_schedule,
     plot_learning_progress,
     progress_rows,
@@ -394,10 +395,11 @@ def search_schedules(
         dynamic = [c for c in cache.values() if c.realized_phases > 1]
         best_fixed = max(fixed_evals, key=lambda c: c.reward)
         best = max(dynamic, key=lambda c: c.reward) if dynamic else best_fixed
-        held_out: dict[str, Any] = {}
+        held_out_runs: dict[str, CandidateEvaluation] = {}
         if confirm:
             for c in dict.fromkeys([best.schedule, best_fixed.schedule]):
-                held_out[c.label] = CandidateEvaluation(c, evaluate(c, confirm), -2).row()
+                held_out_runs[c.label] = CandidateEvaluation(c, evaluate(c, confirm), -2)
+        held_out = {label: c.row() for label, c in held_out_runs.items()}
         bar.total = bar.n  # candidates may have come from the cache
         bar.refresh()
 
@@ -444,6 +446,9 @@ def search_schedules(
     if confirm and best.schedule.label != best_fixed.schedule.label:
         result["held_out_gain"] = gain(
             held_out[best.schedule.label], held_out[best_fixed.schedule.label]
+        ) | paired_difference(
+            held_out_runs[best.schedule.label].episodes,
+            held_out_runs[best_fixed.schedule.label].episodes,
         )
     write_csv(out / "candidates.csv", result["candidates"])
     (out / "search.md").write_text(search_markdown(result) + "\n")

@@ -31,6 +31,7 @@ from fleetgym.experiments.schedule.evaluate import EpisodeResult
 __all__ = [
     "STAGES",
     "gain",
+    "paired_difference",
     "plot_best_schedule",
     "plot_learning_progress",
     "progress_rows",
@@ -50,6 +51,42 @@ def gain(subject: Mapping[str, Any], reference: Mapping[str, Any]) -> dict[str, 
         "reward": subject["total_reward_mean"] - reference["total_reward_mean"],
         "time_ratio": subject["time_s_mean"] / reference["time_s_mean"],
         "cost_ratio": subject["cost_mean"] / reference["cost_mean"],
+    }
+
+
+def paired_difference(
+    subject: Sequence[EpisodeResult], reference: Sequence[EpisodeResult]
+) -> dict[str, Any]:
+    """Seed-by-seed total-reward difference of ``subject`` over ``reference``.
+
+    Both ran on the same workload seeds, so the seed-to-seed spread of a schedule cancels
+    out of each difference: the mean's standard error is that of the differences.
+
+    Raises:
+        ValueError: the two did not run on the same seeds.
+
+    Example:
+        >>> from types import SimpleNamespace as E
+        >>> a = [E(seed=1, total_reward=-1.0), E(seed=2, total_reward=-2.0)]
+        >>> b = [E(seed=2, total_reward=-2.5), E(seed=1, total_reward=-1.5)]
+        >>> d = paired_difference(a, b)
+        >>> d["diff_mean"], d["diff_stderr"], d["better"], d["seeds"]
+        (0.5, 0.0, 2, 2)
+    """
+    ours = {int(e.seed): float(e.total_reward) for e in subject}
+    theirs = {int(e.seed): float(e.total_reward) for e in reference}
+    if sorted(ours) != sorted(theirs):
+        raise ValueError(
+            f"paired_difference: expected the same seeds, actual {sorted(ours)} "
+            f"and {sorted(theirs)}"
+        )
+    diffs = np.array([ours[s] - theirs[s] for s in sorted(ours)])
+    stderr = float(diffs.std(ddof=1) / np.sqrt(len(diffs))) if len(diffs) > 1 else float("nan")
+    return {
+        "diff_mean": float(diffs.mean()),
+        "diff_stderr": stderr,
+        "better": int(np.count_nonzero(diffs > 0)),
+        "seeds": len(diffs),
     }
 
 
@@ -122,6 +159,11 @@ def search_markdown(result: Mapping[str, Any]) -> str:
             f"on the held-out seeds: total reward {h['reward']:+.4f}, time "
             f"x{h['time_ratio']:.3f}, cost x{h['cost_ratio']:.3f}"
         )
+        if "diff_stderr" in h:
+            lines.append(
+                f"paired by seed: {h['diff_mean']:+.4f} +- {h['diff_stderr']:.4f} (standard "
+                f"error), better on {h['better']} of {h['seeds']} held-out seeds"
+            )
     lines += [
         "",
         "| actors | success | rounds to J | samples to J | time/round (s) | ms per 1k samples "

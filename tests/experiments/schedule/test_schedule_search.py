@@ -107,8 +107,30 @@ def test_search_runs_and_its_accounting_holds(tmp_path):
         assert len(list(csv.DictReader(fh))) == len(candidates)
     assert json.loads((out / "search.json").read_text())["accounting"] == acc
     assert "gain of the best schedule" in (out / "search.md").read_text()
+    if "held_out_gain" in result:  # the best schedule and the best Fixed(n), seed by seed
+        held = result["held_out_gain"]
+        assert held["seeds"] == 1 and held["better"] in (0, 1)
+        assert held["diff_mean"] == pytest.approx(held["reward"])
     for png in ("schedule.png", "progress.png"):
         assert (out / png).stat().st_size > 1000
+
+
+def test_paired_difference_pairs_by_seed_and_rejects_other_seeds():
+    def ep(seed, reward):
+        return EpisodeResult(
+            "x", seed, True, True, time_s=1.0, cost=0.0, rounds=3, total_reward=reward,
+            mean_actors=1.0, max_return=0.0, final_return=0.0, wall_s=0.0,
+        )  # fmt: skip
+
+    ours = [ep(1, -1.0), ep(2, -2.0), ep(3, -3.0)]
+    theirs = [ep(3, -3.5), ep(1, -0.5), ep(2, -3.0)]  # other order: paired by seed
+    d = search_report.paired_difference(ours, theirs)
+    diffs = np.array([-0.5, 1.0, 0.5])
+    assert d["diff_mean"] == pytest.approx(diffs.mean())
+    assert d["diff_stderr"] == pytest.approx(diffs.std(ddof=1) / np.sqrt(3))
+    assert (d["better"], d["seeds"]) == (2, 3)
+    with pytest.raises(ValueError, match="expected the same seeds"):
+        search_report.paired_difference(ours, theirs[:2])
 
 
 def test_search_samples_are_reproducible_from_the_seed():
