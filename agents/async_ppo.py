@@ -115,6 +115,9 @@ class AsyncPPO(AsyncActorSlots):
         batch_trajectories: Trajectories per update (default ``n_actors``).
         recompute_values: Recompute values and GAE with the newest critic before each update.
         global_advantage_norm: Normalise advantages over the whole batch.
+        proximal_clip: PPO-clip around the learner's policy at the update's start, each
+            advantage weighted by its ratio to the behaviour policy (decoupled PPO, see
+            :class:`~fleetgym.agents.losses.LossConfig`; ``loss="ppo"`` only).
         target_kl: KL budget per update (see :class:`~fleetgym.agents.losses.LossConfig`);
             ``"auto"`` takes :data:`~fleetgym.agents.losses.DEFAULT_TARGET_KL` of the loss
             (none for PPO-clip, 0.02 for GIPO and V-trace), ``None`` disables it.
@@ -158,6 +161,7 @@ class AsyncPPO(AsyncActorSlots):
         recompute_values: bool = True,
         global_advantage_norm: bool = True,
         target_kl: float | str | None = "auto",
+        proximal_clip: bool = False,
         lag_injection: int = 0,
         concurrent: bool = True,
         inference: str = "local",
@@ -175,7 +179,9 @@ class AsyncPPO(AsyncActorSlots):
             raise ValueError(
                 f"target_kl: expected a number > 0, 'auto' or None, actual {target_kl!r}"
             )
-        self.config = LossConfig(loss, sigma, recompute_values, global_advantage_norm, target_kl)
+        self.config = LossConfig(
+            loss, sigma, recompute_values, global_advantage_norm, target_kl, proximal_clip
+        )
         self.max_policy_lag = (
             None if max_policy_lag is None else check_int("max_policy_lag", max_policy_lag, low=0)
         )
@@ -413,6 +419,7 @@ class AsyncPPO(AsyncActorSlots):
             "recompute_values": self.config.recompute_values,
             "global_advantage_norm": self.config.global_advantage_norm,
             "target_kl": self.config.target_kl,
+            "proximal_clip": self.config.proximal_clip,
             "lag_injection": self.lag_injection,
             "concurrent": self.concurrent,
             "inference": self.inference,

@@ -271,10 +271,22 @@ class CompensatedPPOLearner(PPOLearner):
         )
 
     def build_batch(self, trajectories: list[Trajectory]) -> Batch:
-        """The parent's batch, with advantages standardised over all of it if configured."""
+        """The parent's batch, with advantages standardised over all of it if configured.
+
+        With ``config.proximal_clip`` the batch's log-probabilities become the proximal
+        policy's (this learner's before the update's first step) and each advantage is
+        weighted by ``pi_prox / mu``: PPO-clip's ``min(r A, clip(r) A)`` with
+        ``r = pi / pi_prox`` and ``A' = (pi_prox / mu) A`` is decoupled PPO's objective,
+        because the weight is positive.
+        """
         batch = super().build_batch(trajectories)
         if self.config.global_advantage_norm:
             batch.advantages = normalize(batch.advantages)
+        if self.config.proximal_clip:
+            with torch.no_grad():
+                proximal = self.policy.evaluate_actions(batch.obs, batch.actions)[0]
+            batch.advantages = batch.advantages * torch.exp(proximal - batch.log_probs)
+            batch.log_probs = proximal
         self._policy_stopped = False
         self._start_kl = 0.0
         if self.config.target_kl is not None:

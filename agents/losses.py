@@ -72,9 +72,16 @@ class LossConfig:
             step (SB3's ``target_kl``). GIPO and V-trace have no trust
             region of their own: without a budget, PPO's repeated epochs keep moving the
             policy (see :func:`gipo_loss`).
+        proximal_clip: PPO-clip only: clip the ratio to the *proximal* policy, the
+            learner's own at the start of the update, instead of the behaviour policy, and
+            weight each sample's advantage by ``pi_prox / mu`` (not differentiated), as in
+            decoupled PPO (Hilton et al., 2021, "Batch size-invariance for policy
+            optimization"). With a lag of 0 it is plain PPO-clip; with a lag, the trust region
+            no longer starts out partly used up by the updates the sample missed.
 
     Raises:
-        ValueError: For an unknown loss, ``sigma <= 0`` or ``target_kl <= 0``.
+        ValueError: For an unknown loss, ``sigma <= 0``, ``target_kl <= 0`` or
+            ``proximal_clip`` with another loss than ``"ppo"``.
         TypeError: For a switch that is not a bool.
     """
 
@@ -83,12 +90,16 @@ class LossConfig:
     recompute_values: bool = False
     global_advantage_norm: bool = False
     target_kl: float | None = None
+    proximal_clip: bool = False
 
     def __post_init__(self) -> None:
         check_choice("loss", self.loss, LOSSES)
         object.__setattr__(self, "sigma", check_float("sigma", self.sigma, low=0.0, strict=True))
         check_bool("recompute_values", self.recompute_values)
         check_bool("global_advantage_norm", self.global_advantage_norm)
+        check_bool("proximal_clip", self.proximal_clip)
+        if self.proximal_clip and self.loss != "ppo":
+            raise ValueError(f"proximal_clip: expected loss 'ppo', actual {self.loss!r}")
         if self.target_kl is not None:
             object.__setattr__(
                 self, "target_kl", check_float("target_kl", self.target_kl, low=0.0, strict=True)
@@ -98,6 +109,8 @@ class LossConfig:
     def label(self) -> str:
         """A short name, e.g. ``'gipo(sigma=0.8)+recompute+global-norm'``."""
         name = f"gipo(sigma={self.sigma:g})" if self.loss == "gipo" else self.loss
+        if self.proximal_clip:
+            name += "-proximal"
         if self.recompute_values:
             name += "+recompute"
         if self.global_advantage_norm:

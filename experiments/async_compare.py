@@ -66,8 +66,12 @@ def run_mode(
     eval_episodes: int = 10,
     actor_mode: str = "thread",
     inference: str = "local",
+    proximal_clip: bool = False,
 ) -> dict[str, Any]:
     """One training run; returns steps, wall time, steps/s, utilisation and the return.
+
+    ``proximal_clip`` (``loss="ppo"``, ``async`` mode only) clips around the learner's
+    policy at each update's start (decoupled PPO, see ``LossConfig``).
 
     ``actor_mode`` places an :class:`AsyncPPO` run's actors (``"thread"`` or ``"process"``);
     ``sync-fleet`` always runs a process fleet.
@@ -104,6 +108,7 @@ def run_mode(
             n_actors=actors,
             recompute_values=not synchronous,
             global_advantage_norm=not synchronous,
+            proximal_clip=proximal_clip and not synchronous,
             actors=actor_mode,
             inference=inference,
             seed=seed,
@@ -210,6 +215,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--lag", type=int, default=4)
     parser.add_argument("--loss", choices=("gipo", "ppo", "vtrace"), default="ppo")
+    parser.add_argument(
+        "--proximal-clip",
+        action="store_true",
+        help="async with --loss ppo: clip around the learner's policy at the update's start, "
+        "advantages weighted by its ratio to the behaviour policy (decoupled PPO)",
+    )
     parser.add_argument("--delay-ms", type=float, default=1.0)
     parser.add_argument("--delay-sigma", type=float, default=1.0)
     parser.add_argument("--out", type=Path, default=None)
@@ -236,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
         "trainer's inference server (default local)",
     )
     args = parser.parse_args(argv)
+    if args.proximal_clip and args.loss != "ppo":
+        parser.error(f"--proximal-clip: expected --loss ppo, actual {args.loss}")
 
     import torch
 
@@ -259,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
                     args.eval_episodes,
                     actor_mode,
                     args.inference,
+                    args.proximal_clip,
                 )
                 results.setdefault(kind, []).append(run)
                 print(json.dumps({"workload": kind, **run}), flush=True)

@@ -48,6 +48,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--sigma", type=float, default=0.8, help="async: GIPO weight width (default 0.8)"
     )
     parser.add_argument(
+        "--proximal-clip",
+        action="store_true",
+        help="async with --loss ppo: clip around the learner's policy at each update's start "
+        "and weight advantages by its ratio to the behaviour policy (decoupled PPO)",
+    )
+    parser.add_argument(
         "--max-policy-lag",
         type=non_negative_int,
         default=8,
@@ -87,6 +93,7 @@ def run(args: argparse.Namespace, workload: Any) -> int:
             workload,
             loss=args.loss,
             sigma=args.sigma,
+            proximal_clip=args.proximal_clip,
             max_policy_lag=args.max_policy_lag,
             n_actors=args.actors,
             actors=actors,

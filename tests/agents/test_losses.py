@@ -281,3 +281,51 @@ def test_the_kl_budget_stops_the_policy_steps_of_an_update():
     assert bounded.policy_stops == 1 and free.policy_stops == 0
     assert 0.0 < bounded_stats.kl < free_stats.kl
     assert bounded_stats.policy_version == 1
+
+
+def test_proximal_clip_is_validated_and_labelled():
+    assert LossConfig("ppo", proximal_clip=True).label == "ppo-proximal"
+    with pytest.raises(ValueError, match="proximal_clip: expected loss 'ppo'"):
+        LossConfig("gipo", proximal_clip=True)
+    with pytest.raises(TypeError, match="proximal_clip: expected a bool"):
+        LossConfig("ppo", proximal_clip=1)  # type: ignore[arg-type]
+
+
+def test_proximal_clip_centres_the_clip_on_the_learner_and_weights_by_its_ratio():
+    # The trajectory's behaviour policy is another network than the learner's: lagged samples.
+    trajs = [_trajectory(0), _trajectory(0, seed=1)]
+    config = {"global_advantage_norm": True}
+    plain = CompensatedPPOLearner("CartPole-v1", LossConfig("ppo", **config), seed=3)
+    prox = CompensatedPPOLearner(
+        "CartPole-v1", LossConfig("ppo", proximal_clip=True, **config), seed=3
+    )
+    reference, batch = plain.build_batch(trajs), prox.build_batch(trajs)
+    with torch.no_grad():
+        learner_log_probs = prox.policy.evaluate_actions(batch.obs, batch.actions)[0]
+    weight = torch.exp(learner_log_probs - reference.log_probs)
+    assert not torch.allclose(weight, torch.ones_like(weight), atol=1e-3)  # really lagged
+    torch.testing.assert_close(batch.log_probs, learner_log_probs)
+    torch.testing.assert_close(batch.advantages, reference.advantages * weight)
+    # the objective: min(r A', clip(r) A') with r = pi / pi_prox and A' = (pi_prox / mu) A
+    # is (pi_prox / mu) min(r A, clip(r) A), decoupled PPO's, since the weight is positive
+    new = learner_log_probs + 0.3 * torch.linspace(-1, 1, len(weight))
+    ours, _ = prox.policy_loss(new, batch.log_probs, batch.advantages)
+    r = torch.exp(new - learner_log_probs)
+    a = reference.advantages
+    expected = -(weight * torch.min(r * a, torch.clamp(r, 0.8, 1.2) * a)).mean()
+    torch.testing.assert_close(ours, expected)
+
+
+def test_proximal_clip_on_policy_is_plain_ppo_clip():
+    # samples of the learner's own policy: the weight is 1 up to float rounding
+    learners = [
+        CompensatedPPOLearner("CartPole-v1", LossConfig("ppo", proximal_clip=p), seed=4, epochs=2)
+        for p in (False, True)
+    ]
+    worker = RolloutWorker("CartPole-v1", 0, seed=5)
+    traj = worker.rollout(learners[0].get_weights(), 32, 0)
+    for learner in learners:
+        learner.update([traj])
+    plain, prox = (learner.get_weights() for learner in learners)
+    for name in plain:
+        np.testing.assert_allclose(prox[name], plain[name], atol=1e-5)

@@ -73,6 +73,22 @@ def test_train_async_backend_process_runs_actor_processes(capsys, inference):
     assert "64 env steps, 2 updates" in out
 
 
+@pytest.mark.timeout(180)
+def test_train_async_proximal_clip_runs_and_is_saved(tmp_path, capsys):
+    path = tmp_path / "prox.pt"
+    argv = ["train", "--mode", "async", "--proximal-clip", "--actors", "2"]
+    argv += ["--steps-per-actor", "16", "--max-steps", "32", "--no-progress", "--save", str(path)]
+    assert main(argv) == 1
+    assert "loss ppo-proximal+recompute+global-norm" in capsys.readouterr().out
+    assert AsyncPPO.load(path).config.proximal_clip
+
+
+def test_train_async_proximal_clip_needs_ppo(capsys):
+    code = main(["train", "--mode", "async", "--loss", "gipo", "--proximal-clip"])
+    assert code == 2
+    assert "proximal_clip: expected loss 'ppo', actual 'gipo'" in capsys.readouterr().err
+
+
 def test_train_async_refuses_the_ray_backend(capsys):
     code = main(["train", "--mode", "async", "--backend", "ray", "--max-steps", "16"])
     assert code == 2
