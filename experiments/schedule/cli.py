@@ -145,8 +145,9 @@ def _configure_evaluate(p: argparse.ArgumentParser) -> None:
         "--scheduler",
         action="append",
         default=None,
-        help="fixed:N, max, increase, decrease, adapt, server, all, learned:PATH "
-        "(repeatable or comma-separated; default: all)",
+        help="fixed:N, max, increase, decrease, adapt, server, all, learned:PATH, "
+        "phase:16x9>8x5>16 (16 actors for 9 rounds, 8 for 5, then 16) (repeatable or "
+        "comma-separated; default: all)",
     )
     p.add_argument("--seeds", type=positive_int, default=5, help="episodes per scheduler")
     p.add_argument(

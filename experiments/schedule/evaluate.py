@@ -169,7 +169,9 @@ def resolve_schedulers(
     names: str | Sequence[str], *, max_actors: int = 32, target_return: float | None = None
 ) -> dict[str, Any]:
     """Schedulers by name: ``fixed:N``, ``max``, ``increase``, ``decrease``, ``adapt``,
-    ``server``, ``all`` (:data:`ALL_SCHEDULERS`) and ``learned:PATH`` (an SB3 PPO zip).
+    ``server``, ``all`` (:data:`ALL_SCHEDULERS`), ``learned:PATH`` (an SB3 PPO zip) and
+    ``phase:16x9>8x5>16`` (a piecewise-constant schedule: 16 actors for 9 rounds, 8 for 5,
+    then 16; see :class:`~fleetgym.experiments.schedule.search.PhaseSchedule`).
 
     Names may be given as a list or comma-separated. Returns table name -> predictor.
 
@@ -193,6 +195,11 @@ def resolve_schedulers(
             for base in ALL_SCHEDULERS:
                 sched = make_baseline(base, max_actors=max_actors, target_return=target_return)
                 out[sched.name] = sched
+        elif spec.startswith("phase:"):
+            from fleetgym.experiments.schedule.search import PhaseSchedule, PhaseScheduler
+
+            phases = PhaseScheduler(PhaseSchedule.parse(spec.split(":", 1)[1]))
+            out[phases.name] = phases
         elif spec.startswith("learned:"):
             path = spec.split(":", 1)[1]
             if not path:

@@ -107,6 +107,41 @@ class PhaseSchedule:
                 switches.append(start)
         return PhaseSchedule(tuple(sizes), tuple(switches))
 
+    @classmethod
+    def parse(cls, label: str) -> PhaseSchedule:
+        """The schedule of a :attr:`label` such as ``16x9>8x5>16`` (or ``fixed:16``).
+
+        Example:
+            >>> PhaseSchedule.parse("16x9>8x5>16")
+            PhaseSchedule(sizes=(16, 8, 16), switches=(10, 15))
+            >>> PhaseSchedule.parse("16x9>8x5>16").label
+            '16x9>8x5>16'
+
+        Raises:
+            ValueError: a label that is not ``NxK>...>N`` with whole numbers >= 1.
+        """
+        if not isinstance(label, str):
+            raise TypeError(f"schedule: expected a str, actual {type(label).__name__}")
+        text = label.strip()
+        if text.startswith("fixed:"):
+            text = text[len("fixed:") :]
+        parts = text.split(">")
+        try:
+            phases = [tuple(int(x) for x in part.split("x")) for part in parts]
+        except ValueError:
+            phases = []
+        shapes_ok = phases and all(len(p) == 2 for p in phases[:-1]) and len(phases[-1]) == 1
+        if not shapes_ok or any(x < 1 for p in phases for x in p):
+            raise ValueError(
+                f"schedule: expected phases like 16x9>8x5>16 (N actors x K rounds, ..., then "
+                f"N), actual {label!r}"
+            )
+        switches, start = [], 1
+        for _, rounds in phases[:-1]:
+            start += rounds
+            switches.append(start)
+        return cls(tuple(p[0] for p in phases), tuple(switches))
+
     @property
     def label(self) -> str:
         """``32x4>16``: 32 actors for 4 rounds, then 16 (``fixed:16`` for one phase)."""

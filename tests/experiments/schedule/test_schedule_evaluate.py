@@ -58,6 +58,13 @@ def test_learned_scheduler_from_an_sb3_zip(tmp_path):
     assert all(1 <= n <= 4 for n in records[0].num_actors)
 
 
+def test_resolve_phase_schedules_plays_them_round_by_round():
+    table = evaluate.resolve_schedulers("fixed:4,phase:4x2>1x1>2")
+    assert list(table) == ["fixed:4", "4x2>1x1>2"]
+    (episode,) = evaluate.evaluate_scheduler(table["4x2>1x1>2"], TINY, [0])
+    assert episode.num_actors == [4, 4, 1, 2, 2][: episode.rounds]
+
+
 def test_resolve_all_and_errors():
     table = evaluate.resolve_schedulers("all")
     assert list(table) == [
@@ -77,6 +84,9 @@ def test_resolve_all_and_errors():
         evaluate.resolve_schedulers("random")
     with pytest.raises(FileNotFoundError, match="no file"):
         evaluate.resolve_schedulers("learned:/nonexistent/sched.zip")
+    for bad in ("phase:16x9", "phase:16x9x2>8", "phase:16>8", "phase:0x3>8", "phase:"):
+        with pytest.raises(ValueError, match="expected phases like 16x9>8x5>16"):
+            evaluate.resolve_schedulers(bad)
     with pytest.raises(TypeError, match="predict"):
         evaluate.evaluate_scheduler(object(), TINY, [0])
     with pytest.raises(ValueError, match="at least one seed"):
