@@ -84,7 +84,7 @@ def run_mode(
 
     target = workload.target_return
     started = time.perf_counter()
-    extra: dict[str, float] = {}
+    extra: dict[str, Any] = {}
     if mode == "sync-fleet":
         from fleetgym.agents.fleet import make_fleet
         from fleetgym.agents.ppo import PPOLearner
@@ -120,10 +120,11 @@ def run_mode(
         wall, busy = last.wall_s, last.learner_busy_s
         done, final = model.num_timesteps, model.learner.mean_return
         reached = final >= target
+        extra["loss"] = model.config.label
         if save_dir is not None:
             name = mode if actor_mode == "thread" else f"{mode}-{actor_mode}"
             name += "-served" if inference == "server" else ""
-            extra = _save_reload_score(model, save_dir / f"{name}-{seed}.pt", eval_episodes)
+            extra.update(_save_reload_score(model, save_dir / f"{name}-{seed}.pt", eval_episodes))
     return {
         "mode": mode,
         "actor_mode": "process" if mode == "sync-fleet" else actor_mode,

@@ -27,6 +27,7 @@ def test_async_run_saves_reloads_and_scores_the_same(tmp_path, capsys):
             str(tmp_path / "models"),
             "--eval-episodes",
             "2",
+            "--proximal-clip",
             "--out",
             str(tmp_path / "out"),
         ]
@@ -35,6 +36,7 @@ def test_async_run_saves_reloads_and_scores_the_same(tmp_path, capsys):
     runs = json.loads((tmp_path / "out" / "async_compare.json").read_text())["uniform"]
     (run,) = runs
     assert run["mode"] == "async" and run["steps"] >= 256
+    assert run["loss"] == "ppo-proximal+recompute+global-norm"
     assert run["reloaded_return"] == run["eval_return"]  # same weights, same episodes
     assert (tmp_path / "models" / "uniform" / "async-0.pt").is_file()
     assert "| uniform | async |" in capsys.readouterr().out
@@ -63,3 +65,9 @@ def test_actor_modes_run_async_with_threads_and_with_processes(capsys):
     assert [r["actor_mode"] for r in runs] == ["thread", "process"]
     assert all(r["steps"] >= 128 for r in runs)
     assert "| uniform | async |" in out and "| uniform | async (process actors) |" in out
+
+
+def test_proximal_clip_needs_ppo(capsys):
+    with pytest.raises(SystemExit):
+        async_compare.main(["--loss", "gipo", "--proximal-clip"])
+    assert "--proximal-clip: expected --loss ppo, actual gipo" in capsys.readouterr().err
