@@ -31,6 +31,7 @@ from fleetgym.experiments.schedule.config import (
     validate_env_kwargs,
 )
 from fleetgym.experiments.schedule.evaluate import EpisodeResult, evaluate_scheduler
+from fleetgym.experiments.schedule.phases import PhaseSchedule, PhaseScheduler
 from fleetgym.experiments.schedule.report import (
     markdown_table,
     plot_schedules,
@@ -39,7 +40,6 @@ from fleetgym.experiments.schedule.report import (
     ratios,
     summarize,
 )
-from fleetgym.experiments.schedule.search import PhaseSchedule, PhaseScheduler
 from fleetgym.experiments.schedule.train import finetune_scheduler, train_scheduler
 from fleetgym.experiments.tables import group_by, write_csv
 
@@ -89,7 +89,7 @@ def compare_schedulers(
         out_dir: output directory.
         learned: table name -> checkpoint zip (e.g. ``{"learned": "runs/scheduler.zip"}``).
         extra: table name -> any other predictor to evaluate alongside (e.g. a searched
-            :class:`~fleetgym.experiments.schedule.search.PhaseScheduler`).
+            :class:`~fleetgym.experiments.schedule.phases.PhaseScheduler`).
         env_id: scheduling env ID.
         env_kwargs: its keyword arguments.
         seeds: evaluation seeds (the paper's protocol: >= 5).

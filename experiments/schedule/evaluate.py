@@ -21,6 +21,7 @@ import numpy as np
 from fleetgym.agents.schedulers import make_baseline
 from fleetgym.experiments.schedule.checkpoint import load_learned_scheduler
 from fleetgym.experiments.schedule.config import GENERAL_ENV_ID, validate_env_kwargs
+from fleetgym.experiments.schedule.phases import PhaseSchedule, PhaseScheduler
 from fleetgym.validation import check_int
 
 __all__ = ["ALL_SCHEDULERS", "EpisodeResult", "evaluate_scheduler", "resolve_schedulers"]
@@ -171,7 +172,7 @@ def resolve_schedulers(
     """Schedulers by name: ``fixed:N``, ``max``, ``increase``, ``decrease``, ``adapt``,
     ``server``, ``all`` (:data:`ALL_SCHEDULERS`), ``learned:PATH`` (an SB3 PPO zip) and
     ``phase:16x9>8x5>16`` (a piecewise-constant schedule: 16 actors for 9 rounds, 8 for 5,
-    then 16; see :class:`~fleetgym.experiments.schedule.search.PhaseSchedule`).
+    then 16; see :class:`~fleetgym.experiments.schedule.phases.PhaseSchedule`).
 
     Names may be given as a list or comma-separated. Returns table name -> predictor.
 
@@ -196,8 +197,6 @@ def resolve_schedulers(
                 sched = make_baseline(base, max_actors=max_actors, target_return=target_return)
                 out[sched.name] = sched
         elif spec.startswith("phase:"):
-            from fleetgym.experiments.schedule.search import PhaseSchedule, PhaseScheduler
-
             phases = PhaseScheduler(PhaseSchedule.parse(spec.split(":", 1)[1]))
             out[phases.name] = phases
         elif spec.startswith("learned:"):
