@@ -277,7 +277,8 @@ class CompensatedPPOLearner(PPOLearner):
         policy's (this learner's before the update's first step) and each advantage is
         weighted by ``pi_prox / mu``: PPO-clip's ``min(r A, clip(r) A)`` with
         ``r = pi / pi_prox`` and ``A' = (pi_prox / mu) A`` is decoupled PPO's objective,
-        because the weight is positive.
+        because the weight is positive. With per-minibatch normalisation the weighted
+        advantages are what each minibatch standardises (AsyncPPO normalises globally).
         """
         batch = super().build_batch(trajectories)
         if self.config.global_advantage_norm:

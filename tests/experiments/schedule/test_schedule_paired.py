@@ -43,6 +43,20 @@ TINY = {
 }
 
 
+def _train_tiny(out, cfg, *, episodes, **kwargs):
+    """A scheduler trained on the tiny env, quietly (no progress bar, no TensorBoard)."""
+    return train.train_scheduler(
+        out,
+        env_id=ENV_ID,
+        env_kwargs=TINY,
+        episodes=episodes,
+        config=cfg,
+        progress=False,
+        tensorboard=False,
+        **kwargs,
+    )
+
+
 def _episode(env, actions):
     env.reset()
     shaped = []
@@ -136,15 +150,7 @@ def test_the_training_env_pairs_against_the_start_size_and_monitor_logs_the_true
 
 def test_training_with_paired_seeds_runs_and_stores_the_setting(tmp_path):
     cfg = config.SchedulerPPOConfig(n_steps=4, batch_size=4, n_epochs=2, paired_seeds=2)
-    result = train.train_scheduler(
-        tmp_path,
-        env_id=ENV_ID,
-        env_kwargs=TINY,
-        episodes=3,
-        config=cfg,
-        progress=False,
-        tensorboard=False,
-    )
+    result = _train_tiny(tmp_path, cfg, episodes=3)
     assert result.episodes == 3
     from fleetgym.experiments.schedule.checkpoint import read_scheduler_meta
 
@@ -255,16 +261,7 @@ def test_training_starts_from_the_selected_size_paired_against_it(tmp_path):
         start_search=(1, 2, 4),
         start_search_seeds=4,
     )
-    result = train.train_scheduler(
-        tmp_path,
-        env_id=ENV_ID,
-        env_kwargs=TINY,
-        episodes=2,
-        seed=3,
-        config=cfg,
-        progress=False,
-        tensorboard=False,
-    )
+    result = _train_tiny(tmp_path, cfg, episodes=2, seed=3)
     # the same selection, run again by hand on the pool the env trains on
     chosen = start.select_start(_make, (1, 2, 4), paired.pool_seeds(3, 4), first=2, progress=False)
     stored = checkpoint.read_scheduler_meta(result.model_path)["config"]
@@ -323,16 +320,7 @@ POOL = paired.pool_seeds(5, 3)
 def trained(tmp_path_factory):
     out = tmp_path_factory.mktemp("moves")
     cfg = config.SchedulerPPOConfig(n_steps=4, batch_size=4, n_epochs=2, paired_seeds=3)
-    result = train.train_scheduler(
-        out,
-        env_id=ENV_ID,
-        env_kwargs=TINY,
-        episodes=1,
-        seed=5,
-        config=cfg,
-        progress=False,
-        tensorboard=False,
-    )
+    result = _train_tiny(out, cfg, episodes=1, seed=5)
     return result.model_path
 
 
@@ -400,15 +388,7 @@ def test_training_with_the_check_records_it(tmp_path):
     cfg = config.SchedulerPPOConfig(
         n_steps=4, batch_size=4, n_epochs=2, paired_seeds=2, check_moves=True
     )
-    train.train_scheduler(
-        tmp_path,
-        env_id=ENV_ID,
-        env_kwargs=TINY,
-        episodes=1,
-        config=cfg,
-        progress=False,
-        tensorboard=False,
-    )
+    _train_tiny(tmp_path, cfg, episodes=1)
     summary = json.loads((tmp_path / "scheduler_summary.json").read_text())
     assert summary["moves_check"]["seeds"] == 2
     with pytest.raises(ValueError, match="check_moves: needs moves and a pool"):
