@@ -9,15 +9,20 @@ evaluation episodes. The grid: lags 0, 10, 50, 200, 1000 updates; PPO-clip, V-tr
 GIPO (sigma 0.5 and 0.8); with and without value recomputation and global advantage
 normalisation (both on or both off); several seeds. Writes ``lag_sweep.md`` (a table,
 mean +- std over seeds), ``lag_sweep.csv`` (one row per run) and ``lag_sweep.png``.
+``--merge`` trains nothing: it reads the ``lag_sweep.csv`` of earlier sweeps (a grid run in
+parts) and writes the combined table and figure.
 
 Example::
 
     fleetgym lag-sweep --env CartPole-v1 --quick --out runs/lag
+    fleetgym lag-sweep --merge runs/lag-ppo runs/lag-gipo --out runs/lag-all
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import dataclasses
 import json
 import math
 import subprocess
@@ -28,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetgym.experiments.argtypes import (
+    UsageError,
     check_output_dir,
     non_negative_int,
     output_folder,
@@ -100,6 +106,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--eval-episodes", type=positive_int, default=5, help="evaluation episodes per run"
     )
     parser.add_argument("--jobs", type=positive_int, default=1, help="worker processes")
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="train nothing: combine the lag_sweep.csv of these earlier sweeps into one "
+        "table and figure in --out",
+    )
     parser.add_argument("--shard", default=None, help=argparse.SUPPRESS)  # "i/n", internal
 
 
@@ -260,8 +275,66 @@ def report(runs: list[SweepRun], out: Path, title: str) -> tuple[Path, Path]:
     return md, png
 
 
+def read_runs(folder: Path) -> list[SweepRun]:
+    """The runs an earlier sweep wrote to ``folder/lag_sweep.csv``.
+
+    Raises:
+        UsageError: ``folder`` holds no ``lag_sweep.csv``, the file lacks a column of
+            :class:`SweepRun`, or a value does not parse.
+    """
+    path = Path(folder) / "lag_sweep.csv"
+    if not path.is_file():
+        raise UsageError(f"--merge: expected a sweep's output folder, {path} is missing")
+    fields = {f.name: f.type for f in dataclasses.fields(SweepRun)}
+    cast = {"int": int, "float": float, "str": str}
+    runs = []
+    with path.open(newline="") as fh:
+        for line, row in enumerate(csv.DictReader(fh), start=2):
+            missing = sorted(set(fields) - set(row))
+            if missing:
+                raise UsageError(
+                    f"--merge: {path}: expected the columns {missing}, actual {sorted(row)}"
+                )
+            try:
+                values = {name: cast[str(kind)](row[name]) for name, kind in fields.items()}
+            except (TypeError, ValueError) as exc:
+                raise UsageError(
+                    f"--merge: {path}, line {line}: a value does not parse ({exc})"
+                ) from None
+            runs.append(SweepRun(**values))
+    return runs
+
+
+def merge(folders: list[Path], out: Path) -> int:
+    """Combine earlier sweeps' runs into one table, CSV and figure in ``out``; returns 0.
+
+    A run (env, loss, variant, lag, seed) found in several folders is kept once, from the
+    last folder that has it.
+
+    Raises:
+        UsageError: A folder is not a sweep's output, or the folders hold runs of more
+            than one env, or none at all.
+    """
+    check_output_dir("--out", out)
+    merged: dict[tuple[str, str, str, int, int], SweepRun] = {}
+    for folder in folders:
+        for r in read_runs(folder):
+            merged[(r.env, r.loss, r.variant, r.lag, r.seed)] = r
+    runs = list(merged.values())
+    envs = sorted({r.env for r in runs})
+    if len(envs) != 1:
+        raise UsageError(f"--merge: expected the runs of one env, actual {envs or 'no runs'}")
+    write_csv(out / "lag_sweep.csv", runs)
+    md, png = report(runs, out, f"{envs[0]}: final return vs injected policy lag")
+    print(md.read_text())
+    print(f"merged {len(runs)} runs from {len(folders)} folders: wrote {md} and {png}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the sweep and write its table, CSV and figure; returns 0."""
+    if args.merge:
+        return merge(args.merge, args.out)
     import torch
 
     torch.set_num_threads(1)

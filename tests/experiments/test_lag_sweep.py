@@ -8,6 +8,7 @@ import pytest
 
 from fleetgym.cli import main
 from fleetgym.experiments.lag_sweep import SweepRun, report, run_one
+from fleetgym.experiments.tables import write_csv
 
 
 @pytest.mark.timeout(240)
@@ -70,3 +71,55 @@ def test_unknown_env_is_rejected(capsys):
     with pytest.raises(SystemExit):
         main(["lag-sweep", "--env", "Pong"])
     assert "invalid choice" in capsys.readouterr().err
+
+
+def _sweep_folder(path, runs):
+    write_csv(path / "lag_sweep.csv", runs)
+    return path
+
+
+def test_merge_combines_earlier_sweeps_without_training(tmp_path, capsys):
+    first = _sweep_folder(
+        tmp_path / "a",
+        [
+            SweepRun("Hopper-v5", "ppo", "plain", lag, 0, 64, 1, 10.0 + lag, 9.0, 1.0)
+            for lag in (0, 10)
+        ],
+    )
+    second = _sweep_folder(
+        tmp_path / "b",
+        [
+            SweepRun("Hopper-v5", "ppo", "plain", 10, 0, 64, 1, 99.0, 9.0, 1.0),  # replaces a's
+            SweepRun("Hopper-v5", "vtrace", "compensated", 0, 0, 64, 1, 30.0, 9.0, 1.0),
+        ],
+    )
+    out = tmp_path / "all"
+    assert main(["lag-sweep", "--merge", str(first), str(second), "--out", str(out)]) == 0
+    table = (out / "lag_sweep.md").read_text()
+    assert "| ppo | plain | 10 ± 0 | 99 ± 0 |" in table
+    assert "| vtrace | compensated | 30 ± 0 | - |" in table
+    with (out / "lag_sweep.csv").open() as fh:
+        assert len(list(csv.DictReader(fh))) == 3
+    assert (out / "lag_sweep.png").stat().st_size > 1000
+    assert "merged 3 runs from 2 folders" in capsys.readouterr().out
+
+
+def test_merge_rejects_a_folder_without_a_sweep_and_mixed_envs(tmp_path, capsys):
+    assert main(["lag-sweep", "--merge", str(tmp_path / "none"), "--out", str(tmp_path / "o")]) == 2
+    assert "lag_sweep.csv is missing" in capsys.readouterr().err
+    hopper = _sweep_folder(
+        tmp_path / "h", [SweepRun("Hopper-v5", "ppo", "plain", 0, 0, 64, 1, 1.0, 1.0, 1.0)]
+    )
+    cartpole = _sweep_folder(
+        tmp_path / "c", [SweepRun("CartPole-v1", "ppo", "plain", 0, 0, 64, 1, 1.0, 1.0, 1.0)]
+    )
+    assert (
+        main(["lag-sweep", "--merge", str(hopper), str(cartpole), "--out", str(tmp_path / "o")])
+        == 2
+    )
+    assert "expected the runs of one env" in capsys.readouterr().err
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "lag_sweep.csv").write_text("env,loss\nHopper-v5,ppo\n")
+    assert main(["lag-sweep", "--merge", str(bad), "--out", str(tmp_path / "o")]) == 2
+    assert "expected the columns" in capsys.readouterr().err
