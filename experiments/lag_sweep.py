@@ -275,6 +275,10 @@ def report(runs: list[SweepRun], out: Path, title: str) -> tuple[Path, Path]:
     return md, png
 
 
+def _title(env: str) -> str:
+    return f"{env}: final return vs injected policy lag"
+
+
 def read_runs(folder: Path) -> list[SweepRun]:
     """The runs an earlier sweep wrote to ``folder/lag_sweep.csv``.
 
@@ -325,7 +329,7 @@ def merge(folders: list[Path], out: Path) -> int:
     if len(envs) != 1:
         raise UsageError(f"--merge: expected the runs of one env, actual {envs or 'no runs'}")
     write_csv(out / "lag_sweep.csv", runs)
-    md, png = report(runs, out, f"{envs[0]}: final return vs injected policy lag")
+    md, png = report(runs, out, _title(envs[0]))
     print(md.read_text())
     print(f"merged {len(runs)} runs from {len(folders)} folders: wrote {md} and {png}")
     return 0
@@ -352,8 +356,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     runs = _run_parallel(args, steps) if args.jobs > 1 else _run_shard(args, steps, 0, 1)
     write_csv(args.out / "lag_sweep.csv", runs)
-    title = f"{args.env}: final return vs injected policy lag"
-    md, png = report(runs, args.out, title)
+    md, png = report(runs, args.out, _title(args.env))
     print(md.read_text())
     print(
         f"wrote {md}, {png} and {args.out / 'lag_sweep.csv'} in {time.perf_counter() - started:.0f} s"
