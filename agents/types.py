@@ -1,7 +1,7 @@
 """The data that crosses the fleet <-> learner boundary, and the interfaces on each side.
 
 This module is the contract between the actor fleet (:mod:`fleetgym.agents.fleet`),
-the on-policy learner (:mod:`fleetgym.agents.ppo`) and the environments built on them
+the on-policy learner (:mod:`fleetgym.agents.learners.ppo`) and the environments built on them
 (:mod:`fleetgym.meta_env`). It imports numpy only.
 
 Semantics every backend follows:

@@ -1,6 +1,7 @@
 """Asynchronous against synchronous PPO on the same actor threads, as a ratio measured in one run.
 
-``test_bench_async_vs_sync``: env steps/s of :class:`~fleetgym.agents.async_ppo.AsyncPPO`
+``test_bench_async_vs_sync``: env steps/s of
+:class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO`
 (PPO-clip, ``max_policy_lag=4``) over the same trainer with ``max_policy_lag=0`` (actors wait
 for every update: synchronous PPO), the same actors, batch and hyperparameters, on the
 uniform CartPole workload and on the heterogeneous one (each actor's env steps cost an
@@ -19,7 +20,7 @@ import os
 
 import pytest
 
-from fleetgym.agents.async_ppo import AsyncPPO
+from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
 from fleetgym.agents.workloads import get_workload
 
 ACTORS = 8

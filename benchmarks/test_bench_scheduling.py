@@ -26,7 +26,7 @@ KWARGS = {"max_actors": 32, "target_return": 1e9, "max_rounds": 10_000, "budget"
 def _bare_round_times(repeats: int) -> tuple[list[float], list[float]]:
     """Per repeat: seconds of fleet.run_round alone, and of run_round + update."""
     from fleetgym.agents.fleet.inprocess import InProcessFleet
-    from fleetgym.agents.ppo import PPOLearner
+    from fleetgym.agents.learners.ppo import PPOLearner
 
     env = gym.make(ENV_ID, **KWARGS).unwrapped
     fleet = InProcessFleet("CartPole-v1", max_actors=32, seed=0, batched=True)

@@ -4,9 +4,10 @@ Three trainers with the same actors (``--actors`` slots of ``rollout_steps`` env
 one update per ``--actors`` trajectories, the workload's PPO hyperparameters) and the same
 cores:
 
-* ``sync-fleet`` -- the synchronous path: :func:`fleetgym.agents.training.train` with a
-  process fleet (one worker process per actor) and :class:`~fleetgym.agents.ppo.PPOLearner`;
-* ``sync-threads`` -- :class:`~fleetgym.agents.async_ppo.AsyncPPO` with
+* ``sync-fleet`` -- the synchronous path: :func:`fleetgym.agents.learners.training.train` with a
+  process fleet (one worker process per actor) and
+  :class:`~fleetgym.agents.learners.ppo.PPOLearner`;
+* ``sync-threads`` -- :class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO` with
   ``max_policy_lag=0`` (actor threads wait for every update: synchronous PPO on the
   asynchronous trainer's own machinery);
 * ``async`` -- :class:`AsyncPPO` with ``--loss`` (PPO-clip by default), value recomputation,
@@ -80,15 +81,15 @@ def run_mode(
     :meth:`AsyncPPO.load`, and both policies are scored over ``eval_episodes``
     deterministic episodes on the same seeds (``eval_return``, ``reloaded_return``).
     """
-    from fleetgym.agents.async_ppo import AsyncPPO
+    from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
 
     target = workload.target_return
     started = time.perf_counter()
     extra: dict[str, Any] = {}
     if mode == "sync-fleet":
         from fleetgym.agents.fleet import make_fleet
-        from fleetgym.agents.ppo import PPOLearner
-        from fleetgym.agents.training import train
+        from fleetgym.agents.learners.ppo import PPOLearner
+        from fleetgym.agents.learners.training import train
 
         learner = PPOLearner(workload, seed=seed)
         rounds = -(-steps // (actors * workload.rollout_steps))
@@ -142,8 +143,8 @@ def run_mode(
 
 def _save_reload_score(model: Any, path: Path, episodes: int) -> dict[str, float]:
     """Save ``model``, load it back, and score both over the same deterministic episodes."""
-    from fleetgym.agents.async_ppo import AsyncPPO
-    from fleetgym.agents.training import evaluate_policy
+    from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
+    from fleetgym.agents.learners.training import evaluate_policy
 
     path.parent.mkdir(parents=True, exist_ok=True)
     model.save(path)

@@ -2,7 +2,8 @@
 
 The ``train`` subcommand adds the arguments (:func:`configure`) and hands over to
 :func:`run` when ``--mode async`` is given: ``--actors`` actor slots collect while the
-learner trains (:class:`~fleetgym.agents.async_ppo.AsyncPPO`), with ``--loss``, ``--sigma``
+learner trains (:class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO`), with
+``--loss``, ``--sigma``
 and ``--max-policy-lag``. ``--backend`` places the actors: ``inprocess`` (the default)
 runs each slot's env in a thread of the learner's process (``actors="thread"``),
 ``process`` in a worker process per slot (``actors="process"``); ``ray`` is refused.
@@ -71,8 +72,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, workload: Any) -> int:
     """Train with :class:`AsyncPPO`; returns 0 when the target was reached, 1 otherwise."""
-    from fleetgym.agents.async_ppo import AsyncPPO
-    from fleetgym.agents.training import evaluate_policy
+    from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
+    from fleetgym.agents.learners.training import evaluate_policy
 
     steps_per_actor = args.steps_per_actor or workload.rollout_steps
     rounds = args.rounds or workload.max_rounds

@@ -1,6 +1,6 @@
 """``fleetgym lag-sweep``: final return against an injected policy lag, per loss and compensation.
 
-Each run trains :class:`~fleetgym.agents.async_ppo.AsyncPPO` without threads
+Each run trains :class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO` without threads
 (``concurrent=False``) with ``lag_injection=k``: the actor acts with the weights from ``k``
 updates ago (early on, the oldest that exist), so every sample of update ``u`` has lag
 ``min(k, u)`` exactly and a run is deterministic for its seed. After the step budget, the
@@ -134,8 +134,8 @@ def run_one(
     env: str, loss: str, variant: str, lag: int, seed: int, steps: int, episodes: int
 ) -> SweepRun:
     """Train one cell of the grid and evaluate its final policy."""
-    from fleetgym.agents.async_ppo import AsyncPPO
-    from fleetgym.agents.training import evaluate_policy
+    from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
+    from fleetgym.agents.learners.training import evaluate_policy
 
     setting = SETTINGS[env]
     _, kind, sigma = next(x for x in LOSSES if x[0] == loss)

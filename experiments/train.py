@@ -1,6 +1,6 @@
 """``fleetgym train``: train a workload with the actor fleet and the PPO learner.
 
-Synchronous rounds (:func:`fleetgym.agents.training.train`): the learner's weights go to
+Synchronous rounds (:func:`fleetgym.agents.learners.training.train`): the learner's weights go to
 ``--actors`` actors of the chosen backend, each collects ``--steps-per-actor`` steps, the
 learner updates; training stops at the workload's target return (or ``--target``), after
 ``--rounds`` rounds or ``--max-steps`` env steps. A tqdm bar shows progress; at the end
@@ -25,7 +25,7 @@ from tqdm import tqdm
 
 from fleetgym.agents.fleet import BACKENDS, make_fleet
 from fleetgym.agents.fleet.base import MAX_ACTORS_LIMIT, MAX_STEPS_PER_ACTOR
-from fleetgym.agents.training import evaluate_policy, train
+from fleetgym.agents.learners.training import evaluate_policy, train
 from fleetgym.agents.workloads import COUNT_LIMITS, WORKLOADS, get_workload
 from fleetgym.errors import UnknownWorkloadError, UnsupportedSpaceError
 from fleetgym.experiments import async_train
@@ -154,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
     # torch (and the learner built on it) only when a command trains.
     import torch
 
-    from fleetgym.agents.ppo import PPOLearner
+    from fleetgym.agents.learners.ppo import PPOLearner
 
     try:
         workload = get_workload(args.workload)

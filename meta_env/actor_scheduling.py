@@ -16,7 +16,7 @@ actor scheduling problem):
 * terminated when ``R_bar_k >= J`` or the budget is spent, truncated after ``K`` rounds.
 
 Observation (``Box(7,)``): the state after round ``k`` (all zeros but the budget before
-the first round) laid out and normalised as :mod:`fleetgym.agents.scheduler_observation`
+the first round) laid out and normalised as :mod:`fleetgym.agents.schedulers.observation`
 defines it (``normalize_obs=True``, the default; ``info["raw_state"]`` holds the raw
 vector). Its time entries are scaled by reference times: the modelled learner time of a
 round of ``max_actors`` actors and the modelled time of one actor's rollout (cold starts
@@ -41,7 +41,7 @@ import numpy as np
 
 from fleetgym.agents.fleet import make_fleet
 from fleetgym.agents.fleet.base import MAX_ACTORS_LIMIT
-from fleetgym.agents.scheduler_observation import (
+from fleetgym.agents.schedulers.observation import (
     OBS_ACTOR_TIME,
     OBS_BUDGET,
     OBS_CLIP,
@@ -84,7 +84,7 @@ LearnerFactory = Callable[..., Learner]
 
 
 def _default_learner_factory(workload: Any, *, seed: int, **overrides: Any) -> Any:
-    from fleetgym.agents.ppo import PPOLearner  # torch: imported only when a run starts
+    from fleetgym.agents.learners.ppo import PPOLearner  # torch: imported only when a run starts
 
     return PPOLearner(workload, seed=seed, **overrides)
 

@@ -4,7 +4,7 @@ The shipped tables of :mod:`~fleetgym.meta_env.presets` hold hand-measured compu
 for the papers' workloads. Any other workload gets its
 :class:`~fleetgym.meta_env.time_model.ComputeCostModel` from :func:`calibrate`: a few
 seconds of real stepping (a :class:`~fleetgym.agents.rollout.RolloutWorker`, the actor of
-every fleet) and updating (:class:`~fleetgym.agents.ppo.PPOLearner`), both on one torch
+every fleet) and updating (:class:`~fleetgym.agents.learners.ppo.PPOLearner`), both on one torch
 thread and timed in process CPU time, as the tables were. Each is timed at two sizes and
 the line through the two (the fastest of a few repeats each, robust to a loaded machine)
 gives the per-step (per-sample) slope and the fixed overhead.
@@ -160,7 +160,7 @@ def _measure(
 ) -> tuple[ComputeCostModel, dict[str, Any]]:
     import torch
 
-    from fleetgym.agents.ppo import PPOLearner
+    from fleetgym.agents.learners.ppo import PPOLearner
     from fleetgym.agents.rollout import RolloutWorker
 
     with _step(workload, "building the env and the policy (RolloutWorker)"):

@@ -162,7 +162,7 @@ LEARNER_BAD = {
 @FAST
 @given(data=st.data(), name=st.sampled_from(sorted(LEARNER_BAD)))
 def test_learner_hyperparameters(data: Any, name: str) -> None:
-    from fleetgym.agents.ppo import PPOLearner
+    from fleetgym.agents.learners.ppo import PPOLearner
 
     value = data.draw(LEARNER_BAD[name])
     workload = "Pendulum-v1" if name == "log_std_init" else "CartPole-v1"
@@ -172,13 +172,13 @@ def test_learner_hyperparameters(data: Any, name: str) -> None:
 @FAST
 @given(seed=st.one_of(NOT_NUMBERS.filter(lambda v: v is not None), st.just(-1)))
 def test_learner_seed(seed: Any) -> None:
-    from fleetgym.agents.ppo import PPOLearner
+    from fleetgym.agents.learners.ppo import PPOLearner
 
     expect_clean_error(lambda: PPOLearner("CartPole-v1", seed=seed), "seed")
 
 
 def test_learner_update_inputs() -> None:
-    from fleetgym.agents.ppo import PPOLearner
+    from fleetgym.agents.learners.ppo import PPOLearner
 
     learner = PPOLearner("CartPole-v1", seed=0)
     for bad in ([], None, "traj", [1, 2], iter([])):
@@ -189,7 +189,7 @@ def test_learner_update_inputs() -> None:
 def test_a_diverging_update_raises_and_keeps_finite_parameters() -> None:
     """An update that makes a parameter non-finite raises; nothing non-finite stays."""
     from fleetgym.agents.fleet.inprocess import InProcessFleet
-    from fleetgym.agents.ppo import PPOLearner
+    from fleetgym.agents.learners.ppo import PPOLearner
 
     learner = PPOLearner("CartPole-v1", seed=0, lr=1e30, max_grad_norm=1e30)
     with InProcessFleet("CartPole-v1", max_actors=1, seed=0) as fleet:

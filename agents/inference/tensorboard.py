@@ -7,7 +7,7 @@ requests/s, mean batch size and the batch-size histogram, queue wait p50/p95/p99
 latency p50/p99, mean forward time, utilisation (the share of wall time in forward
 passes) and errors, under ``inference/``. :class:`ServerMetricsLogger` does it per call
 and starts a new measurement window after each, so every point describes the interval
-since the last one. :class:`~fleetgym.agents.async_ppo.AsyncPPO` with
+since the last one. :class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO` with
 ``inference="server"`` and ``tensorboard_log`` logs them after every update.
 
 This module imports numpy only; the writer is the caller's.

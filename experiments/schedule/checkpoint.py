@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fleetgym.agents.scheduler_actions import MappedScheduler
+from fleetgym.agents.schedulers.actions import MappedScheduler
 
 if TYPE_CHECKING:
     from stable_baselines3 import PPO
@@ -99,7 +99,7 @@ def load_learned_scheduler(path: str | Path) -> Any:
     """A saved scheduler ready to act on the scheduling env's own ``Discrete`` actions.
 
     A scheduler trained in another action parametrisation (``pow2``, ``log2``, ``step``) is wrapped
-    in :class:`~fleetgym.agents.scheduler_actions.MappedScheduler`, which maps its
+    in :class:`~fleetgym.agents.schedulers.actions.MappedScheduler`, which maps its
     actions back.
 
     Raises:

@@ -13,7 +13,7 @@ import argparse
 from typing import Any
 
 from fleetgym.agents.fleet.base import MAX_ACTORS_LIMIT
-from fleetgym.agents.scheduler_actions import ACTION_MODES
+from fleetgym.agents.schedulers.actions import ACTION_MODES
 from fleetgym.errors import FleetgymError
 from fleetgym.experiments.argtypes import (
     UsageError,
@@ -224,7 +224,7 @@ def usable_env(
     ``"step"`` ``config``, its start sizes must lie on the env's ladder of fleet sizes."""
     import gymnasium as gym
 
-    from fleetgym.agents.scheduler_actions import start_index
+    from fleetgym.agents.schedulers.actions import start_index
     from fleetgym.experiments.schedule.config import validate_env_kwargs
 
     try:

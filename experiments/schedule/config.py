@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fleetgym.agents.scheduler_actions import ACTION_MODES, fleet_sizes
+from fleetgym.agents.schedulers.actions import ACTION_MODES, fleet_sizes
 
 __all__ = [
     "CARTPOLE_MODELED_ENV_ID",
@@ -84,7 +84,7 @@ class SchedulerPPOConfig:
             the env, so a saved model needs nothing extra at evaluation.
         hidden: hidden layer sizes of both networks.
         actions: the action parametrisation
-            (:data:`~fleetgym.agents.scheduler_actions.ACTION_MODES`): ``"pow2"`` (the
+            (:data:`~fleetgym.agents.schedulers.actions.ACTION_MODES`): ``"pow2"`` (the
             default), the sizes 1, 2, 4, ..., ``max_actors``; ``"discrete"``, the env's
             ``Discrete(max_actors)`` (the paper's; 32 unordered choices collapse onto one
             early at lr 0.005); ``"log2"``, one continuous action on a log

@@ -30,8 +30,8 @@ from typing import Any
 import torch
 from stable_baselines3.common.policies import ActorCriticPolicy
 
-from fleetgym.agents.scheduler_actions import STEP_KEEP
-from fleetgym.agents.scheduler_observation import OBS_ROUND
+from fleetgym.agents.schedulers.actions import STEP_KEEP
+from fleetgym.agents.schedulers.observation import OBS_ROUND
 
 __all__ = ["FirstMovePolicy", "first_move_offset", "keep_logit", "set_keep_prior"]
 

@@ -43,8 +43,8 @@ from typing import Any
 
 import numpy as np
 
-from fleetgym.agents.scheduler_actions import fleet_sizes
 from fleetgym.agents.schedulers import FixedScheduler
+from fleetgym.agents.schedulers.actions import fleet_sizes
 from fleetgym.experiments.schedule.checkpoint import load_learned_scheduler
 from fleetgym.experiments.schedule.config import GENERAL_ENV_ID, SchedulerPPOConfig
 from fleetgym.experiments.schedule.evaluate import EpisodeResult, evaluate_scheduler

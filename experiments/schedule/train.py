@@ -25,7 +25,7 @@ from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
-from fleetgym.agents.scheduler_actions import SchedulerActionWrapper, fleet_sizes, start_index
+from fleetgym.agents.schedulers.actions import SchedulerActionWrapper, fleet_sizes, start_index
 from fleetgym.experiments.schedule.callbacks import EpisodeBudgetCallback, EpisodeRecord
 from fleetgym.experiments.schedule.checkpoint import (
     load_scheduler,
@@ -122,7 +122,7 @@ def make_scheduler_vec_env(
         normalize_reward: wrap in ``VecNormalize(norm_obs=False, norm_reward=True)``.
         gamma: discount used by the reward normalisation.
         actions: the scheduler's action parametrisation
-            (:class:`~fleetgym.agents.scheduler_actions.SchedulerActionWrapper`).
+            (:class:`~fleetgym.agents.schedulers.actions.SchedulerActionWrapper`).
         start_actors: with ``actions="step"``, the size an episode starts from.
         paired_seeds: train on a pool of this many workload seeds per env, each round
             paid relative to a constant fleet of the start size on the same seed

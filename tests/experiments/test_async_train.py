@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleetgym.agents.async_ppo import AsyncPPO
+from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
 from fleetgym.cli import main
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import fleetgym  # noqa: F401  (registers the IDs)
-from fleetgym.agents.scheduler_observation import KL_SCALE
+from fleetgym.agents.schedulers.observation import KL_SCALE
 from fleetgym.agents.types import ActorTiming, RoundResult, Trajectory, UpdateStats
 from fleetgym.errors import UnknownWorkloadError
 from fleetgym.meta_env import ActorSchedulingEnv
@@ -443,7 +443,7 @@ TINY = {"max_actors": 4, "steps_per_actor": 16, "max_rounds": 3}
 
 
 def test_registered_ids_use_the_real_fleet_and_learner():
-    from fleetgym.agents.ppo import PPOLearner
+    from fleetgym.agents.learners.ppo import PPOLearner
 
     env = gym.make("fleetgym/ActorScheduling-CartPole-Modeled-v0", **TINY)
     env.reset(seed=0)

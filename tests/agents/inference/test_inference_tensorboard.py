@@ -72,7 +72,7 @@ def test_missing_keys_are_skipped_and_bad_sources_refused():
 
 @pytest.mark.timeout(120)
 def test_async_ppo_on_the_server_logs_its_metrics(tmp_path):
-    from fleetgym.agents.async_ppo import AsyncPPO
+    from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
 
     model = AsyncPPO(
         "CartPole-v1",

@@ -20,7 +20,7 @@ pytest.importorskip("stable_baselines3")
 import torch  # noqa: E402
 
 import fleetgym  # noqa: E402,F401
-from fleetgym.agents.scheduler_actions import STEP_DOWN, STEP_KEEP, STEP_UP  # noqa: E402
+from fleetgym.agents.schedulers.actions import STEP_DOWN, STEP_KEEP, STEP_UP  # noqa: E402
 from fleetgym.experiments.schedule import (  # noqa: E402
     checkpoint,
     config,

@@ -12,8 +12,8 @@ pytest.importorskip("stable_baselines3")
 import torch  # noqa: E402
 
 import fleetgym  # noqa: E402,F401
-from fleetgym.agents.scheduler_actions import STEP_KEEP  # noqa: E402
-from fleetgym.agents.scheduler_observation import OBS_ROUND  # noqa: E402
+from fleetgym.agents.schedulers.actions import STEP_KEEP  # noqa: E402
+from fleetgym.agents.schedulers.observation import OBS_ROUND  # noqa: E402
 from fleetgym.experiments.schedule import config, train  # noqa: E402
 from fleetgym.experiments.schedule.policy import FirstMovePolicy, first_move_offset  # noqa: E402
 

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from fleetgym.agents.lag import (
+from fleetgym.agents.learners.lag import (
     CompensatedPPOLearner,
     LagUpdateStats,
     ObservedTrajectory,
     WeightRing,
     behaviour_versions,
 )
-from fleetgym.agents.losses import (
+from fleetgym.agents.learners.losses import (
     LossConfig,
     gaussian_weight,
     gipo_loss,
@@ -25,7 +25,7 @@ from fleetgym.agents.losses import (
     vtrace,
     vtrace_policy_loss,
 )
-from fleetgym.agents.ppo import compute_gae
+from fleetgym.agents.learners.ppo import compute_gae
 from fleetgym.agents.rollout import RolloutWorker
 
 

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from fleetgym.agents.async_ppo import AsyncPPO
+from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
 from fleetgym.agents.rollout import RolloutWorker
 from fleetgym.errors import FleetError
 
@@ -215,8 +215,8 @@ def test_actors_through_the_inference_server_record_per_sample_versions():
         model.learn(32 * 4)
         assert model.learner.policy_version == 4
         assert all(r.stats.lag_max <= 2 for r in model.history)
-        assert model._server is not None and model._server.policy_version >= 3
-    assert model._server is None and _actor_threads() == []
+        assert model.slots.server is not None and model.slots.server.policy_version >= 3
+    assert model.slots.server is None and _actor_threads() == []
 
 
 def test_server_inference_takes_no_actor_factory():

@@ -1,4 +1,4 @@
-"""Tests of fleetgym.agents.training: the synchronous round loop, its stops and its errors."""
+"""Tests of fleetgym.agents.learners.training: the synchronous round loop, stops and errors."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from fleetgym.agents.fleet import InProcessFleet
-from fleetgym.agents.ppo import PPOLearner
-from fleetgym.agents.training import TrainingHistory, train
+from fleetgym.agents.learners.ppo import PPOLearner
+from fleetgym.agents.learners.training import TrainingHistory, train
 from fleetgym.agents.types import RoundResult, Trajectory, UpdateStats
 from fleetgym.errors import FleetError
 
@@ -177,7 +177,7 @@ def test_invalid_arguments(kwargs, match):
 
 
 def test_evaluate_policy_plays_whole_episodes():
-    from fleetgym.agents.training import evaluate_policy
+    from fleetgym.agents.learners.training import evaluate_policy
     from fleetgym.agents.workloads import get_workload
 
     policy = get_workload("CartPole-v1").make_policy()
@@ -241,7 +241,7 @@ def test_numpy_integers_are_accepted_as_counts():
 
 
 def test_evaluate_policy_rejects_a_bad_step_cap():
-    from fleetgym.agents.training import evaluate_policy
+    from fleetgym.agents.learners.training import evaluate_policy
     from fleetgym.agents.workloads import get_workload
 
     policy = get_workload("CartPole-v1").make_policy()

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fleetgym.agents.async_ppo import AsyncPPO
+from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
 from fleetgym.agents.workloads import get_workload
 
 TINY = dict(n_actors=2, steps_per_actor=16, epochs=1, minibatch_size=16)
@@ -28,7 +28,7 @@ def _running(pid: int) -> bool:
 
 
 def _worker_pids(model: AsyncPPO) -> list[int]:
-    return [a.pid for a in list(model._actors.values()) if getattr(a, "pid", None)]
+    return [a.pid for a in list(model.slots._actors.values()) if getattr(a, "pid", None)]
 
 
 def _actor_threads() -> list[str]:
@@ -122,7 +122,7 @@ def test_process_actors_act_through_the_inference_server():
         pids = _worker_pids(model)
         assert len(pids) == 2 and os.getpid() not in pids
         model.learn(256)
-        metrics = model._server.metrics()
+        metrics = model.slots.server.metrics()
     finally:
         model.close()
     assert not any(_running(pid) for pid in pids)
@@ -214,7 +214,7 @@ def test_a_callback_exception_leaves_no_process_and_no_thread(concurrent):
     assert _actor_threads() == []
     assert not any(_running(pid) for pid in pids)
     assert multiprocessing.active_children() == []
-    assert model._actors == {} and model.actor_failures == 0  # a stop is not a fault
+    assert model.slots._actors == {} and model.actor_failures == 0  # a stop is not a fault
     model.close()
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from fleetgym.agents.lag import ObservedTrajectory
+from fleetgym.agents.learners.lag import ObservedTrajectory
 from fleetgym.agents.types import Trajectory, Weights
 from fleetgym.agents.workloads import Workload
 from fleetgym.errors import FleetError
@@ -29,7 +29,7 @@ def with_next_obs(trajectory: Trajectory, next_obs: Any) -> Trajectory:
     """``trajectory`` carrying ``next_obs`` (the observation after its last step).
 
     A plain :class:`~fleetgym.agents.types.Trajectory` becomes an
-    :class:`~fleetgym.agents.lag.ObservedTrajectory`; a subclass (e.g. one with per-sample
+    :class:`~fleetgym.agents.learners.lag.ObservedTrajectory`; a subclass (e.g. one with per-sample
     versions) keeps its type and gets the attribute.
     """
     if next_obs is None:

@@ -6,7 +6,7 @@ built-in names of :data:`WORKLOADS`, any Gymnasium environment is a workload:
 :func:`get_workload` takes a registered ID (``"module:ID"`` and user-registered IDs
 included) or an ``EnvSpec``, and :meth:`Workload.from_env` an ID or an importable
 callable; the preprocessing and the PPO defaults are then inferred from the env's spaces
-(:mod:`fleetgym.agents.workload_spec`). A callable travels by its import path
+(:mod:`fleetgym.agents.workloads.spec`). A callable travels by its import path
 (``"module:attr"``), never as pickled code. It builds the
 environment an actor steps (:meth:`Workload.make_env`) and the policy it acts with
 (:meth:`Workload.make_policy`). This module imports no torch: the policy module is loaded
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
-from fleetgym.agents.workload_spec import (
+from fleetgym.agents.workloads.spec import (
     FRAME_PPO_DEFAULTS,
     PREPROCESSINGS,
     EnvSource,
@@ -108,7 +108,7 @@ class Workload:
             draws its delay once, ``step_delay_s * exp(step_delay_sigma * z)`` with
             ``z ~ N(0, 1)`` from the seed (log-normal: a long tail of slow actors).
         preprocessing: ``"none"``, ``"flatten"``, ``"frames"`` or ``"atari"`` (see
-            :mod:`~fleetgym.agents.workload_spec`); "" (the default): ``"atari"`` for the
+            :mod:`~fleetgym.agents.workloads.spec`); "" (the default): ``"atari"`` for the
             Atari family, else ``"none"``.
         entry_point: ``"module:attr"`` of the env's constructor, used by processes where
             ``env_id`` is not registered; "": none.

@@ -1,4 +1,4 @@
-"""Tests of fleetgym.agents.ppo: GAE by hand, the surrogate, updates, hooks and files."""
+"""Tests of fleetgym.agents.learners.ppo: GAE by hand, the surrogate, updates, hooks and files."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from fleetgym.agents.ppo import PPOLearner, RunningMeanStd, compute_gae
+from fleetgym.agents.learners.ppo import PPOLearner, RunningMeanStd, compute_gae
 from fleetgym.agents.rollout import RolloutWorker
 from fleetgym.agents.types import Learner, Trajectory
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fleetgym.agents import schedulers
-from fleetgym.agents.scheduler_observation import (
+from fleetgym.agents.schedulers.observation import (
     KL_SCALE,
     OBS_ACTOR_TIME,
     OBS_BUDGET,

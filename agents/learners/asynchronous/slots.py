@@ -1,25 +1,31 @@
-"""The actor side of :class:`~fleetgym.agents.async_ppo.AsyncPPO`: slots, threads and restarts.
+"""The actor side of the asynchronous trainer: slots, threads and restarts.
 
 :class:`AsyncActorSlots` builds each actor slot (with the actor factory, as a
-:class:`~fleetgym.agents.async_pipeline.ServedActor` of the in-process inference server,
-or, with ``actors="process"``, as a :class:`~fleetgym.agents.async_process.ProcessActor`
-whose environment runs in a worker process), runs one rollout with the behaviour weights of the moment, replaces an actor that raised
-(a new incarnation, the failure counted), runs a slot's loop in its thread (admission,
-collection, hand-over to the pipeline) and stops the threads; without threads it
-collects a batch in turn. The training loop, the weights and the files are
-:class:`~fleetgym.agents.async_ppo.AsyncPPO`, which sets the attributes declared here.
+:class:`~fleetgym.agents.learners.asynchronous.pipeline.ServedActor` of the in-process
+inference server, or, with ``actors="process"``, as a
+:class:`~fleetgym.agents.learners.asynchronous.process_actor.ProcessActor` whose
+environment runs in a worker process), runs one rollout with the behaviour weights of the
+moment, replaces an actor that raised (a new incarnation, the failure counted), runs a
+slot's loop in its thread (admission, collection, hand-over to the pipeline) and stops the
+threads; without threads it collects a batch in turn. The trainer
+(:class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO`) owns one: the training
+loop, the weights and the files are the trainer's, the actors are the slots'.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from fleetgym.agents.async_pipeline import ServedActor, TrajectoryPipeline, with_next_obs
-from fleetgym.agents.lag import WeightRing
+from fleetgym.agents.learners.asynchronous.pipeline import (
+    ServedActor,
+    TrajectoryPipeline,
+    with_next_obs,
+)
 from fleetgym.agents.types import Trajectory, Weights
 from fleetgym.agents.workloads import Workload
 from fleetgym.errors import FleetError
@@ -46,43 +52,66 @@ def _default_actor(workload: Workload, actor_id: int, seed: int, incarnation: in
 
 
 class AsyncActorSlots:
-    """The actor slots behind :class:`~fleetgym.agents.async_ppo.AsyncPPO`.
+    """The actor slots an :class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO` owns.
 
     Models ``n_actors`` actor slots that collect whole rollouts with the behaviour
-    weights (the newest published, or ``lag_injection`` updates older), each replaced by
-    a new incarnation when it raises, up to :data:`MAX_RESTARTS` times in a row. It trains
-    nothing itself; :class:`~fleetgym.agents.async_ppo.AsyncPPO` subclasses it, sets the
-    attributes declared here in its constructor and runs the training loop.
+    weights of the moment (``behaviour()``: the trainer's newest published weights, or
+    those ``lag_injection`` updates older), each replaced by a new incarnation when it
+    raises, up to :data:`MAX_RESTARTS` times in a row. With ``inference="server"`` the
+    slots own the in-process inference server their actors act through. It trains
+    nothing: the trainer hands it the trajectory pipeline, takes batches from it and
+    publishes weights to :attr:`server`.
+
+    Args:
+        workload: What each slot's environment and policy are.
+        seed: Seeds the slots' environments (with the slot and its incarnation).
+        n_actors: Actor slots (one thread each).
+        steps_per_actor: Env steps per rollout.
+        batch_trajectories: Trajectories per batch (without threads: collected in turn).
+        behaviour: Returns ``(policy_version, weights)`` for the rollout starting now.
+        inference: ``"local"`` or ``"server"``.
+        actors: One of :data:`ACTOR_MODES`.
+        actor_factory: Builds a slot's actor (see :data:`ActorFactory`).
     """
 
-    workload: Workload
-    seed: int
-    n_actors: int
-    steps_per_actor: int
-    batch_trajectories: int
-    lag_injection: int
-    inference: str
-    actors: str
-    actor_factory: ActorFactory
-    ring: WeightRing
-    actor_failures: int
-    _server: Any
-    #: Where worker processes reach the server (``actors="process"``, ``inference="server"``).
-    _server_address: tuple[str, int] | None = None
-    _actors: dict[int, Any]
-    _incarnations: dict[int, int]
-    _threads: list[threading.Thread]
-    _lock: threading.Lock
-
-    def _behaviour(self) -> tuple[int, Weights]:
-        return self.ring.lagged(self.lag_injection)
+    def __init__(
+        self,
+        workload: Workload,
+        seed: int,
+        n_actors: int,
+        steps_per_actor: int,
+        batch_trajectories: int,
+        behaviour: Callable[[], tuple[int, Weights]],
+        inference: str,
+        actors: str,
+        actor_factory: ActorFactory,
+    ) -> None:
+        self.workload = workload
+        self.seed = seed
+        self.n_actors = n_actors
+        self.steps_per_actor = steps_per_actor
+        self.batch_trajectories = batch_trajectories
+        self._behaviour = behaviour
+        self.inference = inference
+        self.actors = actors
+        self.actor_factory = actor_factory
+        #: Failed rollouts so far (each replaced by a new incarnation of its slot).
+        self.actor_failures = 0
+        #: The in-process inference server (``inference="server"``, once started).
+        self.server: Any = None
+        #: Where worker processes reach the server (``actors="process"``, ``inference="server"``).
+        self.server_address: tuple[str, int] | None = None
+        self._actors: dict[int, Any] = {}
+        self._incarnations: dict[int, int] = collections.defaultdict(int)
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
 
     def _actor(self, slot: int) -> Any:
         if slot not in self._actors:
             incarnation = self._incarnations[slot]
             actor: Any
             if self.actors == "process":
-                from fleetgym.agents.async_process import ProcessActor
+                from fleetgym.agents.learners.asynchronous.process_actor import ProcessActor
 
                 actor = ProcessActor(
                     self.workload,
@@ -90,29 +119,29 @@ class AsyncActorSlots:
                     self.seed,
                     incarnation,
                     self.actor_factory,
-                    inference_address=self._server_address,
+                    inference_address=self.server_address,
                 )
-            elif self._server is not None:
-                actor = ServedActor(self.workload, slot, self.seed, incarnation, self._server)
+            elif self.server is not None:
+                actor = ServedActor(self.workload, slot, self.seed, incarnation, self.server)
             else:
                 actor = self.actor_factory(self.workload, slot, self.seed, incarnation)
             self._actors[slot] = actor
         return self._actors[slot]
 
-    def _start_server(self) -> None:
-        if self.inference != "server" or self._server is not None:
+    def start_server(self) -> None:
+        if self.inference != "server" or self.server is not None:
             return
         from fleetgym.agents.inference import InferenceServer
 
         version, weights = self._behaviour()
         policy = self.workload.make_policy()
         policy.load_weights(weights)
-        self._server = InferenceServer(
+        self.server = InferenceServer(
             policy, max_batch=self.n_actors, max_wait_ms=5.0, policy_version=version
         )
         if self.actors == "process":
             # Worker processes reach it on a loopback socket (observations in shared memory).
-            self._server_address = self._server.listen()
+            self.server_address = self.server.listen()
 
     def prewarm(self) -> float:
         """Build every actor slot now instead of at its first rollout (in parallel).
@@ -127,7 +156,7 @@ class AsyncActorSlots:
             FleetError: If a slot cannot be built (the first error).
         """
         started = time.perf_counter()
-        self._start_server()
+        self.start_server()
         errors: list[BaseException] = []
 
         def build(slot: int) -> None:
@@ -193,7 +222,18 @@ class AsyncActorSlots:
                 continue
             pipe.put(traj)
 
-    def _stop_actors(self, pipe: TrajectoryPipeline | None, abort: bool = False) -> None:
+    def start(self, pipe: TrajectoryPipeline) -> None:
+        """Start one thread per slot, each collecting into ``pipe`` while it admits."""
+        self._threads = [
+            threading.Thread(
+                target=self._actor_loop, args=(slot, pipe), name=f"actor-{slot}", daemon=True
+            )
+            for slot in range(self.n_actors)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self, pipe: TrajectoryPipeline | None, abort: bool = False) -> None:
         """Stop and join the actor threads.
 
         With ``abort`` (``learn`` is raising), worker processes are killed first, so no
@@ -218,7 +258,7 @@ class AsyncActorSlots:
                 self._incarnations[slot] += 1
                 self._discard(slot)
 
-    def _next_batch(self, pipe: TrajectoryPipeline | None) -> list[Trajectory]:
+    def next_batch(self, pipe: TrajectoryPipeline | None) -> list[Trajectory]:
         if pipe is not None:
             return pipe.take(self.batch_trajectories)
         batch: list[Trajectory] = []
@@ -233,3 +273,12 @@ class AsyncActorSlots:
                     if attempt == MAX_RESTARTS:
                         raise FleetError(f"actor {slot} failed for good: {error}") from error
         return batch
+
+    def close(self) -> None:
+        """Close every slot's actor (environments, worker processes) and the server."""
+        for slot in list(self._actors):
+            self._discard(slot)
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+            self.server_address = None

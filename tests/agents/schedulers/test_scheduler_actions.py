@@ -1,4 +1,4 @@
-"""Action parametrisations of the learned scheduler (fleetgym.agents.scheduler_actions)."""
+"""Action parametrisations of the learned scheduler (fleetgym.agents.schedulers.actions)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import fleetgym  # noqa: F401  (registers the IDs)
-from fleetgym.agents.scheduler_actions import (
+from fleetgym.agents.schedulers import FixedScheduler
+from fleetgym.agents.schedulers.actions import (
     ACTION_MODES,
     STEP_DOWN,
     STEP_KEEP,
@@ -20,7 +21,6 @@ from fleetgym.agents.scheduler_actions import (
     start_index,
     step_index,
 )
-from fleetgym.agents.schedulers import FixedScheduler
 
 MODELED = "fleetgym/ActorScheduling-CartPole-Modeled-v0"
 #: A general scheduling env small enough to train a scheduler on in seconds.

@@ -2,7 +2,7 @@
 
 A scheduler picks how many actors the next round of a distributed training run gets,
 from the 7-dim observation of :class:`fleetgym.meta_env.ActorSchedulingEnv` (its layout:
-:mod:`fleetgym.agents.scheduler_observation`, whose ``OBS_*`` indices are re-exported
+:mod:`fleetgym.agents.schedulers.observation`, whose ``OBS_*`` indices are re-exported
 here). The action is ``num_actors - 1`` (``Discrete(max_actors)``).
 
 Every scheduler has SB3's ``predict(obs, state=None, episode_start=None,
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from fleetgym.agents.fleet.base import MAX_ACTORS_LIMIT
-from fleetgym.agents.scheduler_observation import (
+from fleetgym.agents.schedulers.observation import (
     OBS_ACTOR_TIME,
     OBS_BUDGET,
     OBS_KL,

@@ -1,0 +1,491 @@
+"""Asynchronous PPO: actors keep collecting while the learner trains, with a bounded policy lag.
+
+:class:`AsyncPPO` runs a rollout loop (one thread per actor slot) and a training loop (the
+calling thread) at once, joined by a bounded trajectory pipeline. The learner publishes its
+weights after every update; an actor starting a rollout takes the newest published weights
+(or, with ``lag_injection=k``, the weights from ``k`` updates ago, from a
+:class:`~fleetgym.agents.learners.lag.WeightRing`).
+
+Invariants:
+
+* **Admission (backpressure).** An actor must hold a ticket to start a rollout, and at
+  most ``(max_policy_lag + 1) * batch_trajectories`` tickets are out at once (collecting,
+  queued, or in the update being computed; a ticket ends when its update is published).
+  The learner consumes ``batch_trajectories`` per update, so a trajectory consumed in
+  admission order is at most ``max_policy_lag`` updates old; actors pause instead of
+  producing work that would be thrown away. With ``max_policy_lag=0`` the trainer is
+  synchronous PPO.
+* **Sampling.** A trajectory that finishes out of order (a slow actor) can still be older
+  than the bound when it is used; the learner
+  (:class:`~fleetgym.agents.learners.lag.CompensatedPPOLearner`) drops those samples and
+  counts them.
+* **Faults.** A trajectory reaches the pipeline only whole; an actor that raises is
+  replaced (a fresh env, the next incarnation) and its ticket returned; with
+  ``actors="process"`` a worker process killed mid-rollout is such an actor (its partial
+  rollout dies with it). An exception in the learner (or a callback) stops and joins
+  every actor thread, and kills and closes every worker process, before it propagates.
+
+The trainer owns its actor slots, :attr:`AsyncPPO.slots` (an
+:class:`~fleetgym.agents.learners.asynchronous.slots.AsyncActorSlots`: actors, threads,
+restarts, the inference server); this module holds the training loop, the weights,
+TensorBoard, predict, save and load.
+
+The learner, not the actors, owns the torch threads: ``learn`` sets torch to one intra-op
+thread while it runs (actors are threads of the same process, or, with
+``actors="process"``, threads waiting on a worker process each) and restores it afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fleetgym.agents.learners.asynchronous.pipeline import TrajectoryPipeline
+from fleetgym.agents.learners.asynchronous.slots import (
+    ACTOR_MODES,
+    ActorFactory,
+    AsyncActorSlots,
+    _default_actor,
+)
+from fleetgym.agents.learners.lag import CompensatedPPOLearner, LagUpdateStats, WeightRing
+from fleetgym.agents.learners.losses import DEFAULT_TARGET_KL, LOSSES, LossConfig
+from fleetgym.agents.types import Weights
+from fleetgym.agents.workloads import Workload, get_workload
+from fleetgym.validation import check_bool, check_choice, check_int
+
+logger = logging.getLogger(__name__)
+
+#: Where the actors' policy runs.
+INFERENCE_MODES = ("local", "server")
+
+
+@dataclass
+class UpdateRecord:
+    """What one asynchronous update did, and where the run stands after it."""
+
+    update: int
+    total_steps: int  # env steps handed to the learner so far (dropped samples included)
+    wall_s: float  # since learn() started
+    learner_busy_s: float  # time spent in updates so far
+    queued: int  # trajectories waiting in the pipeline after this update
+    actor_failures: int
+    stats: LagUpdateStats
+
+    @property
+    def mean_return(self) -> float:
+        return self.stats.mean_return
+
+    @property
+    def learner_utilisation(self) -> float:
+        """Share of the wall time so far spent in updates."""
+        return self.learner_busy_s / self.wall_s if self.wall_s > 0 else 0.0
+
+
+class AsyncPPO:
+    """PPO with decoupled rollout and training, a bounded policy lag and lag-tolerant losses.
+
+    Models an asynchronous actor-learner trainer in the SB3 mould: construct it with a
+    workload, call :meth:`learn`, then :meth:`predict`, :meth:`save` and :meth:`load`.
+
+    Example:
+        >>> model = AsyncPPO("CartPole-v1", loss="gipo", n_actors=2, steps_per_actor=16,
+        ...                  epochs=1, seed=0)
+        >>> _ = model.learn(64, progress_bar=False)
+        >>> model.num_timesteps, model.learner.policy_version
+        (64, 2)
+        >>> action, _ = model.predict(np.zeros(4, np.float32))
+        >>> action.shape
+        ()
+
+    Args:
+        workload: A :class:`~fleetgym.agents.workloads.Workload` or its name.
+        loss: ``"ppo"`` (the default: it reached CartPole's target on every measured
+            run, see docs/async.md), ``"gipo"`` or ``"vtrace"``.
+        sigma: GIPO's Gaussian width in log-ratio space (> 0).
+        max_policy_lag: Bound on the lag in updates (>= 0), enforced at admission and at
+            sampling (``None``: unbounded, the pipeline then holds ``2 * batch_trajectories``).
+        n_actors: Actor slots (one thread each, plus a worker process with
+            ``actors="process"``).
+        steps_per_actor: Env steps per rollout (default: the workload's ``rollout_steps``).
+        batch_trajectories: Trajectories per update (default ``n_actors``).
+        recompute_values: Recompute values and GAE with the newest critic before each update.
+        global_advantage_norm: Normalise advantages over the whole batch.
+        proximal_clip: PPO-clip around the learner's policy at the update's start, each
+            advantage weighted by its ratio to the behaviour policy (decoupled PPO, see
+            :class:`~fleetgym.agents.learners.losses.LossConfig`; ``loss="ppo"`` only).
+        target_kl: KL budget per update (see :class:`~fleetgym.agents.learners.losses.LossConfig`);
+            ``"auto"`` takes :data:`~fleetgym.agents.learners.losses.DEFAULT_TARGET_KL` of the loss
+            (none for PPO-clip, 0.02 for GIPO and V-trace), ``None`` disables it.
+        lag_injection: Actors act with the weights from this many updates ago (a fixed
+            injected lag, for experiments; at most ``max_policy_lag``).
+        concurrent: ``False`` runs the same loop without threads, collecting and updating
+            in turn (deterministic for a seed; the lag is then exactly the injected one).
+        inference: ``"local"`` (each actor acts with its own copy of the published
+            weights) or ``"server"`` (actors act through one in-process
+            :class:`~fleetgym.agents.inference.InferenceServer`, which receives the
+            weights after every update; samples record the version that answered them).
+        actors: ``"thread"`` (each actor slot steps its environment in a thread of this
+            process) or ``"process"`` (each slot's environment and rollouts run in a
+            worker process of its own, see
+            :mod:`fleetgym.agents.learners.asynchronous.process_actor`; its
+            thread only waits, so env stepping runs beside the learner outside the GIL;
+            with ``inference="server"`` the workers act through the server on a
+            loopback socket, observations in shared memory). A killed worker is a failed
+            rollout: counted in ``actor_failures`` and replaced by a new process.
+        seed: Seeds the learner and the actors' environments.
+        tensorboard_log: A folder for TensorBoard event files (``None``: no logging).
+        actor_factory: Builds an actor slot (see :data:`ActorFactory`; default a
+            :class:`~fleetgym.agents.rollout.RolloutWorker`).
+        **hyperparameters: PPO hyperparameters (see
+            :data:`fleetgym.agents.learners.ppo.HYPERPARAMETERS`).
+
+    Raises:
+        ValueError: For ``max_policy_lag < 0``, an unknown loss, ``sigma <= 0``, a lag
+            injection above the bound, a non-positive count, or an unknown ``actors`` or
+            ``inference`` mode.
+        TypeError: For arguments of the wrong type.
+    """
+
+    def __init__(
+        self,
+        workload: Workload | str,
+        loss: str = "ppo",
+        sigma: float = 0.8,
+        max_policy_lag: int | None = 8,
+        n_actors: int = 4,
+        steps_per_actor: int | None = None,
+        batch_trajectories: int | None = None,
+        recompute_values: bool = True,
+        global_advantage_norm: bool = True,
+        target_kl: float | str | None = "auto",
+        proximal_clip: bool = False,
+        lag_injection: int = 0,
+        concurrent: bool = True,
+        inference: str = "local",
+        actors: str = "thread",
+        seed: int = 0,
+        tensorboard_log: str | Path | None = None,
+        actor_factory: ActorFactory | None = None,
+        **hyperparameters: Any,
+    ) -> None:
+        self.workload = get_workload(workload)
+        check_choice("loss", loss, LOSSES)
+        if target_kl == "auto":
+            target_kl = DEFAULT_TARGET_KL[loss]
+        elif isinstance(target_kl, str):
+            raise ValueError(
+                f"target_kl: expected a number > 0, 'auto' or None, actual {target_kl!r}"
+            )
+        self.config = LossConfig(
+            loss, sigma, recompute_values, global_advantage_norm, target_kl, proximal_clip
+        )
+        self.max_policy_lag = (
+            None if max_policy_lag is None else check_int("max_policy_lag", max_policy_lag, low=0)
+        )
+        self.n_actors = check_int("n_actors", n_actors, low=1, high=1024)
+        self.steps_per_actor = check_int(
+            "steps_per_actor",
+            self.workload.rollout_steps if steps_per_actor is None else steps_per_actor,
+            low=1,
+        )
+        self.batch_trajectories = check_int(
+            "batch_trajectories",
+            self.n_actors if batch_trajectories is None else batch_trajectories,
+            low=1,
+        )
+        self.lag_injection = check_int("lag_injection", lag_injection, low=0)
+        if self.max_policy_lag is not None and self.lag_injection > self.max_policy_lag:
+            raise ValueError(
+                f"lag_injection: expected at most max_policy_lag={self.max_policy_lag}, "
+                f"actual {self.lag_injection}"
+            )
+        self.concurrent = check_bool("concurrent", concurrent)
+        self.inference = check_choice("inference", inference, INFERENCE_MODES)
+        if self.inference == "server" and actor_factory is not None:
+            raise ValueError(
+                "actor_factory: expected None with inference='server', actual a factory"
+            )
+        self.actors = check_choice("actors", actors, ACTOR_MODES)
+        self.seed = check_int("seed", seed, low=0)
+        self.tensorboard_log = None if tensorboard_log is None else Path(tensorboard_log)
+        self.actor_factory: ActorFactory = actor_factory or _default_actor
+        self.hyperparameters = dict(hyperparameters)
+        self.learner = CompensatedPPOLearner(
+            self.workload, self.config, self.max_policy_lag, seed=self.seed, **hyperparameters
+        )
+        self.ring = WeightRing(self.lag_injection + 1)
+        #: The actor slots this trainer owns (their actors, threads and inference server).
+        self.slots = AsyncActorSlots(
+            self.workload,
+            self.seed,
+            self.n_actors,
+            self.steps_per_actor,
+            self.batch_trajectories,
+            self._behaviour,
+            self.inference,
+            self.actors,
+            self.actor_factory,
+        )
+        self._publish()
+        self.num_timesteps = 0
+        self.history: list[UpdateRecord] = []
+        self.max_outstanding = 0
+
+    # ----------------------------------------------------------------- weights
+    def _behaviour(self) -> tuple[int, Weights]:
+        """The weights an actor starting a rollout now acts with, and their version."""
+        return self.ring.lagged(self.lag_injection)
+
+    def _publish(self) -> None:
+        self.ring.push(self.learner.policy_version, self.learner.get_weights())
+        server = self.slots.server
+        if server is not None:
+            version, weights = self._behaviour()
+            if version != server.policy_version:
+                server.set_weights(weights, version, wait=False)
+
+    @property
+    def actor_failures(self) -> int:
+        """Failed rollouts so far (each actor replaced by a new incarnation)."""
+        return self.slots.actor_failures
+
+    def prewarm(self) -> float:
+        """Build every actor slot now instead of at its first rollout (in parallel).
+
+        With ``actors="process"`` this starts the worker processes, so that ``learn``'s
+        wall time (and its env steps/s) leaves their start-up out.
+
+        Returns:
+            Seconds it took.
+
+        Raises:
+            FleetError: If a slot cannot be built (the first error).
+        """
+        return self.slots.prewarm()
+
+    @property
+    def capacity(self) -> int:
+        """Most trajectories collecting or queued at once (the admission bound)."""
+        if self.max_policy_lag is None:
+            return 2 * self.batch_trajectories
+        return (self.max_policy_lag + 1) * self.batch_trajectories
+
+    # ----------------------------------------------------------------- training
+    def learn(
+        self,
+        total_timesteps: int,
+        callback: Callable[[UpdateRecord], bool | None] | None = None,
+        progress_bar: bool = False,
+        target: float | None = None,
+    ) -> AsyncPPO:
+        """Train until ``total_timesteps`` more env steps reached the learner.
+
+        Args:
+            total_timesteps: Env-step budget of this call (>= 1).
+            callback: Called with each :class:`UpdateRecord`; returning ``True`` stops.
+            progress_bar: Show a tqdm bar.
+            target: Stop once the mean return of the last 100 episodes reaches it.
+
+        Returns:
+            ``self``.
+
+        Raises:
+            FleetError: If an actor slot keeps failing.
+            Whatever the learner or the callback raises, after the actors stopped.
+        """
+        import torch
+        from tqdm import tqdm
+
+        total = check_int("total_timesteps", total_timesteps, low=1)
+        if callback is not None and not callable(callback):
+            raise TypeError(f"callback: expected a callable, actual {type(callback).__name__}")
+        writer = self._writer()
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        self.slots.start_server()
+        pipe = TrajectoryPipeline(self.capacity) if self.concurrent else None
+        if pipe is not None:
+            self.slots.start(pipe)
+        bar = tqdm(total=total, unit="step", disable=not progress_bar, dynamic_ncols=True)
+        start, busy, done = time.perf_counter(), 0.0, 0
+        try:
+            while done < total:
+                batch = self.slots.next_batch(pipe)
+                if not batch:
+                    break
+                began = time.perf_counter()
+                stats = self.learner.update(batch)
+                busy += time.perf_counter() - began
+                self._publish()
+                if pipe is not None:
+                    pipe.release(len(batch))
+                steps = sum(len(t) for t in batch)
+                done += steps
+                self.num_timesteps += steps
+                record = UpdateRecord(
+                    update=len(self.history),
+                    total_steps=self.num_timesteps,
+                    wall_s=time.perf_counter() - start,
+                    learner_busy_s=busy,
+                    queued=len(pipe.queue) if pipe is not None else 0,
+                    actor_failures=self.actor_failures,
+                    stats=stats,
+                )
+                self.history.append(record)
+                bar.update(steps)
+                bar.set_postfix(ret=f"{stats.mean_return:.1f}", lag_p99=f"{stats.lag_p99:g}")
+                if writer is not None:
+                    self._log(writer, record)
+                    if self.slots.server is not None:
+                        from fleetgym.agents.inference.tensorboard import log_server_metrics
+
+                        log_server_metrics(writer, self.slots.server.metrics(), record.total_steps)
+                if callback is not None and callback(record):
+                    break
+                if (
+                    target is not None
+                    and self.learner.episodes_seen
+                    and (stats.mean_return >= target)
+                ):
+                    break
+        except BaseException:
+            # Kill and close worker processes, so none outlives the exception.
+            self.slots.stop(pipe, abort=True)
+            raise
+        else:
+            self.slots.stop(pipe)
+        finally:
+            if pipe is not None:
+                self.max_outstanding = max(self.max_outstanding, pipe.max_outstanding)
+            bar.close()
+            if writer is not None:
+                writer.close()
+            torch.set_num_threads(threads)
+        return self
+
+    def _writer(self) -> Any:
+        if self.tensorboard_log is None:
+            return None
+        from torch.utils.tensorboard import SummaryWriter
+
+        return SummaryWriter(str(self.tensorboard_log))
+
+    @staticmethod
+    def _log(writer: Any, record: UpdateRecord) -> None:
+        s, step = record.stats, record.total_steps
+        for name, value in (
+            ("rollout/ep_rew_mean", s.mean_return),
+            ("train/loss", s.loss),
+            ("train/policy_loss", s.policy_loss),
+            ("train/value_loss", s.value_loss),
+            ("train/entropy", s.entropy),
+            ("train/approx_kl", s.kl),
+            ("train/clip_fraction", s.clip_fraction),
+            ("lag/p50", s.lag_p50),
+            ("lag/p99", s.lag_p99),
+            ("lag/max", s.lag_max),
+            ("lag/dropped_samples", s.dropped_samples),
+            ("time/learner_utilisation", record.learner_utilisation),
+            ("time/steps_per_s", step / record.wall_s if record.wall_s else 0.0),
+        ):
+            writer.add_scalar(name, value, step)
+        if len(s.lags):
+            writer.add_histogram("lag/histogram", s.lags, step)
+
+    # ----------------------------------------------------------------- use
+    def predict(
+        self, observation: np.ndarray, deterministic: bool = True
+    ) -> tuple[np.ndarray, None]:
+        """The action for one observation (or a batch), like SB3's ``predict``.
+
+        Returns:
+            ``(action, None)``: an action for a single observation, an array of actions
+            for a batch; the ``None`` stands for SB3's recurrent state.
+        """
+        obs = np.asarray(observation)
+        single = obs.shape == self.learner.policy.obs_shape
+        batch = obs[None] if single else obs
+        actions = self.learner.policy.act(
+            batch, deterministic=deterministic, rng=np.random.default_rng(self.seed)
+        )[0]
+        return (actions[0] if single else actions), None
+
+    def close(self) -> None:
+        """Close the actors' environments and worker processes (and the inference server)."""
+        self.slots.close()
+
+    def __enter__(self) -> AsyncPPO:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------- files
+    def _settings(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload.name,
+            "loss": self.config.loss,
+            "sigma": self.config.sigma,
+            "max_policy_lag": self.max_policy_lag,
+            "n_actors": self.n_actors,
+            "steps_per_actor": self.steps_per_actor,
+            "batch_trajectories": self.batch_trajectories,
+            "recompute_values": self.config.recompute_values,
+            "global_advantage_norm": self.config.global_advantage_norm,
+            "target_kl": self.config.target_kl,
+            "proximal_clip": self.config.proximal_clip,
+            "lag_injection": self.lag_injection,
+            "concurrent": self.concurrent,
+            "inference": self.inference,
+            "actors": self.actors,
+            "seed": self.seed,
+            "hyperparameters": self.hyperparameters,
+            "num_timesteps": self.num_timesteps,
+        }
+
+    def save(self, path: str | Path) -> Path:
+        """Write the learner (``torch.save`` of tensors and plain values) and ``<stem>.json``.
+
+        Everything loads with ``torch.load(weights_only=True)`` and ``json``: no pickled
+        objects. The policy alone is also written as ``<stem>.policy.pt``.
+        """
+        saved = self.learner.save(path)
+        saved.with_suffix(".json").write_text(json.dumps(self._settings(), indent=1))
+        return saved
+
+    @classmethod
+    def load(cls, path: str | Path, **overrides: Any) -> AsyncPPO:
+        """An :class:`AsyncPPO` restored from :meth:`save` (settings may be overridden).
+
+        Raises:
+            FileNotFoundError: If the learner file or its JSON is missing.
+            ValueError: If they are malformed or for another workload.
+        """
+        path = Path(path)
+        settings_path = path.with_suffix(".json")
+        if not settings_path.is_file():
+            raise FileNotFoundError(f"expected the settings file, actual missing {settings_path}")
+        settings = json.loads(settings_path.read_text())
+        if not isinstance(settings, dict) or "workload" not in settings:
+            raise ValueError(
+                f"{settings_path}: expected AsyncPPO settings, actual {settings!r:.80}"
+            )
+        num_timesteps = int(settings.pop("num_timesteps", 0))
+        hyperparameters = settings.pop("hyperparameters", {})
+        settings.update(overrides)
+        model = cls(**settings, **hyperparameters)
+        model.learner.load(path)
+        model.num_timesteps = num_timesteps
+        model.ring = WeightRing(model.lag_injection + 1)  # the constructor's weights are stale
+        model._publish()
+        return model
+
+
+__all__ = ["ActorFactory", "AsyncPPO", "UpdateRecord"]

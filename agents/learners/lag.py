@@ -1,0 +1,379 @@
+"""Policy lag: measured per sample, bounded, injected on purpose, and compensated in the learner.
+
+*Policy lag* of a sample = the learner's policy version when the sample is used in an
+update minus the behaviour version that produced it (0 in synchronous PPO). This module
+holds the pieces the asynchronous trainer
+(:mod:`fleetgym.agents.learners.asynchronous.trainer`) and the lag
+sweep share:
+
+* :class:`CompensatedPPOLearner` -- a :class:`~fleetgym.agents.learners.ppo.PPOLearner` whose
+  policy loss and compensations come from a :class:`~fleetgym.agents.learners.losses.LossConfig`
+  (PPO-clip, GIPO or V-trace; value/GAE recomputation with the newest parameters; global
+  advantage normalisation). It records every sample's lag, drops (and counts) samples older
+  than ``max_policy_lag`` and reports the lag distribution in :class:`LagUpdateStats`.
+* :class:`WeightRing` -- the last ``k + 1`` published weights, so actors can act with the
+  weights from ``k`` updates ago (the fixed-lag injector of the lag sweep).
+* :class:`ObservedTrajectory` -- a trajectory that also keeps ``s_n``, the observation
+  after its last step, so the newest critic can re-bootstrap it.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from fleetgym.agents.learners.losses import (
+    LossConfig,
+    gipo_loss,
+    kl_estimate,
+    normalize,
+    ppo_clip_loss,
+    vtrace,
+)
+from fleetgym.agents.learners.losses import vtrace_policy_loss as _vtrace_policy_loss
+from fleetgym.agents.learners.ppo import Batch, PPOLearner, compute_gae
+from fleetgym.agents.types import Trajectory, UpdateStats, Weights
+from fleetgym.agents.workloads import Workload
+from fleetgym.validation import check_int
+
+
+@dataclass
+class ObservedTrajectory(Trajectory):
+    """A :class:`~fleetgym.agents.types.Trajectory` with ``next_obs``, the observation ``s_n``.
+
+    Without it a learner cannot recompute ``V(s_n)`` with newer parameters and keeps the
+    behaviour's ``last_value``.
+    """
+
+    next_obs: np.ndarray | None = None
+
+
+@dataclass
+class LagUpdateStats(UpdateStats):
+    """:class:`~fleetgym.agents.types.UpdateStats` plus the policy lag of the update's samples.
+
+    ``lags`` holds one lag per sample offered to the update (dropped ones included), the
+    percentiles summarise it, ``dropped_samples`` counts those older than the bound.
+    """
+
+    lag_mean: float = 0.0
+    lag_p50: float = 0.0
+    lag_p99: float = 0.0
+    lag_max: int = 0
+    dropped_samples: int = 0
+    lags: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def lag_histogram(self) -> dict[str, int]:
+        """Sample counts per lag bin ``0``, ``1``, ``2-3``, ``4-7``, ... (powers of two).
+
+        Example:
+            >>> LagUpdateStats(0, 0, 0, 0, 5, 1, lags=np.array([0, 1, 2, 3, 9])).lag_histogram()
+            {'0': 1, '1': 1, '2-3': 2, '8-15': 1}
+        """
+        out: dict[str, int] = {}
+        for lag in np.sort(self.lags):
+            lag = int(lag)
+            if lag < 2:
+                key = str(lag)
+            else:
+                low = 1 << (lag.bit_length() - 1)
+                key = f"{low}-{2 * low - 1}"
+            out[key] = out.get(key, 0) + 1
+        return out
+
+
+def behaviour_versions(trajectory: Trajectory) -> np.ndarray:
+    """The behaviour policy version of each sample (a per-sample array if the trajectory has one)."""
+    per_sample = getattr(trajectory, "policy_versions", None)
+    if per_sample is not None:
+        return np.asarray(per_sample, np.int64)
+    return np.full(len(trajectory), int(trajectory.policy_version), np.int64)
+
+
+def _tail(trajectory: Trajectory, start: int) -> Trajectory:
+    """The trajectory from step ``start`` on (its completed episodes stay with it)."""
+    changes: dict[str, Any] = {
+        name: getattr(trajectory, name)[start:]
+        for name in (
+            "obs",
+            "actions",
+            "log_probs",
+            "values",
+            "rewards",
+            "terminated",
+            "truncated",
+            "truncation_values",
+        )
+    }
+    per_sample = getattr(trajectory, "policy_versions", None)
+    declared = {f.name for f in dataclasses.fields(trajectory)}
+    if per_sample is not None and "policy_versions" in declared:
+        changes["policy_versions"] = np.asarray(per_sample)[start:]
+    tail = dataclasses.replace(trajectory, **changes)
+    if per_sample is not None and "policy_versions" not in declared:
+        tail.policy_versions = np.asarray(per_sample)[start:]  # type: ignore[attr-defined]
+    next_obs = getattr(trajectory, "next_obs", None)
+    if next_obs is not None and "next_obs" not in declared:
+        tail.next_obs = next_obs  # type: ignore[attr-defined]
+    return tail
+
+
+class WeightRing:
+    """The last ``capacity`` published weights by version: the fixed-lag injector.
+
+    Models actors that act with stale weights on purpose: :meth:`lagged` returns the
+    weights from ``k`` updates before the newest (or the oldest kept, early in training).
+
+    Example:
+        >>> ring = WeightRing(capacity=3)
+        >>> for v in range(5):
+        ...     ring.push(v, {"w": np.full(1, float(v))})
+        >>> version, weights = ring.lagged(2)
+        >>> version, float(weights["w"][0]), ring.versions()
+        (2, 2.0, [2, 3, 4])
+
+    Args:
+        capacity: How many versions to keep (>= 1; ``k + 1`` for a lag of ``k``).
+
+    Raises:
+        ValueError: If ``capacity`` < 1 or ``k`` < 0.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = check_int("capacity", capacity, low=1)
+        self._ring: collections.deque[tuple[int, Weights]] = collections.deque(maxlen=self.capacity)
+
+    def push(self, version: int, weights: Weights) -> None:
+        """Add the weights of a new version (the oldest falls out when full)."""
+        self._ring.append((int(version), weights))
+
+    def versions(self) -> list[int]:
+        """The versions kept, oldest first."""
+        return [v for v, _ in self._ring]
+
+    def lagged(self, k: int) -> tuple[int, Weights]:
+        """``(version, weights)`` of ``k`` versions before the newest, or the oldest kept.
+
+        Raises:
+            LookupError: If nothing was pushed yet.
+        """
+        k = check_int("k", k, low=0)
+        if not self._ring:
+            raise LookupError("WeightRing: expected pushed weights, actual none")
+        return self._ring[max(0, len(self._ring) - 1 - k)]
+
+
+class CompensatedPPOLearner(PPOLearner):
+    """PPO learner for lagged samples: a choice of policy loss, lag compensations and a lag bound.
+
+    Models the learner of an asynchronous trainer. Each :meth:`update` measures every
+    sample's lag (``policy_version`` now minus the sample's behaviour version), drops samples
+    whose lag exceeds ``max_policy_lag`` (counted in the stats), computes advantages per the
+    :class:`~fleetgym.agents.learners.losses.LossConfig` (GAE, or V-trace targets with the current
+    policy as target, from recorded or recomputed values), normalises them globally or per
+    minibatch and runs the PPO epochs with the chosen policy loss. Truncation bootstrap
+    values stay the behaviour's (the final observation of a time-limit end is not kept).
+
+    Example:
+        >>> from fleetgym.agents.rollout import RolloutWorker
+        >>> learner = CompensatedPPOLearner("CartPole-v1", LossConfig("gipo"), epochs=1)
+        >>> traj = RolloutWorker("CartPole-v1", 0, seed=0).rollout(learner.get_weights(), 32, 0)
+        >>> stats = learner.update([traj])
+        >>> stats.num_samples, stats.lag_p99, stats.policy_version
+        (32, 0.0, 1)
+
+    Args:
+        workload: A :class:`~fleetgym.agents.workloads.Workload` or its name.
+        config: The loss and compensations (default: plain PPO-clip).
+        max_policy_lag: Samples with a larger lag are dropped (``None``: keep all).
+        seed: Seeds the initial weights and the minibatch shuffling.
+        **overrides: PPO hyperparameters (see :data:`fleetgym.agents.learners.ppo.HYPERPARAMETERS`).
+
+    Raises:
+        TypeError: If ``config`` is not a :class:`LossConfig`.
+        ValueError: If ``max_policy_lag`` < 0.
+    """
+
+    def __init__(
+        self,
+        workload: Workload | str,
+        config: LossConfig | None = None,
+        max_policy_lag: int | None = None,
+        seed: int = 0,
+        **overrides: Any,
+    ) -> None:
+        super().__init__(workload, seed=seed, **overrides)
+        config = LossConfig() if config is None else config
+        if not isinstance(config, LossConfig):
+            raise TypeError(f"config: expected a LossConfig, actual {type(config).__name__}")
+        self.config = config
+        self.max_policy_lag = (
+            None if max_policy_lag is None else check_int("max_policy_lag", max_policy_lag, low=0)
+        )
+        self.dropped_samples_total = 0
+        # KL budget of the update in progress: the batch's KL(mu || pi) at its start, and
+        # whether the budget is spent (then the update ends).
+        self._start_kl = 0.0
+        self._policy_stopped = False
+        self.policy_stops = 0  # updates ended early on the KL budget
+
+    # ----------------------------------------------------------------- hooks
+    @torch.no_grad()
+    def _current(self, trajectory: Trajectory) -> tuple[np.ndarray, np.ndarray, float]:
+        """Values, log-probabilities of the taken actions and ``V(s_n)`` under the newest weights."""
+        obs = torch.from_numpy(np.asarray(trajectory.obs))
+        params, values = self.policy(obs)
+        actions = torch.from_numpy(
+            np.asarray(trajectory.actions).astype(np.int64 if self.policy.discrete else np.float32)
+        )
+        log_probs = self.policy.log_prob(params, actions)
+        last_value = float(trajectory.last_value)
+        next_obs = getattr(trajectory, "next_obs", None)
+        if next_obs is not None and self.config.recompute_values:
+            last_value = float(self.policy(torch.from_numpy(np.asarray(next_obs)[None]))[1][0])
+        return values.numpy(), log_probs.numpy(), last_value
+
+    def compute_advantages(
+        self, trajectory: Trajectory, rewards: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """GAE (or V-trace) advantages and value targets, from recorded or recomputed values."""
+        if not self.config.recompute_values and self.config.loss != "vtrace":
+            return super().compute_advantages(trajectory, rewards)
+        values, log_probs, last_value = self._current(trajectory)
+        if not self.config.recompute_values:
+            values, last_value = np.asarray(trajectory.values), float(trajectory.last_value)
+        if self.config.loss == "vtrace":
+            log_rhos = log_probs - np.asarray(trajectory.log_probs, np.float64)
+            targets, advantages = vtrace(
+                rewards,
+                values,
+                trajectory.terminated,
+                trajectory.truncated,
+                trajectory.truncation_values,
+                last_value,
+                log_rhos,
+                self.workload.gamma,
+            )
+            return advantages, targets
+        return compute_gae(
+            rewards,
+            values,
+            trajectory.terminated,
+            trajectory.truncated,
+            trajectory.truncation_values,
+            last_value,
+            self.workload.gamma,
+            self.workload.gae_lambda,
+        )
+
+    def build_batch(self, trajectories: list[Trajectory]) -> Batch:
+        """The parent's batch, with advantages standardised over all of it if configured.
+
+        With ``config.proximal_clip`` the batch's log-probabilities become the proximal
+        policy's (this learner's before the update's first step) and each advantage is
+        weighted by ``pi_prox / mu``: PPO-clip's ``min(r A, clip(r) A)`` with
+        ``r = pi / pi_prox`` and ``A' = (pi_prox / mu) A`` is decoupled PPO's objective,
+        because the weight is positive. With per-minibatch normalisation the weighted
+        advantages are what each minibatch standardises (AsyncPPO normalises globally).
+        """
+        batch = super().build_batch(trajectories)
+        if self.config.global_advantage_norm:
+            batch.advantages = normalize(batch.advantages)
+        if self.config.proximal_clip:
+            with torch.no_grad():
+                proximal = self.policy.evaluate_actions(batch.obs, batch.actions)[0]
+            batch.advantages = batch.advantages * torch.exp(proximal - batch.log_probs)
+            batch.log_probs = proximal
+        self._policy_stopped = False
+        self._start_kl = 0.0
+        if self.config.target_kl is not None:
+            with torch.no_grad():
+                start_log_probs = self.policy.evaluate_actions(batch.obs, batch.actions)[0]
+            self._start_kl = float(kl_estimate(start_log_probs, batch.log_probs))
+        return batch
+
+    def normalize_advantages(self, advantages: torch.Tensor) -> torch.Tensor:
+        """Per minibatch, unless the batch was already normalised globally."""
+        if self.config.global_advantage_norm:
+            return advantages
+        return normalize(advantages)
+
+    def policy_loss(
+        self, new_log_probs: torch.Tensor, old_log_probs: torch.Tensor, advantages: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The configured loss (to minimise) and its clip-fraction analogue.
+
+        With a KL budget (``config.target_kl``), once this minibatch's ``KL(mu || pi)``
+        exceeds the update's starting value by more than the budget, the update ends
+        before this minibatch's step (:meth:`stop_update`), as SB3's ``target_kl`` does.
+        """
+        target_kl = self.config.target_kl
+        if target_kl is not None and not self._policy_stopped:
+            moved = float(kl_estimate(new_log_probs, old_log_probs)) - self._start_kl
+            if moved > target_kl:
+                self._policy_stopped = True
+                self.policy_stops += 1
+        if self.config.loss == "gipo":
+            return gipo_loss(new_log_probs, old_log_probs, advantages, self.config.sigma)
+        if self.config.loss == "vtrace":
+            return _vtrace_policy_loss(new_log_probs, old_log_probs, advantages)
+        return ppo_clip_loss(new_log_probs, old_log_probs, advantages, self.workload.clip_coef)
+
+    def stop_update(self) -> bool:
+        """``True`` once the update spent its KL budget (see :meth:`policy_loss`)."""
+        return self._policy_stopped
+
+    # ----------------------------------------------------------------- update
+    def update(self, trajectories: Any) -> LagUpdateStats:
+        """Measure lags, drop samples over the bound, then one update on the rest.
+
+        If every sample is dropped, no gradient step is taken and the version stays.
+
+        Raises:
+            ValueError / TypeError: If ``trajectories`` is empty or malformed.
+        """
+        trajectories = self._check(trajectories)
+        now = self.policy_version
+        lags = np.concatenate([now - behaviour_versions(t) for t in trajectories])
+        kept: list[Trajectory] = []
+        dropped_episodes: list[float] = []
+        for traj in trajectories:
+            traj_lags = now - behaviour_versions(traj)
+            if self.max_policy_lag is None or not len(traj):
+                kept.append(traj)
+                continue
+            stale = traj_lags > self.max_policy_lag
+            if not stale.any():
+                kept.append(traj)
+            elif stale.all():
+                dropped_episodes.extend(traj.episode_returns)
+            else:
+                # Versions never decrease along a trajectory, so the stale samples are a
+                # prefix; the rest keeps its own bootstrap and stays a valid trajectory.
+                kept.append(_tail(traj, int(np.flatnonzero(~stale)[0])))
+        dropped = int(len(lags) - sum(len(t) for t in kept))
+        self.dropped_samples_total += dropped
+        if kept:
+            base = super().update(kept)
+        else:
+            base = UpdateStats(0.0, self.mean_return, 0.0, 0.0, 0, self.policy_version)
+        # Episodes of dropped samples did happen: they count in the reported return.
+        self.recent_returns.extend(dropped_episodes)
+        self.episodes_seen += len(dropped_episodes)
+        fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(UpdateStats)}
+        fields["mean_return"] = self.mean_return
+        fields["episodes_completed"] = base.episodes_completed + len(dropped_episodes)
+        return LagUpdateStats(
+            **fields,
+            lag_mean=float(lags.mean()) if len(lags) else 0.0,
+            lag_p50=float(np.percentile(lags, 50)) if len(lags) else 0.0,
+            lag_p99=float(np.percentile(lags, 99)) if len(lags) else 0.0,
+            lag_max=int(lags.max()) if len(lags) else 0,
+            dropped_samples=dropped,
+            lags=lags,
+        )

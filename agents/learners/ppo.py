@@ -1,0 +1,476 @@
+"""PPO learner for the fleet: GAE, clipped surrogate, value and entropy terms (torch).
+
+:class:`PPOLearner` implements the :class:`~fleetgym.agents.types.Learner` protocol. Each
+:meth:`PPOLearner.update` consumes the trajectories of one round, from any number of actors,
+and reports an :class:`~fleetgym.agents.types.UpdateStats`.
+
+Extension points (hooks, so a lag-tolerant learner subclasses instead of copying the loop):
+
+* :meth:`PPOLearner.policy_loss` -- the surrogate; receives new and behaviour
+  log-probabilities and advantages, returns the loss and a clip fraction.
+* :meth:`PPOLearner.compute_advantages` -- GAE per trajectory (e.g. recompute values with
+  the newest parameters first).
+* :meth:`PPOLearner.normalize_advantages` -- per-minibatch by default.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import logging
+import math
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from fleetgym.agents.policies import ActorCriticPolicy
+from fleetgym.agents.policies.running_stats import RunningMeanStd
+from fleetgym.agents.types import Trajectory, UpdateStats, Weights
+from fleetgym.agents.workloads import Workload, get_workload
+from fleetgym.validation import check_float, check_int
+
+logger = logging.getLogger(__name__)
+
+#: Hyperparameters a caller may override (names of :class:`Workload` fields).
+HYPERPARAMETERS = (
+    "lr",
+    "epochs",
+    "minibatch_size",
+    "gamma",
+    "gae_lambda",
+    "clip_coef",
+    "ent_coef",
+    "vf_coef",
+    "max_grad_norm",
+    "reward_transform",
+)
+#: Completed episodes the reported mean return averages over.
+RETURN_WINDOW = 100
+
+
+def compute_gae(
+    rewards: np.ndarray,
+    values: np.ndarray,
+    terminated: np.ndarray,
+    truncated: np.ndarray,
+    truncation_values: np.ndarray,
+    last_value: float,
+    gamma: float,
+    gae_lambda: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Generalised advantage estimates and value targets of one time-major trajectory.
+
+    ``delta_t = r_t + gamma * V_next - V(s_t)`` where ``V_next`` is 0 after a termination,
+    ``truncation_values[t]`` after a time-limit truncation (bootstrap from the final
+    observation), ``V(s_{t+1})`` otherwise (``last_value`` after the last step); the
+    advantage recursion ``A_t = delta_t + gamma * lambda * A_{t+1}`` is cut at every episode
+    end, because step ``t+1`` then belongs to the next episode.
+
+    Example:
+        >>> adv, ret = compute_gae(np.ones(3), np.zeros(3), np.zeros(3, bool), np.zeros(3, bool),
+        ...                        np.zeros(3), 0.0, gamma=0.5, gae_lambda=1.0)
+        >>> adv.round(3).tolist(), ret.round(3).tolist()
+        ([1.75, 1.5, 1.0], [1.75, 1.5, 1.0])
+
+    Returns:
+        ``(advantages, returns)`` as float32 arrays, ``returns = advantages + values``.
+    """
+    n = len(rewards)
+    advantages = np.zeros(n, np.float64)
+    values = np.asarray(values, np.float64)
+    next_value = float(last_value)
+    running = 0.0
+    for t in range(n - 1, -1, -1):
+        if terminated[t]:
+            bootstrap, carry = 0.0, 0.0
+        elif truncated[t]:
+            bootstrap, carry = float(truncation_values[t]), 0.0
+        else:
+            bootstrap, carry = next_value, 1.0
+        delta = float(rewards[t]) + gamma * bootstrap - values[t]
+        running = delta + gamma * gae_lambda * carry * running
+        advantages[t] = running
+        next_value = values[t]
+    return advantages.astype(np.float32), (advantages + values).astype(np.float32)
+
+
+@dataclass
+class Batch:
+    """One round's samples, flattened over actors and time, as tensors."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    log_probs: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+    values: torch.Tensor
+
+    def __len__(self) -> int:
+        return int(self.advantages.shape[0])
+
+
+class PPOLearner:
+    """Proximal Policy Optimisation on the trajectories of a round of fleet actors.
+
+    Models the learner of a synchronous on-policy fleet: it owns the current policy (what
+    :meth:`get_weights` ships to the actors), a version counter incremented by every
+    update, an Adam optimiser and a window of the last 100 completed episode returns.
+    One :meth:`update` = GAE per trajectory (bootstrapping time-limit truncations), then
+    ``epochs`` passes of shuffled minibatches of the clipped-surrogate + value + entropy
+    loss with gradient-norm clipping. Observation statistics (if the workload normalises
+    observations) are folded in after the gradient steps, so actors and learner always
+    agree on the normalisation that produced the behaviour log-probabilities.
+
+    Example:
+        >>> from fleetgym.agents.rollout import RolloutWorker
+        >>> learner = PPOLearner("CartPole-v1", seed=0, epochs=1)
+        >>> worker = RolloutWorker("CartPole-v1", actor_id=0, seed=0)
+        >>> traj = worker.rollout(learner.get_weights(), steps=64, policy_version=0)
+        >>> stats = learner.update([traj])
+        >>> stats.num_samples, stats.policy_version, stats.kl >= 0.0
+        (64, 1, True)
+
+    Args:
+        workload: A :class:`Workload` or its name (defaults for every hyperparameter).
+        seed: Seeds the initial weights and the minibatch shuffling.
+        **overrides: Any of :data:`HYPERPARAMETERS`, replacing the workload's default.
+
+    Raises:
+        TypeError: For an unknown hyperparameter name.
+        ValueError: For an out-of-range hyperparameter or seed.
+    """
+
+    def __init__(self, workload: Workload | str, seed: int = 0, **overrides: Any) -> None:
+        base = get_workload(workload)
+        unknown = sorted(set(overrides) - set(HYPERPARAMETERS))
+        if unknown:
+            raise TypeError(
+                f"PPOLearner: expected hyperparameters among {list(HYPERPARAMETERS)}, actual {unknown}"
+            )
+        seed = check_int("seed", seed, low=0)
+        self.workload = base.with_overrides(**overrides) if overrides else base
+        self.seed = int(seed)
+        # Seed the initial weights without touching the caller's global torch RNG.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            self.policy: ActorCriticPolicy = self.workload.make_policy()
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=self.workload.lr, eps=1e-5)
+        self.generator = torch.Generator().manual_seed(self.seed)
+        self.policy_version = 0
+        self.recent_returns: collections.deque[float] = collections.deque(maxlen=RETURN_WINDOW)
+        self.episodes_seen = 0
+        self.samples_seen = 0
+        self.return_stats = RunningMeanStd()
+        # Per actor slot, the running discounted return of its current episode: episodes
+        # continue across rounds, so reward scaling follows each slot's stream.
+        self._discounted: dict[int, float] = {}
+
+    # ----------------------------------------------------------------- protocol
+    def get_weights(self) -> Weights:
+        """Current policy weights (numpy copies)."""
+        return self.policy.get_weights()
+
+    def set_learning_rate(self, lr: float) -> None:
+        """Change the optimiser's learning rate (e.g. an annealing schedule)."""
+        lr = check_float("lr", lr, 0.0, strict=True)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    # ----------------------------------------------------------------- hooks
+    def transform_rewards(self, trajectory: Trajectory) -> np.ndarray:
+        """Rewards the advantages are computed from (the workload's ``reward_transform``)."""
+        rewards = np.asarray(trajectory.rewards, np.float64)
+        mode = self.workload.reward_transform
+        if mode == "sign":
+            return np.sign(rewards)
+        if mode == "scale":
+            done = np.asarray(trajectory.terminated) | np.asarray(trajectory.truncated)
+            running = self._discounted.get(trajectory.actor_id, 0.0)
+            discounted = np.empty_like(rewards)
+            for t, r in enumerate(rewards):
+                running = running * self.workload.gamma + r
+                discounted[t] = running
+                if done[t]:
+                    running = 0.0
+            self._discounted[trajectory.actor_id] = running
+            self.return_stats.update(discounted)
+            return rewards / math.sqrt(float(self.return_stats.var) + 1e-8)
+        return rewards
+
+    def compute_advantages(
+        self, trajectory: Trajectory, rewards: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """GAE advantages and value targets of one trajectory (behaviour values)."""
+        return compute_gae(
+            rewards,
+            trajectory.values,
+            trajectory.terminated,
+            trajectory.truncated,
+            trajectory.truncation_values,
+            trajectory.last_value,
+            self.workload.gamma,
+            self.workload.gae_lambda,
+        )
+
+    def normalize_advantages(self, advantages: torch.Tensor) -> torch.Tensor:
+        """Per-minibatch standardisation (SB3/CleanRL default)."""
+        if advantages.numel() < 2:
+            return advantages
+        return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+
+    def policy_loss(
+        self, new_log_probs: torch.Tensor, old_log_probs: torch.Tensor, advantages: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The clipped surrogate loss (to minimise) and the fraction of clipped ratios."""
+        ratio = torch.exp(new_log_probs - old_log_probs)
+        clip = self.workload.clip_coef
+        surrogate = torch.min(
+            ratio * advantages, torch.clamp(ratio, 1 - clip, 1 + clip) * advantages
+        )
+        clip_fraction = ((ratio - 1.0).abs() > clip).float().mean()
+        return -surrogate.mean(), clip_fraction
+
+    def stop_update(self) -> bool:
+        """Hook: ``True`` ends the update before this minibatch's step (default: never).
+
+        Asked after :meth:`policy_loss` of each minibatch, e.g. for a KL budget.
+        """
+        return False
+
+    def value_loss(self, values: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
+        """Squared error of the value head against the GAE returns (0.5 * MSE)."""
+        return 0.5 * (values - returns).square().mean()
+
+    # ----------------------------------------------------------------- update
+    def _check(self, trajectories: Iterable[Trajectory]) -> list[Trajectory]:
+        """The trajectories as a list (an iterable is read once), each checked."""
+        given = trajectories
+        if isinstance(given, Iterable) and not isinstance(given, (str, bytes)):
+            trajectories = list(given)
+        if not isinstance(trajectories, list) or not trajectories:
+            raise ValueError(
+                f"trajectories: expected a non-empty list of Trajectory, actual {given!r:.80}"
+            )
+        for traj in trajectories:
+            if not isinstance(traj, Trajectory):
+                raise TypeError(
+                    f"trajectories: expected Trajectory items, actual {type(traj).__name__}"
+                )
+            if tuple(traj.obs.shape[1:]) != self.policy.obs_shape:
+                raise ValueError(
+                    f"trajectory obs: expected shape (n, {self.policy.obs_shape}), actual {traj.obs.shape}"
+                )
+            n = len(traj)
+            for name in ("obs", "actions", "log_probs", "values", "terminated", "truncated"):
+                if getattr(traj, name).shape[0] != n:
+                    raise ValueError(
+                        f"trajectory {name}: expected {n} steps, actual {getattr(traj, name).shape[0]}"
+                    )
+        return trajectories
+
+    def build_batch(self, trajectories: list[Trajectory]) -> Batch:
+        """Advantages per trajectory, then everything flattened into one :class:`Batch`."""
+        advantages, returns = [], []
+        for traj in trajectories:
+            adv, ret = self.compute_advantages(traj, self.transform_rewards(traj))
+            advantages.append(adv)
+            returns.append(ret)
+        actions = np.concatenate([t.actions for t in trajectories])
+        return Batch(
+            obs=torch.from_numpy(np.concatenate([t.obs for t in trajectories])),
+            actions=torch.from_numpy(
+                actions.astype(np.int64 if self.policy.discrete else np.float32)
+            ),
+            log_probs=torch.from_numpy(
+                np.concatenate([t.log_probs for t in trajectories]).astype(np.float32)
+            ),
+            advantages=torch.from_numpy(np.concatenate(advantages)),
+            returns=torch.from_numpy(np.concatenate(returns)),
+            values=torch.from_numpy(
+                np.concatenate([t.values for t in trajectories]).astype(np.float32)
+            ),
+        )
+
+    @torch.no_grad()
+    def _distribution(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        chunks = [self.policy(obs[i : i + 4096])[0] for i in range(0, obs.shape[0], 4096)]
+        log_std = None if self.policy.discrete else self.policy.log_std.detach().clone()
+        return torch.cat(chunks), log_std
+
+    def update(self, trajectories: Iterable[Trajectory]) -> UpdateStats:
+        """One PPO update from one round's trajectories; increments :attr:`policy_version`.
+
+        Raises:
+            ValueError / TypeError: If ``trajectories`` is empty or malformed.
+        """
+        trajectories = self._check(trajectories)
+        start = time.perf_counter()
+        self.policy.train()
+        batch = self.build_batch(trajectories)
+        before, log_std_before = self._distribution(batch.obs)
+        # Kept to roll back an update that diverges (a few parameter tensors: cheap).
+        saved = copy.deepcopy((self.policy.state_dict(), self.optimizer.state_dict()))
+
+        n = len(batch)
+        mb = min(self.workload.minibatch_size, n)
+        totals: collections.defaultdict[str, float] = collections.defaultdict(float)
+        count = 0
+        stopped = False
+        for _ in range(self.workload.epochs):
+            if stopped:
+                break
+            order = torch.randperm(n, generator=self.generator)
+            for lo in range(0, n, mb):
+                idx = order[lo : lo + mb]
+                if idx.numel() < 2 and n >= 2:
+                    continue  # a 1-sample tail minibatch has no advantage std
+                new_log_probs, entropy, values = self.policy.evaluate_actions(
+                    batch.obs[idx], batch.actions[idx]
+                )
+                adv = self.normalize_advantages(batch.advantages[idx])
+                pg_loss, clip_fraction = self.policy_loss(new_log_probs, batch.log_probs[idx], adv)
+                if self.stop_update():
+                    stopped = True
+                    break
+                v_loss = self.value_loss(values, batch.returns[idx])
+                ent = entropy.mean()
+                loss = pg_loss + self.workload.vf_coef * v_loss - self.workload.ent_coef * ent
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(
+                    self.policy.parameters(), self.workload.max_grad_norm
+                )
+                self.optimizer.step()
+                totals["loss"] += float(loss.detach())
+                totals["pg"] += float(pg_loss.detach())
+                totals["v"] += float(v_loss.detach())
+                totals["ent"] += float(ent.detach())
+                totals["clip"] += float(clip_fraction)
+                count += 1
+
+        self._check_finite_update(saved)
+        self.policy.update_obs_stats(batch.obs.numpy())
+        after, log_std_after = self._distribution(batch.obs)
+        kl = float(
+            self.policy.kl_divergence(before, after, log_std_before, log_std_after)
+            .mean()
+            .clamp_min(0.0)
+        )
+        self.policy.eval()
+
+        episodes = [r for t in trajectories for r in t.episode_returns]
+        self.recent_returns.extend(float(r) for r in episodes)
+        self.episodes_seen += len(episodes)
+        self.samples_seen += n
+        self.policy_version += 1
+        count = max(count, 1)
+        stats = UpdateStats(
+            loss=totals["loss"] / count,
+            mean_return=self.mean_return,
+            kl=kl,
+            update_time_s=time.perf_counter() - start,
+            num_samples=n,
+            policy_version=self.policy_version,
+            policy_loss=totals["pg"] / count,
+            value_loss=totals["v"] / count,
+            entropy=totals["ent"] / count,
+            clip_fraction=totals["clip"] / count,
+            episodes_completed=len(episodes),
+        )
+        logger.debug("update %d: %s", self.policy_version, stats)
+        return stats
+
+    def _check_finite_update(self, saved: tuple[dict[str, Any], dict[str, Any]]) -> None:
+        """Roll back and raise if the update left a non-finite parameter (never saved)."""
+        bad = [
+            name
+            for name, value in self.policy.state_dict().items()
+            if value.is_floating_point() and not bool(torch.isfinite(value).all())
+        ]
+        if bad:
+            self.policy.load_state_dict(saved[0])
+            self.optimizer.load_state_dict(saved[1])
+            raise ValueError(
+                f"update {self.policy_version + 1}: expected finite parameters, actual NaN or "
+                f"inf in {bad[:5]} (diverged: lower lr, ent_coef or vf_coef); the learner keeps "
+                "its parameters from before this update"
+            )
+
+    @property
+    def mean_return(self) -> float:
+        """Mean of the last (up to) 100 completed episode returns; 0.0 before the first."""
+        return float(np.mean(self.recent_returns)) if self.recent_returns else 0.0
+
+    # ----------------------------------------------------------------- files
+    def state(self) -> dict[str, Any]:
+        """Everything :meth:`save` writes, as tensors and plain Python values."""
+        return {
+            "policy": {k: v.detach().cpu() for k, v in self.policy.state_dict().items()},
+            "optimizer": self.optimizer.state_dict(),
+            "generator": self.generator.get_state(),
+            "meta": {
+                "workload": self.workload.name,
+                "seed": self.seed,
+                "policy_version": self.policy_version,
+                "recent_returns": list(self.recent_returns),
+                "episodes_seen": self.episodes_seen,
+                "samples_seen": self.samples_seen,
+                "return_stats": [
+                    float(self.return_stats.mean),
+                    float(self.return_stats.var),
+                    float(self.return_stats.count),
+                ],
+                "discounted": {str(k): float(v) for k, v in self._discounted.items()},
+                "hyperparameters": {h: getattr(self.workload, h) for h in HYPERPARAMETERS},
+            },
+        }
+
+    def save(self, path: str | Path) -> Path:
+        """Write the learner (policy, optimiser, version, return window) with ``torch.save``.
+
+        Also writes the policy alone next to it (``<stem>.policy.pt`` + JSON), loadable with
+        :meth:`ActorCriticPolicy.load`.
+        """
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(self.state(), path)
+        self.policy.save(path.with_name(path.stem + ".policy.pt"))
+        return path
+
+    def load(self, path: str | Path) -> None:
+        """Restore a learner written by :meth:`save` (``torch.load(weights_only=True)``).
+
+        Raises:
+            FileNotFoundError: If ``path`` does not exist.
+            ValueError: If the file is for another workload or malformed.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"expected a learner file, actual missing {path}")
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        if not isinstance(state, dict) or not {"policy", "optimizer", "meta"} <= set(state):
+            raise ValueError(f"{path}: expected a PPOLearner file, actual keys {list(state)[:5]}")
+        meta = state["meta"]
+        if meta["workload"] != self.workload.name:
+            raise ValueError(
+                f"{path}: expected a learner for {self.workload.name!r}, actual {meta['workload']!r}"
+            )
+        self.policy.load_weights({k: v.numpy() for k, v in state["policy"].items()})
+        self.optimizer.load_state_dict(state["optimizer"])
+        if "generator" in state:
+            self.generator.set_state(state["generator"])
+        self.policy_version = int(meta["policy_version"])
+        self.recent_returns = collections.deque(
+            (float(r) for r in meta["recent_returns"]), maxlen=RETURN_WINDOW
+        )
+        self.episodes_seen = int(meta["episodes_seen"])
+        self.samples_seen = int(meta["samples_seen"])
+        self.return_stats.mean, self.return_stats.var, self.return_stats.count = (
+            float(x) for x in meta["return_stats"]
+        )
+        self._discounted = {int(k): float(v) for k, v in meta["discounted"].items()}

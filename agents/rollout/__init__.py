@@ -1,0 +1,26 @@
+"""Rollouts: the loop that steps an actor's environment with a policy.
+
+* :mod:`~fleetgym.agents.rollout.worker`: :class:`RolloutWorker` (one actor slot: its env,
+  its policy copy, its seed stream) and :func:`rollout_many` (several slots in lockstep,
+  one batched forward per step).
+
+What every fleet backend and the asynchronous trainer's actors run; the served variant
+(acting through the inference server) is :mod:`fleetgym.agents.inference.rollout`.
+Depends on :mod:`fleetgym.agents.workloads` and :mod:`fleetgym.agents.policies`.
+"""
+
+from __future__ import annotations
+
+from fleetgym.agents.rollout.worker import (
+    MAX_ROLLOUT_STEPS,
+    RolloutWorker,
+    rollout_many,
+    slot_seeds,
+)
+
+__all__ = [
+    "MAX_ROLLOUT_STEPS",
+    "RolloutWorker",
+    "rollout_many",
+    "slot_seeds",
+]

@@ -1,0 +1,55 @@
+"""Schedulers: who decides how many actors each round runs.
+
+* :mod:`~fleetgym.agents.schedulers.baselines`: the baseline schedulers (Fixed, Max,
+  Increase, Decrease, Adapt, ServerBased) and :func:`make_baseline`.
+* :mod:`~fleetgym.agents.schedulers.actions`: the learned scheduler's action spaces
+  (``ACTION_MODES``) and the wrapper that maps them to fleet sizes.
+* :mod:`~fleetgym.agents.schedulers.observation`: the 7-dim observation layout that
+  :class:`fleetgym.meta_env.ActorSchedulingEnv` emits and the schedulers read.
+
+Depends on :mod:`fleetgym.agents.fleet` (its size limit) only.
+"""
+
+from __future__ import annotations
+
+from fleetgym.agents.schedulers.baselines import (
+    BASELINE_NAMES,
+    MAX_WINDOW,
+    OBS_ACTOR_TIME,
+    OBS_BUDGET,
+    OBS_KL,
+    OBS_LEARNER_TIME,
+    OBS_LOSS,
+    OBS_RETURN,
+    OBS_ROUND,
+    OBSERVATION_FIELDS,
+    AdaptScheduler,
+    BaseScheduler,
+    DecreaseScheduler,
+    FixedScheduler,
+    IncreaseScheduler,
+    MaxScheduler,
+    ServerBasedScheduler,
+    make_baseline,
+)
+
+__all__ = [
+    "AdaptScheduler",
+    "BASELINE_NAMES",
+    "BaseScheduler",
+    "DecreaseScheduler",
+    "FixedScheduler",
+    "IncreaseScheduler",
+    "MAX_WINDOW",
+    "MaxScheduler",
+    "OBSERVATION_FIELDS",
+    "OBS_ACTOR_TIME",
+    "OBS_BUDGET",
+    "OBS_KL",
+    "OBS_LEARNER_TIME",
+    "OBS_LOSS",
+    "OBS_RETURN",
+    "OBS_ROUND",
+    "ServerBasedScheduler",
+    "make_baseline",
+]
