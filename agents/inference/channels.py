@@ -89,7 +89,7 @@ def check_request(
 
     Raises:
         TypeError: If ``obs`` is not an array of the spec's dtype.
-        ValueError: On a wrong shape, or more than ``limit`` requests.
+        ValueError: On a wrong shape, NaN or inf, or more than ``limit`` requests.
     """
     if not isinstance(obs, np.ndarray):
         raise TypeError(
@@ -107,12 +107,21 @@ def check_request(
     count = obs.shape[0]
     if count > limit:
         raise ValueError(f"obs: expected at most {limit} observations in flight, actual {count}")
+    if obs.dtype.kind == "f" and not np.isfinite(obs).all():
+        raise ValueError("obs: expected finite values, actual NaN or inf")
     expected = (count, *spec.noise.shape)
     if noise is None:
         return obs, np.zeros(expected, np.float64)
-    noise_array = np.asarray(noise, np.float64)
+    try:
+        noise_array = np.asarray(noise, np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"noise: expected an array of numbers, actual {type(noise).__name__}"
+        ) from exc
     if noise_array.size != int(np.prod(expected)):
         raise ValueError(f"noise: expected shape {expected}, actual {noise_array.shape}")
+    if not np.isfinite(noise_array).all():
+        raise ValueError("noise: expected finite values, actual NaN or inf")
     return obs, noise_array.reshape(expected)
 
 

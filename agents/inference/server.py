@@ -14,6 +14,8 @@ disconnection or closing never affects another client.
 from __future__ import annotations
 
 import logging
+import math
+import numbers
 import threading
 import time
 from collections.abc import Callable
@@ -38,6 +40,31 @@ from fleetgym.agents.types import Weights
 from fleetgym.validation import check_bool, check_int
 
 logger = logging.getLogger(__name__)
+
+#: Largest weights version: answers carry it as an int64.
+MAX_VERSION = 2**63 - 1
+
+
+def _check_clock_reading(now: Any) -> float:
+    if isinstance(now, bool) or not isinstance(now, numbers.Real) or not math.isfinite(now):
+        raise TypeError(f"clock: expected a callable returning finite seconds, actual {now!r:.80}")
+    return float(now)
+
+
+def _check_weights(weights: Any) -> None:
+    """A numpy state_dict with finite floating-point values (checked before the swap)."""
+    if not isinstance(weights, dict) or not weights:
+        raise TypeError(
+            f"weights: expected a non-empty dict of numpy arrays, actual {type(weights).__name__}"
+        )
+    for key, value in weights.items():
+        array = np.asarray(value) if isinstance(value, np.ndarray | np.generic) else None
+        if array is None or array.dtype.kind not in "biuf":
+            raise TypeError(
+                f"weights[{key!r}]: expected a numeric numpy array, actual {type(value).__name__}"
+            )
+        if array.dtype.kind == "f" and not np.isfinite(array).all():
+            raise ValueError(f"weights[{key!r}]: expected finite values, actual NaN or inf")
 
 
 @dataclass
@@ -135,15 +162,20 @@ class InferenceServer:
         )
         self.model: ServedModel = as_served_model(policy, self.config.device)
         self.spec: ModelSpec = self.model.spec
-        self._version = check_int("policy_version", policy_version, low=0)
+        self._version = check_int("policy_version", policy_version, low=0, high=MAX_VERSION)
         if not callable(clock):
             raise TypeError(f"clock: expected a callable, actual {type(clock).__name__}")
+        _check_clock_reading(clock())
         self._clock = clock
+        #: Why the serving thread died (``None`` while it serves or after a clean close).
+        self.error: str | None = None
         self._cond = threading.Condition()
         self._queue: RequestQueue[Request] = RequestQueue(self.config.max_batch)
         self._channels: set[Channel] = set()
         self._released: list[Channel] = []
         self._pending: tuple[Weights, int, threading.Event] | None = None
+        self._fatal: BaseException | None = None  # a client thread saw the server break
+        self._running: list[Request] = []  # the batch being served (answered if the thread dies)
         self._closing = False
         self._batches = 0
         self._controller = DeadlineController(self.config)
@@ -160,6 +192,7 @@ class InferenceServer:
 
     @property
     def closed(self) -> bool:
+        """Whether the server stopped serving: closed, or its thread died (see :attr:`error`)."""
         return self._closing
 
     def connect(self, slots: int = 256) -> LocalClient:
@@ -193,18 +226,22 @@ class InferenceServer:
             InferenceError: If the server is closed, or the weights failed to load
                 (``wait=True``; the old weights stay in service).
         """
-        version = self._version + 1 if version is None else check_int("version", version, low=0)
+        version = self._version + 1 if version is None else version
+        version = check_int("version", version, low=0, high=MAX_VERSION)
         check_bool("wait", wait)
+        _check_weights(weights)
         applied = threading.Event()
         with self._cond:
             if self._closing:
-                raise InferenceError("set_weights: expected an open server, actual closed")
+                raise InferenceError(
+                    f"set_weights: expected an open server, actual {self._state()}"
+                )
             if self._pending is not None:
                 self._pending[2].set()  # superseded: its waiter sees the newer version
             self._pending = (dict(weights), version, applied)
             self._cond.notify_all()
         if wait:
-            applied.wait()
+            applied.wait()  # set when applied, rejected, superseded or the server stops
             if getattr(applied, "error", None):
                 raise InferenceError(f"set_weights: {applied.error}")  # type: ignore[attr-defined]
         return version
@@ -266,7 +303,7 @@ class InferenceServer:
     def _register(self, channel: Channel) -> None:
         with self._cond:
             if self._closing:
-                raise InferenceError("connect: expected an open server, actual closed")
+                raise InferenceError(f"connect: expected an open server, actual {self._state()}")
             self._channels.add(channel)
 
     def _unregister(self, channel: Channel, message: str) -> None:
@@ -286,12 +323,17 @@ class InferenceServer:
     def _enqueue(self, channel: Channel, requests: list[Request]) -> None:
         with self._cond:
             if self._closing:
-                raise InferenceError("submit: expected an open server, actual closed")
+                raise InferenceError(f"submit: expected an open server, actual {self._state()}")
             if not channel.alive:
                 raise InferenceError(
                     f"submit: expected a connected client, actual {channel.name} closed"
                 )
-            now = self._clock()
+            try:
+                now = _check_clock_reading(self._clock())
+            except TypeError as exc:  # the server cannot schedule any more: it stops
+                self._fatal = exc
+                self._cond.notify_all()
+                raise InferenceError(f"submit: the server's clock failed ({exc})") from exc
             was_empty = not len(self._queue)
             for request in requests:
                 self._queue.push(now, channel, request)
@@ -303,8 +345,37 @@ class InferenceServer:
             if was_empty or self._queue.due(now, self._controller.wait_s, len(self._channels)):
                 self._cond.notify_all()
 
+    def _now(self) -> float:
+        return _check_clock_reading(self._clock())
+
+    def _state(self) -> str:
+        return "closed" if self.error is None else f"dead ({self.error})"
+
     # -- the serving thread ---------------------------------------------------------------
     def _loop(self) -> None:
+        try:
+            self._serve()
+        except BaseException as exc:  # noqa: BLE001 - whatever killed it reaches the waiters
+            self._die(exc)
+
+    def _die(self, exc: BaseException) -> None:
+        """The serving thread failed: every waiting request and swap gets the error."""
+        message = f"the inference server thread died: {type(exc).__name__}: {exc}"
+        logger.error("inference server: %s", message, exc_info=exc)
+        with self._cond:
+            self.error = f"{type(exc).__name__}: {exc}"
+            self._closing = True
+            pending, self._pending = self._pending, None
+            running, self._running = self._running, []
+            self._cond.notify_all()
+        if pending is not None:
+            pending[2].error = message  # type: ignore[attr-defined]
+            pending[2].set()
+        # Requests of the batch that was running are still counted in flight: settle them.
+        self._settle(running, message)
+        self._shutdown(message)
+
+    def _serve(self) -> None:
         while True:
             batch: list[Any] = []
             with self._cond:
@@ -312,9 +383,11 @@ class InferenceServer:
                     released, self._released = self._released, []
                     if self._closing:
                         break
+                    if self._fatal is not None:
+                        raise self._fatal
                     if self._pending is not None:
                         break
-                    now = self._clock()
+                    now = self._now()
                     wait = self._controller.wait_s
                     if self._queue.due(now, wait, len(self._channels)):
                         batch = self._queue.take()
@@ -335,7 +408,9 @@ class InferenceServer:
                 self._shutdown()
                 return
             if batch:
+                self._running = [entry.item for entry in batch]
                 self._run(batch)
+                self._running = []
 
     def _swap(self, weights: Weights, version: int, applied: threading.Event) -> None:
         try:
@@ -350,6 +425,10 @@ class InferenceServer:
     def _forward(self, requests: list[Request]) -> dict[str, np.ndarray]:
         obs = np.stack([r.obs for r in requests])
         noise = np.stack([r.noise for r in requests])
+        # A remote client writes its slots itself: what it wrote is checked here too, so a
+        # NaN reaches no forward pass (the batch is then re-run per client, see _run).
+        if (obs.dtype.kind == "f" and not np.isfinite(obs).all()) or not np.isfinite(noise).all():
+            raise ValueError("obs, noise: expected finite values, actual NaN or inf")
         outputs = self.model.forward(obs, noise)
         for name, spec in self.spec.outputs:
             value = outputs.get(name)
@@ -363,7 +442,7 @@ class InferenceServer:
 
     def _run(self, batch: list[Any]) -> None:
         requests: list[Request] = [entry.item for entry in batch]
-        started = self._clock()
+        started = self._now()
         version = self._version
         try:
             outputs = self._forward(requests)
@@ -372,11 +451,11 @@ class InferenceServer:
             # run again on their own, so only the culprit gets the error.
             self._run_apart(requests, version)
             return
-        forward_s = self._clock() - started
+        forward_s = self._now() - started
         self._batches += 1
         batch_id = self._batches
         self._settle(requests, _Answers(outputs, version, batch_id))
-        done = self._clock()
+        done = self._now()
         arrivals = np.array([entry.arrival for entry in batch])
         self._metrics.record_batch(started - arrivals, done - arrivals, forward_s)
         # The adaptive wait models the whole service time of a batch (stacking, forward,
@@ -417,11 +496,15 @@ class InferenceServer:
                     channel.reject(reqs, answer)
                 else:
                     channel.deliver(reqs, answer.outputs, rows, answer.version, answer.batch_id)
-            except Exception:  # one client's broken transport must not stop the others
+            except Exception as exc:  # one client's broken transport must not stop the others
                 logger.warning("inference server: answering %s failed", channel.name, exc_info=True)
+                try:  # its waiters get the error rather than waiting forever
+                    channel.reject(reqs, f"answer could not be delivered: {exc}")
+                except Exception:
+                    logger.debug("rejecting %s's requests failed too", channel.name, exc_info=True)
                 self._unregister(channel, "answer could not be delivered")
 
-    def _shutdown(self) -> None:
+    def _shutdown(self, message: str = "the inference server closed") -> None:
         with self._cond:
             left: list[Request] = []
             while len(self._queue):
@@ -429,7 +512,7 @@ class InferenceServer:
             channels = list(self._channels) + self._released
             self._channels.clear()
             self._released = []
-        self._settle(left, "the inference server closed")
+        self._settle(left, message)
         for channel in channels:
             channel.alive = False
             channel.release()

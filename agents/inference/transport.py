@@ -30,6 +30,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 from multiprocessing import shared_memory
 from typing import Any
 
@@ -62,8 +63,23 @@ CODE_REQUEST, CODE_FATAL = 1, 2
 MAX_JSON = 65536
 #: Most slots of one remote client (its unread answers must fit a socket buffer).
 MAX_REMOTE_SLOTS = 1024
-#: Seconds a handshake or a blocked send may take before the peer is dropped.
+#: Seconds a blocked send may take before the peer is dropped.
 IO_TIMEOUT_S = 10.0
+#: Seconds a new connection has to send its whole HELLO; the listener never waits for it.
+HANDSHAKE_TIMEOUT_S = 5.0
+#: Most connections still in their handshake at once; more are refused at accept.
+MAX_PENDING_HANDSHAKES = 64
+
+
+class _Handshake:
+    """A connection accepted but not yet through its HELLO (read as it arrives)."""
+
+    __slots__ = ("sock", "buffer", "deadline")
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        self.sock = sock
+        self.buffer = b""
+        self.deadline = deadline
 
 
 def _attach(name: str) -> shared_memory.SharedMemory:
@@ -239,6 +255,7 @@ class Listener:
         self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
         self._closing = False
         self._count = 0
+        self._handshakes: dict[socket.socket, _Handshake] = {}
         self._thread = threading.Thread(target=self._loop, name="InferenceListener", daemon=True)
         self._thread.start()
 
@@ -253,35 +270,97 @@ class Listener:
         for key in list(self._selector.get_map().values()):
             if isinstance(key.data, _RemoteChannel):
                 self.server._unregister(key.data, "the inference server closed")
+            elif isinstance(key.data, _Handshake):
+                key.data.sock.close()
         self._selector.close()
         for sock in (self._sock, self._wake_r, self._wake_w):
             sock.close()
 
     def _loop(self) -> None:
         while not self._closing:
-            for key, _ in self._selector.select():
+            timeout = None
+            if self._handshakes:
+                soonest = min(h.deadline for h in self._handshakes.values())
+                timeout = max(0.0, soonest - time.monotonic())
+            for key, _ in self._selector.select(timeout):
                 if key.data is None:
                     self._accept()
                 elif isinstance(key.data, _RemoteChannel):
                     self._read(key.data)
+                elif isinstance(key.data, _Handshake):
+                    self._read_hello(key.data)
+            self._expire_handshakes()
 
     def _accept(self) -> None:
+        """Take a new connection; its HELLO is read as it arrives, never waited for here."""
         try:
             sock, _ = self._sock.accept()
         except OSError:  # pragma: no cover - a connection reset before accept
             return
-        sock.settimeout(IO_TIMEOUT_S)
+        if len(self._handshakes) >= MAX_PENDING_HANDSHAKES:
+            self._refuse(
+                sock,
+                f"handshakes: expected at most {MAX_PENDING_HANDSHAKES} connections in their "
+                "handshake at once, actual one more",
+            )
+            return
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setblocking(False)
+        pending = _Handshake(sock, time.monotonic() + HANDSHAKE_TIMEOUT_S)
+        self._handshakes[sock] = pending
+        self._selector.register(sock, selectors.EVENT_READ, pending)
+
+    def _expire_handshakes(self) -> None:
+        now = time.monotonic()
+        for pending in [h for h in self._handshakes.values() if h.deadline <= now]:
+            self._end_handshake(pending)
+            logger.debug("inference listener: a connection sent no whole HELLO in time")
+            self._refuse(
+                pending.sock,
+                f"hello: expected {HELLO.size} bytes within {HANDSHAKE_TIMEOUT_S:g} s, "
+                f"actual {len(pending.buffer)}",
+            )
+
+    def _end_handshake(self, pending: _Handshake) -> None:
+        self._handshakes.pop(pending.sock, None)
         try:
-            magic, protocol, slots = HELLO.unpack(_recv_exact(sock, HELLO.size))
+            self._selector.unregister(pending.sock)
+        except (KeyError, ValueError):  # pragma: no cover - already unregistered
+            pass
+
+    def _read_hello(self, pending: _Handshake) -> None:
+        try:
+            chunk = pending.sock.recv(HELLO.size - len(pending.buffer))
+        except BlockingIOError:  # pragma: no cover - a spurious wake-up
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self._end_handshake(pending)
+            pending.sock.close()
+            return
+        pending.buffer += chunk
+        if len(pending.buffer) < HELLO.size:
+            return
+        self._end_handshake(pending)
+        sock = pending.sock
+        sock.settimeout(IO_TIMEOUT_S)
+        limit = min(MAX_REMOTE_SLOTS, self.server.config.max_client_slots)
+        try:
+            magic, protocol, slots = HELLO.unpack(pending.buffer)
             if magic != MAGIC or protocol != PROTOCOL:
                 raise InferenceProtocolError(
                     f"hello: expected magic {MAGIC!r} protocol {PROTOCOL}, "
                     f"actual {magic!r} protocol {protocol}"
                 )
-            if not 1 <= slots <= min(MAX_REMOTE_SLOTS, self.server.config.max_client_slots):
+            if not 1 <= slots <= limit:
+                which = (
+                    f"max_client_slots={self.server.config.max_client_slots}"
+                    if limit == self.server.config.max_client_slots
+                    else f"the remote limit {MAX_REMOTE_SLOTS}"
+                )
                 raise InferenceProtocolError(
-                    f"slots: expected 1 to {MAX_REMOTE_SLOTS}, actual {slots}"
+                    f"slots: expected 1 to {limit} ({which}), actual {slots}"
                 )
             self._count += 1
             channel = _RemoteChannel(

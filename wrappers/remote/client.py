@@ -59,17 +59,34 @@ _M = MessageType
 _GONE = object()
 
 
+#: Largest secret file :func:`read_secret` reads (a key, not a document).
+MAX_SECRET_FILE_BYTES = 4096
+
+
 def read_secret(path: str | os.PathLike[str]) -> bytes:
     """The shared secret stored in a file (surrounding whitespace stripped).
 
+    At most :data:`MAX_SECRET_FILE_BYTES` are read: a secret is a short key, and a path
+    such as ``/dev/zero`` must not exhaust memory.
+
     Raises:
-        ValueError: If the file is unreadable or holds fewer than 16 bytes.
+        TypeError: If ``path`` is not a path.
+        ValueError: If the file is unreadable, larger than the bound or holds fewer than
+            16 bytes.
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"secret_file: expected a path, actual {type(path).__name__}")
     try:
         with open(path, "rb") as handle:
-            secret = handle.read().strip()
+            raw = handle.read(MAX_SECRET_FILE_BYTES + 1)
     except OSError as exc:
         raise ValueError(f"secret_file: expected a readable file, actual {exc}") from exc
+    if len(raw) > MAX_SECRET_FILE_BYTES:
+        raise ValueError(
+            f"secret_file: expected a file of at most {MAX_SECRET_FILE_BYTES} bytes, "
+            f"actual more ({os.fspath(path)})"
+        )
+    secret = raw.strip()
     if len(secret) < 16:
         raise ValueError(f"secret_file: expected at least 16 bytes, actual {len(secret)}")
     return secret

@@ -228,19 +228,27 @@ class RemoteEnvServer:
             except OSError:
                 return
             try:
-                frame = self.codec.decode(data)
-            except ProtocolError:
-                self._count("udp_rejected")
-                continue
-            if frame.type == _M.PING:
-                try:
-                    self.udp.sendto(self.codec.encode(_M.PONG, frame.session, frame.seq, {}), addr)
-                except OSError:
-                    pass
-                continue
-            with self._lock:
-                session = self._sessions.get(frame.session)
-            if session is None or frame.type != _M.ACTION or session.udp_addr != addr:
-                self._count("udp_unexpected")
-                continue
-            session.on_action(frame)
+                self._on_datagram(data, addr)
+            except Exception:  # the loop outlives any datagram: counted, logged, dropped
+                self._count("udp_errors")
+                log.warning("datagram from %s dropped: handling it failed", addr, exc_info=True)
+
+    def _on_datagram(self, data: bytes, addr: Any) -> None:
+        """Decode one datagram and hand an action to its session (or answer a ping)."""
+        try:
+            frame = self.codec.decode(data)
+        except ProtocolError:
+            self._count("udp_rejected")
+            return
+        if frame.type == _M.PING:
+            try:
+                self.udp.sendto(self.codec.encode(_M.PONG, frame.session, frame.seq, {}), addr)
+            except OSError:
+                pass
+            return
+        with self._lock:
+            session = self._sessions.get(frame.session)
+        if session is None or frame.type != _M.ACTION or session.udp_addr != addr:
+            self._count("udp_unexpected")
+            return
+        session.on_action(frame)

@@ -296,7 +296,14 @@ class WireCodec:
             want = hmac.new(self.secret, buf[:end], hashlib.sha256).digest()
             if not hmac.compare_digest(want, buf[end : end + TAG_BYTES]):
                 raise self._reject("unauthenticated", "the HMAC tag does not match")
-        meta, arrays = self._parse_payload(memoryview(buf)[HEADER.size : end])
+        try:
+            meta, arrays = self._parse_payload(memoryview(buf)[HEADER.size : end])
+        except ProtocolError:
+            raise
+        except (ValueError, TypeError, OverflowError, MemoryError, struct.error) as exc:
+            # The checks above should leave nothing for numpy to refuse; if a frame still
+            # gets past them, it is malformed, not a crash of whoever reads it.
+            raise self._reject("malformed", f"{type(exc).__name__}: {exc}") from None
         return Frame(
             MessageType(mtype),
             session,
@@ -349,6 +356,12 @@ class WireCodec:
             if pos + nbytes > n:
                 raise self._reject(
                     "truncated", f"array of shape {shape} needs {nbytes} bytes, {n - pos} left"
+                )
+            # numpy refuses a shape whose non-zero dimensions overflow its index type even
+            # for an empty array: (0, 2**32-1, 2**32-1) needs 0 bytes but cannot be built.
+            if not nbytes and math.prod(d for d in shape if d) * dtype.itemsize > MAX_PAYLOAD:
+                raise self._reject(
+                    "malformed", f"empty array of shape {shape}: expected dimensions numpy holds"
                 )
             arr = np.frombuffer(view[pos : pos + nbytes], dtype=dtype).reshape(shape)
             pos += nbytes

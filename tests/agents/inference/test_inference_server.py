@@ -240,3 +240,63 @@ def test_load_256_clients_short():
 @pytest.mark.timeout(300)
 def test_load_256_clients_long():
     _load(60.0, 256)
+
+
+class _FailingClock:
+    """A clock that returns a non-number from its ``fail_after``-th reading on."""
+
+    def __init__(self, fail_after: int) -> None:
+        self.calls = 0
+        self.fail_after = fail_after
+
+    def __call__(self):
+        self.calls += 1
+        return time.perf_counter() if self.calls < self.fail_after else "not a number"
+
+
+@pytest.mark.timeout(60)
+def test_a_dying_server_thread_answers_every_waiter_and_reports_itself_dead(echo_model):
+    clock = _FailingClock(fail_after=10**9)
+    server = InferenceServer(echo_model, max_batch=64, max_wait_ms=NEVER_MS, clock=clock)
+    a, b = server.connect(), server.connect(slots=4)
+    queued = b.submit(np.stack([request(2, n) for n in range(3)]))  # waits for client a
+    clock.fail_after = clock.calls + 1  # the next reading, the server's or a's, fails
+    with pytest.raises(InferenceError, match="clock failed|dead"):
+        a.submit(request(1, 0))
+    with pytest.raises(InferenceError, match="inference server thread died: TypeError"):
+        b.wait(queued)  # no timeout: it must return
+    assert server.closed and server.error is not None and "TypeError" in server.error
+    with pytest.raises(InferenceError, match="dead"):
+        a.submit(request(1, 1))
+    with pytest.raises(InferenceError, match="dead"):
+        server.set_weights({"tag": np.array(1)})
+    server.close()  # closing a dead server is fine
+
+
+@pytest.mark.timeout(60)
+def test_versions_clocks_and_values_are_checked_at_the_entry(echo_model):
+    with pytest.raises(TypeError, match="clock: expected a callable returning finite seconds"):
+        InferenceServer(echo_model, clock=lambda: float("nan"))
+    with pytest.raises(ValueError, match="policy_version"):
+        InferenceServer(echo_model, policy_version=2**63)
+    policy = get_workload("CartPole-v1").make_policy()
+    with InferenceServer(policy, max_wait_ms=1.0) as server:
+        weights = policy.get_weights()
+        with pytest.raises(ValueError, match=r"version: expected an int in \[0, "):
+            server.set_weights(weights, 2**63)
+        name = next(iter(weights))
+        poisoned = dict(weights, **{name: np.full_like(weights[name], np.nan)})
+        with pytest.raises(ValueError, match=rf"weights\['{name}'\]: expected finite"):
+            server.set_weights(poisoned)
+        with pytest.raises(TypeError, match="weights"):
+            server.set_weights("weights")  # type: ignore[arg-type]
+        client = server.connect()
+        for bad in (np.full(4, np.nan, np.float32), np.array([0, np.inf, 0, 0], np.float32)):
+            with pytest.raises(ValueError, match="obs: expected finite values"):
+                client.submit(bad)
+        with pytest.raises(ValueError, match="noise: expected finite"):
+            client.submit(np.zeros(4, np.float32), np.full(1, np.nan))
+        reply = client.infer(np.zeros(4, np.float32))  # the server serves on
+        assert np.isfinite(reply.outputs["value"]).all()
+        assert server.set_weights(weights, 2**63 - 1) == 2**63 - 1
+        assert client.infer(np.zeros(4, np.float32)).policy_versions.tolist() == [2**63 - 1]

@@ -243,3 +243,39 @@ def test_a_bad_welcome_is_a_protocol_error_of_the_one_family():
         listener.close()
     assert isinstance(caught.value, InferenceProtocolError) and isinstance(caught.value, ValueError)
     assert issubclass(InferenceProtocolError, InferenceError)
+
+
+@pytest.mark.timeout(120)
+def test_idle_and_half_hello_connections_never_block_the_listener(echo_model):
+    """Connections that send nothing, or half a HELLO, wait in their own handshake: a client
+    that connects after them is served while they are still pending, and they are refused
+    once their deadline passes (no wall-clock bound is asserted)."""
+    with InferenceServer(echo_model, max_batch=64, max_wait_ms=1.0) as server:
+        address = server.listen()
+        idle = socket.create_connection(address)
+        half = socket.create_connection(address)
+        half.sendall(HELLO.pack(MAGIC, PROTOCOL, 2)[:5])
+        listener = server._listener
+        _wait_for(lambda: len(listener._handshakes) == 2, "both connections accepted")
+        good = RemoteClient(address, slots=2)
+        assert len(listener._handshakes) == 2  # served while both still wait for their HELLO
+        np.testing.assert_array_equal(good.infer(request(1, 1)).outputs["echo"], [[2.0, 2.0]])
+        for raw, sent in ((idle, 0), (half, 5)):
+            raw.settimeout(60)
+            _, status, length = WELCOME.unpack(raw.recv(WELCOME.size, socket.MSG_WAITALL))
+            text = raw.recv(length, socket.MSG_WAITALL)
+            assert status == 1 and f"actual {sent}".encode() in text and b"hello" in text
+            raw.close()
+        assert listener._handshakes == {}
+        good.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_refusal_names_the_limit_that_refused(echo_model):
+    with InferenceServer(echo_model, max_batch=64, max_wait_ms=1.0, max_client_slots=8) as server:
+        address = server.listen()
+        with socket.create_connection(address) as raw:
+            raw.sendall(HELLO.pack(MAGIC, PROTOCOL, 16))
+            _, status, length = WELCOME.unpack(raw.recv(WELCOME.size, socket.MSG_WAITALL))
+            text = raw.recv(length, socket.MSG_WAITALL)
+            assert status == 1 and b"expected 1 to 8 (max_client_slots=8), actual 16" in text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 import time
 
@@ -321,3 +322,81 @@ def test_sb3_check_env_spec_round_trip_and_vector_use(server, make_client):
         assert obs.shape == obs2.shape == (2, 4)
     finally:
         vec.close()
+
+
+def _malformed_datagrams(session: int) -> dict[str, bytes]:
+    """One datagram of every class the decoder rejects, plus valid frames that fit nothing."""
+    from fleetgym.wrappers.remote.wire import HEADER
+
+    codec = WireCodec()
+    good = codec.encode(MessageType.ACTION, session, 1, {"ep": 0}, [np.asarray(1, np.int64)])
+
+    def frame(payload: bytes, mtype: int = int(MessageType.ACTION), flags: int = 0) -> bytes:
+        return HEADER.pack(b"FGRE", 1, mtype, flags, session, 2, 0, 0, len(payload)) + payload
+
+    def array(code: int, shape: tuple[int, ...], data: bytes = b"") -> bytes:
+        dims = struct.pack(f"!{len(shape)}I", *shape)
+        return struct.pack("!I", 2) + b"{}" + b"\x01" + bytes([code, len(shape)]) + dims + data
+
+    return {
+        "empty": b"",
+        "short header": good[:20],
+        "truncated payload": good[:-1],
+        "trailing bytes": good + b"\x00",
+        "bad magic": b"XXXX" + good[4:],
+        "other version": good[:4] + bytes([9]) + good[5:],
+        "unknown type": good[:5] + bytes([250]) + good[6:],
+        "unknown flags": good[:6] + struct.pack("!H", 6) + good[8:],
+        "oversized length": good[:36] + struct.pack("!I", 2**31) + good[40:],
+        "a tag without a secret": frame(good[HEADER.size :] + b"t" * 32, flags=1),
+        "meta not JSON": frame(struct.pack("!I", 3) + b"{x}" + b"\x00"),
+        "meta not an object": frame(struct.pack("!I", 3) + b"[1]" + b"\x00"),
+        "meta NaN": frame(struct.pack("!I", 3) + b"NaN" + b"\x00"),
+        "meta_len past the end": frame(struct.pack("!I", 99) + b"{}"),
+        "too many arrays": frame(struct.pack("!I", 2) + b"{}" + bytes([200])),
+        "unknown dtype": frame(array(77, (1,), b"\x00")),
+        "rank above the limit": frame(array(10, (1,) * 9, b"\x00" * 4)),
+        "array cut short": frame(array(10, (2**30,))),
+        "zero-size beside huge dims": frame(array(10, (0, 2**32 - 1, 2**32 - 1))),
+        "bool byte 7": frame(array(0, (1,), b"\x07")),
+        "random bytes": bytes(range(256)) * 4,
+        "an action for no session": codec.encode(MessageType.ACTION, 99_999, 0, {"ep": 0}),
+        "an action of the wrong shape": codec.encode(
+            MessageType.ACTION, session, 3, {"ep": 0}, [np.zeros((50, 50), np.float64)]
+        ),
+        "an action with odd meta": codec.encode(
+            MessageType.ACTION, session, 4, {"ep": [1, {"x": None}]}, [np.asarray(1, np.int64)]
+        ),
+        "an observation sent to the server": codec.encode(MessageType.OBS, session, 5, {}),
+    }
+
+
+@pytest.mark.timeout(120)
+def test_every_malformed_datagram_leaves_the_server_serving(server, make_client):
+    """No datagram stops the server's UDP thread: each is counted and dropped, and sessions
+    (the one that was open, and a new one) go on receiving their actions."""
+    env = make_client(_addr(server))
+    env.reset(seed=0)
+    session = env.unwrapped.session
+    host, port = server.address
+    bad = _malformed_datagrams(session)
+    undecodable = len(bad) - 4  # the last four decode: they fit no session, or not its env
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        for data in bad.values():
+            udp.sendto(data, (host, port))  # from a stranger's address
+            env.unwrapped._udp.send(data)  # and from the session's own socket
+    assert _wait_for(lambda: server.stats().get("udp_rejected", 0) == 2 * undecodable)
+    assert server.stats().get("udp_errors", 0) == 0
+    udp_threads = [t for t in server._threads if t.name.endswith("udp")]
+    assert udp_threads and all(t.is_alive() for t in udp_threads)
+    for env_ in (env, make_client(_addr(server))):
+        if env_ is not env:
+            env_.reset(seed=1)
+        applied = []
+        for t in range(12):
+            _, _, terminated, truncated, info = env_.step(t % 2)
+            applied.append(info["applied_action"])
+            if terminated or truncated:
+                env_.reset()
+        # Actions still arrive over UDP: the env applied both values, not only the start one.
+        assert set(applied) == {0, 1}

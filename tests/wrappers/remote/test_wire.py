@@ -198,3 +198,41 @@ def test_round_trip_property(dtype, shape, session):
     assert (
         f.session == session and f.arrays[0].shape == tuple(shape) and f.arrays[0].dtype == a.dtype
     )
+
+
+def _raw_frame(payload: bytes, *, mtype: int = int(MessageType.ACTION), session: int = 1) -> bytes:
+    """A frame built by hand (header fields as given), for what an encoder never writes."""
+    return HEADER.pack(b"FGRE", 1, mtype, 0, session, 0, 0, 0, len(payload)) + payload
+
+
+def _array_payload(code: int, shape: tuple[int, ...], data: bytes = b"") -> bytes:
+    head = bytes([code, len(shape)]) + struct.pack(f"!{len(shape)}I", *shape)
+    return struct.pack("!I", 2) + b"{}" + b"\x01" + head + data
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [(0, 2**32 - 1, 2**32 - 1), (2**32 - 1, 0, 2**32 - 1, 2**32 - 1), (0,) * 7 + (2**32 - 1,)],
+)
+def test_absurd_shapes_of_empty_arrays_are_malformed(shape):
+    """An empty array whose other dimensions overflow numpy: a counted rejection, not a crash."""
+    codec = WireCodec()
+    with pytest.raises(ProtocolError, match="malformed"):
+        codec.decode(_raw_frame(_array_payload(10, shape)))
+    assert codec.rejected["malformed"] == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(0, 255),
+    st.lists(st.sampled_from([0, 1, 2, 3, 255, 65536, 2**31, 2**32 - 1]), max_size=9),
+    st.binary(max_size=64),
+)
+def test_any_array_header_only_raises_protocol_error(code, shape, data):
+    """Every dtype code, rank and dimension a header can declare decodes or is rejected."""
+    codec = WireCodec()
+    try:
+        frame = codec.decode(_raw_frame(_array_payload(code, tuple(shape), data)))
+    except ProtocolError:
+        return
+    assert frame.arrays[0].shape == tuple(shape)
