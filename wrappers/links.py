@@ -5,8 +5,10 @@
 per packet); :class:`VectorLinks` is both directions of every sub-env for
 :class:`~fleetgym.wrappers.vector.NetworkShimVectorWrapper` (arrival calendars and payload
 rings, a fixed list of whole-array numpy operations per tick). Both follow the same
-control-loop model: a packet sent at tick ``i`` with delay ``d`` is usable from tick
-``floor(i + d / P)``, and in ``fifo`` order never before the packet sent before it.
+control-loop model (:mod:`fleetgym.wrappers.timeline`): a packet sent at tick ``i`` with
+delay ``d`` is usable from tick ``floor(i + d / P + offset)``, where ``offset`` is the
+direction's wait for the receiving clock's next tick, and in ``fifo`` order never before the
+packet sent before it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from fleetgym.wrappers.channels import DelaySampler
+from fleetgym.wrappers.timeline import freshest
 
 __all__ = ["PacketLink", "VectorLinks"]
 
@@ -28,8 +31,10 @@ class PacketLink:
     """One direction of the network for one env: pre-drawn delays and in-flight packets.
 
     Times are in ticks (one control period). A packet sent at tick ``i`` with delay ``d``
-    arrives at ``a = i + d / P`` (``fifo``: ``max(a_prev, i + d / P)``) and becomes
-    usable at tick ``floor(a)``. Delays are drawn ``block`` at a time, so the per-step
+    arrives at ``a = i + d / P + offset`` (``fifo``: ``max(a_prev, i + d / P + offset)``)
+    and becomes usable at tick ``floor(a)``; ``offset`` (in periods, from
+    :class:`~fleetgym.wrappers.timeline.LoopTiming`) is the wait for the receiver's next
+    tick. Delays are drawn ``block`` at a time (the offset added then), so the per-step
     cost is a list lookup.
     """
 
@@ -37,9 +42,8 @@ class PacketLink:
         "sampler",
         "step_ms",
         "block",
-        "buf",
-        "nbuf",
-        "pos",
+        "offset",
+        "_draw",
         "fifo",
         "last_arrival",
         "pending",
@@ -51,14 +55,16 @@ class PacketLink:
         "lost",
     )
 
-    def __init__(self, sampler: DelaySampler, step_ms: float, block: int, fifo: bool) -> None:
+    def __init__(
+        self, sampler: DelaySampler, step_ms: float, block: int, fifo: bool, offset: float = 0.0
+    ) -> None:
         self.sampler = sampler
         self.step_ms = step_ms
         self.block = block
+        self.offset = offset
         self.fifo = fifo
-        self.buf: list[float] = []
-        self.nbuf = 0
-        self.pos = 0
+        # The next pre-drawn delay (in periods); StopIteration when the block is used up.
+        self._draw: Any = iter(()).__next__
         self.clear()
 
     def clear(self) -> None:
@@ -72,10 +78,11 @@ class PacketLink:
         self.reordered = self.stale = self.lost = 0
 
     def refill(self) -> None:
-        """Draw the next block of delays (in periods) and start reading it."""
-        self.buf = (self.sampler.next(self.block) / self.step_ms).tolist()
-        self.nbuf = len(self.buf)
-        self.pos = 0
+        """Draw the next block of delays (in periods, offset added) and start reading it."""
+        rel = self.sampler.next(self.block) / self.step_ms
+        if self.offset:
+            rel += self.offset  # a lost packet stays at inf
+        self._draw = iter(rel.tolist()).__next__
 
     def tick(self, idx: int, payload: Any) -> int:
         """Send packet ``idx`` at tick ``idx`` and process that tick's arrivals.
@@ -83,12 +90,11 @@ class PacketLink:
         Returns a code: bit 0 set if this packet was lost, bit 1 set if a packet newer
         than the previous freshest arrived (``best_idx``/``best_payload`` updated).
         """
-        pos = self.pos
-        if pos == self.nbuf:
+        try:
+            rel = self._draw()
+        except StopIteration:
             self.refill()
-            pos = 0
-        rel = self.buf[pos]
-        self.pos = pos + 1
+            rel = self._draw()
         pending = self.pending
         limit = idx + 1
         if self.fifo:
@@ -123,7 +129,7 @@ class PacketLink:
             self.best_idx = item[1]
             self.best_payload = item[2]
             return code + 2
-        if rel < 1.0 and not pending:
+        if rel < 1.0 and not pending:  # below 1.0: usable at its own tick
             # On time with nothing in flight.
             self.best_idx = idx
             self.best_payload = payload
@@ -144,35 +150,32 @@ class PacketLink:
         return code
 
     def _deliver(self, limit: int) -> bool:
-        """Take every packet arriving before ``limit``; True if a newer one became freshest."""
-        best = self.best_idx
-        newest = -1
-        payload = None
-        arrived = 0
+        """Take every packet arriving before ``limit``; True if a newer one became freshest.
+
+        The choice is :func:`~fleetgym.wrappers.timeline.freshest`, the rule the remote
+        env's receivers apply too (the fifo path of :meth:`tick` is its special case for
+        packets that cannot overtake each other).
+        """
+        arrived: list[tuple[float, int, Any]] = []
         keep: deque[tuple[float, int, Any]] = deque()
         due = _INF
         for item in self.pending:
             if item[0] < limit:
-                arrived += 1
-                i = item[1]
-                if i < best:  # a newer packet arrived at an earlier tick: it overtook this one
-                    self.reordered += 1
-                if i > newest:
-                    newest = i
-                    payload = item[2]
+                arrived.append(item)
             else:
                 keep.append(item)
                 if item[0] < due:
                     due = item[0]
         self.pending = keep
         self.next_due = due
-        if newest > best:
-            self.best_idx = newest
-            self.best_payload = payload
-            self.stale += arrived - 1
-            return True
-        self.stale += arrived
-        return False
+        at, stale, reordered = freshest([item[1] for item in arrived], self.best_idx)
+        self.stale += stale
+        self.reordered += reordered
+        if at < 0:
+            return False
+        self.best_idx = arrived[at][1]
+        self.best_payload = arrived[at][2]
+        return True
 
 
 #: Delay (in ticks) standing for a lost packet: far below any arrival tick.
@@ -193,9 +196,10 @@ class VectorLinks:
     observation sent at its tick t + 1 (they are sent in the same vector step) both
     carry ``g``. So the packets sent now go to one ring column and this tick's arrivals
     are one calendar column (views, not fancy indexing); episode ages are differences of
-    global ticks. Delays are whole ticks (``floor(i + d / P) == i + floor(d / P)``, and
-    floor commutes with the FIFO maximum); a lost packet, or one delayed by ``horizon``
-    ticks or more, has delay ``_LOST`` and goes to the trash slot of the calendar.
+    global ticks. Delays are whole ticks (``floor(i + d / P + offset) == i + floor(d / P +
+    offset)``, and floor commutes with the FIFO maximum; ``offsets`` are the downlink's and
+    the uplink's, as for :class:`PacketLink`); a lost packet, or one ``horizon`` ticks late
+    or more, has delay ``_LOST`` and goes to the trash slot of the calendar.
     """
 
     def __init__(
@@ -207,9 +211,12 @@ class VectorLinks:
         fifo: bool,
         act: tuple[tuple[int, ...], np.dtype[Any]],
         obs: tuple[tuple[int, ...], np.dtype[Any]],
+        offsets: tuple[float, float] = (0.0, 0.0),
     ) -> None:
         m = 2 * n
         self.n, self.h, self.block, self.step_ms, self.fifo = n, horizon, block, step_ms, fifo
+        # Periods added to every delay: rows [0, n) are actions, [n, 2n) observations.
+        self.offsets = np.repeat(np.asarray(offsets, dtype=np.float64), n)
         # Ring and calendar sizes: a power of two >= horizon, so "mod" is a bit mask.
         size = 1 << max(int(horizon) - 1, 1).bit_length()
         self.mask = size - 1
@@ -287,6 +294,7 @@ class VectorLinks:
             assert sampler is not None
             raw[i] = sampler.next(block)
         rel = np.divide(raw, self.step_ms, out=raw)
+        rel += self.offsets[rows, None]  # a lost packet stays at inf
         # Lost (inf) and beyond-horizon packets never arrive.
         far = rel >= self.h
         rel[far] = 0.0

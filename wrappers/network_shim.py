@@ -16,17 +16,19 @@ import numpy as np
 from gymnasium import spaces
 
 from fleetgym.errors import MissingArgumentError, UnknownProfileError
-from fleetgym.validation import check_bool, quote
+from fleetgym.validation import check_bool, check_choice, quote
 from fleetgym.wrappers.channels import Channel
 from fleetgym.wrappers.links import PacketLink
 from fleetgym.wrappers.profiles import NetworkProfile, get_profile
 from fleetgym.wrappers.shim_config import (
+    INFO_LEVELS,
     ActionCheck,
     ShimConfig,
     ShimStreams,
     check_seed,
     infer_step_ms,
 )
+from fleetgym.wrappers.timeline import loop_ages
 
 __all__ = ["SHIM_ENV_ARGUMENTS", "NetworkShimWrapper", "make_network_shim_env"]
 
@@ -41,6 +43,9 @@ SHIM_ENV_ARGUMENTS = (
     "uplink=None, downlink=None (explicit channels instead of a profile)",
     "copy_observations=False",
     "block_size=512",
+    "timing='loop' (one period for the round trip; 'per-direction': a whole period each way)",
+    "uplink_share=0.5 (the agent's phase: the share of the period left for the observation)",
+    "info='train' (ages and profile only; 'full' adds true_obs, applied_action, counters)",
     "render_mode=None (passed to the inner env)",
 )
 
@@ -102,38 +107,49 @@ class NetworkShimWrapper(
     ``step`` is one control tick of ``step_ms`` milliseconds, so the shim costs
     microseconds per step, not the simulated delay.
 
-    The loop at tick t (P = ``step_ms``; a packet sent at tick i with delay d arrives
-    at tick ``i + floor(d / P)``, so one that arrives within its own period is on time):
+    The timeline is a real periodic loop's (:mod:`fleetgym.wrappers.timeline`; the same
+    code times the remote env of Mode 3). With P = ``step_ms`` and the agent's phase
+    s = ``uplink_share`` (default 0.5), the agent's tick t is at t·P and the env's step t at
+    t·P + (1 - s)·P:
 
-    1. ``step(a_t)`` sends ``a_t`` on the downlink at tick t.
-    2. The env applies the freshest action that has arrived: ``a_i`` with the largest
-       ``i`` such that ``i + floor(d_i / P) <= t``. If none newer than the last applied
-       one arrived, it holds the last applied action (``info["action_held"]``); before
-       the first arrival of an episode it applies ``start_action`` (default: the
-       space's zero action, see :func:`default_start_action`; for ``Discrete`` that is
-       action ``start``, e.g. CartPole's "push left").
-    3. The env steps and emits ``o_{t+1}`` on the uplink at tick t+1.
-    4. ``step`` returns the freshest observation that has arrived by tick t+1, else the
-       last one again (as a fresh copy, so the agent never holds two references to
-       one array). Reward, terminated and truncated are the env's own for
-       this tick (they are the training signal, not a sensor reading).
+    1. ``step(a_t)`` sends ``a_t`` on the downlink at t·P; with delay d it arrives at
+       t·P + d.
+    2. The env applies the freshest action that has arrived by its step t·P + (1 - s)·P.
+       If none newer than the last applied one arrived, it holds the last applied action
+       (``info["action_held"]``); before the first arrival of an episode it applies
+       ``start_action`` (default: the space's zero action, see
+       :func:`default_start_action`; for ``Discrete`` that is action ``start``, e.g.
+       CartPole's "push left").
+    3. The env steps and emits ``o_{t+1}`` on the uplink; with delay u it arrives at
+       t·P + (1 - s)·P + u.
+    4. ``step`` returns the freshest observation that has arrived by the agent's next
+       tick (t + 1)·P, else the last one again (as a fresh copy, so the agent never holds
+       two references to one array). Reward, terminated and truncated are the env's own
+       for this tick (they are the training signal, not a sensor reading).
+
+    So an action is on time when d < (1 - s)·P and an observation when u < s·P: the round
+    trip shares one period, and a packet k periods late is used k ticks later
+    (k = floor(d / P + s), resp. floor(u / P + 1 - s)). ``timing="per-direction"`` gives
+    each direction a whole period instead (on time when d < P, resp. u < P: delays in whole
+    steps, optimistic against a real loop by about half a period each way).
 
     Every action is checked against the action space when it is sent (``step``), so an
     invalid one fails there, naming the step, not ticks later inside the env (or never,
     when its packet is lost).
 
     ``reset`` returns the env's initial observation as is (age 0) and clears every
-    packet in flight. Timeline for a fixed delay of 1.5 periods on both paths (a packet
-    sent at tick i arrives at tick i + 1)::
+    packet in flight. Timeline for a fixed one-way delay of one period on both paths
+    (s = 0.5: each packet misses its own deadline by half a period and makes the next)::
 
         step t / tick     0     1     2     3
         sent (downlink)   a0    a1    a2    a3
         applied           s     a0    a1    a2     (s = start action)
-        emitted (uplink)  o1    o2    o3    o4     (o_{t+1} is sent at tick t+1)
-        returned          o0    o1    o2    o3     (o1 arrives at tick 2)
+        emitted (uplink)  o1    o2    o3    o4     (o_{t+1} at the env's step t)
+        returned          o0    o1    o2    o3     (o1 arrives after the agent's tick 1)
 
     so the agent acts on observations one tick old and its actions take effect one
     tick late; ``info`` reports ``obs_age_steps == 1`` and ``action_age_steps == 1``.
+    Under ``"per-direction"`` the same ages need a delay of 1 to 2 periods.
 
     ``delivery="fifo"`` (default): a packet never overtakes the one sent before it,
     ``arrival_i = max(arrival_{i-1}, send_i + delay_i)``, as on one real link where
@@ -142,8 +158,11 @@ class NetworkShimWrapper(
     default because i.i.d. jitter on independent packets (``latest``) reorders most
     packets at Wi-Fi-degraded settings, which single-path links do not do.
 
-    Every ``step`` adds to ``info`` (ages measured from the packet's send timestamp,
-    which a real agent knows): ``obs_age_steps``, ``obs_age_ms``,
+    With ``info="train"`` (the default) every ``step`` adds to ``info`` only what a
+    training run reads: ``obs_age_steps`` and ``action_age_steps`` (the compensation
+    wrappers' input), ``profile``, and on an episode's last step ``network``. With
+    ``info="full"`` every ``step`` adds to ``info`` (ages measured from the packet's send
+    timestamp, which a real agent knows): ``obs_age_steps``, ``obs_age_ms``,
     ``action_age_steps``, ``action_age_ms`` (the start action counts as sent at tick
     -1), ``uplink_lost`` / ``downlink_lost`` (this tick's packet), ``action_held``,
     ``applied_action``, ``true_obs`` (the env's current observation, not copied), and
@@ -153,8 +172,8 @@ class NetworkShimWrapper(
     ``action_holds``, and ``profile`` (the profile name in use this episode, so that
     ``Monitor(info_keywords=("profile",))`` finds it on the final step). The step that
     ends an episode (terminated or truncated below the shim) also carries ``network``:
-    :meth:`network_stats` of the episode. ``reset`` adds ``obs_age_steps``/``obs_age_ms``
-    (0), ``true_obs`` and ``profile``.
+    :meth:`network_stats` of the episode. ``reset`` adds ``obs_age_steps`` (0) and
+    ``profile``, and with ``"full"`` also ``obs_age_ms`` (0) and ``true_obs``.
 
     Randomness: the channels draw from generators seeded by ``reset(seed=...)``
     through ``np.random.SeedSequence`` (separate from the env's ``np_random``): the same
@@ -189,6 +208,15 @@ class NetworkShimWrapper(
             envs that reuse one observation buffer across steps.
         block_size: Packets pre-drawn per channel refill (a speed knob; changing it
             changes which random numbers go to which packet).
+        timing: ``"loop"`` (default: one period for the round trip, as a real periodic
+            loop and Mode 3) or ``"per-direction"`` (a whole period on each path).
+        info: ``"train"`` (default: the keys a training run reads) or ``"full"`` (every
+            key, for analysis and oracles); see :data:`~fleetgym.wrappers.shim_config.
+            INFO_LEVELS`.
+        uplink_share: The agent's phase in (0, 1) (default 0.5): the env steps
+            ``(1 - uplink_share) * step_ms`` after the agent's tick, leaving
+            ``uplink_share * step_ms`` for the observation's trip; the remote client's
+            parameter of the same name (``"loop"`` only).
 
     Raises:
         TypeError, ValueError, UnknownProfileError, UnsupportedSpaceError: For a bad
@@ -208,6 +236,9 @@ class NetworkShimWrapper(
         start_action: Any = None,
         copy_observations: bool = False,
         block_size: int = 512,
+        timing: str = "loop",
+        uplink_share: float = 0.5,
+        info: str = "train",
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
             self,
@@ -219,6 +250,9 @@ class NetworkShimWrapper(
             start_action=start_action,
             copy_observations=copy_observations,
             block_size=block_size,
+            timing=timing,
+            uplink_share=uplink_share,
+            info=info,
         )
         if not isinstance(env, gym.Env):
             raise TypeError(f"env: expected a gymnasium.Env, actual {type(env).__name__}")
@@ -232,9 +266,14 @@ class NetworkShimWrapper(
             delivery=delivery,
             start_action=start_action,
             block_size=block_size,
+            timing=timing,
+            uplink_share=uplink_share,
             infer=lambda: infer_step_ms(env),
         )
+        self.timing = self.config.loop
         self._copy = check_bool("copy_observations", copy_observations)
+        self.info_level = check_choice("info", info, INFO_LEVELS)
+        self._full_info = self.info_level == "full"
         self._profiles, self.step_ms = self.config.profiles, self.config.step_ms
         self.delivery, self._start_action = self.config.delivery, self.config.start_action
         self._check_action = ActionCheck(env.action_space)
@@ -243,6 +282,7 @@ class NetworkShimWrapper(
         # Integer actions are immutable: no copy needed when one is held.
         self._copy_actions = not isinstance(env.action_space, spaces.Discrete)
         self.profile: NetworkProfile = self._profiles[0]
+        self._profile_name = self.profile.name
         self._up: PacketLink | None = None
         self._down: PacketLink | None = None
         self._t = 0
@@ -288,9 +328,13 @@ class NetworkShimWrapper(
     def _new_links(self) -> None:
         assert self._streams is not None  # set by _seed first
         self.profile, up, down = self._streams.draw(self._profiles, self.step_ms)
+        self._profile_name = self.profile.name
         config = self.config
-        self._up = PacketLink(up, self.step_ms, config.block_size, config.fifo)
-        self._down = PacketLink(down, self.step_ms, config.block_size, config.fifo)
+        loop = self.timing
+        self._up = PacketLink(up, self.step_ms, config.block_size, config.fifo, loop.uplink_offset)
+        self._down = PacketLink(
+            down, self.step_ms, config.block_size, config.fifo, loop.downlink_offset
+        )
 
     # -- gym API ----------------------------------------------------------------------
     def reset(
@@ -315,8 +359,9 @@ class NetworkShimWrapper(
         self._applied = self._start_action
         self._holds = 0
         info["obs_age_steps"] = 0
-        info["obs_age_ms"] = 0.0
-        info["true_obs"] = obs
+        if self._full_info:
+            info["obs_age_ms"] = 0.0
+            info["true_obs"] = obs
         info["profile"] = self.profile.name
         return obs, info
 
@@ -350,8 +395,14 @@ class NetworkShimWrapper(
             # checker) assume successive observations do not share memory.
             ret = up.best_payload
             ret = ret.copy() if type(ret) is np.ndarray else _copy_tree(ret)
-        obs_age = t1 - up.best_idx
-        action_age = t - down.best_idx
+        obs_age, action_age = loop_ages(t, up.best_idx, down.best_idx)
+        if not self._full_info:
+            info["obs_age_steps"] = obs_age
+            info["action_age_steps"] = action_age
+            info["profile"] = self._profile_name
+            if terminated or truncated:
+                info["network"] = self.network_stats()
+            return ret, reward, terminated, truncated, info
         step_ms = self.step_ms
         if held and self._copy_actions:
             # A held action goes to the env again; in info it must be a new object each step.

@@ -30,11 +30,14 @@ from fleetgym.errors import InvalidActionError, UnsupportedSpaceError
 from fleetgym.validation import check_choice, check_int, quote
 from fleetgym.wrappers.channels import Channel, DelaySampler, GaussianChannel, check_step_ms
 from fleetgym.wrappers.profiles import NetworkProfile, get_profile
+from fleetgym.wrappers.timeline import DEFAULT_TIMING, DEFAULT_UPLINK_SHARE, LoopTiming
 
 __all__ = [
     "DELIVERY_MODES",
     "EPISODE_INFO_KEYS",
+    "INFO_LEVELS",
     "STEP_INFO_KEYS",
+    "TRAIN_INFO_KEYS",
     "ActionCheck",
     "ShimConfig",
     "ShimStreams",
@@ -69,6 +72,15 @@ STEP_INFO_KEYS = (
 #: :data:`STEP_INFO_KEYS`), so that the final step of an episode carries them for
 #: ``Monitor(info_keywords=...)`` and ``RecordEpisodeStatistics``.
 EPISODE_INFO_KEYS = ("profile",)
+#: How much a shim step reports in ``info``: ``"train"`` (the default) only what a training
+#: run reads (:data:`TRAIN_INFO_KEYS`: the packet ages the compensation wrappers use, then
+#: :data:`EPISODE_INFO_KEYS` for ``Monitor``; the episode's last step also carries
+#: ``network``); ``"full"`` every key of :data:`STEP_INFO_KEYS` too (ground truth such as
+#: ``true_obs`` and ``applied_action``, losses and counters: for analysis and oracles).
+#: Vectorised trainers copy every ``info`` (SB3's ``DummyVecEnv`` deep-copies it each step),
+#: so the keys a run does not read cost it time.
+INFO_LEVELS = ("train", "full")
+TRAIN_INFO_KEYS = ("obs_age_steps", "action_age_steps")
 #: Largest ``block_size`` (packets pre-drawn per channel refill).
 MAX_BLOCK_SIZE = 1_000_000
 #: Spawn key that separates the shim's streams from the env's own seeding of the same seed.
@@ -416,6 +428,11 @@ class ShimConfig:
         delivery: ``"fifo"`` or ``"latest"``.
         start_action: Action applied before the first action of an episode arrives.
         block_size: Packets pre-drawn per channel refill, in [1, 1000000].
+        timing: ``"loop"`` (one period for the round trip, as a real periodic loop) or
+            ``"per-direction"`` (a whole period on each path); see
+            :mod:`fleetgym.wrappers.timeline`.
+        uplink_share: The agent's phase in (0, 1): the share of the period left for the
+            observation's trip (``"loop"`` only).
 
     Raises:
         TypeError, ValueError: For a field of the wrong type or out of range.
@@ -426,6 +443,8 @@ class ShimConfig:
     delivery: str = "fifo"
     start_action: Any = None
     block_size: int = 512
+    timing: str = DEFAULT_TIMING
+    uplink_share: float = DEFAULT_UPLINK_SHARE
 
     def __post_init__(self) -> None:
         profiles = tuple(self.profiles) if isinstance(self.profiles, Sequence) else ()
@@ -439,6 +458,13 @@ class ShimConfig:
         check_choice("delivery", self.delivery, DELIVERY_MODES)
         block = check_int("block_size", self.block_size, 1, MAX_BLOCK_SIZE)
         object.__setattr__(self, "block_size", block)
+        loop = LoopTiming(self.timing, self.uplink_share)
+        object.__setattr__(self, "uplink_share", loop.uplink_share)
+
+    @property
+    def loop(self) -> LoopTiming:
+        """The timing model: each direction's offset (see :mod:`fleetgym.wrappers.timeline`)."""
+        return LoopTiming(self.timing, self.uplink_share)
 
     @property
     def fifo(self) -> bool:
@@ -457,6 +483,8 @@ class ShimConfig:
         delivery: str = "fifo",
         start_action: Any = None,
         block_size: int = 512,
+        timing: str = DEFAULT_TIMING,
+        uplink_share: float = DEFAULT_UPLINK_SHARE,
         infer: Callable[[], float | None] | None = None,
     ) -> ShimConfig:
         """The configuration of a shim from a wrapper's arguments.
@@ -468,6 +496,7 @@ class ShimConfig:
             delivery: ``"fifo"`` or ``"latest"``.
             start_action: None for :func:`default_start_action`.
             block_size: Packets pre-drawn per channel refill.
+            timing, uplink_share: The timing model (see :mod:`fleetgym.wrappers.timeline`).
             infer: Returns the env's control period in ms, or None if it has none.
 
         Raises:
@@ -475,6 +504,7 @@ class ShimConfig:
             UnsupportedSpaceError: If the space has no default start action.
         """
         profiles = resolve_network(profile, uplink, downlink)
+        LoopTiming(timing, uplink_share)  # checked before the env is asked for its period
         if step_ms is None:
             step_ms = infer() if infer is not None else None
             if step_ms is None:
@@ -490,4 +520,4 @@ class ShimConfig:
                 f"start_action: expected an element of the action space {action_space}, "
                 f"actual {quote(start_action)}"
             )
-        return cls(profiles, step_ms, delivery, start_action, block_size)
+        return cls(profiles, step_ms, delivery, start_action, block_size, timing, uplink_share)

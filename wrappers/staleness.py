@@ -137,8 +137,11 @@ def _cached_history_length(
     n_steps: int,
     seed: int,
     delivery: str | None,
+    timing: str | None = None,
+    uplink_share: float | None = None,
 ) -> int:
-    extra = {} if delivery is None else {"delivery": delivery}
+    given = {"delivery": delivery, "timing": timing, "uplink_share": uplink_share}
+    extra = {key: value for key, value in given.items() if value is not None}
     return (
         staleness_quantile(
             profile, step_ms, quantile, path=path, n_steps=n_steps, seed=seed, **extra
@@ -173,7 +176,8 @@ def history_length_for_profile(
             (observation + action age: action history).
         n_steps: Monte-Carlo sample size per profile.
         seed: Seed of the packet schedule.
-        **shim_kwargs: More :class:`NetworkShimWrapper` arguments (channels, delivery).
+        **shim_kwargs: More :class:`NetworkShimWrapper` arguments (channels, delivery,
+            timing, uplink_share).
 
     Returns:
         k >= 1.
@@ -220,10 +224,18 @@ def history_length_for_profile(
     }
     lengths = []
     for name in names:
-        if isinstance(name, str) and set(measured) <= {"delivery"}:
+        if isinstance(name, str) and set(measured) <= {"delivery", "timing", "uplink_share"}:
             lengths.append(
                 _cached_history_length(
-                    name, float(step_ms), quantile, path, n_steps, seed, measured.get("delivery")
+                    name,
+                    float(step_ms),
+                    quantile,
+                    path,
+                    n_steps,
+                    seed,
+                    measured.get("delivery"),
+                    measured.get("timing"),
+                    measured.get("uplink_share"),
                 )
             )
         else:

@@ -20,11 +20,12 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
 from fleetgym.errors import UnsupportedSpaceError
-from fleetgym.validation import check_int, quote
+from fleetgym.validation import check_choice, check_int, quote
 from fleetgym.wrappers.channels import Channel
 from fleetgym.wrappers.links import VectorLinks
 from fleetgym.wrappers.profiles import NetworkProfile
 from fleetgym.wrappers.shim_config import (
+    INFO_LEVELS,
     STEP_INFO_KEYS,
     ActionCheck,
     ShimConfig,
@@ -84,6 +85,10 @@ class NetworkShimVectorWrapper(VectorWrapper):
         block_size: Packets pre-drawn per sub-env and direction per refill.
         max_delay_steps: Ring-buffer horizon in control periods (memory is
             ``max_delay_steps * num_envs`` observations).
+        info: ``"train"`` (default) or ``"full"``, as for the scalar shim: with ``"train"``
+            ``info`` holds ``obs_age_steps``, ``action_age_steps`` and ``profile`` only.
+        timing, uplink_share: The timing model, as for the scalar shim (default
+            ``"loop"`` with the agent's phase 0.5; see :mod:`fleetgym.wrappers.timeline`).
 
     Raises:
         UnsupportedSpaceError: For non-array spaces.
@@ -105,6 +110,9 @@ class NetworkShimVectorWrapper(VectorWrapper):
         start_action: Any = None,
         block_size: int = 512,
         max_delay_steps: int = 128,
+        timing: str = "loop",
+        uplink_share: float = 0.5,
+        info: str = "train",
     ) -> None:
         if not isinstance(env, VectorEnv):
             raise TypeError(f"env: expected a gymnasium VectorEnv, actual {type(env).__name__}")
@@ -132,8 +140,13 @@ class NetworkShimVectorWrapper(VectorWrapper):
             delivery=delivery,
             start_action=start_action,
             block_size=block_size,
+            timing=timing,
+            uplink_share=uplink_share,
             infer=lambda: self._infer_step_ms(env),
         )
+        self.timing = config.loop
+        self.info_level = check_choice("info", info, INFO_LEVELS)
+        self._full_info = self.info_level == "full"
         horizon = check_int("max_delay_steps", max_delay_steps, 1, MAX_DELAY_STEPS)
         self._profiles, self.step_ms, self.delivery = (
             config.profiles,
@@ -154,6 +167,7 @@ class NetworkShimVectorWrapper(VectorWrapper):
             config.fifo,
             (single_act.shape, np.dtype(single_act.dtype)),
             (obs_space.shape, np.dtype(obs_space.dtype)),
+            (self.timing.downlink_offset, self.timing.uplink_offset),
         )
         self._streams: list[ShimStreams | None] = [None] * n
         self.profile_names = [self._profiles[0].name] * n
@@ -246,8 +260,9 @@ class NetworkShimVectorWrapper(VectorWrapper):
         self._restart2[:] = False
         info["obs_age_steps"] = np.zeros(self._n, dtype=np.int64)
         info["_obs_age_steps"] = self._all.copy()
-        info["true_obs"] = obs
-        info["_true_obs"] = self._all.copy()
+        if self._full_info:
+            info["true_obs"] = obs
+            info["_true_obs"] = self._all.copy()
         info["profile"] = np.array(self.profile_names, dtype=object)
         info["_profile"] = self._all.copy()
         return obs, info
@@ -295,9 +310,18 @@ class NetworkShimVectorWrapper(VectorWrapper):
         links.holds += held
         ret = self._obs.copy()
         ages = g - links.best  # action ages, then observation ages
-        ages_ms = ages * self.step_ms
         np.logical_or(terminated, truncated, out=self._autoreset)
         self._restart2[n:] = self._autoreset
+        mask = self._all
+        if not self._full_info:
+            info["obs_age_steps"] = ages[n:]
+            info["_obs_age_steps"] = mask
+            info["action_age_steps"] = ages[:n]
+            info["_action_age_steps"] = mask
+            info["profile"] = np.array(self.profile_names, dtype=object)
+            info["_profile"] = mask
+            return ret, reward, terminated, truncated, info
+        ages_ms = ages * self.step_ms
         counts = links.counts
         both = counts[:, :n] + counts[:, n:]  # reordered, stale, lost, holds
         values = (
@@ -315,7 +339,6 @@ class NetworkShimVectorWrapper(VectorWrapper):
             both[2],
             both[3],
         )
-        mask = self._all
         for (key, mask_key), value in zip(_INFO_KEYS, values, strict=True):
             info[key] = value
             info[mask_key] = mask

@@ -71,3 +71,19 @@ class BufferReuseEnv(CounterEnv):
         _, r, term, trunc, info = super().step(action)
         self.buf[0] = float(self.t)
         return self.buf, r, term, trunc, info
+
+
+def _full_info_shim() -> type:
+    from fleetgym.wrappers.network_shim import NetworkShimWrapper
+
+    class FullInfoShim(NetworkShimWrapper):
+        """The shim with ``info="full"``: every info key (these tests read ground truth)."""
+
+        def __init__(self, env: gym.Env[Any, Any], *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("info", "full")
+            super().__init__(env, *args, **kwargs)
+
+    return FullInfoShim
+
+
+FullInfoShim = _full_info_shim()

@@ -11,14 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
-from shim_envs import CounterEnv
+from shim_envs import CounterEnv, FullInfoShim
 
 from fleetgym.traces import TraceData
 from fleetgym.wrappers import (
     FixedDelay,
     GaussianChannel,
     GilbertElliottChannel,
-    NetworkShimWrapper,
     TraceChannel,
 )
 from fleetgym.wrappers.channels import MAX_DELAY_MS
@@ -159,7 +158,7 @@ def analytic_reorder_rate(mean: float, std: float, loss: float, step: float) -> 
 @pytest.mark.parametrize("mean,std,loss", [(80.0, 40.0, 0.1), (30.0, 10.0, 0.02)])
 def test_latest_delivery_reorder_rate_matches_analytic(mean, std, loss):
     n = 100_000
-    env = NetworkShimWrapper(
+    env = FullInfoShim(
         CounterEnv(), uplink=GaussianChannel(mean, std, loss), step_ms=20.0, delivery="latest"
     )
     env.reset(seed=6)
@@ -172,7 +171,7 @@ def test_latest_delivery_reorder_rate_matches_analytic(mean, std, loss):
     # Var(mean of R) <= (2M + 1) / 4 / n.
     m_dep = int((mean + 6 * std) / 20.0) + 1
     assert abs(rate - expected) < Z * math.sqrt((2 * m_dep + 1) / 4 / n)
-    fifo = NetworkShimWrapper(CounterEnv(), uplink=GaussianChannel(mean, std, loss), step_ms=20.0)
+    fifo = FullInfoShim(CounterEnv(), uplink=GaussianChannel(mean, std, loss), step_ms=20.0)
     fifo.reset(seed=6)
     for _ in range(2000):
         _, _, _, _, info = fifo.step(0)

@@ -65,15 +65,23 @@ def test_k_perfect_and_ethernet_is_one():
 
 
 def test_k_fixed_delay_is_exact():
-    # 50 ms one way on a 20 ms loop: every observation arrives floor(50/20) = 2 ticks late.
-    assert staleness_quantile(None, STEP_MS, 0.99, uplink=fixed(50), downlink=fixed(0)) == 2
-    assert history_length_for_profile(None, STEP_MS, uplink=fixed(50), downlink=fixed(0)) == 3
-    # Round trip adds the action path: 2 + floor(30/20) = 3.
+    # 40 ms one way on a 20 ms loop: every observation is floor(40/20 + 0.5) = 2 ticks old
+    # (the loop's half-period wait for the agent's tick; see fleetgym.wrappers.timeline).
+    assert staleness_quantile(None, STEP_MS, 0.99, uplink=fixed(40), downlink=fixed(0)) == 2
+    assert history_length_for_profile(None, STEP_MS, uplink=fixed(40), downlink=fixed(0)) == 3
+    # Round trip adds the action path: 2 + floor(20/20 + 0.5) = 3.
     assert (
         staleness_quantile(
-            None, STEP_MS, 0.99, path="round_trip", uplink=fixed(50), downlink=fixed(30)
+            None, STEP_MS, 0.99, path="round_trip", uplink=fixed(40), downlink=fixed(20)
         )
         == 3
+    )
+    # Per direction (a whole period each way), 50 ms is floor(50/20) = 2 ticks old.
+    assert (
+        staleness_quantile(
+            None, STEP_MS, 0.99, uplink=fixed(50), downlink=fixed(0), timing="per-direction"
+        )
+        == 2
     )
 
 
@@ -111,7 +119,7 @@ def test_k_one_way_profile_has_no_action_path():
 
 
 def test_k_from_the_shim_inside_an_env():
-    env = shim(uplink=fixed(50), downlink=fixed(0))
+    env = shim(uplink=fixed(40), downlink=fixed(0))
     assert history_length_for_env(env) == 3
     assert ObservationHistory(env).stack_size == 3
     with pytest.raises(ValueError, match="expected an env stack containing a NetworkShimWrapper"):
@@ -144,9 +152,9 @@ def test_unknown_profile_lists_the_known_ones():
 
 # ---------------------------------------------------------------- exact contents on a counter
 def test_age_features_are_the_packet_age_and_newness():
-    # Uplink 50 ms: observation o_j arrives at tick j + 2; the counter value of the
+    # Uplink 40 ms: observation o_j arrives at tick j + 2; the counter value of the
     # delivered observation is its send tick, so age must equal t - value.
-    env = ObservationAgeFeatures(shim(uplink=fixed(50), downlink=fixed(0)), max_age_steps=4)
+    env = ObservationAgeFeatures(shim(uplink=fixed(40), downlink=fixed(0)), max_age_steps=4)
     obs, _ = env.reset(seed=0)
     assert obs.tolist() == [0.0, 0.0, 1.0]
     previous = 0.0
@@ -179,7 +187,7 @@ def test_age_features_ignore_ground_truth_keys():
 
 
 def test_observation_history_stacks_the_delivered_observations():
-    env = ObservationHistory(shim(uplink=fixed(50), downlink=fixed(0)), 3)
+    env = ObservationHistory(shim(uplink=fixed(40), downlink=fixed(0)), 3)
     obs, _ = env.reset(seed=0)
     assert obs.shape == (3, 1)
     assert obs.ravel().tolist() == [0.0, 0.0, 0.0]  # padded with the reset observation
@@ -242,7 +250,7 @@ def test_sent_action_history_rejects_unsupported_spaces():
 
 # ---------------------------------------------------------------- the robust stack
 def test_make_robust_env_layout_and_contents():
-    env = make_robust_env(CounterEnv(), None, step_ms=STEP_MS, uplink=fixed(50), downlink=fixed(0))
+    env = make_robust_env(CounterEnv(), None, step_ms=STEP_MS, uplink=fixed(40), downlink=fixed(0))
     # k = 3 (uplink staleness 2 + 1); m = round trip 2 + 0 + 1 = 3; each frame 1 + 2 ages.
     assert env.observation_space.shape == (3 * 3 + 3 * 3,)
     obs, _ = env.reset(seed=0)

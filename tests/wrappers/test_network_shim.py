@@ -13,7 +13,7 @@ import pytest
 from gymnasium import spaces
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from shim_envs import BufferReuseEnv, CounterEnv, SpacesEnv
+from shim_envs import BufferReuseEnv, CounterEnv, FullInfoShim, SpacesEnv
 
 import fleetgym  # noqa: F401  (registers the IDs)
 from fleetgym.errors import UnknownProfileError, UnsupportedSpaceError
@@ -28,6 +28,10 @@ from fleetgym.wrappers import (
 )
 
 P = 20.0
+#: Periods added to each (uplink, downlink) delay: the waits for the receiving clock's next
+#: tick (fleetgym.wrappers.timeline; the agent's phase 0.5 for "loop").
+OFFSETS = {"loop": (0.5, 0.5), "per-direction": (0.0, 0.0)}
+TIMINGS = tuple(OFFSETS)
 
 
 def pattern(delays: list[float]) -> TraceChannel:
@@ -47,15 +51,18 @@ def run(env: NetworkShimWrapper, actions: list[int]) -> tuple[list[float], list[
     return seen, infos
 
 
-def arrival_ticks(delays: list[float], first_tick: int, n: int, fifo: bool) -> list[float]:
-    """Arrival tick of stream packets 0..n-1 (sent at first_tick + k) by the loop model's formula (docs/network-shim.md)."""
+def arrival_ticks(
+    delays: list[float], first_tick: int, n: int, fifo: bool, offset: float = 0.0
+) -> list[float]:
+    """Tick at which stream packets 0..n-1 (sent at first_tick + k) are usable, by the loop
+    model's formula (docs/network-shim.md): floor(send + d / P + offset), FIFO-ordered."""
     out, last = [], -math.inf
     for k in range(n):
         d = delays[k % len(delays)]
         if math.isinf(d):
             out.append(math.inf)
             continue
-        a = first_tick + k + d / P
+        a = first_tick + k + d / P + offset
         if fifo:
             a = max(a, last)
             last = a
@@ -63,10 +70,14 @@ def arrival_ticks(delays: list[float], first_tick: int, n: int, fifo: bool) -> l
     return out
 
 
-def oracle(up: list[float], down: list[float], n: int, fifo: bool, start: int):
+def oracle(
+    up: list[float], down: list[float], n: int, fifo: bool, start: int, timing: str = "loop"
+):
     """Returned obs and applied action per step, straight from the loop model's definitions."""
-    up_arr = [0] + arrival_ticks(up, 1, n, fifo)  # o_0 is there at reset; o_j sent at tick j
-    down_arr = arrival_ticks(down, 0, n, fifo)  # a_i sent at tick i
+    up_off, down_off = OFFSETS[timing]
+    # o_0 is there at reset; o_j is emitted by the env's step j - 1 (tick j, offset up_off).
+    up_arr = [0] + arrival_ticks(up, 1, n, fifo, up_off)
+    down_arr = arrival_ticks(down, 0, n, fifo, down_off)  # a_i sent at tick i
     returned, applied = [], []
     for t in range(n):
         ok = [i for i in range(t + 1) if down_arr[i] <= t]
@@ -78,10 +89,11 @@ def oracle(up: list[float], down: list[float], n: int, fifo: bool, start: int):
 # -- exact loop rules on the counter env ----------------------------------------------
 
 
-@pytest.mark.parametrize("delay_ms", [0.0, 5.0, 19.99, 20.0, 30.0, 45.0, 100.0])
-def test_fixed_uplink_delay_returns_obs_from_t_minus_d(delay_ms):
-    k = math.floor(delay_ms / P)
-    env = NetworkShimWrapper(CounterEnv(), uplink=FixedDelay(delay_ms), step_ms=P)
+@pytest.mark.parametrize("timing", TIMINGS)
+@pytest.mark.parametrize("delay_ms", [0.0, 5.0, 9.99, 10.0, 19.99, 20.0, 30.0, 45.0, 100.0])
+def test_fixed_uplink_delay_returns_obs_from_t_minus_d(delay_ms, timing):
+    k = math.floor(delay_ms / P + OFFSETS[timing][0])
+    env = FullInfoShim(CounterEnv(), uplink=FixedDelay(delay_ms), step_ms=P, timing=timing)
     seen, infos = run(env, list(range(30)))
     for t, (value, info) in enumerate(zip(seen, infos, strict=True)):
         assert value == max(0, t + 1 - k)  # the obs emitted k ticks ago (o_0 before that)
@@ -91,11 +103,14 @@ def test_fixed_uplink_delay_returns_obs_from_t_minus_d(delay_ms):
         assert not info["action_held"] and info["action_age_steps"] == 0
 
 
-@pytest.mark.parametrize("delay_ms", [0.0, 19.0, 20.0, 50.0, 110.0])
-def test_fixed_downlink_delay_applies_action_from_t_minus_d_else_start(delay_ms):
-    k = math.floor(delay_ms / P)
+@pytest.mark.parametrize("timing", TIMINGS)
+@pytest.mark.parametrize("delay_ms", [0.0, 9.0, 10.0, 19.0, 20.0, 50.0, 110.0])
+def test_fixed_downlink_delay_applies_action_from_t_minus_d_else_start(delay_ms, timing):
+    k = math.floor(delay_ms / P + OFFSETS[timing][1])
     base = CounterEnv()
-    env = NetworkShimWrapper(base, downlink=FixedDelay(delay_ms), step_ms=P, start_action=9999)
+    env = FullInfoShim(
+        base, downlink=FixedDelay(delay_ms), step_ms=P, start_action=9999, timing=timing
+    )
     _, infos = run(env, list(range(25)))
     expected = [t - k if t >= k else 9999 for t in range(25)]
     assert base.applied == expected
@@ -105,10 +120,18 @@ def test_fixed_downlink_delay_applies_action_from_t_minus_d_else_start(delay_ms)
     assert infos[-1]["action_holds"] == min(k, 25)
 
 
-def test_docstring_timeline_one_and_a_half_periods():
+@pytest.mark.parametrize(("timing", "delay_ms"), [("loop", 20.0), ("per-direction", 30.0)])
+def test_docstring_timeline(timing, delay_ms):
+    """The class docstring's timeline: one period each way under "loop" (1.5 periods
+    under "per-direction") makes both ages one tick."""
     base = CounterEnv()
-    env = NetworkShimWrapper(
-        base, uplink=FixedDelay(30), downlink=FixedDelay(30), step_ms=P, start_action=7777
+    env = FullInfoShim(
+        base,
+        uplink=FixedDelay(delay_ms),
+        downlink=FixedDelay(delay_ms),
+        step_ms=P,
+        start_action=7777,
+        timing=timing,
     )
     seen, infos = run(env, [100, 101, 102, 103])
     assert base.applied == [7777, 100, 101, 102]
@@ -118,7 +141,7 @@ def test_docstring_timeline_one_and_a_half_periods():
 
 def test_default_start_action_is_the_zero_action_and_reset_obs_is_returned_as_is():
     base = CounterEnv()
-    env = NetworkShimWrapper(base, downlink=FixedDelay(45), step_ms=P)
+    env = FullInfoShim(base, downlink=FixedDelay(45), step_ms=P)
     obs, info = env.reset(seed=3)
     assert obs[0] == 0.0 and info["obs_age_steps"] == 0 and info["profile"] == "custom"
     env.step(5)
@@ -130,7 +153,7 @@ def test_default_start_action_is_the_zero_action_and_reset_obs_is_returned_as_is
 def test_losses_hold_the_last_obs_and_action():
     base = CounterEnv()
     lose_every_other = pattern([0.0, math.inf])
-    env = NetworkShimWrapper(base, uplink=lose_every_other, downlink=lose_every_other, step_ms=P)
+    env = FullInfoShim(base, uplink=lose_every_other, downlink=lose_every_other, step_ms=P)
     seen, infos = run(env, [10, 11, 12, 13, 14, 15])
     # Downlink: a_0, a_2, a_4 arrive; a_1, a_3, a_5 are lost -> the previous one is held.
     assert base.applied == [10, 10, 12, 12, 14, 14]
@@ -142,23 +165,40 @@ def test_losses_hold_the_last_obs_and_action():
     assert infos[-1]["lost_packets"] == 6
 
 
-def test_latest_discards_a_late_older_packet_and_counts_it():
-    # Packet 0 takes 50 ms (arrives tick 2), packet 1 takes 0 ms (arrives tick 1).
-    env = NetworkShimWrapper(
-        CounterEnv(), uplink=pattern([50.0, 0.0]), step_ms=P, delivery="latest"
+@pytest.mark.parametrize(
+    ("timing", "reordered"),
+    [
+        # o_1 (50 ms) usable at tick floor(1 + 2.5) = 3, o_2 (0 ms) at 2, o_3 at 5, o_4 at 4
+        ("per-direction", [0, 0, 1, 1, 2, 2]),
+        # half a period later each: o_1 at floor(1 + 2.5 + 0.5) = 4, o_2 at 2, o_3 at 6, ...
+        ("loop", [0, 0, 0, 1, 1, 2]),
+    ],
+)
+def test_latest_discards_a_late_older_packet_and_counts_it(timing, reordered):
+    env = FullInfoShim(
+        CounterEnv(), uplink=pattern([50.0, 0.0]), step_ms=P, delivery="latest", timing=timing
     )
     seen, infos = run(env, [0] * 6)
-    # o_1 (50 ms) arrives at tick 3, o_2 at tick 2, o_3 at tick 5, o_4 at tick 4, ...
     assert seen == [0.0, 2.0, 2.0, 4.0, 4.0, 6.0]
-    assert [i["reordered_packets"] for i in infos] == [0, 0, 1, 1, 2, 2]
+    assert [i["reordered_packets"] for i in infos] == reordered
     assert infos[-1]["stale_packets"] == 2
 
 
-def test_fifo_never_reorders_a_late_packet_holds_back_the_next():
-    env = NetworkShimWrapper(CounterEnv(), uplink=pattern([50.0, 0.0]), step_ms=P, delivery="fifo")
+@pytest.mark.parametrize(
+    ("timing", "expected"),
+    [
+        # o_1 arrives at 1 + 2.5 -> tick 3; o_2 would arrive at 2 but waits behind o_1.
+        ("per-direction", [0.0, 0.0, 2.0, 2.0, 4.0, 4.0]),
+        # o_1 at 1 + 2.5 + 0.5 -> tick 4, o_2 behind it; o_3 and o_4 at tick 6.
+        ("loop", [0.0, 0.0, 0.0, 2.0, 2.0, 4.0]),
+    ],
+)
+def test_fifo_never_reorders_a_late_packet_holds_back_the_next(timing, expected):
+    env = FullInfoShim(
+        CounterEnv(), uplink=pattern([50.0, 0.0]), step_ms=P, delivery="fifo", timing=timing
+    )
     seen, infos = run(env, [0] * 6)
-    # o_1 arrives at 1 + 2.5 -> tick 3; o_2 would arrive at 2 but waits behind o_1 -> tick 3.
-    assert seen == [0.0, 0.0, 2.0, 2.0, 4.0, 4.0]
+    assert seen == expected
     assert infos[-1]["reordered_packets"] == 0
     assert infos[-1]["stale_packets"] == 2  # o_1, o_3 arrive together with a newer packet
 
@@ -170,21 +210,28 @@ delays_strategy = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None)
-@given(up=delays_strategy, down=delays_strategy, fifo=st.booleans(), n=st.integers(1, 40))
-def test_wrapper_matches_the_design_formula(up, down, fifo, n):
+@settings(max_examples=80, deadline=None)
+@given(
+    up=delays_strategy,
+    down=delays_strategy,
+    fifo=st.booleans(),
+    n=st.integers(1, 40),
+    timing=st.sampled_from(TIMINGS),
+)
+def test_wrapper_matches_the_design_formula(up, down, fifo, n, timing):
     """Freshest arrived obs / action at every tick equals the loop model's definition."""
     base = CounterEnv()
-    env = NetworkShimWrapper(
+    env = FullInfoShim(
         base,
         uplink=pattern(up),
         downlink=pattern(down),
         step_ms=P,
         delivery="fifo" if fifo else "latest",
         start_action=9999,
+        timing=timing,
     )
     seen, infos = run(env, list(range(n)))
-    returned, applied, up_arr, down_arr = oracle(up, down, n, fifo, 9999)
+    returned, applied, up_arr, down_arr = oracle(up, down, n, fifo, 9999, timing)
     assert seen == returned
     assert base.applied == applied
 
@@ -216,7 +263,7 @@ def test_invariants_nothing_from_the_future_nothing_twice_never_backwards(
 ):
     ch = GaussianChannel(mean, std, loss)
     base = CounterEnv()
-    env = NetworkShimWrapper(
+    env = FullInfoShim(
         base,
         uplink=ch,
         downlink=ch,
@@ -245,7 +292,7 @@ def test_invariants_nothing_from_the_future_nothing_twice_never_backwards(
 
 def test_perfect_is_bit_identical_to_the_bare_env():
     bare = gym.make("CartPole-v1")
-    shim = NetworkShimWrapper(gym.make("CartPole-v1"), "perfect")
+    shim = FullInfoShim(gym.make("CartPole-v1"), "perfect")
     rng = np.random.default_rng(0)
     for episode in range(5):
         ob, _ = bare.reset(seed=episode)
@@ -260,7 +307,7 @@ def test_perfect_is_bit_identical_to_the_bare_env():
 
 
 def test_ethernet_costs_no_staleness_on_cartpole():
-    env = NetworkShimWrapper(gym.make("CartPole-v1"), "ethernet")
+    env = FullInfoShim(gym.make("CartPole-v1"), "ethernet")
     assert env.step_ms == pytest.approx(20.0)  # from CartPole's tau
     env.reset(seed=0)
     for _ in range(2000):
@@ -283,16 +330,16 @@ def schedule(env: NetworkShimWrapper, seed: int, n: int = 300) -> list[tuple]:
 
 
 def test_same_seed_same_packet_schedule_other_seed_differs():
-    env = NetworkShimWrapper(CounterEnv(), "wifi-degraded", step_ms=P)
+    env = FullInfoShim(CounterEnv(), "wifi-degraded", step_ms=P)
     a, b, c = schedule(env, 5), schedule(env, 5), schedule(env, 6)
     assert a == b and a != c
-    other = NetworkShimWrapper(CounterEnv(), "wifi-degraded", step_ms=P, delivery="latest")
+    other = FullInfoShim(CounterEnv(), "wifi-degraded", step_ms=P, delivery="latest")
     assert schedule(other, 5) == schedule(other, 5)
 
 
 def test_env_dynamics_unchanged_and_env_rng_untouched():
     """The env sees exactly the applied actions; its own np_random is not consumed."""
-    shim = NetworkShimWrapper(gym.make("CartPole-v1"), "wifi-degraded")
+    shim = FullInfoShim(gym.make("CartPole-v1"), "wifi-degraded")
     shim.reset(seed=11)
     state_before = shim.unwrapped.np_random.bit_generator.state
     applied, true_obs = [], []
@@ -311,25 +358,23 @@ def test_env_dynamics_unchanged_and_env_rng_untouched():
 
 def test_profile_sequence_draws_one_per_episode_reproducibly():
     names = ["perfect", "wifi-normal", "wifi-degraded"]
-    env = NetworkShimWrapper(CounterEnv(horizon=3), names, step_ms=P)
+    env = FullInfoShim(CounterEnv(horizon=3), names, step_ms=P)
     drawn = [env.reset(seed=9)[1]["profile"]] + [env.reset()[1]["profile"] for _ in range(59)]
     assert set(drawn) == set(names)
     again = [env.reset(seed=9)[1]["profile"]] + [env.reset()[1]["profile"] for _ in range(59)]
     assert drawn == again
-    mixed = NetworkShimWrapper(CounterEnv(), [get_profile("ethernet"), "perfect"], step_ms=P)
+    mixed = FullInfoShim(CounterEnv(), [get_profile("ethernet"), "perfect"], step_ms=P)
     assert {p.name for p in mixed.profiles} == {"ethernet", "perfect"}
 
 
 def test_copy_observations_protects_against_envs_that_reuse_their_buffer():
-    env = NetworkShimWrapper(
-        BufferReuseEnv(), uplink=FixedDelay(45), step_ms=P, copy_observations=True
-    )
+    env = FullInfoShim(BufferReuseEnv(), uplink=FixedDelay(45), step_ms=P, copy_observations=True)
     seen, _ = run(env, [0] * 6)
     assert seen == [0.0, 0.0, 1.0, 2.0, 3.0, 4.0]
 
 
 def test_repeated_observation_is_a_new_object():
-    env = NetworkShimWrapper(CounterEnv(), uplink=pattern([0.0, math.inf]), step_ms=P)
+    env = FullInfoShim(CounterEnv(), uplink=pattern([0.0, math.inf]), step_ms=P)
     env.reset(seed=0)
     first = env.step(0)[0]
     again = env.step(0)[0]  # o_2 was lost: o_1 again, as a new array
@@ -359,7 +404,7 @@ def test_gymnasium_check_env_passes_for_every_space(name, profile):
     from gymnasium.utils.env_checker import check_env
 
     obs_space, act_space = SPACES[name]
-    env = NetworkShimWrapper(SpacesEnv(obs_space, act_space), profile, step_ms=P)
+    env = FullInfoShim(SpacesEnv(obs_space, act_space), profile, step_ms=P)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check_env(env, skip_render_check=True)
@@ -373,17 +418,17 @@ def test_sb3_check_env_passes(name):
     obs_space, act_space = SPACES[name]
     if name == "dict":
         act_space = spaces.Box(-1, 1, (2,))  # SB3 has no Dict action spaces
-    env = NetworkShimWrapper(SpacesEnv(obs_space, act_space), "wifi-normal", step_ms=P)
+    env = FullInfoShim(SpacesEnv(obs_space, act_space), "wifi-normal", step_ms=P)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check_env(env)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        check_env(NetworkShimWrapper(gym.make("CartPole-v1"), "wifi-degraded"))
+        check_env(FullInfoShim(gym.make("CartPole-v1"), "wifi-degraded"))
 
 
 def test_gym_make_spec_round_trip_rebuilds_the_shim():
-    env = NetworkShimWrapper(gym.make("CartPole-v1"), "wifi-normal", delivery="latest")
+    env = FullInfoShim(gym.make("CartPole-v1"), "wifi-normal", delivery="latest")
     rebuilt = gym.make(env.spec)
     shim = rebuilt
     while not isinstance(shim, NetworkShimWrapper):
@@ -400,7 +445,7 @@ def test_gym_make_spec_round_trip_rebuilds_the_shim():
     assert [made.step(t % 2)[4]["obs_age_steps"] for t in range(8)] == [
         again.step(t % 2)[4]["obs_age_steps"] for t in range(8)
     ]
-    channels = NetworkShimWrapper(gym.make("CartPole-v1"), uplink=GaussianChannel(30, 5, 0.1))
+    channels = FullInfoShim(gym.make("CartPole-v1"), uplink=GaussianChannel(30, 5, 0.1))
     assert isinstance(gym.make(channels.spec).unwrapped, type(channels.unwrapped))
 
 
@@ -435,7 +480,7 @@ def test_netshim_spec_round_trip_keeps_one_time_limit():
             break
     assert steps <= 7
     # A shim put around an env by hand keeps the env's own limit in its spec.
-    by_hand = NetworkShimWrapper(gym.make("CartPole-v1"), "wifi-normal")
+    by_hand = FullInfoShim(gym.make("CartPole-v1"), "wifi-normal")
     assert by_hand.spec.max_episode_steps == 500
     assert wrapper_stack(gym.make(by_hand.spec)) == wrapper_stack(by_hand)
 
@@ -469,7 +514,7 @@ def test_works_in_gym_make_vec_and_sb3_vec_envs():
 
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    sb3 = DummyVecEnv([lambda: NetworkShimWrapper(gym.make("CartPole-v1"), "wifi-degraded")] * 2)
+    sb3 = DummyVecEnv([lambda: FullInfoShim(gym.make("CartPole-v1"), "wifi-degraded")] * 2)
     sb3.seed(0)
     sb3.reset()
     for _ in range(60):
@@ -480,7 +525,7 @@ def test_works_in_gym_make_vec_and_sb3_vec_envs():
 def test_tiny_sb3_ppo_learns_through_the_shim():
     from stable_baselines3 import PPO
 
-    env = NetworkShimWrapper(gym.make("CartPole-v1"), "wifi-normal")
+    env = FullInfoShim(gym.make("CartPole-v1"), "wifi-normal")
     model = PPO("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")
     model.learn(128)  # runs end to end; learning quality belongs to the CLI experiments
 
@@ -501,39 +546,39 @@ def test_import_fleetgym_does_not_import_torch():
 def test_bad_arguments_raise_typed_errors():
     cart = gym.make("CartPole-v1")
     with pytest.raises(UnknownProfileError, match="expected one of .*wifi-normal"):
-        NetworkShimWrapper(cart, "wifi-bad")
+        FullInfoShim(cart, "wifi-bad")
     with pytest.raises(ValueError, match="step_ms: expected a finite number >= 0.001"):
-        NetworkShimWrapper(cart, "perfect", step_ms=0)
+        FullInfoShim(cart, "perfect", step_ms=0)
     with pytest.raises(ValueError, match="step_ms: expected a finite number >= 0.001"):
-        NetworkShimWrapper(cart, "perfect", step_ms=float("nan"))
+        FullInfoShim(cart, "perfect", step_ms=float("nan"))
     with pytest.raises(TypeError, match="step_ms: expected a number"):
-        NetworkShimWrapper(cart, "perfect", step_ms="20")
+        FullInfoShim(cart, "perfect", step_ms="20")
     with pytest.raises(ValueError, match="step_ms: expected the control period.*render_fps"):
-        NetworkShimWrapper(SpacesEnv(spaces.Discrete(2), spaces.Discrete(2)), "perfect")
+        FullInfoShim(SpacesEnv(spaces.Discrete(2), spaces.Discrete(2)), "perfect")
     with pytest.raises(ValueError, match="delivery: expected one of"):
-        NetworkShimWrapper(cart, "perfect", delivery="random")
+        FullInfoShim(cart, "perfect", delivery="random")
     with pytest.raises(ValueError, match="either a profile or explicit"):
-        NetworkShimWrapper(cart, "perfect", uplink=FixedDelay(1))
+        FullInfoShim(cart, "perfect", uplink=FixedDelay(1))
     with pytest.raises(TypeError, match="uplink: expected a fleetgym Channel"):
-        NetworkShimWrapper(cart, uplink=0.5)
+        FullInfoShim(cart, uplink=0.5)
     with pytest.raises(ValueError, match="start_action: expected an element of the action space"):
-        NetworkShimWrapper(cart, "perfect", start_action=5)
+        FullInfoShim(cart, "perfect", start_action=5)
     with pytest.raises(TypeError, match="profile: expected a name"):
-        NetworkShimWrapper(cart, 3)
+        FullInfoShim(cart, 3)
     with pytest.raises(ValueError, match="at least one profile"):
-        NetworkShimWrapper(cart, [])
+        FullInfoShim(cart, [])
     with pytest.raises(ValueError, match="block_size: expected an int in"):
-        NetworkShimWrapper(cart, "perfect", block_size=0)
+        FullInfoShim(cart, "perfect", block_size=0)
     with pytest.raises(TypeError, match="copy_observations: expected a bool"):
-        NetworkShimWrapper(cart, "perfect", copy_observations=1)
+        FullInfoShim(cart, "perfect", copy_observations=1)
     with pytest.raises(TypeError, match="env: expected a gymnasium.Env"):
-        NetworkShimWrapper("CartPole-v1", "perfect")
+        FullInfoShim("CartPole-v1", "perfect")
     with pytest.raises(UnsupportedSpaceError, match="pass start_action explicitly"):
-        NetworkShimWrapper(SpacesEnv(spaces.Box(-1, 1, (1,)), spaces.Text(5)), "perfect", step_ms=P)
+        FullInfoShim(SpacesEnv(spaces.Box(-1, 1, (1,)), spaces.Text(5)), "perfect", step_ms=P)
     with pytest.raises(ValueError, match="seed: expected an int >= 0"):
-        NetworkShimWrapper(CounterEnv(), "perfect", step_ms=P).reset(seed=-1)
+        FullInfoShim(CounterEnv(), "perfect", step_ms=P).reset(seed=-1)
     with pytest.raises(gym.error.ResetNeeded):
-        NetworkShimWrapper(CounterEnv(), "perfect", step_ms=P).step(0)
+        FullInfoShim(CounterEnv(), "perfect", step_ms=P).step(0)
     with pytest.raises(TypeError, match="env_id: expected"):
         gym.make("fleetgym/NetShim-v0", env_id=3)
     with pytest.raises(TypeError, match="uplink: expected a fleetgym Channel"):
@@ -541,7 +586,7 @@ def test_bad_arguments_raise_typed_errors():
 
 
 def test_text_action_space_works_with_an_explicit_start_action():
-    env = NetworkShimWrapper(
+    env = FullInfoShim(
         SpacesEnv(spaces.Box(-1, 1, (1,)), spaces.Text(5)),
         "wifi-normal",
         step_ms=P,

@@ -21,6 +21,7 @@ from fleetgym.wrappers.network_shim import NetworkShimWrapper
 from fleetgym.wrappers.shim_config import (
     EPISODE_INFO_KEYS,
     STEP_INFO_KEYS,
+    TRAIN_INFO_KEYS,
     ActionCheck,
     ShimConfig,
     default_start_action,
@@ -49,16 +50,30 @@ def test_config_is_frozen_and_validated():
         ShimConfig(config.profiles, P, block_size=2.0)  # type: ignore[arg-type]
 
 
-def test_scalar_and_vector_shims_share_the_config_and_the_info_keys():
-    shim = NetworkShimWrapper(CounterEnv(), "wifi-normal", step_ms=P)
-    vec = NetworkShimVectorWrapper(SyncVectorEnv([CounterEnv] * 2), "wifi-normal", step_ms=P)
+@pytest.mark.parametrize(
+    ("level", "keys"),
+    [("full", STEP_INFO_KEYS + EPISODE_INFO_KEYS), ("train", TRAIN_INFO_KEYS + EPISODE_INFO_KEYS)],
+)
+def test_scalar_and_vector_shims_share_the_config_and_the_info_keys(level, keys):
+    shim = NetworkShimWrapper(CounterEnv(), "wifi-normal", step_ms=P, info=level)
+    vec = NetworkShimVectorWrapper(
+        SyncVectorEnv([CounterEnv] * 2), "wifi-normal", step_ms=P, info=level
+    )
     assert shim.config == vec.config
     shim.reset(seed=0)
     vec.reset(seed=0)
     info = shim.step(1)[-1]
-    assert tuple(info) == STEP_INFO_KEYS + EPISODE_INFO_KEYS
+    assert tuple(info) == keys
     vinfo = vec.step(np.ones(2, np.int64))[-1]
-    assert [k for k in vinfo if not k.startswith("_")] == list(STEP_INFO_KEYS + EPISODE_INFO_KEYS)
+    assert [k for k in vinfo if not k.startswith("_")] == list(keys)
+
+
+def test_the_info_level_is_checked_and_train_is_the_default():
+    assert NetworkShimWrapper(CounterEnv(), "wifi-normal", step_ms=P).info_level == "train"
+    with pytest.raises(ValueError, match="info: expected one of"):
+        NetworkShimWrapper(CounterEnv(), "wifi-normal", step_ms=P, info="all")
+    with pytest.raises(TypeError, match="info: expected one of"):
+        NetworkShimVectorWrapper(SyncVectorEnv([CounterEnv]), "wifi-normal", step_ms=P, info=2)
 
 
 @pytest.mark.parametrize(

@@ -76,7 +76,7 @@ def test_minigrid_takes_render_fps_with_a_warning():
 
 def test_mountain_car_continuous_under_the_shim():
     with pytest.warns(UserWarning, match="render_fps"):
-        env = gym.make("fleetgym/NetShim-v0", env_id="MountainCarContinuous-v0")
+        env = gym.make("fleetgym/NetShim-v0", env_id="MountainCarContinuous-v0", info="full")
     assert find_shim(env).step_ms == pytest.approx(1000 / 30)
     assert env.spec.reward_threshold == 90.0 and env.spec.max_episode_steps == 999
     env.action_space.seed(0)
@@ -163,7 +163,10 @@ def test_convenience_id_needs_no_kwargs():
 
 def test_final_step_info_carries_profile_and_network_statistics():
     env = gym.make(
-        "fleetgym/NetShim-v0", env_id="CartPole-v1", profile=["wifi-normal", "wifi-degraded"]
+        "fleetgym/NetShim-v0",
+        env_id="CartPole-v1",
+        profile=["wifi-normal", "wifi-degraded"],
+        info="full",
     )
     env.reset(seed=1)
     info: dict = {}

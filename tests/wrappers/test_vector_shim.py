@@ -43,12 +43,23 @@ MIXED = [
 ]
 
 
+@pytest.mark.parametrize(
+    ("timing", "uplink_share"), [("loop", 0.5), ("loop", 0.2), ("per-direction", 0.5)]
+)
 @pytest.mark.parametrize("delivery", ["fifo", "latest"])
 @pytest.mark.parametrize("profile", ["wifi-degraded", "mixed"])
-def test_vector_shim_equals_scalar_shims_in_a_vector_env(delivery, profile):
+def test_vector_shim_equals_scalar_shims_in_a_vector_env(delivery, profile, timing, uplink_share):
     profile_arg = MIXED if profile == "mixed" else profile
     horizons = [7, 11, 13, 40, 3]
-    kwargs = dict(step_ms=20.0, delivery=delivery, block_size=16, start_action=9999)
+    kwargs = dict(
+        info="full",
+        step_ms=20.0,
+        delivery=delivery,
+        block_size=16,
+        start_action=9999,
+        timing=timing,
+        uplink_share=uplink_share,
+    )
     scalar = SyncVectorEnv(
         [
             lambda h=h: NetworkShimWrapper(CounterEnv(horizon=h), profile_arg, **kwargs)
@@ -113,7 +124,11 @@ def test_ethernet_no_staleness_and_same_seed_same_schedule():
 
 def test_packets_beyond_the_horizon_are_counted_as_lost():
     env = NetworkShimVectorWrapper(
-        SyncVectorEnv(counters([None] * 2)), uplink=FixedDelay(200), step_ms=20.0, max_delay_steps=5
+        SyncVectorEnv(counters([None] * 2)),
+        uplink=FixedDelay(200),
+        step_ms=20.0,
+        max_delay_steps=5,
+        info="full",
     )
     env.reset(seed=0)
     for _ in range(20):

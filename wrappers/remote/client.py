@@ -37,7 +37,7 @@ import gymnasium as gym
 import numpy as np
 
 from fleetgym.errors import ProtocolError, RemoteEnvError
-from fleetgym.validation import check_choice, check_float, check_timeout, quote
+from fleetgym.validation import check_choice, check_timeout, quote
 from fleetgym.wrappers.profiles import NetworkProfile, get_profile
 from fleetgym.wrappers.remote.conditions import DelayedSender, FreshestBox
 from fleetgym.wrappers.remote.recorder import PacketRecorder
@@ -51,6 +51,7 @@ from fleetgym.wrappers.shim_config import (
     check_seed,
     default_start_action,
 )
+from fleetgym.wrappers.timeline import LoopTiming, loop_ages
 
 __all__ = ["RemoteEnv", "read_secret"]
 
@@ -145,9 +146,9 @@ class RemoteEnv(gym.Env[Any, Any]):
             secret = read_secret(secret_file)
         self.transport = check_choice("transport", transport, ("udp", "tcp"))
         self.timeout_s = check_timeout("timeout_s", timeout_s) or 5.0
-        self.uplink_share = check_float("uplink_share", uplink_share, 0.0, 1.0)
-        if not 0.0 < self.uplink_share < 1.0:
-            raise ValueError(f"uplink_share: expected a number in (0, 1), actual {uplink_share}")
+        #: The loop's timing, shared with the shim (fleetgym.wrappers.timeline).
+        self.timing = LoopTiming("loop", uplink_share)
+        self.uplink_share = self.timing.uplink_share
         self.delivery = check_choice("delivery", delivery, DELIVERY_MODES)
         self.codec = WireCodec(secret)
         self.address = address
@@ -353,7 +354,7 @@ class RemoteEnv(gym.Env[Any, Any]):
                 self.overruns += 1
             deadline = now + period
         self._deadline = deadline
-        env_deadline = deadline - int(self.uplink_share * period)
+        env_deadline = self.timing.env_step_ns(deadline, period)
         ep, sid, codec = self._episode, self.session, self.codec
         arr = to_wire(self.action_space, action)
 
@@ -390,8 +391,7 @@ class RemoteEnv(gym.Env[Any, Any]):
         self._t = t + 1
         if not meta["held"]:
             self._applied_sent = int(meta["action_t_send_ns"])
-        obs_age = t + 1 - self._obs_seq
-        action_age = t - int(meta["action_seq"])
+        obs_age, action_age = loop_ages(t, self._obs_seq, int(meta["action_seq"]))
         ours = {
             "obs_age_steps": obs_age,
             "obs_age_ms": 0.0 if obs_age == 0 else max(0.0, (t_emit - self._obs_sent) / 1e6),

@@ -43,6 +43,7 @@ import numpy as np
 
 from fleetgym.wrappers.channels import DelaySampler
 from fleetgym.wrappers.remote.wire import Frame
+from fleetgym.wrappers.timeline import freshest
 
 __all__ = ["DelayedSender", "FreshestBox"]
 
@@ -183,9 +184,11 @@ class DelayedSender:
 class FreshestBox:
     """The packets of one direction that arrived, and the freshest-by-deadline rule.
 
-    Counters follow the shim's: ``reordered`` (arrived after a newer packet had
-    arrived), ``stale`` (arrived but never used because a newer one had arrived by the
-    same deadline). Packets of another episode (``meta["ep"]``) are ignored.
+    The choice at a deadline is :func:`~fleetgym.wrappers.timeline.freshest`, the shim's
+    own rule, and so are the counters: ``reordered`` (arrived after a newer packet had
+    arrived by an earlier deadline), ``stale`` (arrived but never used because a newer one
+    had arrived by the same deadline). Packets of another episode (``meta["ep"]``) are
+    ignored.
     """
 
     def __init__(self) -> None:
@@ -194,7 +197,6 @@ class FreshestBox:
         self._pending: list[Frame] = []
         self.episode = 0
         self.best_seq = -1
-        self._max_seen = -1
         self.reordered = 0
         self.stale = 0
         self.arrived = 0
@@ -205,7 +207,6 @@ class FreshestBox:
             self.episode = episode
             self._pending = []
             self.best_seq = best_seq
-            self._max_seen = best_seq
             self.reordered = self.stale = self.arrived = 0
 
     def put(self, frame: Frame) -> None:
@@ -214,10 +215,6 @@ class FreshestBox:
             if frame.meta.get("ep") != self.episode:
                 return
             self.arrived += 1
-            if frame.seq < self._max_seen:
-                self.reordered += 1
-            else:
-                self._max_seen = frame.seq
             self._pending.append(frame)
         self._event.set()
 
@@ -228,10 +225,10 @@ class FreshestBox:
             if not arrived:
                 return None
             self._pending = [f for f in self._pending if f.t_recv_ns > deadline_ns]
-            newest = max(arrived, key=lambda f: f.seq)
-            if newest.seq > self.best_seq:
-                self.best_seq = newest.seq
-                self.stale += len(arrived) - 1
-                return newest
-            self.stale += len(arrived)
-            return None
+            at, stale, reordered = freshest([f.seq for f in arrived], self.best_seq)
+            self.stale += stale
+            self.reordered += reordered
+            if at < 0:
+                return None
+            self.best_seq = arrived[at].seq
+            return arrived[at]

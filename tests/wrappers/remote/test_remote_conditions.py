@@ -94,11 +94,13 @@ def test_freshest_box_rule_and_counters():
     box.reset(0, 0)
     for seq, t in ((9, 5), (2, 10), (1, 12), (5, 25), (3, 30)):  # in arrival order
         box.put(_frame(seq, t, ep=0 if seq != 9 else 1))  # seq 9: another episode, ignored
-    assert box.reordered == 2  # 1 after 2, 3 after 5
     assert box.take(9) is None  # nothing arrived by t=9
     got = box.take(26)
     assert got is not None and got.seq == 5 and box.stale == 2  # 2 and 1 never used
+    # 1 came after 2 but by the same deadline: not reordered (the shim's definition)
+    assert box.reordered == 0
     assert box.take(40) is None and box.stale == 3  # 3 arrived after the newer 5
+    assert box.reordered == 1  # ... which had arrived by an earlier deadline
     assert box.best_seq == 5
 
 
