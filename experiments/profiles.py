@@ -4,7 +4,8 @@ For each profile it prints both channels and, for a control period ``--step-ms``
 they do to a control loop: the loss rate and the median / 99th-percentile one-way delay in
 control periods (estimated from the channel model with a fixed seed). Then it lists the
 trace files shipped in ``fleetgym/traces`` with their size, duration, loss and delay.
-``--json`` prints the same as JSON.
+``--json`` prints the same as JSON. ``fleetgym profiles fit TRACE`` fits a profile to a
+trace (:mod:`fleetgym.experiments.profile_fit`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from fleetgym.experiments import profile_fit
 from fleetgym.experiments.argtypes import UsageError, positive_int
 from fleetgym.traces import list_traces, load_trace
 from fleetgym.wrappers.channels import MAX_STEP_MS, MIN_STEP_MS
@@ -48,6 +50,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=20_000,
         help="packets sampled per channel for the delay quantiles (default: 20000)",
     )
+    profile_fit.add_subcommand(parser)
 
 
 def _quantiles(channel: Any, step_ms: float, samples: int) -> dict[str, float]:
@@ -138,6 +141,8 @@ def _print_netem(name: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Print the profiles and traces; returns 0, or 2 for a bad argument."""
+    if getattr(args, "profiles_action", None) == "fit":
+        return profile_fit.run(args)
     if getattr(args, "netem", None):
         return _print_netem(args.netem)
     step_ms = float(args.step_ms)

@@ -27,8 +27,18 @@ from fleetgym.wrappers.compensation import (
     history_length_for_profile,
     make_robust_env,
 )
+from fleetgym.wrappers.fitted_channels import EmpiricalChannel, LogNormalChannel
 from fleetgym.wrappers.network_shim import NetworkShimWrapper, make_network_shim_env
-from fleetgym.wrappers.profiles import NetworkProfile, get_profile, list_profiles, register_profile
+from fleetgym.wrappers.profile_fit import ProfileFit, TraceFitError, fit_profile
+from fleetgym.wrappers.profiles import (
+    NetworkProfile,
+    ProfileFileError,
+    get_profile,
+    list_profiles,
+    load_profile_file,
+    register_profile,
+    save_profile_file,
+)
 from fleetgym.wrappers.shim_config import (
     DELIVERY_MODES,
     ShimConfig,
@@ -41,23 +51,31 @@ __all__ = [
     "DELIVERY_MODES",
     "Channel",
     "DelaySampler",
+    "EmpiricalChannel",
     "FixedDelay",
     "GaussianChannel",
     "GilbertElliottChannel",
+    "LogNormalChannel",
     "NetworkProfile",
     "NetworkShimVectorWrapper",
     "NetworkShimWrapper",
     "ObservationAgeFeatures",
     "ObservationHistory",
+    "ProfileFileError",
+    "ProfileFit",
     "SentActionHistory",
     "ShimConfig",
     "TraceChannel",
+    "TraceFitError",
     "default_start_action",
+    "fit_profile",
     "get_profile",
     "history_length_for_profile",
     "infer_step_ms",
     "list_profiles",
+    "load_profile_file",
     "make_network_shim_env",
     "make_robust_env",
     "register_profile",
+    "save_profile_file",
 ]

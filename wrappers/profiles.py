@@ -13,7 +13,10 @@ Built in (from the CALF paper, one-way, both directions independent):
 
 Every shipped trace file also gets a profile ``trace-<file stem>`` (both directions replay
 the file from independent random offsets). Register your own with
-:func:`register_profile`.
+:func:`register_profile`, or write it to a profile file (:func:`save_profile_file`; what
+``fleetgym profiles fit`` writes): wherever a profile is accepted, a path that ends with
+``.json`` and names an existing file (or any ``os.PathLike``) is read with
+:func:`load_profile_file` (plain JSON data, never code).
 
 Example:
     >>> from fleetgym.wrappers.profiles import get_profile, list_profiles
@@ -25,17 +28,31 @@ Example:
 
 from __future__ import annotations
 
+import json
+import os
+import stat
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from fleetgym.errors import UnknownProfileError
+from fleetgym.errors import FleetgymError, UnknownProfileError
 from fleetgym.traces.loaders import list_traces, trace_path
 from fleetgym.validation import check_bool, quote
 from fleetgym.wrappers.channels import Channel, GaussianChannel, TraceChannel
+from fleetgym.wrappers.fitted_channels import channel_from_dict, channel_to_dict
 
-__all__ = ["NetworkProfile", "get_profile", "list_profiles", "register_profile"]
+__all__ = [
+    "PROFILE_FILE_VERSION",
+    "NetworkProfile",
+    "ProfileFileError",
+    "get_profile",
+    "list_profiles",
+    "load_profile_file",
+    "register_profile",
+    "save_profile_file",
+]
 
 
 @dataclass(frozen=True)
@@ -125,31 +142,44 @@ def list_profiles() -> list[str]:
         return list(_REGISTRY)
 
 
-def get_profile(name: str | NetworkProfile) -> NetworkProfile:
+def get_profile(name: str | os.PathLike[str] | NetworkProfile) -> NetworkProfile:
     """The profile registered under ``name`` (a :class:`NetworkProfile` is returned as is).
 
-    Use ``get_profile(name).uplink`` / ``.downlink`` to get the channels as objects.
+    A ``str`` that is no registered name, ends with ``.json`` and names an existing file,
+    or any ``os.PathLike``, is a profile file: read (again on every call) with
+    :func:`load_profile_file`. Use ``get_profile(name).uplink`` / ``.downlink`` to get the
+    channels as objects.
 
     Raises:
         UnknownProfileError: If no profile has that name (the message lists the known ones).
-        TypeError: If ``name`` is neither a str nor a NetworkProfile.
+        ProfileFileError: If the profile file cannot be read or is malformed.
+        TypeError: If ``name`` is neither a str, an os.PathLike nor a NetworkProfile.
     """
     if isinstance(name, NetworkProfile):
         return name
+    if isinstance(name, os.PathLike):
+        return load_profile_file(name)
     if not isinstance(name, str):
         raise TypeError(
-            f"profile: expected a name (str) or NetworkProfile, actual {type(name).__name__}"
+            "profile: expected a name (str), a .json profile file or a NetworkProfile, "
+            f"actual {type(name).__name__}"
         )
     with _LOCK:
         entry = _REGISTRY.get(name)
-        if entry is None:
-            raise UnknownProfileError(
-                f"profile: expected one of {list(_REGISTRY)}, actual {quote(name)} (unknown)"
-            )
-        if not isinstance(entry, NetworkProfile):
+        known = list(_REGISTRY)
+        if entry is not None and not isinstance(entry, NetworkProfile):
             entry = entry()
             _REGISTRY[name] = entry
+    if entry is not None:
         return entry
+    if name.lower().endswith(".json"):
+        if os.path.isfile(name):
+            return load_profile_file(name)
+        raise UnknownProfileError(
+            f"profile: expected one of {known} or an existing .json profile file, actual "
+            f"{quote(name)} (no such file)"
+        )
+    raise UnknownProfileError(f"profile: expected one of {known}, actual {quote(name)} (unknown)")
 
 
 def register_profile(
@@ -176,3 +206,134 @@ def register_profile(
             )
         _REGISTRY[name] = profile
     return profile
+
+
+# --------------------------------------------------------------------------------------
+# Profile files: plain JSON data describing both channels (never pickle, never code)
+# --------------------------------------------------------------------------------------
+#: Value of the ``"fleetgym_profile"`` key that marks a profile file (its format version).
+PROFILE_FILE_VERSION = 1
+#: Largest profile file read (an empirical table of 10 000 rows per direction is ~0.5 MB).
+_MAX_PROFILE_BYTES = 16 * 1024 * 1024
+_FILE_KEYS = ("fleetgym_profile", "name", "description", "uplink", "downlink", "fit")
+
+
+class ProfileFileError(FleetgymError, ValueError):
+    """A profile file that cannot be read or is malformed; the message names the file."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"malformed profile file {path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+def _no_constant(text: str) -> Any:
+    raise ValueError(f"expected finite numbers, actual {text}")
+
+
+def _read_json(name: str) -> Any:
+    try:
+        if not stat.S_ISREG(os.stat(name).st_mode):
+            raise ProfileFileError(name, "expected a regular file, actual not one")
+        with open(name, "rb") as handle:
+            raw = handle.read(_MAX_PROFILE_BYTES + 1)
+    except OSError as exc:
+        raise ProfileFileError(name, f"cannot read the file: {exc.strerror or exc}") from None
+    if len(raw) > _MAX_PROFILE_BYTES:
+        raise ProfileFileError(name, f"expected at most {_MAX_PROFILE_BYTES} bytes, actual more")
+    try:
+        return json.loads(raw.decode("utf-8-sig"), parse_constant=_no_constant)
+    except UnicodeDecodeError:
+        raise ProfileFileError(name, "expected UTF-8 JSON text, actual binary data") from None
+    except json.JSONDecodeError as exc:
+        raise ProfileFileError(
+            name, f"not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})"
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        raise ProfileFileError(name, f"not valid JSON: {exc}") from None
+
+
+def load_profile_file(path: str | os.PathLike[str]) -> NetworkProfile:
+    """Read a profile file written by :func:`save_profile_file` (or by hand).
+
+    The file is a JSON object: ``"fleetgym_profile": 1``, ``"uplink"`` (a channel:
+    ``{"type": "gaussian" | "gilbert_elliott" | "lognormal" | "empirical", parameters}``,
+    see :func:`fleetgym.wrappers.fitted_channels.channel_from_dict`), optionally
+    ``"downlink"`` (default: the uplink's channel), ``"name"`` (default: the file's stem),
+    ``"description"`` and ``"fit"`` (the fit's report, not read).
+
+    Raises:
+        ProfileFileError: If the file cannot be read, is not JSON, or any key or value is
+            wrong (the message names the file and the key).
+        TypeError: If ``path`` is not a str or os.PathLike.
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path: expected a str or os.PathLike, actual {type(path).__name__}")
+    name = os.fspath(path)
+    data = _read_json(name)
+    if not isinstance(data, dict):
+        raise ProfileFileError(name, f"expected a JSON object, actual {type(data).__name__}")
+    unknown = sorted(str(k) for k in data if k not in _FILE_KEYS)
+    if unknown:
+        raise ProfileFileError(name, f"unknown keys {unknown}, expected some of {list(_FILE_KEYS)}")
+    version = data.get("fleetgym_profile")
+    if version != PROFILE_FILE_VERSION or isinstance(version, bool):
+        raise ProfileFileError(
+            name,
+            f'expected "fleetgym_profile": {PROFILE_FILE_VERSION} (a fleetgym profile file), '
+            f"actual {quote(version)}",
+        )
+    if "uplink" not in data:
+        raise ProfileFileError(name, 'expected an "uplink" channel, actual none')
+    try:
+        uplink = channel_from_dict(data["uplink"], "uplink")
+        downlink = channel_from_dict(data["downlink"], "downlink") if "downlink" in data else uplink
+        title = data.get("name", Path(name).stem)
+        description = data.get("description", f"profile file {name}")
+        if not isinstance(title, str) or not title.strip() or len(title) > 200:
+            raise ValueError(
+                f"name: expected a non-empty str of at most 200 characters, actual {quote(title)}"
+            )
+        if not isinstance(description, str):
+            raise ValueError(f"description: expected a str, actual {quote(description)}")
+        return NetworkProfile(title, uplink, downlink, description)
+    except (TypeError, ValueError) as exc:
+        raise ProfileFileError(name, str(exc)) from None
+
+
+def save_profile_file(
+    profile: NetworkProfile, path: str | os.PathLike[str], *, fit: dict[str, Any] | None = None
+) -> Path:
+    """Write ``profile`` as a profile file that :func:`load_profile_file` reads back equal.
+
+    Args:
+        profile: The profile; its channels must be Gaussian, Gilbert-Elliott, log-normal or
+            empirical (a trace replay has no plain-data form).
+        path: The file to write (replaced atomically); a ``.json`` name is what
+            ``profile=`` recognises as a file.
+        fit: Plain JSON data stored under ``"fit"`` (the fit's report), or None.
+
+    Returns:
+        The path written.
+
+    Raises:
+        TypeError: If a channel has no plain-data form.
+        OSError: If the file cannot be written.
+    """
+    if not isinstance(profile, NetworkProfile):
+        raise TypeError(f"profile: expected a NetworkProfile, actual {type(profile).__name__}")
+    data: dict[str, Any] = {
+        "fleetgym_profile": PROFILE_FILE_VERSION,
+        "name": profile.name,
+        "description": profile.description,
+        "uplink": channel_to_dict(profile.uplink),
+        "downlink": channel_to_dict(profile.downlink),
+    }
+    if fit is not None:
+        data["fit"] = fit
+    text = json.dumps(data, indent=2, allow_nan=False) + "\n"
+    out = Path(path)
+    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, out)
+    return out
