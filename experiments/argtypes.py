@@ -173,6 +173,38 @@ def unit_interval(text: str) -> float:
     return _float(text, "a number in [0, 1]", lambda v: 0.0 <= v <= 1.0)
 
 
+def remote_step_ms(text: str) -> float:
+    """A remote env server's control period in ms, in the range it accepts.
+
+    Example:
+        >>> remote_step_ms("20")
+        20.0
+    """
+    from fleetgym.wrappers.remote.session import MAX_SERVER_STEP_MS, MIN_SERVER_STEP_MS
+
+    return _float(
+        text,
+        f"a number of ms in [{MIN_SERVER_STEP_MS:g}, {MAX_SERVER_STEP_MS:g}]",
+        lambda v: MIN_SERVER_STEP_MS <= v <= MAX_SERVER_STEP_MS,
+    )
+
+
+def host_port(text: str) -> str:
+    """A ``HOST:PORT`` address (port 0: a free one), checked as the remote env checks it.
+
+    Example:
+        >>> host_port("127.0.0.1:0")
+        '127.0.0.1:0'
+    """
+    from fleetgym.wrappers.remote.wire import parse_address
+
+    try:
+        parse_address(text, "address")
+    except (TypeError, ValueError) as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix("address: ")) from None
+    return text
+
+
 def output_path(text: str) -> str:
     """A non-empty output path (``--out ''`` would write into the working directory).
 

@@ -25,10 +25,14 @@ import tempfile
 from typing import Any
 
 from fleetgym.experiments.argtypes import (
+    UsageError,
+    check_output_file,
     env_kwarg,
+    host_port,
     non_negative_int,
+    output_path,
     positive_int,
-    step_ms,
+    remote_step_ms,
 )
 
 __all__ = ["configure", "run"]
@@ -47,6 +51,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--bind",
+        type=host_port,
         default="127.0.0.1:0",
         metavar="HOST:PORT",
         help="address to listen on, TCP and UDP (default 127.0.0.1:0, a free port)",
@@ -62,14 +67,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="file with the shared secret (>= 16 bytes); required for a non-loopback --bind",
     )
     parser.add_argument(
-        "--step-ms", type=step_ms, default=None, help="control period (default: the env's)"
+        "--step-ms",
+        type=remote_step_ms,
+        default=None,
+        help="control period in ms, up to 60000 (default: the env's)",
     )
     parser.add_argument(
         "--max-sessions", type=positive_int, default=64, help="most clients at once (default 64)"
     )
-    parser.add_argument("--record-dir", default=None, help="write each session's action trace here")
     parser.add_argument(
-        "--port-file", default=None, help="write the port listened on to this file once bound"
+        "--record-dir",
+        type=output_path,
+        default=None,
+        help="write each session's action trace here (created if missing)",
+    )
+    parser.add_argument(
+        "--port-file",
+        type=output_path,
+        default=None,
+        help="write the port listened on to this file once bound",
     )
     parser.add_argument(
         "--measure",
@@ -121,41 +137,44 @@ def _print_report(rep: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve until interrupted (or measure); returns 0, or 2 for a bad argument."""
+    """Serve until interrupted (or measure); returns 0.
+
+    Raises:
+        UsageError: A bad argument, found before the server binds: an env the server
+            cannot serve, an unwritable ``--port-file`` or ``--record-dir``, a bad secret
+            file, ``--measure`` with ``--secret-file``, or an address that cannot be bound.
+    """
     from fleetgym.errors import FleetgymError
-    from fleetgym.wrappers.remote import RemoteEnvServer, read_secret
+    from fleetgym.wrappers.remote import RemoteEnvServer
     from fleetgym.wrappers.remote.parity import measure_socket_parity
 
+    if args.measure and args.secret_file:
+        raise UsageError("--measure: expected no --secret-file (it measures on loopback)")
+    if args.port_file is not None:
+        check_output_file("--port-file", args.port_file)
+    tmp = tempfile.TemporaryDirectory() if args.measure and args.record_dir is None else None
     try:
-        secret = read_secret(args.secret_file) if args.secret_file else None
-        record_dir = args.record_dir
-        tmp = None
-        if args.measure and record_dir is None:
-            tmp = tempfile.TemporaryDirectory()
-            record_dir = tmp.name
         server = RemoteEnvServer(
             args.env_id,
             env_kwargs=dict(args.env_kwarg),
             bind=args.bind,
             profile=args.profile,
-            secret=secret,
+            secret_file=args.secret_file,
             step_ms=args.step_ms,
             max_sessions=args.max_sessions,
-            record_dir=record_dir,
+            record_dir=args.record_dir if tmp is None else tmp.name,
         )
         server.start()
     except (FleetgymError, TypeError, ValueError, OSError) as exc:
-        print(f"fleetgym serve-env: {exc}", file=sys.stderr)
-        return 2
+        if tmp is not None:
+            tmp.cleanup()
+        raise UsageError(str(exc)) from None
     try:
         host, port = server.address
         if args.port_file:
             with open(args.port_file, "w", encoding="utf-8") as handle:
                 handle.write(f"{port}\n")
         if args.measure:
-            if secret is not None:
-                print("fleetgym serve-env: --measure runs without --secret-file", file=sys.stderr)
-                return 2
             rep = measure_socket_parity(
                 server, args.measure, seed=args.seed, transport=args.transport
             )
@@ -175,5 +194,5 @@ def run(args: argparse.Namespace) -> int:
         return 0
     finally:
         server.stop()
-        if args.measure and tmp is not None:
+        if tmp is not None:
             tmp.cleanup()

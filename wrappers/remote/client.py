@@ -93,6 +93,16 @@ def read_secret(path: str | os.PathLike[str]) -> bytes:
     return secret
 
 
+def _check_record_path(path: Any) -> None:
+    """``record_path``: a file whose folder exists and can be written."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"record_path: expected a file path or None, actual {quote(path)}")
+    folder = os.path.dirname(os.path.abspath(path)) if str(os.fspath(path)).strip() else ""
+    writable = folder and os.path.isdir(folder) and os.access(folder, os.W_OK | os.X_OK)
+    if not writable or os.path.isdir(path):
+        raise ValueError(f"record_path: expected a writable file path, actual {quote(path)}")
+
+
 class RemoteEnv(gym.Env[Any, Any]):
     """An env served by ``fleetgym serve-env``, stepped at its real control period.
 
@@ -121,7 +131,10 @@ class RemoteEnv(gym.Env[Any, Any]):
     Raises:
         RemoteEnvError: If the server cannot be reached, refuses the session or stops
             answering (never a hang: every wait has a timeout).
-        TypeError, ValueError: For a bad argument.
+        TypeError, ValueError: For a bad argument, checked before connecting (``address``
+            not ``host:port``, both ``secret`` and ``secret_file``, an unwritable
+            ``record_path``, ...).
+        fleetgym.errors.UnknownProfileError: For an unknown profile name.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
@@ -142,6 +155,12 @@ class RemoteEnv(gym.Env[Any, Any]):
         self.host, self.port = parse_address(address)
         if self.port == 0:
             raise ValueError(f"address: expected a server port > 0, actual {quote(address)}")
+        if secret is not None and secret_file is not None:
+            raise ValueError("secret, secret_file: expected one of them, actual both")
+        if profile is not None:
+            profile = get_profile(profile)  # an unknown name fails before connecting
+        if record_path is not None:
+            _check_record_path(record_path)
         if secret_file is not None:
             secret = read_secret(secret_file)
         self.transport = check_choice("transport", transport, ("udp", "tcp"))

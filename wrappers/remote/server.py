@@ -25,14 +25,22 @@ one session's env, threads and message handling are in
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import threading
+from pathlib import Path
 from typing import Any
 
 from fleetgym.errors import ProtocolError
-from fleetgym.validation import check_choice, check_int, check_timeout, quote
+from fleetgym.validation import check_choice, check_float, check_int, check_timeout, quote
 from fleetgym.wrappers.profiles import NetworkProfile, get_profile
-from fleetgym.wrappers.remote.session import _Session
+from fleetgym.wrappers.remote.client import read_secret
+from fleetgym.wrappers.remote.session import (
+    MAX_SERVER_STEP_MS,
+    MIN_SERVER_STEP_MS,
+    _Session,
+    open_env,
+)
 from fleetgym.wrappers.remote.wire import MessageType, WireCodec, is_loopback, parse_address
 from fleetgym.wrappers.shim_config import DELIVERY_MODES
 
@@ -40,6 +48,45 @@ __all__ = ["RemoteEnvServer"]
 
 log = logging.getLogger(__name__)
 _M = MessageType
+
+#: Longest ``idle_timeout_s`` (a week; ``None`` waits without limit).
+MAX_IDLE_TIMEOUT_S = 7 * 24 * 3600.0
+
+
+def _check_step_ms(step_ms: Any) -> float:
+    return check_float("step_ms", step_ms, MIN_SERVER_STEP_MS, MAX_SERVER_STEP_MS)
+
+
+def _check_record_dir(record_dir: Any) -> str:
+    """``record_dir`` created and writable, as a str."""
+    if not isinstance(record_dir, (str, os.PathLike)):
+        raise TypeError(f"record_dir: expected a folder path or None, actual {quote(record_dir)}")
+    if not str(os.fspath(record_dir)).strip():
+        raise ValueError(f"record_dir: expected a folder path, actual {quote(record_dir)}")
+    folder = Path(record_dir)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(
+            f"record_dir: expected a writable folder, actual {quote(str(folder))} "
+            f"({exc.strerror or exc})"
+        ) from None
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"record_dir: expected a writable folder, actual {quote(str(folder))}")
+    return str(folder)
+
+
+def _bind(sock: socket.socket, host: str, port: int, what: str) -> None:
+    try:
+        sock.bind((host, port))
+    except socket.gaierror as exc:
+        raise socket.gaierror(
+            exc.errno, f"bind: cannot resolve the host of {host}:{port} ({exc.strerror})"
+        ) from None
+    except OSError as exc:
+        raise OSError(
+            exc.errno, f"bind: cannot listen on {host}:{port} ({what}): {exc.strerror or exc}"
+        ) from None
 
 
 class RemoteEnvServer:
@@ -58,16 +105,29 @@ class RemoteEnvServer:
             ``"perfect"``: sent at once). Clients apply the downlink channel to actions.
         secret: Shared secret (>= 16 bytes) for HMAC authentication; required for a
             non-loopback ``bind``.
-        step_ms: Control period (ms); default from the env's ``dt``/``tau``.
+        secret_file: A file holding the secret (instead of ``secret``).
+        step_ms: Control period (ms), in ``(0, 60000]``; default from the env's ``dt``/``tau``.
         delivery: ``"fifo"`` or ``"latest"`` for the observations' hold (as in the shim).
         max_sessions: Most sessions open at once; more are refused.
-        idle_timeout_s: A session whose client sends nothing for this long is closed.
+        idle_timeout_s: A session whose client sends nothing for this long is closed
+            (None: never).
         record_dir: If set, each session writes the actions it observed there
-            (``session<N>-downlink.csv``, the shim's trace format).
+            (``session<N>-downlink.csv``, the shim's trace format); created if missing.
+
+    The constructor makes the env once, with the code a session runs at HELLO, and closes
+    it: an unknown ID, kwargs the env rejects, a space the wire format cannot carry or an
+    env without a control period is refused here, before anything binds.
 
     Raises:
-        TypeError, ValueError, UnknownProfileError: For a bad argument (a non-loopback
-            ``bind`` without a secret among them).
+        TypeError: A value of the wrong type (``env_kwargs`` not a dict, a ``bool`` for a
+            number, ...) or kwargs the env's constructor does not take.
+        ValueError: A value out of range: ``bind`` not ``host:port`` (or non-loopback
+            without a secret), ``step_ms`` outside ``(0, 60000]`` or not finite, both
+            ``secret`` and ``secret_file``, an ``env_id`` Gymnasium does not know, an
+            unwritable ``record_dir``.
+        fleetgym.errors.UnknownProfileError: An unknown profile name.
+        fleetgym.errors.UnsupportedSpaceError: A space other than Box, Discrete,
+            MultiDiscrete or MultiBinary.
     """
 
     def __init__(
@@ -78,17 +138,33 @@ class RemoteEnvServer:
         bind: str = "127.0.0.1:0",
         profile: str | NetworkProfile = "perfect",
         secret: bytes | None = None,
+        secret_file: str | os.PathLike[str] | None = None,
         step_ms: float | None = None,
         delivery: str = "fifo",
         max_sessions: int = 64,
-        idle_timeout_s: float = 300.0,
-        record_dir: str | None = None,
+        idle_timeout_s: float | None = 300.0,
+        record_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        if not isinstance(env_id, str) or not env_id:
-            raise TypeError(f"env_id: expected a non-empty str, actual {quote(env_id)}")
+        if not isinstance(env_id, str):
+            raise TypeError(f"env_id: expected a Gymnasium ID (str), actual {quote(env_id)}")
+        if not env_id.strip():
+            raise ValueError(f"env_id: expected a Gymnasium ID, actual {quote(env_id)}")
         self.env_id = env_id
+        if env_kwargs is not None and not isinstance(env_kwargs, dict):
+            raise TypeError(
+                f"env_kwargs: expected a dict or None, actual {type(env_kwargs).__name__}"
+            )
         self.env_kwargs = dict(env_kwargs or {})
+        bad_keys = [k for k in self.env_kwargs if not isinstance(k, str) or not k.isidentifier()]
+        if bad_keys:
+            raise TypeError(f"env_kwargs: expected keyword names, actual keys {quote(bad_keys)}")
         self.host, self.port = parse_address(bind, "bind")
+        if secret is not None and secret_file is not None:
+            raise ValueError(
+                "secret, secret_file: expected one of them, actual both (a secret and a file)"
+            )
+        if secret_file is not None:
+            secret = read_secret(secret_file)
         if not is_loopback(self.host) and secret is None:
             raise ValueError(
                 f"secret: expected a shared secret to bind the non-loopback address "
@@ -96,11 +172,21 @@ class RemoteEnvServer:
             )
         self.profile = get_profile(profile)
         self.codec = WireCodec(secret)
-        self.step_ms = None if step_ms is None else float(step_ms)
+        self.step_ms = None if step_ms is None else _check_step_ms(step_ms)
         self.delivery = check_choice("delivery", delivery, DELIVERY_MODES)
         self.max_sessions = check_int("max_sessions", max_sessions, 1, 10_000)
         self.idle_timeout_s = check_timeout("idle_timeout_s", idle_timeout_s)
-        self.record_dir = record_dir
+        if self.idle_timeout_s is not None and self.idle_timeout_s > MAX_IDLE_TIMEOUT_S:
+            raise ValueError(
+                f"idle_timeout_s: expected a number of seconds in (0, {MAX_IDLE_TIMEOUT_S:g}] "
+                f"or None, actual {quote(idle_timeout_s)}"
+            )
+        self.record_dir = None if record_dir is None else _check_record_dir(record_dir)
+        # The env as a session makes it: refused now rather than at the first HELLO.
+        env, _, self.obs_frame_bytes = open_env(
+            self.env_id, self.env_kwargs, self.step_ms, self.codec
+        )
+        env.close()
         self._sessions: dict[int, _Session] = {}
         self._lock = threading.Lock()
         self._counts: dict[str, int] = {}
@@ -114,16 +200,25 @@ class RemoteEnvServer:
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> RemoteEnvServer:
-        """Bind, listen and start serving in background threads; returns self."""
+        """Bind, listen and start serving in background threads; returns self.
+
+        Raises:
+            OSError: If the address cannot be bound (in use, not this host's, a name that
+                does not resolve); the message names it.
+        """
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         tcp = socket.socket(family, socket.SOCK_STREAM)
-        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        tcp.bind((self.host, self.port))
-        self.port = tcp.getsockname()[1]
-        tcp.listen(64)
-        tcp.settimeout(0.2)
-        self.udp.bind((self.host, self.port))
-        self.udp.settimeout(0.2)
+        try:
+            tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            _bind(tcp, self.host, self.port, "TCP")
+            self.port = tcp.getsockname()[1]
+            tcp.listen(64)
+            tcp.settimeout(0.2)
+            _bind(self.udp, self.host, self.port, "UDP")
+            self.udp.settimeout(0.2)
+        except BaseException:
+            tcp.close()
+            raise
         self.tcp = tcp
         for target, name in ((self._accept_loop, "accept"), (self._udp_loop, "udp")):
             thread = threading.Thread(target=target, name=f"fleetgym-server-{name}", daemon=True)

@@ -10,6 +10,7 @@ through :class:`SessionHost`. See :mod:`fleetgym.wrappers.remote.server` for the
 
 from __future__ import annotations
 
+import difflib
 import logging
 import queue
 import socket
@@ -22,17 +23,116 @@ from typing import Any, Protocol
 import gymnasium as gym
 import numpy as np
 
-from fleetgym.errors import ProtocolError
-from fleetgym.validation import check_choice, check_int
+from fleetgym.errors import ProtocolError, UnsupportedSpaceError
+from fleetgym.validation import check_choice, check_float, check_int, quote
+from fleetgym.wrappers.channels import MIN_STEP_MS
 from fleetgym.wrappers.profiles import NetworkProfile
 from fleetgym.wrappers.remote.conditions import DelayedSender, FreshestBox
 from fleetgym.wrappers.remote.recorder import PacketRecorder
 from fleetgym.wrappers.remote.spaces import describe_space, from_wire, to_wire
-from fleetgym.wrappers.remote.wire import Frame, MessageType, WireCodec, plain_info
+from fleetgym.wrappers.remote.wire import (
+    DATAGRAM_LIMIT,
+    Frame,
+    MessageType,
+    WireCodec,
+    plain_info,
+)
 from fleetgym.wrappers.shim_config import ShimStreams, default_start_action, infer_step_ms
 
 log = logging.getLogger(__name__)
 _M = MessageType
+
+#: Control periods a remote env server accepts, in ms: a tick of at most a minute (a
+#: session's reader waits for it), above 0.
+MIN_SERVER_STEP_MS = MIN_STEP_MS
+MAX_SERVER_STEP_MS = 60_000.0
+
+
+def _space_meta(name: str, space: gym.Space[Any]) -> tuple[dict[str, Any], list[np.ndarray]]:
+    try:
+        return describe_space(space)
+    except UnsupportedSpaceError as exc:
+        raise UnsupportedSpaceError(f"{name}: {str(exc).removeprefix('space: ')}") from None
+
+
+def _env_error(env_id: str, env_kwargs: dict[str, Any], exc: Exception) -> Exception:
+    """The error of ``gym.make(env_id, **env_kwargs)`` as one naming the argument."""
+    reason = f"{type(exc).__name__}: {quote(str(exc), 200)}"
+    if isinstance(exc, gym.error.Error) and env_id.rpartition(":")[2] not in gym.registry:
+        name = env_id.rpartition(":")[2]
+        close = difflib.get_close_matches(name, list(gym.registry), n=3, cutoff=0.6)
+        hint = f"; close matches: {', '.join(map(repr, close))}" if close else ""
+        return ValueError(
+            f"env_id: expected a registered Gymnasium ID, actual {quote(env_id)} ({reason}{hint})"
+        )
+    if env_kwargs:
+        kind = TypeError if isinstance(exc, TypeError) else ValueError
+        return kind(
+            f"env_kwargs: expected keywords that {env_id} takes, actual "
+            f"{quote(sorted(env_kwargs))} (gym.make raised {reason})"
+        )
+    return ValueError(
+        f"env_id: expected an env that can be made, actual {quote(env_id)} ({reason})"
+    )
+
+
+def open_env(
+    env_id: str, env_kwargs: dict[str, Any], step_ms: float | None, codec: WireCodec
+) -> tuple[gym.Env[Any, Any], float, int]:
+    """A session's env, its control period and the size of one observation's frame.
+
+    The server calls it once in its constructor (then closes the env), so an env that no
+    session could serve is refused before the server binds; each session calls it at
+    HELLO.
+
+    Returns:
+        ``(env, step_ms, obs_frame_bytes)``; the spaces' description and an observation
+        were encoded as a session encodes them (so they fit a frame).
+
+    Raises:
+        UnsupportedSpaceError: A space the wire format cannot carry (names the space).
+        ValueError: No control period (the env has no ``dt``/``tau`` and ``step_ms`` is
+            None) or one outside ``[MIN_SERVER_STEP_MS, MAX_SERVER_STEP_MS]``, or a
+            space whose description or observation does not fit a frame.
+        TypeError: kwargs the env's constructor does not take (``gym.make`` raised a
+            TypeError; the message names ``env_kwargs``).
+        ValueError: An ``env_id`` Gymnasium does not know, or anything else ``gym.make``
+            raised (the message names ``env_id`` or ``env_kwargs`` and quotes the error).
+    """
+    try:
+        env: gym.Env[Any, Any] = gym.make(env_id, **env_kwargs)
+    except Exception as exc:
+        raise _env_error(env_id, env_kwargs, exc) from exc
+    try:
+        period = step_ms if step_ms is not None else infer_step_ms(env)
+        if period is None:
+            raise ValueError(
+                f"step_ms: expected a control period for {env_id}, which has no dt or tau, "
+                f"actual None (pass step_ms)"
+            )
+        period = check_float("step_ms", period, MIN_SERVER_STEP_MS, MAX_SERVER_STEP_MS)
+        obs_meta, obs_arrays = _space_meta("observation_space", env.observation_space)
+        act_meta, act_arrays = _space_meta("action_space", env.action_space)
+        default_start_action(env.action_space)
+        try:
+            codec.encode(
+                _M.WELCOME,
+                0,
+                0,
+                {"obs_space": obs_meta, "action_space": act_meta},
+                [*obs_arrays, *act_arrays],
+            )
+            sample = to_wire(env.observation_space, env.observation_space.sample())
+            obs_bytes = len(codec.encode(_M.OBS, 0, 0, {"ep": 0}, [sample]))
+        except (ProtocolError, TypeError, ValueError) as exc:
+            raise ValueError(
+                f"observation_space: expected spaces whose description and elements fit a "
+                f"frame, actual {quote(env.observation_space)} ({exc})"
+            ) from None
+    except BaseException:
+        env.close()
+        raise
+    return env, period, obs_bytes
 
 
 class SessionHost(Protocol):
@@ -49,6 +149,7 @@ class SessionHost(Protocol):
     step_ms: float | None
     delivery: str
     record_dir: str | None
+    obs_frame_bytes: int
     udp: socket.socket
 
     def _count(self, key: str, n: int = 1) -> None: ...
@@ -174,11 +275,16 @@ class _Session:
         port = frame.meta.get("udp_port")
         if self.transport == "udp":
             self.udp_addr = (self.peer[0], check_int("udp_port", port, 1, 65535))
-        self.env = env = gym.make(server.env_id, **server.env_kwargs)
-        step_ms = server.step_ms or infer_step_ms(env)
-        if step_ms is None:
-            raise ValueError(f"step_ms: the env {server.env_id} has no dt or tau; pass step_ms")
-        self.step_ms = float(step_ms)
+            if server.obs_frame_bytes > DATAGRAM_LIMIT:
+                raise ValueError(
+                    f"transport: expected 'tcp' for {server.env_id}, whose observations take "
+                    f"{server.obs_frame_bytes} bytes (a datagram holds {DATAGRAM_LIMIT}), "
+                    f"actual 'udp'"
+                )
+        env, self.step_ms, _ = open_env(
+            server.env_id, server.env_kwargs, server.step_ms, self.codec
+        )
+        self.env = env
         self.start_action = default_start_action(env.action_space)
         self.sender = DelayedSender(self.send_obs, fifo=server.delivery == "fifo")
         obs_meta, obs_arrays = describe_space(env.observation_space)
