@@ -7,7 +7,9 @@ learner trains (:class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO`
 and ``--max-policy-lag``. ``--backend`` places the actors: ``inprocess`` (the default)
 runs each slot's env in a thread of the learner's process (``actors="thread"``),
 ``process`` in a worker process per slot (``actors="process"``); ``ray`` is refused.
-``--inference server`` has the actors act through one inference server.
+``--inference server`` has the actors act through one inference server. ``--log`` writes
+one CSV row per update and ``--plot`` the mean return after each update; ``--sequential``
+(a synchronous in-process option) is refused.
 
 Example::
 
@@ -18,8 +20,10 @@ Example::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from fleetgym.experiments.argtypes import non_negative_int
@@ -70,8 +74,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace, workload: Any) -> int:
-    """Train with :class:`AsyncPPO`; returns 0 when the target was reached, 1 otherwise."""
+def history_rows(model: Any) -> list[dict[str, Any]]:
+    """One flat record per update of an :class:`AsyncPPO` run (for ``--log``)."""
+    rows = []
+    for record in model.history:
+        row = {k: v for k, v in dataclasses.asdict(record).items() if k != "stats"}
+        row["learner_utilisation"] = record.learner_utilisation
+        row.update(dataclasses.asdict(record.stats))
+        rows.append(row)
+    return rows
+
+
+def run(
+    args: argparse.Namespace,
+    workload: Any,
+    outputs: Callable[[Any, float], None] | None = None,
+) -> int:
+    """Train with :class:`AsyncPPO`; returns 0 when the target was reached, 1 otherwise.
+
+    ``outputs(model, target)`` writes ``--log`` and ``--plot`` after the run (``fleetgym
+    train`` passes its writers).
+    """
     from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
     from fleetgym.agents.learners.training import evaluate_policy
 
@@ -136,6 +159,8 @@ def run(args: argparse.Namespace, workload: Any) -> int:
     if args.save is not None:
         path = model.save(args.save)
         print(f"saved the model to {path} (settings in {path.with_suffix('.json')})")
+    if outputs is not None and model.history:
+        outputs(model, target)
     if args.eval_episodes:
         returns = evaluate_policy(
             model.learner.policy, workload, args.eval_episodes, seed=args.seed + 10_000

@@ -17,23 +17,32 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
-from fleetgym.experiments.argtypes import env_kwarg, non_negative_int
+from fleetgym.experiments.argtypes import (
+    check_output_dir,
+    env_kwarg,
+    non_negative_int,
+    output_folder,
+)
 
 __all__ = ["configure", "run"]
 
 
-def _positive_float(text: str) -> float:
+def _budget(text: str) -> float:
+    """CPU seconds in [0.01, 3600] (the range :func:`calibrate` takes)."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, actual {text!r}") from None
-    if not value > 0.0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, actual {text!r}")
+        value = math.nan
+    if not 0.01 <= value <= 3600.0:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds in [0.01, 3600], actual {text!r}"
+        )
     return value
 
 
@@ -61,12 +70,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--force", action="store_true", help="measure even if cached")
     parser.add_argument(
-        "--budget", type=_positive_float, default=3.0, help="CPU seconds of rollouts (default 3)"
+        "--budget", type=_budget, default=3.0, help="CPU seconds of rollouts (default 3)"
     )
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed (default 0)")
     parser.add_argument(
         "--cache-dir",
-        type=Path,
+        type=output_folder,
         default=None,
         help="cache folder (default $FLEETGYM_CACHE_DIR, else the user cache folder)",
     )
@@ -84,15 +93,34 @@ def _table_model(name: str, preset: str) -> tuple[Any, dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Calibrate (or read the cache) and print the model; 2 on a bad workload."""
+    """Calibrate (or read the cache) and print the model; 2 on a bad workload.
+
+    Raises:
+        UsageError: The cache folder cannot be written (checked before measuring).
+    """
     from fleetgym.agents.workloads import get_workload
     from fleetgym.errors import FleetgymError
-    from fleetgym.meta_env.calibration import calibrate
+    from fleetgym.meta_env.calibration import (
+        CACHE_ENV_VAR,
+        cache_path,
+        calibrate,
+        check_learner_overrides,
+    )
 
     try:
         workload = get_workload(args.workload)
         table, overrides = _table_model(workload.name, args.preset)
         overrides.update(dict(args.learner_override))
+        check_learner_overrides(workload, overrides)
+        path = cache_path(workload, overrides, args.cache_dir)
+    except (FleetgymError, ValueError, TypeError) as error:
+        print(f"fleetgym calibrate: {error}", file=sys.stderr)
+        return 2
+    if args.force or not path.is_file():
+        # The result is written there after the measurement: checked before it.
+        given = args.cache_dir is not None or not os.environ.get(CACHE_ENV_VAR)
+        check_output_dir("--cache-dir" if given else f"${CACHE_ENV_VAR}", path.parent)
+    try:
         result = calibrate(
             workload,
             learner_overrides=overrides,
@@ -111,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
             "model": model,
             "table": None if table is None else asdict(table),
             "learner_overrides": overrides,
-            "cache": str(result.path),
+            "cache": str(result.path) if result.stored else None,
             "cached": result.cached,
             "details": dict(result.details),
         }
@@ -122,5 +150,8 @@ def run(args: argparse.Namespace) -> int:
     for key, value in model.items():
         shipped = "" if table is None else f"   (table: {getattr(table, key):.3g})"
         print(f"  {key:20s} {value:.3g}{shipped}")
-    print(f"cache: {result.path}")
+    if result.stored:
+        print(f"cache: {result.path}")
+    else:
+        print(f"cache: none (writing {result.path} failed; see the warning)")
     return 0

@@ -40,6 +40,7 @@ from fleetgym.experiments.argtypes import (
     positive_int,
 )
 from fleetgym.experiments.tables import group_by, markdown_table, mean_std, write_csv
+from fleetgym.validation import quote
 
 ENVS = ("CartPole-v1", "Hopper-v5")
 LAGS = (0, 10, 50, 200, 1000)
@@ -279,34 +280,86 @@ def _title(env: str) -> str:
     return f"{env}: final return vs injected policy lag"
 
 
+#: Longest line of a ``lag_sweep.csv`` read (a row holds short names and numbers).
+MAX_CSV_LINE = 16_384
+
+
+def _run_of(row: dict[str, Any], where: str) -> SweepRun:
+    """One CSV row as a run, each value checked (names known, counts >= 0, finite)."""
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(SweepRun):
+        text = (row.get(f.name) or "").strip()
+        kind = str(f.type)
+        try:
+            if kind != "str" and not text.isascii():
+                raise ValueError(text)
+            value: Any = int(text) if kind == "int" else float(text) if kind == "float" else text
+        except ValueError:
+            what = "an integer" if kind == "int" else "a number"
+            raise UsageError(
+                f"--merge: {where}: {f.name}: expected {what}, actual {quote(text)}"
+            ) from None
+        if kind == "int" and value < 0:
+            raise UsageError(
+                f"--merge: {where}: {f.name}: expected an integer >= 0, actual {value}"
+            )
+        if kind == "float" and not math.isfinite(value):
+            raise UsageError(
+                f"--merge: {where}: {f.name}: expected a finite number, actual {text!r}"
+            )
+        if f.name == "wall_s" and value < 0:
+            raise UsageError(f"--merge: {where}: wall_s: expected a number >= 0, actual {text!r}")
+        values[f.name] = value
+    known = {"env": ENVS, "loss": tuple(label for label, _, _ in LOSSES), "variant": VARIANTS}
+    for name, choices in known.items():
+        if values[name] not in choices:
+            raise UsageError(
+                f"--merge: {where}: {name}: expected one of {list(choices)}, "
+                f"actual {quote(values[name])}"
+            )
+    return SweepRun(**values)
+
+
 def read_runs(folder: Path) -> list[SweepRun]:
     """The runs an earlier sweep wrote to ``folder/lag_sweep.csv``.
 
     Raises:
-        UsageError: ``folder`` holds no ``lag_sweep.csv``, the file lacks a column of
-            :class:`SweepRun`, or a value does not parse.
+        UsageError: ``folder`` holds no ``lag_sweep.csv``, the file cannot be read (or is
+            not UTF-8 text), lacks a column of :class:`SweepRun`, or a value does not
+            parse or is out of range (a NaN or infinite return, a negative lag, seed or
+            count, an unknown env, loss or variant); the message names the file and line.
     """
     path = Path(folder) / "lag_sweep.csv"
     if not path.is_file():
         raise UsageError(f"--merge: expected a sweep's output folder, {path} is missing")
-    fields = {f.name: f.type for f in dataclasses.fields(SweepRun)}
-    cast = {"int": int, "float": float, "str": str}
+    names = [f.name for f in dataclasses.fields(SweepRun)]
     runs = []
-    with path.open(newline="") as fh:
-        for line, row in enumerate(csv.DictReader(fh), start=2):
-            missing = sorted(set(fields) - set(row))
-            if missing:
-                raise UsageError(
-                    f"--merge: {path}: expected the columns {missing}, actual {sorted(row)}"
-                )
-            try:
-                values = {name: cast[str(kind)](row[name]) for name, kind in fields.items()}
-            except (TypeError, ValueError) as exc:
-                raise UsageError(
-                    f"--merge: {path}, line {line}: a value does not parse ({exc})"
-                ) from None
-            runs.append(SweepRun(**values))
+    line = 1
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(_bounded_lines(fh, path))
+            for row in reader:
+                line = reader.line_num
+                missing = sorted(set(names) - set(row))
+                if missing:
+                    raise UsageError(
+                        f"--merge: {path}: expected the columns {missing}, "
+                        f"actual {quote(sorted(str(k) for k in row))}"
+                    )
+                runs.append(_run_of(row, f"{path}, line {line}"))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise UsageError(f"--merge: {path}, line {line}: cannot be read ({exc})") from None
     return runs
+
+
+def _bounded_lines(fh: Any, path: Path) -> Any:
+    for number, text in enumerate(fh, start=1):
+        if len(text) > MAX_CSV_LINE:
+            raise UsageError(
+                f"--merge: {path}, line {number}: expected a line of a sweep's CSV, "
+                f"actual {len(text)} characters"
+            )
+        yield text
 
 
 def merge(folders: list[Path], out: Path) -> int:

@@ -18,6 +18,7 @@ import argparse
 import math
 import sys
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +101,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sequential",
         action="store_true",
-        help="inprocess backend: run actors one after the other instead of in lockstep",
+        help="--mode sync, inprocess backend: run actors one after the other instead of in "
+        "lockstep",
     )
     parser.add_argument(
         "--save",
@@ -109,8 +111,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="save the learner (and PATH's .policy.pt)",
     )
-    parser.add_argument("--log", type=Path, default=None, metavar="CSV", help="per-round log")
-    parser.add_argument("--plot", type=Path, default=None, metavar="PNG", help="learning curves")
+    parser.add_argument(
+        "--log",
+        type=Path,
+        default=None,
+        metavar="CSV",
+        help="per-round log (--mode async: one row per update)",
+    )
+    parser.add_argument(
+        "--plot",
+        type=Path,
+        default=None,
+        metavar="PNG",
+        help="learning curves (--mode async: mean return after each update)",
+    )
     parser.add_argument(
         "--eval-episodes",
         type=non_negative_int,
@@ -149,6 +163,18 @@ def plot_curves(path: Path, history: Any, title: str) -> None:
     fig.savefig(path, dpi=120)
 
 
+def _async_outputs(args: argparse.Namespace, model: Any, target: float) -> None:
+    """``--log`` (one row per update) and ``--plot`` of an asynchronous run."""
+    if args.log is not None:
+        write_log(args.log, async_train.history_rows(model))
+        print(f"wrote the per-update log to {args.log}")
+    if args.plot is not None:
+        curves = types.SimpleNamespace(rounds=model.history, target=target)
+        title = f"{model.learner.workload.name}, {args.actors} async actors, seed {args.seed}"
+        plot_curves(args.plot, curves, title)
+        print(f"wrote learning curves to {args.plot}")
+
+
 def run(args: argparse.Namespace) -> int:
     """Train, report, save; returns 0 when the target was reached, 1 otherwise."""
     # torch (and the learner built on it) only when a command trains.
@@ -166,11 +192,17 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, flag, None) is not None:
             check_output_file(f"--{flag}", getattr(args, flag))
     if args.mode == "async":
+        if args.sequential:
+            raise UsageError(
+                "--sequential: expected --mode sync (asynchronous actors never run one after "
+                "the other), actual --mode async"
+            )
         torch.set_num_threads(1)
-        return async_train.run(args, workload)
+        return async_train.run(
+            args, workload, lambda model, target: _async_outputs(args, model, target)
+        )
     if args.sequential and args.backend != "inprocess":
-        print("fleetgym train: --sequential: expected --backend inprocess", file=sys.stderr)
-        return 2
+        raise UsageError(f"--sequential: expected --backend inprocess, actual {args.backend}")
     torch.set_num_threads(1)
     rounds = args.rounds or workload.max_rounds
     steps_per_actor = args.steps_per_actor or workload.rollout_steps

@@ -13,7 +13,9 @@ The result is cached as JSON in :func:`cache_dir` (``$FLEETGYM_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/fleetgym``, else ``~/.cache/fleetgym``), under ``calibration/``, keyed by
 the env ID, every workload field, the learner overrides and the versions of fleetgym,
 Gymnasium, NumPy, torch and Python: a changed workload or upgraded package measures
-again. ``fleetgym calibrate --workload ID`` runs it explicitly.
+again. A cache file that cannot be used (unreadable, not JSON, another workload's key,
+an invalid model) is logged with its path and measured again, never an error.
+``fleetgym calibrate --workload ID`` runs it explicitly.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import Any
 from fleetgym.agents.workloads import Workload, get_workload
 from fleetgym.errors import FleetgymError
 from fleetgym.meta_env.time_model import ComputeCostModel
-from fleetgym.validation import check_float, check_int
+from fleetgym.validation import check_bool, check_float, check_int, quote
 
 __all__ = [
     "CACHE_ENV_VAR",
@@ -44,6 +46,7 @@ __all__ = [
     "cache_dir",
     "cache_path",
     "calibrate",
+    "check_learner_overrides",
 ]
 
 logger = logging.getLogger(__name__)
@@ -71,6 +74,8 @@ class CalibrationResult:
         path: the cache file.
         cached: read from the cache (True) or measured now (False).
         details: the measured points (seconds at each size).
+        stored: the result is in ``path`` (False: measured now, but writing the cache
+            file failed; a warning says why).
     """
 
     workload: str
@@ -78,6 +83,7 @@ class CalibrationResult:
     path: Path
     cached: bool
     details: Mapping[str, Any]
+    stored: bool = True
 
 
 def cache_dir() -> Path:
@@ -211,18 +217,82 @@ def _measure(
     return model, details
 
 
-def _read(path: Path) -> tuple[ComputeCostModel, dict[str, Any]] | None:
+#: Largest cache file read (a model and a few measured points, not a document).
+MAX_CACHE_FILE_BYTES = 1 << 20
+
+
+def _read(path: Path, key: Mapping[str, Any]) -> tuple[ComputeCostModel, dict[str, Any]] | None:
+    """The cached model at ``path``; None (measure again) if there is none or it is unusable.
+
+    A file that is not this workload's calibration -- unreadable, larger than
+    :data:`MAX_CACHE_FILE_BYTES`, not JSON, of another format, another key (a foreign
+    file), or holding an invalid model -- is logged with its path and measured again (the
+    measurement then replaces it).
+    """
+    found = _parse(path, key)
+    if isinstance(found, str):
+        logger.warning("calibration cache file %s %s: measuring again", path, found)
+        return None
+    return found
+
+
+def _parse(
+    path: Path, key: Mapping[str, Any]
+) -> tuple[ComputeCostModel, dict[str, Any]] | str | None:
+    """The model at ``path``, None if there is no file, or why the file is unusable."""
     try:
-        data = json.loads(path.read_text())
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_CACHE_FILE_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        return f"cannot be read ({error.strerror or error})"
+    if len(raw) > MAX_CACHE_FILE_BYTES:
+        return f"is larger than {MAX_CACHE_FILE_BYTES} bytes"
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as error:  # UnicodeDecodeError is a ValueError
+        return f"is not JSON ({quote(str(error))})"
+    if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
+        return "is not a calibration cache file (no 'model' object)"
+    if data.get("key") != json.loads(json.dumps(key, sort_keys=True, default=str)):
+        return "holds the calibration of another workload or version (its key)"
+    try:
         model = ComputeCostModel(
             **{f.name: data["model"][f.name] for f in fields(ComputeCostModel)}
         )
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, TypeError, KeyError) as error:
-        logger.warning("ignoring the unreadable calibration cache file %s: %s", path, error)
-        return None
-    return model, dict(data.get("details", {}))
+    except KeyError as error:
+        return f"lacks the model field {error}"
+    except (TypeError, ValueError) as error:
+        return f"holds an invalid model ({error})"
+    details = data.get("details")
+    return model, dict(details) if isinstance(details, dict) else {}
+
+
+def check_learner_overrides(workload: Workload, overrides: Any) -> dict[str, Any]:
+    """``learner_overrides`` as a dict of PPO hyperparameters with valid values.
+
+    Raises:
+        TypeError: Not a mapping, or a key that is not a PPO hyperparameter.
+        ValueError: A value out of its range (named).
+    """
+    from fleetgym.agents.learners.ppo import HYPERPARAMETERS
+
+    if overrides is None:
+        return {}
+    if not isinstance(overrides, Mapping):
+        raise TypeError(
+            f"learner_overrides: expected a mapping or None, actual {type(overrides).__name__}"
+        )
+    unknown = sorted(quote(k) for k in overrides if k not in HYPERPARAMETERS)
+    if unknown:
+        raise TypeError(
+            f"learner_overrides: expected hyperparameters among {list(HYPERPARAMETERS)}, "
+            f"actual {', '.join(unknown)}"
+        )
+    checked = dict(overrides)
+    workload.with_overrides(**checked)  # the values, validated as the learner does
+    return checked
 
 
 def calibrate(
@@ -253,15 +323,24 @@ def calibrate(
     Raises:
         CalibrationError: the env or the learner raised; the message names the step.
         fleetgym.errors.UnknownWorkloadError: an unknown workload.
-        TypeError, ValueError: a bad argument.
+        TypeError: a value of the wrong type, a learner override that is not a PPO
+            hyperparameter.
+        ValueError: a value out of range (an override's value included), checked before
+            anything is measured.
+
+    A cache file that cannot be used is measured again (see the module docstring); one
+    that cannot be written leaves ``stored=False`` on the result.
     """
     w = get_workload(workload)
-    overrides = dict(learner_overrides or {})
+    overrides = check_learner_overrides(w, learner_overrides)
+    force = check_bool("force", force)
     budget_s = check_float("budget_s", budget_s, low=0.01, high=3600.0)
     seed = check_int("seed", seed, low=0)
-    path = cache_path(w, overrides, folder)
+    if folder is not None and not isinstance(folder, (str, os.PathLike)):
+        raise TypeError(f"folder: expected a folder path or None, actual {quote(folder)}")
+    path = cache_path(w, overrides, None if folder is None else Path(folder))
     if not force:
-        found = _read(path)
+        found = _read(path, _key(w, overrides))
         if found is not None:
             return CalibrationResult(w.name, found[0], path, True, found[1])
     import torch
@@ -278,12 +357,16 @@ def calibrate(
         "details": details,
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+    stored = True
+    partial = path.with_suffix(f".{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}.tmp")
         partial.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
         partial.replace(path)  # atomic: a concurrent reader never sees half a file
         logger.info("calibrated %s; cached in %s", w.name, path)
     except OSError as error:
+        stored = False
+        with contextlib.suppress(OSError):
+            partial.unlink()
         logger.warning("could not cache the calibration of %s in %s: %s", w.name, path, error)
-    return CalibrationResult(w.name, model, path, False, details)
+    return CalibrationResult(w.name, model, path, False, details, stored)

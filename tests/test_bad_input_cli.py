@@ -81,6 +81,11 @@ CASES: dict[tuple[str, ...], dict[str, list[str]]] = {
     },
     ("reproduce",): {"--only": ["nope", "", ",", "calf,nope"], "--out": ["", "{file}"]},
     ("calibrate",): {"--workload": ["nope", ""], "--seed": ["-1", "abc"]},
+    ("calibrate", "--workload", "CartPole-v1", "--budget", "0.01"): {
+        "--cache-dir": ["", "{file}", "{file}/sub"],
+        "--budget": ["0", "-1", "nan", "inf", "1e9", "abc", "0.001"],
+        "--learner-override": ["nope=1", "lr=-1", "lr=abc", "epochs=0", "gamma=nan"],
+    },
     ("lag-sweep",): {
         "--seeds": BAD_INTS,
         "--steps": BAD_INTS,
@@ -95,12 +100,28 @@ CASES: dict[tuple[str, ...], dict[str, list[str]]] = {
         "--out": ["", "{file}"],
     },
     ("serve-env", "--env-id", "CartPole-v1"): {
-        "--bind": ["nope", "127.0.0.1:99999", "127.0.0.1:abc", ""],
-        "--step-ms": BAD_NUMBERS,
+        "--bind": [
+            "nope",
+            "127.0.0.1:99999",
+            "127.0.0.1:abc",
+            "",
+            "127.0.0.1:١٢٣",
+            "127.0.0.1:²",
+            "300.1.1.1:0",
+            "localhost:99999",
+            "::1:0",
+            "[nope]:0",
+        ],
+        "--step-ms": [*BAD_NUMBERS, "60001", "1e300"],
         "--max-sessions": BAD_INTS,
         "--profile": ["nope"],
-        "--secret-file": ["{missing}"],
+        "--secret-file": ["{missing}", "{dir}", ""],
+        "--env-id": ["Nope-v0", "", "CartPol-v1", "Blackjack-v1"],
+        "--env-kwarg": ["foo=1", "render_mode=3"],
+        "--port-file": ["", "{file}/port", "{dir}"],
+        "--record-dir": ["", "{file}", "{file}/sub"],
     },
+    ("train", "--mode", "async"): {"--backend": ["ray"], "--log": ["{file}/x.csv", "{dir}"]},
 }
 
 FLAT = [
@@ -220,3 +241,125 @@ def test_console_usage_error_in_a_process() -> None:
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout == ""
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def _one_usage_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    capsys.readouterr()
+    try:
+        status: Any = main(argv)
+    except SystemExit as stop:
+        status = stop.code
+    out, err = capsys.readouterr()
+    lines = [line for line in err.splitlines() if line.strip() and "Warning" not in line]
+    assert status == 2, (argv, status, out[-500:], err[-2000:])
+    assert "Traceback" not in err and len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.mark.timeout(120)
+def test_train_async_refuses_sequential(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["train", "--mode", "async", "--sequential", "--max-steps", "16", "--no-progress"]
+    assert "--sequential" in _one_usage_line(argv, capsys)
+    argv = ["train", "--sequential", "--backend", "process", "--rounds", "1", "--no-progress"]
+    assert "--sequential: expected --backend inprocess" in _one_usage_line(argv, capsys)
+
+
+@pytest.mark.timeout(120)
+def test_serve_env_on_a_port_in_use_names_the_address(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from fleetgym.wrappers.remote import RemoteEnvServer
+
+    server = RemoteEnvServer("CartPole-v1").start()
+    try:
+        port = server.address[1]
+        argv = ["serve-env", "--env-id", "CartPole-v1", "--bind", f"127.0.0.1:{port}"]
+        line = _one_usage_line(argv, capsys)
+        assert f"cannot listen on 127.0.0.1:{port}" in line, line
+    finally:
+        server.stop()
+
+
+def test_serve_env_measure_refuses_a_secret_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"a-shared-secret-of-some-length")
+    argv = ["serve-env", "--env-id", "CartPole-v1", "--measure", "5"]
+    assert "--measure" in _one_usage_line([*argv, "--secret-file", str(secret)], capsys)
+
+
+#: A valid row of a sweep's CSV (the columns of SweepRun).
+_ROW = {
+    "env": "CartPole-v1",
+    "loss": "ppo",
+    "variant": "plain",
+    "lag": "10",
+    "seed": "0",
+    "steps": "64",
+    "updates": "2",
+    "final_return": "20.0",
+    "train_return": "15.0",
+    "wall_s": "1.5",
+}
+_BAD_FIELD_VALUES = {
+    "lag": ["-1", "-100", "1.5", "nan", "", "١٠", "abc"],
+    "seed": ["-3", "x"],
+    "steps": ["-64", "1e3"],
+    "updates": ["-1"],
+    "final_return": ["nan", "NaN", "inf", "-inf", "", "x", "1e999", "٣"],
+    "train_return": ["nan", "inf"],
+    "wall_s": ["-1", "nan"],
+    "env": ["Nope-v0", ""],
+    "loss": ["sgd"],
+    "variant": ["both"],
+}
+
+
+@pytest.mark.timeout(600)
+@FAST
+@given(
+    data=st.data(),
+    field=st.sampled_from(sorted(_BAD_FIELD_VALUES)),
+    good_rows=st.integers(0, 3),
+)
+def test_lag_sweep_merge_refuses_bad_values_naming_file_and_line(
+    tmp_path_factory: pytest.TempPathFactory,
+    capsys: pytest.CaptureFixture[str],
+    data: Any,
+    field: str,
+    good_rows: int,
+) -> None:
+    import csv
+
+    value = data.draw(st.sampled_from(_BAD_FIELD_VALUES[field]))
+    folder = tmp_path_factory.mktemp("sweep")
+    path = folder / "lag_sweep.csv"
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(_ROW))
+        writer.writeheader()
+        for seed in range(good_rows):
+            writer.writerow({**_ROW, "seed": str(seed + 10)})
+        writer.writerow({**_ROW, field: value})
+    out = tmp_path_factory.mktemp("out")
+    line = _one_usage_line(["lag-sweep", "--merge", str(folder), "--out", str(out)], capsys)
+    assert f"{path}, line {good_rows + 2}: {field}:" in line, line
+    assert not (out / "lag_sweep.md").exists()
+
+
+def test_lag_sweep_merge_refuses_unreadable_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    header = ",".join(_ROW)
+    cases = {
+        "binary": b"\xff\xfe\x00garbage\n",
+        "huge-line": (header + "\n" + "x" * 100_000 + "\n").encode(),
+        "short-row": (header + "\nCartPole-v1,ppo\n").encode(),
+        "nul": (header + "\n" + ",".join(_ROW.values()).replace("ppo", "p\x00po") + "\n").encode(),
+    }
+    for name, content in cases.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "lag_sweep.csv").write_bytes(content)
+        argv = ["lag-sweep", "--merge", str(folder), "--out", str(tmp_path / "out")]
+        assert "lag_sweep.csv" in _one_usage_line(argv, capsys), name

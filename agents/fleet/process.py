@@ -75,6 +75,7 @@ from typing import Any
 
 from fleetgym.agents.fleet.base import ActorFactory, RoundParts, check_int
 from fleetgym.agents.fleet.process_pool import ProcessWorkerPool, _Worker, _WorkerRound
+from fleetgym.agents.fleet.process_worker import refuse_while_importing_main
 from fleetgym.agents.fleet.waiting import WaitLog
 from fleetgym.agents.types import ActorFailure, ActorTiming, Trajectory, Weights
 from fleetgym.errors import FleetError
@@ -143,6 +144,12 @@ class ProcessFleet(ProcessWorkerPool):
 
     Raises:
         TypeError, ValueError: On an argument of the wrong type or range.
+        FleetError: From :meth:`prewarm` or a round, if a worker died importing a main
+            module that builds the fleet at module level (``spawn``/``forkserver`` import
+            it in every worker): the message says to put the fleet under
+            ``if __name__ == '__main__':``; the fleet is then closed (workers stopped,
+            shared memory released). In the worker itself, this constructor ends the
+            process before it creates anything.
     """
 
     def __init__(
@@ -162,6 +169,7 @@ class ProcessFleet(ProcessWorkerPool):
         shared_obs: bool = True,
         actor_factory: ActorFactory | None = None,
     ) -> None:
+        refuse_while_importing_main()
         super().__init__(
             workload,
             max_actors=max_actors,
@@ -246,6 +254,7 @@ class ProcessFleet(ProcessWorkerPool):
                 status, payload = self._receive(self._workers[index])
                 if status != "ready":
                     self._stop_worker(index, kill=True)
+                    self._raise_if_main_unguarded()
                     raise FleetError(f"prewarm: worker {index} failed to start: {payload}")
                 waiting.discard(index)
         return time.perf_counter() - started
@@ -368,6 +377,8 @@ class ProcessFleet(ProcessWorkerPool):
                 progress.mark_rerun()
                 pending.discard(index)
             else:
+                if not worker.ready:
+                    self._raise_if_main_unguarded()
                 kind = status if status in ("crash", "error") else "crash"
                 if not self._fault(index, progress, kind, str(payload), failures):
                     pending.discard(index)

@@ -31,9 +31,11 @@ from fleetgym.agents.fleet.process_worker import (
     build_actors,
     decode_message,
     layout_weights,
+    take_unguarded_main_report,
     worker_main,
 )
 from fleetgym.agents.types import ActorTiming, Trajectory, Weights
+from fleetgym.errors import FleetError
 
 #: Seconds ``close()`` waits for workers to exit on their own before killing them.
 _CLOSE_GRACE_S = 2.0
@@ -122,6 +124,20 @@ class ProcessWorkerPool(SupervisedFleetBase):
             except Exception:  # pragma: no cover - interpreter shutdown
                 pass
 
+    def _raise_if_main_unguarded(self) -> None:
+        """Close the fleet and raise if a worker found the main module unguarded.
+
+        Raises:
+            FleetError: A worker died importing a main module that starts a fleet at
+                module level (the message says how to fix the script).
+        """
+        report = take_unguarded_main_report()
+        if report is None:
+            return
+        self.close()  # every worker stopped, every shared-memory segment released
+        take_unguarded_main_report()  # a second worker's copy, written meanwhile
+        raise FleetError(report)
+
     def _slots_of(self, index: int) -> list[int]:
         first = index * self.actors_per_worker
         return list(range(first, min(first + self.actors_per_worker, self.max_actors)))
@@ -168,8 +184,14 @@ class ProcessWorkerPool(SupervisedFleetBase):
             daemon=True,
         )
         started = time.perf_counter()
-        with clear_mpi_env_vars():
-            process.start()
+        try:
+            with clear_mpi_env_vars():
+                process.start()
+        except Exception:
+            child_pipe.close()
+            parent_pipe.close()
+            self._raise_if_main_unguarded()  # e.g. a forkserver that died importing it
+            raise
         child_pipe.close()
         worker = _Worker(index, slots, process, parent_pipe, started)
         self._workers[index] = worker

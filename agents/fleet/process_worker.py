@@ -14,15 +14,19 @@ the worker process.
 
 from __future__ import annotations
 
+import hashlib
+import multiprocessing
 import os
 import pickle
 import signal
 import sys
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass
 from multiprocessing import shared_memory
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,6 +34,72 @@ from gymnasium.vector.utils import CloudpickleWrapper
 
 from fleetgym.agents.fleet.base import ActorFactory
 from fleetgym.agents.types import Trajectory, Weights
+
+# ---------------------------------------------------------------------------------------
+# a fleet started by a main module without the ``__main__`` guard
+# ---------------------------------------------------------------------------------------
+UNGUARDED_MAIN = (
+    "a worker process of the fleet imported the main module {script} (the spawn and "
+    "forkserver start methods import it in every worker) and that import started a process "
+    "fleet again: the script starts its fleet at module level. Put the fleet under "
+    "`if __name__ == '__main__':` (or use context='fork')"
+)
+
+
+def _report_path() -> Path:
+    """Where a worker reports an unguarded main module to its fleet.
+
+    Keyed by the process tree's ``authkey`` (a worker inherits its parent's), so only the
+    fleets of this tree read it.
+    """
+    key = hashlib.sha256(bytes(multiprocessing.current_process().authkey)).hexdigest()[:20]
+    return Path(tempfile.gettempdir()) / f"fleetgym-unguarded-main-{key}.txt"
+
+
+def _main_script() -> str:
+    frame = sys._getframe()
+    while frame is not None:
+        if frame.f_globals.get("__name__") == "__mp_main__":
+            return repr(str(frame.f_globals.get("__file__", "__main__")))
+        frame = frame.f_back  # type: ignore[assignment]
+    return repr(sys.argv[0]) if sys.argv and sys.argv[0] else "(the main module)"
+
+
+def refuse_while_importing_main() -> None:
+    """End a worker process that is importing the main module and reached a new fleet.
+
+    Under ``spawn`` and ``forkserver`` a worker starts by importing the parent's main
+    module (``multiprocessing`` marks the process as *inheriting* meanwhile). A script
+    that builds a fleet at module level thus builds one again in every worker, which
+    cannot start processes and would leave its shared memory behind. Called first thing
+    by a process fleet's constructor: in such a worker it writes the explanation for the
+    parent (:func:`take_unguarded_main_report`), prints it and exits the worker, before
+    any segment or process exists. Elsewhere it does nothing.
+    """
+    if not getattr(multiprocessing.current_process(), "_inheriting", False):
+        return
+    message = UNGUARDED_MAIN.format(script=_main_script())
+    path = _report_path()
+    try:
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(message, encoding="utf-8")
+        os.replace(partial, path)
+    except OSError:  # the parent then reports a plain start-up crash
+        pass
+    sys.stderr.write(f"fleetgym: {message}\n")
+    sys.stderr.flush()
+    raise SystemExit(1)
+
+
+def take_unguarded_main_report() -> str | None:
+    """The explanation a worker left by :func:`refuse_while_importing_main` (then removed)."""
+    path = _report_path()
+    try:
+        message = path.read_text(encoding="utf-8")[:2000]
+        path.unlink()
+    except OSError:
+        return None
+    return message or None
 
 
 # ---------------------------------------------------------------------------------------

@@ -33,12 +33,25 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 from gymnasium.envs.registration import EnvSpec
 
-from fleetgym.errors import UnknownWorkloadError, UnsupportedSpaceError
+from fleetgym.agents.workloads.spaces import (
+    FRAME_SIZE,
+    FRAME_STACK,
+    MAX_JOINT_ACTIONS,
+    JointDiscreteAction,
+    atari,
+    check_action_space,
+    frames,
+    joint_sizes,
+    observation_preprocessing,
+)
+from fleetgym.errors import UnknownWorkloadError
+from fleetgym.validation import quote
 
 __all__ = [
+    "FRAME_SIZE",
+    "FRAME_STACK",
     "MAX_JOINT_ACTIONS",
     "PREPROCESSINGS",
     "EnvSource",
@@ -53,10 +66,6 @@ __all__ = [
 
 #: Observation preprocessings: as is, flattened, image frames, Atari.
 PREPROCESSINGS = ("none", "flatten", "frames", "atari")
-#: Most joint actions a MultiDiscrete/MultiBinary action space may have (one categorical).
-MAX_JOINT_ACTIONS = 4096
-#: Side of the square frames of the ``"frames"`` preprocessing, and frames stacked.
-FRAME_SIZE, FRAME_STACK = 84, 4
 
 
 @dataclass(frozen=True)
@@ -95,7 +104,7 @@ def _import_path(obj: Any) -> str:
         found: Any = importlib.import_module(module)
         for part in qualname.split("."):
             found = getattr(found, part)
-    except (ImportError, AttributeError):
+    except Exception:  # not importable back (any error of the module's import)
         return ""
     return f"{module}:{qualname}" if found is obj else ""
 
@@ -111,10 +120,10 @@ def _load(path: str) -> Any:
 def _kwargs_json(kwargs: dict[str, Any], argument: str) -> str:
     try:
         return json.dumps(kwargs, sort_keys=True)
-    except TypeError:
+    except (TypeError, ValueError, RecursionError):
         raise ValueError(
             f"{argument}: expected env kwargs of plain data (JSON: numbers, strings, lists, "
-            f"dicts), actual {sorted(kwargs)}"
+            f"dicts), actual {quote(sorted(kwargs))}"
         ) from None
 
 
@@ -126,7 +135,7 @@ def _unknown(env_id: str, why: str = "", known: Iterable[str] = ()) -> UnknownWo
     builtin = f"one of the built-in workloads ({', '.join(names)}) or " if names else ""
     return UnknownWorkloadError(
         f"workload: expected {builtin}a registered Gymnasium ID, "
-        f"actual {env_id!r} (unknown workload{why}{hint}); register the env with "
+        f"actual {quote(env_id)} (unknown workload{why}{hint}); register the env with "
         f"gymnasium.register, or pass 'module:ID' so that importing module registers it"
     )
 
@@ -147,8 +156,12 @@ def _registered_spec(env_id: str) -> EnvSpec | None:
         module, _, name = env_id.partition(":")
         try:
             importlib.import_module(module)
-        except ImportError as error:
-            raise _unknown(env_id, f": module {module!r} cannot be imported: {error}") from None
+        except Exception as error:  # ImportError, or whatever the module raised
+            raise _unknown(
+                env_id,
+                f": module {quote(module)} cannot be imported: {type(error).__name__}: "
+                f"{quote(str(error), 200)}",
+            ) from None
     _ensure_ale(name)
     return gym.registry.get(name)
 
@@ -182,9 +195,14 @@ def resolve_source(
         UnknownWorkloadError: an ID that is not registered (lists close matches).
         ValueError: a callable that cannot be imported back by path (a lambda, a local
             function), or env kwargs that are not plain data.
-        TypeError: anything else.
+        TypeError: env kwargs that are not a dict of keyword names; anything else.
     """
+    if env_kwargs is not None and not isinstance(env_kwargs, dict):
+        raise TypeError(f"env_kwargs: expected a dict or None, actual {type(env_kwargs).__name__}")
     extra = dict(env_kwargs or {})
+    bad = [key for key in extra if not isinstance(key, str) or not key.isidentifier()]
+    if bad:
+        raise TypeError(f"env_kwargs: expected keyword names, actual keys {quote(bad)}")
     if isinstance(source, EnvSpec):
         return _spec_source(source, source.id, extra)
     if isinstance(source, str):
@@ -194,7 +212,7 @@ def resolve_source(
         if ":" in source:  # "module:attr" naming a callable rather than an ID
             try:
                 target = _load(source)
-            except (ImportError, AttributeError):
+            except Exception:  # no such module or attribute ("module:", ":x", ...)
                 target = None
             if callable(target):
                 return EnvSource(source, source, _kwargs_json(extra, "env_kwargs"))
@@ -237,147 +255,6 @@ def _make_raw(source: EnvSource) -> gym.Env:
     )
 
 
-# ------------------------------------------------------------------- spaces
-def _is_image(space: gym.Space) -> bool:
-    if not isinstance(space, gym.spaces.Box) or space.dtype != np.uint8:
-        return False
-    shape = space.shape
-    if len(shape) == 3:
-        return shape[2] in (1, 3) and min(shape[:2]) >= 8
-    return len(shape) == 2 and min(shape) >= 8
-
-
-def observation_preprocessing(space: gym.Space, ale: bool = False) -> str:
-    """The preprocessing that gives the policy a 1-D Box or stacked (C, H, W) frames.
-
-    Raises:
-        UnsupportedSpaceError: a space no policy fits (Graph, Sequence, Text, ...).
-    """
-    if ale:
-        return "atari"
-    if _is_image(space):
-        return "frames"
-    if isinstance(space, gym.spaces.Box) and len(space.shape) == 1:
-        return "none"
-    flattenable = (
-        gym.spaces.Box,
-        gym.spaces.Discrete,
-        gym.spaces.MultiDiscrete,
-        gym.spaces.MultiBinary,
-        gym.spaces.Dict,
-        gym.spaces.Tuple,
-    )
-    if isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple)):
-        parts = list(space.spaces.values() if isinstance(space, gym.spaces.Dict) else space.spaces)
-        for part in parts:
-            observation_preprocessing(part)  # raises on a part that cannot be flattened
-        return "flatten"
-    if isinstance(space, flattenable):
-        return "flatten"
-    raise UnsupportedSpaceError(
-        "observation_space: expected a Box, Discrete, MultiDiscrete, MultiBinary, Dict or Tuple "
-        f"space (a policy input), actual {space!r}"
-    )
-
-
-def _joint_sizes(space: gym.Space) -> tuple[np.ndarray, np.ndarray] | None:
-    """(sizes, starts) of a discrete action space other than Discrete(n) from 0, or None."""
-    if isinstance(space, gym.spaces.Discrete):
-        if int(space.start) == 0:
-            return None
-        return np.array([int(space.n)]), np.array([int(space.start)])
-    if isinstance(space, gym.spaces.MultiDiscrete):
-        return space.nvec.reshape(-1).astype(np.int64), space.start.reshape(-1).astype(np.int64)
-    if isinstance(space, gym.spaces.MultiBinary):
-        n = int(np.prod(space.shape))
-        return np.full(n, 2, np.int64), np.zeros(n, np.int64)
-    return None
-
-
-def check_action_space(space: gym.Space) -> bool:
-    """True for a discrete policy, False for a Gaussian one.
-
-    Raises:
-        UnsupportedSpaceError: an action space no policy fits.
-    """
-    if isinstance(space, gym.spaces.Box):
-        if len(space.shape) != 1:
-            raise UnsupportedSpaceError(
-                f"action_space: expected a 1-D Box for a Gaussian policy, actual {space!r}"
-            )
-        return False
-    if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
-        sizes = _joint_sizes(space)
-        joint = 1 if sizes is None else math.prod(int(n) for n in sizes[0])
-        if joint > MAX_JOINT_ACTIONS:
-            raise UnsupportedSpaceError(
-                f"action_space: expected at most {MAX_JOINT_ACTIONS} joint discrete actions, "
-                f"actual {joint} in {space!r}"
-            )
-        return True
-    raise UnsupportedSpaceError(
-        f"action_space: expected Discrete, MultiDiscrete, MultiBinary or a 1-D Box, actual {space!r}"
-    )
-
-
-class JointDiscreteAction(gym.ActionWrapper):  # type: ignore[type-arg]
-    """One ``Discrete(prod(nvec))`` action for a MultiDiscrete/MultiBinary/offset Discrete.
-
-    Index ``i`` is the env action ``start + unravel_index(i, nvec)``: one categorical over
-    the joint actions, exact for any distribution over them.
-
-    Example:
-        >>> env = JointDiscreteAction(gym.make("CartPole-v1"))  # Discrete(2): unchanged
-        >>> env.action_space
-        Discrete(2)
-    """
-
-    def __init__(self, env: gym.Env) -> None:
-        super().__init__(env)
-        sizes = _joint_sizes(env.action_space)
-        self._sizes = sizes
-        joint = 1 if sizes is None else math.prod(int(n) for n in sizes[0])
-        self.action_space = (
-            env.action_space if sizes is None else gym.spaces.Discrete(joint)  # type: ignore[assignment]
-        )
-
-    def action(self, action: Any) -> Any:
-        if self._sizes is None:
-            return action
-        sizes, starts = self._sizes
-        parts = np.array(np.unravel_index(int(action), tuple(int(n) for n in sizes))) + starts
-        space = self.env.action_space
-        if isinstance(space, gym.spaces.Discrete):
-            return np.int64(parts[0])
-        return parts.reshape(space.shape).astype(space.dtype)
-
-
-def _frames(env: gym.Env) -> gym.Env:
-    from gymnasium.wrappers import (
-        FrameStackObservation,
-        GrayscaleObservation,
-        ReshapeObservation,
-        ResizeObservation,
-    )
-
-    shape = env.observation_space.shape or ()
-    if len(shape) == 3:
-        env = GrayscaleObservation(env) if shape[2] == 3 else ReshapeObservation(env, shape[:2])
-    env = ResizeObservation(env, (FRAME_SIZE, FRAME_SIZE))
-    return FrameStackObservation(env, FRAME_STACK)
-
-
-def _atari(env: gym.Env) -> gym.Env:
-    from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
-
-    # Frame skipping by the wrapper (max over the last two frames), as in the DQN/PPO
-    # Atari protocol; the env itself must not skip (NoFrameskip IDs, frameskip=1 for v5).
-    env = AtariPreprocessing(
-        env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True, scale_obs=False
-    )
-    return FrameStackObservation(env, FRAME_STACK)
-
-
 def build_env(source: EnvSource, preprocessing: str) -> gym.Env:
     """The env of ``source`` with ``preprocessing`` and the joint-action adapter."""
     if preprocessing == "atari":
@@ -386,14 +263,14 @@ def build_env(source: EnvSource, preprocessing: str) -> gym.Env:
         gym.register_envs(ale_py)
     env = _make_raw(source)
     if preprocessing == "atari":
-        env = _atari(env)
+        env = atari(env)
     elif preprocessing == "frames":
-        env = _frames(env)
+        env = frames(env)
     elif preprocessing == "flatten":
         from gymnasium.wrappers import FlattenObservation
 
         env = FlattenObservation(env)
-    if _joint_sizes(env.action_space) is not None:
+    if joint_sizes(env.action_space) is not None:
         env = JointDiscreteAction(env)
     return env
 
@@ -453,6 +330,17 @@ def _family(preprocessing: str, discrete: bool, source: EnvSource, ale: bool) ->
     )
 
 
+def build_error(source: EnvSource, error: Exception) -> Exception:
+    """What building the env of ``source`` raised, as an error naming the workload."""
+    kwargs = source.kwargs
+    with_kwargs = f" with env kwargs {quote(sorted(kwargs))}" if kwargs else ""
+    message = (
+        f"workload: expected an env that can be built, actual {quote(source.env_id)}"
+        f"{with_kwargs} (building it raised {type(error).__name__}: {quote(str(error), 300)})"
+    )
+    return TypeError(message) if isinstance(error, TypeError) else ValueError(message)
+
+
 def infer_fields(source: EnvSource) -> dict[str, Any]:
     """Workload fields inferred from the spaces of the env of ``source``.
 
@@ -460,13 +348,22 @@ def infer_fields(source: EnvSource) -> dict[str, Any]:
 
     Raises:
         UnsupportedSpaceError: an observation or action space no policy fits.
+        UnknownWorkloadError: an ID that is not registered.
+        TypeError, ValueError: building the env raised (a ``TypeError``, e.g. a keyword
+            the env does not take, stays one; anything else is a ``ValueError``); the
+            message names the workload and quotes the error.
     """
     ale = _is_ale(source)
     if ale:
         import ale_py
 
         gym.register_envs(ale_py)
-    env = _make_raw(source)
+    try:
+        env = _make_raw(source)
+    except UnknownWorkloadError:
+        raise
+    except Exception as error:
+        raise build_error(source, error) from error
     try:
         preprocessing = "atari" if ale else observation_preprocessing(env.observation_space)
         action_space = env.action_space

@@ -21,39 +21,40 @@ rewards for Atari (the reported returns stay the raw game score).
 from __future__ import annotations
 
 import functools
-import json
-import math
-import numbers
 import time
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
+from fleetgym.agents.workloads.fields import (
+    COUNT_LIMITS,
+    KINDS,
+    REWARD_TRANSFORMS,
+    check_fields,
+)
 from fleetgym.agents.workloads.spec import (
     FRAME_PPO_DEFAULTS,
-    PREPROCESSINGS,
     EnvSource,
     build_env,
+    build_error,
     describe_env,
 )
+from fleetgym.errors import UnknownWorkloadError
+
+__all__ = [
+    "COUNT_LIMITS",
+    "KINDS",
+    "REWARD_TRANSFORMS",
+    "WORKLOADS",
+    "StepDelay",
+    "Workload",
+    "get_workload",
+    "workload_spaces",
+]
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fleetgym.agents.policies import ActorCriticPolicy
-
-#: Environment families a workload can belong to (``"image"``: image observations that
-#: are not Atari's).
-KINDS = ("classic", "mujoco", "atari", "image")
-#: How the learner transforms rewards before computing advantages.
-REWARD_TRANSFORMS = ("none", "sign", "scale")
-#: Upper bounds of the count hyperparameters: guards against typos (10**9 epochs would
-#: never finish, 10**12 rollout steps never fit in memory), far above any sensible value.
-COUNT_LIMITS = {
-    "rollout_steps": 10_000_000,
-    "max_rounds": 10_000_000,
-    "epochs": 1_000,
-    "minibatch_size": 10_000_000,
-}
 
 
 @dataclass(frozen=True)
@@ -166,13 +167,11 @@ class Workload:
         Raises:
             UnknownWorkloadError: an unregistered ID (the message lists close matches).
             fleetgym.errors.UnsupportedSpaceError: spaces no policy fits.
-            TypeError, ValueError: a bad override, an unimportable callable.
+            TypeError, ValueError: a bad override (named), an unimportable callable, env
+                kwargs that are not a dict of plain data, or an env whose construction
+                raised (the message names the workload and quotes the error).
         """
         env_kwargs = overrides.pop("env_kwargs", None)
-        if env_kwargs is not None and not isinstance(env_kwargs, dict):
-            raise TypeError(
-                f"env_kwargs: expected a dict or None, actual {type(env_kwargs).__name__}"
-            )
         described = describe_env(env, env_kwargs, known=WORKLOADS)
         return cls(**described).with_overrides(**overrides)
 
@@ -187,66 +186,7 @@ class Workload:
         )
 
     def __post_init__(self) -> None:
-        if not self.preprocessing:
-            object.__setattr__(self, "preprocessing", "atari" if self.kind == "atari" else "none")
-        if self.preprocessing not in PREPROCESSINGS:
-            raise ValueError(
-                f"preprocessing: expected one of {PREPROCESSINGS}, actual {self.preprocessing!r}"
-            )
-        try:
-            kwargs = json.loads(self.env_kwargs_json or "{}")
-        except (TypeError, ValueError):
-            kwargs = None
-        if not isinstance(kwargs, dict):
-            raise ValueError(
-                f"env_kwargs_json: expected a JSON object, actual {self.env_kwargs_json!r}"
-            )
-        if self.max_episode_steps is not None and (
-            not isinstance(self.max_episode_steps, int)
-            or isinstance(self.max_episode_steps, bool)
-            or self.max_episode_steps < 1
-        ):
-            raise ValueError(
-                f"max_episode_steps: expected an int >= 1 or None, actual {self.max_episode_steps!r}"
-            )
-        if not _is_real(self.target_return) or math.isnan(self.target_return):
-            raise ValueError(
-                f"target_return: expected a number (inf: none), actual {self.target_return!r}"
-            )
-        if self.kind not in KINDS:
-            raise ValueError(f"kind: expected one of {KINDS}, actual {self.kind!r}")
-        if self.network not in ("mlp", "nature_cnn"):
-            raise ValueError(f"network: expected 'mlp' or 'nature_cnn', actual {self.network!r}")
-        if self.activation not in ("tanh", "relu"):
-            raise ValueError(f"activation: expected 'tanh' or 'relu', actual {self.activation!r}")
-        if self.reward_transform not in REWARD_TRANSFORMS:
-            raise ValueError(
-                f"reward_transform: expected one of {REWARD_TRANSFORMS}, "
-                f"actual {self.reward_transform!r}"
-            )
-        for name, high in COUNT_LIMITS.items():
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= high:
-                raise ValueError(f"{name}: expected an int in [1, {high}], actual {value!r}")
-        if not self.hidden_sizes or any(
-            isinstance(h, bool) or not isinstance(h, numbers.Integral) or h < 1
-            for h in self.hidden_sizes
-        ):
-            raise ValueError(
-                f"hidden_sizes: expected a non-empty tuple of ints >= 1, actual {self.hidden_sizes!r}"
-            )
-        for name in ("gamma", "gae_lambda"):
-            value = getattr(self, name)
-            if not _is_real(value) or not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name}: expected a float in [0, 1], actual {value!r}")
-        for name in ("lr", "clip_coef", "max_grad_norm"):
-            value = getattr(self, name)
-            if not _is_real(value) or not 0.0 < value < math.inf:
-                raise ValueError(f"{name}: expected a finite float > 0, actual {value!r}")
-        for name in ("ent_coef", "vf_coef", "step_delay_s", "step_delay_sigma"):
-            value = getattr(self, name)
-            if not _is_real(value) or not 0.0 <= value < math.inf:
-                raise ValueError(f"{name}: expected a finite float >= 0, actual {value!r}")
+        check_fields(self)
 
     def make_env(self, seed: int | None = None) -> gym.Env:
         """Build the environment an actor steps, with this family's standard preprocessing.
@@ -273,6 +213,8 @@ class Workload:
     def actor_step_delay(self, seed: int | None) -> float:
         """The extra seconds per env step of the env built with ``seed`` (log-normal).
 
+        At most an hour (the far tail of a wide spread stays a sleep that can be slept).
+
         Example:
             >>> w = get_workload("CartPole-v1").with_overrides(step_delay_s=0.002, step_delay_sigma=1.0)
             >>> round(w.actor_step_delay(0), 5), round(w.actor_step_delay(1), 5)
@@ -281,7 +223,7 @@ class Workload:
         import numpy as np
 
         z = np.random.default_rng(None if seed is None else [int(seed), 0xDE1A]).standard_normal()
-        return float(self.step_delay_s * np.exp(self.step_delay_sigma * z))
+        return float(min(self.step_delay_s * np.exp(self.step_delay_sigma * z), 3600.0))
 
     def make_policy(self) -> ActorCriticPolicy:
         """Build a freshly initialised policy for this workload (imports torch)."""
@@ -324,14 +266,14 @@ class StepDelay(gym.Wrapper):  # type: ignore[type-arg]
         return self.env.step(action)
 
 
-def _is_real(value: Any) -> bool:
-    """A real number (numpy scalars included), not a bool."""
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
 @functools.cache
 def _spaces(workload: Workload) -> tuple[gym.Space, gym.Space]:
-    env = build_env(workload.source, workload.preprocessing)
+    try:
+        env = build_env(workload.source, workload.preprocessing)
+    except UnknownWorkloadError:
+        raise
+    except Exception as error:
+        raise build_error(workload.source, error) from error
     try:
         return env.observation_space, env.action_space
     finally:
@@ -426,6 +368,7 @@ def get_workload(name: Any) -> Workload:
             lists close matches).
         fleetgym.errors.UnsupportedSpaceError: If no policy fits the env's spaces.
         TypeError: If ``name`` is none of the above.
+        TypeError, ValueError: If building the env raised (see :meth:`Workload.from_env`).
     """
     if isinstance(name, Workload):
         return name
