@@ -14,6 +14,11 @@
 * ``test_bench_ray_round_overhead``: the same warm round on the Ray backend and on the
   process backend; per backend, the round's time outside its slowest rollout (weights
   out, scheduling, trajectories back); the difference is Ray's per-round overhead.
+* ``test_bench_rollout_finite_check``: env steps/s of a :class:`RolloutWorker` rollout
+  with its check that the env emitted no NaN or inf
+  (:func:`~fleetgym.agents.rollout.worker.check_rollout_finite`, once per rollout) over
+  the same rollout with the check made a no-op, on CartPole (the cheapest env step, where
+  the check weighs most). Target: >= 0.9x (asserted with ``--benchmark-enable`` only).
 
 Sizes are small by default so CI (2 cores, ``--benchmark-disable``: everything once) is
 quick. The full-size run:
@@ -251,3 +256,34 @@ def test_bench_ray_round_overhead(benchmark, weights):
         overhead_ms=(ray_outside - process_outside) * 1e3,
         ratio=ray_outside / process_outside,
     )
+
+
+def test_bench_rollout_finite_check(benchmark, monkeypatch, weights):
+    from fleetgym.agents.rollout import RolloutWorker
+    from fleetgym.agents.rollout import worker as worker_module
+
+    steps = 2048 if benchmark.enabled else 64
+    repeats = 7 if benchmark.enabled else 1
+    worker = RolloutWorker(WORKLOAD, 0, seed=0)
+    try:
+        worker.rollout(weights, 16, 0)  # warm-up: the numpy snapshot's first products
+        checked, unchecked = [], []
+        for _ in range(repeats):  # interleaved, so that load drift hits both alike
+            checked.append(_best(lambda: worker.rollout(weights, steps, 0), 1))
+            with monkeypatch.context() as patch:
+                patch.setattr(worker_module, "check_rollout_finite", lambda *args: None)
+                unchecked.append(_best(lambda: worker.rollout(weights, steps, 0), 1))
+        benchmark.pedantic(lambda: worker.rollout(weights, steps, 0), rounds=1, iterations=1)
+    finally:
+        worker.close()
+    checked_s, unchecked_s = statistics.median(checked), statistics.median(unchecked)
+    ratio = unchecked_s / checked_s
+    _report(
+        benchmark,
+        f"rollout with the NaN/inf check vs without ({WORKLOAD}, {steps} steps)",
+        checked_steps_per_s=steps / checked_s,
+        unchecked_steps_per_s=steps / unchecked_s,
+        ratio=ratio,
+    )
+    if benchmark.enabled:
+        assert ratio >= 0.9

@@ -16,6 +16,11 @@ the same run (no absolute time is asserted).
 * ``test_bench_busy_share_local_vs_server``: the share of wall time each actor's own
   policy copy spends in forward passes (per-actor inference) against the server's
   utilisation for the same actors (AcceRL's accelerator active time comparison).
+* ``test_bench_finite_checks_vs_unchecked``: requests/s of the server with its NaN/inf
+  checks of every request (``check_request`` of each submit, the stacked batch in
+  ``_forward``) over the same server with those checks made no-ops, 16 closed-loop
+  clients without think time (the request path at its busiest, where a check costs
+  most). Target: >= 0.9x (asserted with ``--benchmark-enable`` only).
 
 Clients of the grid and auto benchmarks are actors with heterogeneous env steps: each
 sleeps a per-client log-normal time between requests (median ``THINK_MS``, sigma 1), so
@@ -29,6 +34,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import types
 
 import numpy as np
 import pytest
@@ -333,3 +339,58 @@ def test_bench_busy_share_local_vs_server(benchmark, monkeypatch, workload_name)
         served_fleet_steps_per_s=served_rate,
     )
     assert all(0.0 < share < 1.0 for share in shares)
+
+
+class _NumpyWithoutFiniteChecks(types.ModuleType):
+    """numpy, except that ``isfinite(x).all()`` is always True: the server's request path
+    with its NaN/inf checks removed and nothing else changed (the attributes are copied,
+    so every other numpy call costs what it costs through the module)."""
+
+    def __init__(self) -> None:
+        super().__init__("numpy")
+        self.__dict__.update(vars(np))
+        self.isfinite = lambda array: np.True_
+
+
+def _checked_vs_unchecked(monkeypatch, clients: int, seconds: float, reps: int) -> dict:
+    """Requests/s of the server with and without its finite checks, interleaved
+    (checked, unchecked, checked, ...) so that load drift hits both alike; medians."""
+    from fleetgym.agents.inference import channels
+    from fleetgym.agents.inference import server as server_module
+
+    policy = get_workload(MLP).make_policy()
+    unchecked_np = _NumpyWithoutFiniteChecks()
+    rates: dict[str, list[float]] = {"checked": [], "unchecked": []}
+    for _ in range(reps):
+        for label in rates:
+            with monkeypatch.context() as patch:
+                if label == "unchecked":
+                    patch.setattr(channels, "np", unchecked_np)
+                    patch.setattr(server_module, "np", unchecked_np)
+                with InferenceServer(policy) as server:
+                    if label == "unchecked":  # the reference really runs without the checks
+                        with server.connect() as client:
+                            client.infer(np.full(server.spec.obs.shape, np.nan, np.float32))
+                    rates[label].append(_drive(server, clients, seconds, 0.0)["requests_per_s"])
+    return {label: float(np.median(r)) for label, r in rates.items()}
+
+
+@pytest.mark.timeout(600)
+def test_bench_finite_checks_vs_unchecked(benchmark, monkeypatch):
+    clients = 16
+    figures = benchmark.pedantic(
+        _checked_vs_unchecked,
+        args=(monkeypatch, clients, _seconds(benchmark), 5 if benchmark.enabled else 1),
+        rounds=1,
+        iterations=1,
+    )
+    ratio = figures["checked"] / figures["unchecked"]
+    _report(
+        benchmark,
+        f"server with NaN/inf request checks vs without, {clients} clients, no think time",
+        checked_requests_per_s=figures["checked"],
+        unchecked_requests_per_s=figures["unchecked"],
+        ratio=ratio,
+    )
+    if benchmark.enabled:
+        assert ratio >= 0.9

@@ -24,12 +24,54 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from fleetgym.validation import check_choice, check_float, check_int
+from fleetgym.validation import check_choice, check_float, check_int, quote
 
 #: Devices the server accepts (``"cuda"`` and ``"cuda:N"`` need a torch with CUDA).
 DEVICE_PREFIXES = ("cpu", "cuda")
 
 T = TypeVar("T")
+
+
+def check_device(name: str, device: Any) -> str:
+    """``device`` as ``"cpu"`` or a CUDA device this process's torch can use.
+
+    Checked where the device is parsed, so a machine without CUDA refuses ``"cuda"`` up
+    front instead of torch's ``AssertionError`` at the first forward pass. torch is
+    imported only for a CUDA device.
+
+    Example:
+        >>> check_device("device", "cpu")
+        'cpu'
+        >>> check_device("device", "tpu")
+        Traceback (most recent call last):
+        ...
+        ValueError: device: expected 'cpu' or 'cuda[:N]', actual 'tpu'
+
+    Raises:
+        TypeError: If ``device`` is not a string.
+        ValueError: If it is neither ``"cpu"`` nor ``"cuda[:N]"``, or names a CUDA device
+            torch has not here (no CUDA build, no GPU, an index past the last GPU).
+    """
+    if not isinstance(device, str):
+        raise TypeError(f"{name}: expected 'cpu' or 'cuda[:N]', actual {quote(device)}")
+    prefix, colon, index = device.partition(":")
+    valid_index = not colon or (index.isdigit() and len(index) <= 4 and index.isascii())
+    if prefix not in DEVICE_PREFIXES or not valid_index or (prefix == "cpu" and colon):
+        raise ValueError(f"{name}: expected 'cpu' or 'cuda[:N]', actual {quote(device)}")
+    if prefix == "cpu":
+        return device
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency of the policies
+        reason = "torch is not installed"
+    else:
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count and int(index or 0) < count:
+            return device
+        reason = f"torch sees {count} CUDA devices" if count else "torch has no CUDA here"
+    raise ValueError(
+        f"{name}: expected 'cpu' or an available accelerator, actual {quote(device)} ({reason})"
+    )
 
 
 @dataclass(frozen=True)
@@ -50,13 +92,14 @@ class InferenceConfig:
             ``"auto"`` (chosen from measured arrival rate and forward time).
         latency_budget_ms: The p99 request latency ``"auto"`` keeps under (also the cap
             of its wait).
-        device: ``"cpu"`` or a CUDA device (``"cuda"``, ``"cuda:0"``).
+        device: ``"cpu"`` or a CUDA device (``"cuda"``, ``"cuda:0"``) torch can use here.
         target_utilisation: The share of wall time in forward passes ``"auto"`` aims
             not to exceed (below 1: a saturated server's queue grows without bound).
         max_client_slots: Most requests one client may have in flight (bounds memory).
 
     Raises:
-        TypeError, ValueError: On an argument of the wrong type or range.
+        TypeError, ValueError: On an argument of the wrong type or range (a CUDA
+            ``device`` on a machine whose torch has no CUDA: see :func:`check_device`).
     """
 
     max_batch: int = 256
@@ -75,8 +118,7 @@ class InferenceConfig:
             object.__setattr__(self, "max_wait_ms", wait)
         budget = check_float("latency_budget_ms", self.latency_budget_ms, low=0.0, strict=True)
         object.__setattr__(self, "latency_budget_ms", budget)
-        if not isinstance(self.device, str) or self.device.split(":")[0] not in DEVICE_PREFIXES:
-            raise ValueError(f"device: expected 'cpu' or 'cuda[:N]', actual {self.device!r}")
+        check_device("device", self.device)
         util = check_float("target_utilisation", self.target_utilisation, 0.0, 1.0, strict=True)
         object.__setattr__(self, "target_utilisation", util)
         slots = check_int("max_client_slots", self.max_client_slots, 1, 1 << 20)

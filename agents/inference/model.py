@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from fleetgym.agents.inference.batching import check_device
 from fleetgym.agents.types import Weights
 from fleetgym.validation import check_int
 
@@ -175,11 +176,15 @@ class ActorCriticModel:
         policy: The policy (its current weights are served until the next swap).
         device: Where the forward pass runs; on ``"cpu"`` MLP policies use the numpy
             snapshot of the synchronous rollout, elsewhere torch.
+
+    Raises:
+        TypeError, ValueError: If ``device`` is not ``"cpu"`` or a CUDA device torch can
+            use here (see :func:`~fleetgym.agents.inference.batching.check_device`).
     """
 
     def __init__(self, policy: ActorCriticPolicy, device: str = "cpu") -> None:
+        self.device = check_device("device", device)
         self.policy = policy
-        self.device = device
         if device != "cpu":
             policy.to(device)
         policy.eval()

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from fleetgym.agents.learners.checks import MAX_VERSION, check_observation, check_version
 from fleetgym.agents.learners.losses import (
     LossConfig,
     gipo_loss,
@@ -39,7 +40,7 @@ from fleetgym.agents.learners.losses import vtrace_policy_loss as _vtrace_policy
 from fleetgym.agents.learners.ppo import Batch, PPOLearner, compute_gae
 from fleetgym.agents.types import Trajectory, UpdateStats, Weights
 from fleetgym.agents.workloads import Workload
-from fleetgym.validation import check_int
+from fleetgym.validation import check_int, quote
 
 
 @dataclass
@@ -87,12 +88,41 @@ class LagUpdateStats(UpdateStats):
         return out
 
 
-def behaviour_versions(trajectory: Trajectory) -> np.ndarray:
-    """The behaviour policy version of each sample (a per-sample array if the trajectory has one)."""
+def behaviour_versions(trajectory: Trajectory, name: str = "trajectory") -> np.ndarray:
+    """The behaviour policy version of each sample (a per-sample array if the trajectory has one).
+
+    Raises:
+        TypeError: If a version is not an integer (``policy_version`` a float or a bool,
+            ``policy_versions`` of another dtype).
+        ValueError: If ``policy_versions`` has not one entry per sample, a version is
+            negative or above ``2**63 - 1``, or the versions go backwards along the
+            trajectory (the weights an actor acts with only ever get newer).
+    """
+    version = check_version(f"{name}.policy_version", trajectory.policy_version)
     per_sample = getattr(trajectory, "policy_versions", None)
-    if per_sample is not None:
-        return np.asarray(per_sample, np.int64)
-    return np.full(len(trajectory), int(trajectory.policy_version), np.int64)
+    if per_sample is None:
+        return np.full(len(trajectory), version, np.int64)
+    where = f"{name}.policy_versions"
+    if not isinstance(per_sample, np.ndarray) or per_sample.dtype.kind not in "iu":
+        kind = per_sample.dtype if isinstance(per_sample, np.ndarray) else type(per_sample).__name__
+        raise TypeError(f"{where}: expected an integer np.ndarray, actual {kind}")
+    if per_sample.shape != (len(trajectory),):
+        raise ValueError(
+            f"{where}: expected shape ({len(trajectory)},) (one per sample), "
+            f"actual {per_sample.shape}"
+        )
+    if len(per_sample):
+        low, high = per_sample.min(), per_sample.max()
+        if low < 0 or high > MAX_VERSION:
+            raise ValueError(
+                f"{where}: expected versions in [0, 2**63 - 1], actual [{low}, {high}]"
+            )
+        if len(per_sample) > 1 and (np.diff(per_sample.astype(np.int64)) < 0).any():
+            raise ValueError(
+                f"{where}: expected versions that never decrease, "
+                f"actual {quote(per_sample[:16].tolist())}"
+            )
+    return per_sample.astype(np.int64)
 
 
 def _tail(trajectory: Trajectory, start: int) -> Trajectory:
@@ -123,6 +153,12 @@ def _tail(trajectory: Trajectory, start: int) -> Trajectory:
     return tail
 
 
+#: Largest lag bound (a guard: far above any lag worth training with).
+MAX_POLICY_LAG = 10_000_000
+#: Most weights a :class:`WeightRing` keeps (the longest injected lag is one less).
+MAX_RING = 10_001
+
+
 class WeightRing:
     """The last ``capacity`` published weights by version: the fixed-lag injector.
 
@@ -141,16 +177,36 @@ class WeightRing:
         capacity: How many versions to keep (>= 1; ``k + 1`` for a lag of ``k``).
 
     Raises:
-        ValueError: If ``capacity`` < 1 or ``k`` < 0.
+        ValueError: If ``capacity`` is not in ``[1, 10001]`` or ``k`` < 0.
     """
 
     def __init__(self, capacity: int) -> None:
-        self.capacity = check_int("capacity", capacity, low=1)
+        self.capacity = check_int("capacity", capacity, 1, MAX_RING)
         self._ring: collections.deque[tuple[int, Weights]] = collections.deque(maxlen=self.capacity)
 
     def push(self, version: int, weights: Weights) -> None:
-        """Add the weights of a new version (the oldest falls out when full)."""
-        self._ring.append((int(version), weights))
+        """Add the weights of a new version (the oldest falls out when full).
+
+        Pushing the newest version again replaces its weights (an update that dropped
+        every sample publishes the same version twice), so each version is kept once.
+
+        Raises:
+            TypeError: If ``version`` is not an int or ``weights`` not a dict.
+            ValueError: If ``version`` is negative, above ``2**63 - 1`` or older than the
+                newest one pushed.
+        """
+        version = check_version("version", version)
+        if not isinstance(weights, dict):
+            raise TypeError(f"weights: expected a dict of arrays, actual {type(weights).__name__}")
+        if self._ring:
+            newest = self._ring[-1][0]
+            if version < newest:
+                raise ValueError(
+                    f"version: expected at least the newest version {newest}, actual {version}"
+                )
+            if version == newest:
+                self._ring.pop()
+        self._ring.append((version, weights))
 
     def versions(self) -> list[int]:
         """The versions kept, oldest first."""
@@ -196,7 +252,7 @@ class CompensatedPPOLearner(PPOLearner):
 
     Raises:
         TypeError: If ``config`` is not a :class:`LossConfig`.
-        ValueError: If ``max_policy_lag`` < 0.
+        ValueError: If ``max_policy_lag`` is not in ``[0, 10000000]``.
     """
 
     def __init__(
@@ -213,7 +269,9 @@ class CompensatedPPOLearner(PPOLearner):
             raise TypeError(f"config: expected a LossConfig, actual {type(config).__name__}")
         self.config = config
         self.max_policy_lag = (
-            None if max_policy_lag is None else check_int("max_policy_lag", max_policy_lag, low=0)
+            None
+            if max_policy_lag is None
+            else check_int("max_policy_lag", max_policy_lag, 0, MAX_POLICY_LAG)
         )
         self.dropped_samples_total = 0
         # KL budget of the update in progress: the batch's KL(mu || pi) at its start, and
@@ -335,15 +393,37 @@ class CompensatedPPOLearner(PPOLearner):
         If every sample is dropped, no gradient step is taken and the version stays.
 
         Raises:
-            ValueError / TypeError: If ``trajectories`` is empty or malformed.
+            ValueError / TypeError: If ``trajectories`` is empty or malformed (see
+                :meth:`~fleetgym.agents.learners.ppo.PPOLearner.update`), a behaviour
+                version is not an int in ``[0, 2**63 - 1]``, ``policy_versions`` has not
+                one entry per sample or decreases, a version is newer than the learner's
+                (a negative lag), or ``next_obs`` is not a finite observation.
+            ValueError: If the update diverged (the learner is rolled back).
         """
         trajectories = self._check(trajectories)
+        for i, traj in enumerate(trajectories):
+            next_obs = getattr(traj, "next_obs", None)
+            if next_obs is not None:
+                name = f"trajectories[{i}].next_obs"
+                if not check_observation(name, next_obs, self.policy.obs_shape)[1]:
+                    raise ValueError(
+                        f"{name}: expected one observation of shape {self.policy.obs_shape}, "
+                        f"actual shape {np.shape(next_obs)}"
+                    )
         now = self.policy_version
-        lags = np.concatenate([now - behaviour_versions(t) for t in trajectories])
+        per_traj = [
+            now - behaviour_versions(t, f"trajectories[{i}]") for i, t in enumerate(trajectories)
+        ]
+        for i, traj_lags in enumerate(per_traj):
+            if len(traj_lags) and traj_lags.min() < 0:
+                raise ValueError(
+                    f"trajectories[{i}]: expected behaviour versions <= the learner's version "
+                    f"{now}, actual {now - int(traj_lags.min())} (a future version: negative lag)"
+                )
+        lags = np.concatenate(per_traj)
         kept: list[Trajectory] = []
         dropped_episodes: list[float] = []
-        for traj in trajectories:
-            traj_lags = now - behaviour_versions(traj)
+        for traj, traj_lags in zip(trajectories, per_traj, strict=True):
             if self.max_policy_lag is None or not len(traj):
                 kept.append(traj)
                 continue

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from fleetgym.validation import check_bool, check_choice, check_float
+from fleetgym.agents.learners.checks import check_flags, check_series
+from fleetgym.validation import check_bool, check_choice, check_float, quote
 
 #: Policy losses by name.
 LOSSES = ("ppo", "gipo", "vtrace")
@@ -120,6 +121,21 @@ class LossConfig:
         return name
 
 
+def _same_shape(
+    new_log_probs: torch.Tensor, old_log_probs: torch.Tensor, advantages: torch.Tensor
+) -> None:
+    """The three per-sample tensors of a policy loss must have one shape."""
+    shapes = {
+        "new_log_probs": tuple(new_log_probs.shape),
+        "old_log_probs": tuple(old_log_probs.shape),
+        "advantages": tuple(advantages.shape),
+    }
+    if len(set(shapes.values())) > 1:
+        raise ValueError(
+            f"new_log_probs, old_log_probs, advantages: expected one shape, actual {shapes}"
+        )
+
+
 def kl_estimate(new_log_probs: torch.Tensor, old_log_probs: torch.Tensor) -> torch.Tensor:
     """``KL(mu || pi)`` estimated from samples of ``mu``: ``mean((rho - 1) - log rho)``.
 
@@ -163,7 +179,13 @@ def ppo_clip_loss(
         >>> loss, frac = ppo_clip_loss(new, torch.zeros(3), torch.tensor([1.0, 1.0, -1.0]))
         >>> round(float(loss), 4), round(float(frac), 4)  # -(1 + 1.2 - 0.8) / 3
         (-0.4667, 0.6667)
+
+    Raises:
+        ValueError: If the three tensors differ in shape, or ``clip`` is negative or not
+            finite.
     """
+    _same_shape(new_log_probs, old_log_probs, advantages)
+    clip = check_float("clip", clip, low=0.0)
     ratio = torch.exp(new_log_probs - old_log_probs)
     surrogate = torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip, 1 + clip) * advantages)
     clip_fraction = ((ratio - 1.0).abs() > clip).float().mean()
@@ -212,8 +234,9 @@ def gipo_loss(
         [-0.5, -0.6749]
 
     Raises:
-        ValueError: If ``sigma <= 0``.
+        ValueError: If ``sigma <= 0``, or the three tensors differ in shape.
     """
+    _same_shape(new_log_probs, old_log_probs, advantages)
     log_ratio = new_log_probs - old_log_probs
     weight = gaussian_weight(log_ratio, sigma)
     loss = -(weight * torch.exp(log_ratio) * advantages).mean()
@@ -237,7 +260,13 @@ def vtrace_policy_loss(
         >>> loss, frac = vtrace_policy_loss(new, torch.zeros(2), torch.tensor([1.0, 1.0]))
         >>> round(float(loss), 4), float(frac)  # -(0.5 * log 0.5 + 1 * log 2) / 2
         (-0.1733, 0.5)
+
+    Raises:
+        ValueError: If the three tensors differ in shape, or ``rho_bar`` is not a finite
+            number > 0.
     """
+    _same_shape(new_log_probs, old_log_probs, advantages)
+    rho_bar = check_float("rho_bar", rho_bar, low=0.0, strict=True)
     ratio = torch.exp(new_log_probs.detach() - old_log_probs)
     weight = torch.clamp(ratio, max=rho_bar)
     loss = -(weight * advantages * new_log_probs).mean()
@@ -280,10 +309,35 @@ def vtrace(
 
     Returns:
         ``(vs, advantages)`` as float32 arrays.
+
+    Raises:
+        TypeError: For an array that is not of numbers, or a bound that is not a number.
+        ValueError: If the arrays differ in length, hold NaN (``log_rhos``: NaN or
+            ``+inf``; ``-inf`` is a ratio of 0) or infinity, ``gamma`` is outside
+            ``[0, 1]``, or ``rho_bar`` or ``c_bar`` is not a finite number > 0.
     """
+    gamma = check_float("gamma", gamma, 0.0, 1.0)
+    rho_bar = check_float("rho_bar", rho_bar, low=0.0, strict=True)
+    c_bar = check_float("c_bar", c_bar, low=0.0, strict=True)
+    last_value = check_float("last_value", last_value)
+    try:
+        log_rhos = np.asarray(log_rhos, np.float64)
+    except (TypeError, ValueError, OverflowError):
+        raise TypeError(
+            f"log_rhos: expected an array of numbers, actual {quote(log_rhos)}"
+        ) from None
+    # A ratio of 0 (log -inf: the learner would never take the action) is a weight of 0;
+    # np.maximum keeps NaN, refused below with +inf.
+    rewards, values, truncation_values, log_rhos = check_series(
+        rewards=rewards,
+        values=values,
+        truncation_values=truncation_values,
+        log_rhos=np.maximum(log_rhos, -745.0),
+    )
+    check_flags(len(rewards), terminated=terminated, truncated=truncated)
     n = len(rewards)
-    values = np.asarray(values, np.float64)
-    ratios = np.exp(np.asarray(log_rhos, np.float64))
+    with np.errstate(over="ignore"):  # a ratio of inf is cut to rho_bar and c_bar
+        ratios = np.exp(log_rhos)
     rhos = np.minimum(rho_bar, ratios)
     cs = np.minimum(c_bar, ratios)
     vs = np.zeros(n, np.float64)
@@ -295,13 +349,13 @@ def vtrace(
         if terminated[t]:
             bootstrap, target, carry = 0.0, 0.0, 0.0
         elif truncated[t]:
-            v_end = float(truncation_values[t])
+            v_end = truncation_values[t]
             bootstrap, target, carry = v_end, v_end, 0.0
         else:
             bootstrap, target, carry = next_value, next_vs, 1.0
-        delta = rhos[t] * (float(rewards[t]) + gamma * bootstrap - values[t])
+        delta = rhos[t] * (rewards[t] + gamma * bootstrap - values[t])
         correction = delta + gamma * cs[t] * carry * correction
         vs[t] = values[t] + correction
-        advantages[t] = float(rewards[t]) + gamma * target - values[t]
+        advantages[t] = rewards[t] + gamma * target - values[t]
         next_value, next_vs = values[t], vs[t]
     return vs.astype(np.float32), advantages.astype(np.float32)

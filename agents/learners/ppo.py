@@ -28,11 +28,18 @@ from typing import Any
 import numpy as np
 import torch
 
+from fleetgym.agents.learners.checkpoint import learner_state, load_learner, save_learner
+from fleetgym.agents.learners.checks import (
+    check_flags,
+    check_seed,
+    check_series,
+    check_trajectory,
+)
 from fleetgym.agents.policies import ActorCriticPolicy
 from fleetgym.agents.policies.running_stats import RunningMeanStd
 from fleetgym.agents.types import Trajectory, UpdateStats, Weights
 from fleetgym.agents.workloads import Workload, get_workload
-from fleetgym.validation import check_float, check_int
+from fleetgym.validation import check_float, quote
 
 logger = logging.getLogger(__name__)
 
@@ -79,10 +86,20 @@ def compute_gae(
 
     Returns:
         ``(advantages, returns)`` as float32 arrays, ``returns = advantages + values``.
+
+    Raises:
+        ValueError: If the arrays differ in length, hold NaN or infinity, or ``gamma`` or
+            ``gae_lambda`` is outside ``[0, 1]``.
     """
+    gamma = check_float("gamma", gamma, 0.0, 1.0)
+    gae_lambda = check_float("gae_lambda", gae_lambda, 0.0, 1.0)
+    rewards, values, truncation_values = check_series(
+        rewards=rewards, values=values, truncation_values=truncation_values
+    )
+    check_flags(len(rewards), terminated=terminated, truncated=truncated)
+    last_value = check_float("last_value", last_value)
     n = len(rewards)
     advantages = np.zeros(n, np.float64)
-    values = np.asarray(values, np.float64)
     next_value = float(last_value)
     running = 0.0
     for t in range(n - 1, -1, -1):
@@ -152,7 +169,7 @@ class PPOLearner:
             raise TypeError(
                 f"PPOLearner: expected hyperparameters among {list(HYPERPARAMETERS)}, actual {unknown}"
             )
-        seed = check_int("seed", seed, low=0)
+        seed = check_seed("seed", seed)
         self.workload = base.with_overrides(**overrides) if overrides else base
         self.seed = int(seed)
         # Seed the initial weights without touching the caller's global torch RNG.
@@ -248,29 +265,29 @@ class PPOLearner:
 
     # ----------------------------------------------------------------- update
     def _check(self, trajectories: Iterable[Trajectory]) -> list[Trajectory]:
-        """The trajectories as a list (an iterable is read once), each checked."""
+        """The trajectories as a list (an iterable is read once), each checked.
+
+        Every array must be of its field's length, every number finite and every action
+        one the policy can take (see :func:`~fleetgym.agents.learners.checks.check_trajectory`).
+        """
         given = trajectories
-        if isinstance(given, Iterable) and not isinstance(given, (str, bytes)):
+        if isinstance(given, Iterable) and not isinstance(given, (str, bytes, dict)):
             trajectories = list(given)
         if not isinstance(trajectories, list) or not trajectories:
             raise ValueError(
-                f"trajectories: expected a non-empty list of Trajectory, actual {given!r:.80}"
+                f"trajectories: expected a non-empty list of Trajectory, actual {quote(given)}"
             )
-        for traj in trajectories:
+        policy = self.policy
+        for i, traj in enumerate(trajectories):
             if not isinstance(traj, Trajectory):
                 raise TypeError(
-                    f"trajectories: expected Trajectory items, actual {type(traj).__name__}"
+                    f"trajectories[{i}]: expected Trajectory items, actual {type(traj).__name__}"
                 )
-            if tuple(traj.obs.shape[1:]) != self.policy.obs_shape:
-                raise ValueError(
-                    f"trajectory obs: expected shape (n, {self.policy.obs_shape}), actual {traj.obs.shape}"
-                )
-            n = len(traj)
-            for name in ("obs", "actions", "log_probs", "values", "terminated", "truncated"):
-                if getattr(traj, name).shape[0] != n:
-                    raise ValueError(
-                        f"trajectory {name}: expected {n} steps, actual {getattr(traj, name).shape[0]}"
-                    )
+            check_trajectory(
+                f"trajectories[{i}]", traj, policy.obs_shape, policy.discrete, policy.action_dim
+            )
+        if not sum(len(t) for t in trajectories):
+            raise ValueError("trajectories: expected at least one step, actual 0")
         return trajectories
 
     def build_batch(self, trajectories: list[Trajectory]) -> Batch:
@@ -306,7 +323,11 @@ class PPOLearner:
         """One PPO update from one round's trajectories; increments :attr:`policy_version`.
 
         Raises:
-            ValueError / TypeError: If ``trajectories`` is empty or malformed.
+            ValueError / TypeError: If ``trajectories`` is empty or malformed (a length
+                mismatch, NaN or infinity, an impossible action).
+            ValueError: If the update diverged (a parameter became NaN or infinite, or a
+                gradient step overflowed, e.g. ``lr=1e300``); the learner is rolled back
+                to its parameters and optimiser state from before the update.
         """
         trajectories = self._check(trajectories)
         start = time.perf_counter()
@@ -315,44 +336,14 @@ class PPOLearner:
         before, log_std_before = self._distribution(batch.obs)
         # Kept to roll back an update that diverges (a few parameter tensors: cheap).
         saved = copy.deepcopy((self.policy.state_dict(), self.optimizer.state_dict()))
-
-        n = len(batch)
-        mb = min(self.workload.minibatch_size, n)
-        totals: collections.defaultdict[str, float] = collections.defaultdict(float)
-        count = 0
-        stopped = False
-        for _ in range(self.workload.epochs):
-            if stopped:
-                break
-            order = torch.randperm(n, generator=self.generator)
-            for lo in range(0, n, mb):
-                idx = order[lo : lo + mb]
-                if idx.numel() < 2 and n >= 2:
-                    continue  # a 1-sample tail minibatch has no advantage std
-                new_log_probs, entropy, values = self.policy.evaluate_actions(
-                    batch.obs[idx], batch.actions[idx]
-                )
-                adv = self.normalize_advantages(batch.advantages[idx])
-                pg_loss, clip_fraction = self.policy_loss(new_log_probs, batch.log_probs[idx], adv)
-                if self.stop_update():
-                    stopped = True
-                    break
-                v_loss = self.value_loss(values, batch.returns[idx])
-                ent = entropy.mean()
-                loss = pg_loss + self.workload.vf_coef * v_loss - self.workload.ent_coef * ent
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(
-                    self.policy.parameters(), self.workload.max_grad_norm
-                )
-                self.optimizer.step()
-                totals["loss"] += float(loss.detach())
-                totals["pg"] += float(pg_loss.detach())
-                totals["v"] += float(v_loss.detach())
-                totals["ent"] += float(ent.detach())
-                totals["clip"] += float(clip_fraction)
-                count += 1
-
+        try:
+            totals, count = self._epochs(batch)
+        except RuntimeError as exc:
+            self._rollback(saved)
+            if "overflow" not in str(exc):
+                raise
+            # Adam's step raises once lr / (1 - beta1^t) leaves float32: a divergence too.
+            self._diverged(f"a gradient step that overflowed ({exc})")
         self._check_finite_update(saved)
         self.policy.update_obs_stats(batch.obs.numpy())
         after, log_std_after = self._distribution(batch.obs)
@@ -363,6 +354,7 @@ class PPOLearner:
         )
         self.policy.eval()
 
+        n = len(batch)
         episodes = [r for t in trajectories for r in t.episode_returns]
         self.recent_returns.extend(float(r) for r in episodes)
         self.episodes_seen += len(episodes)
@@ -385,6 +377,54 @@ class PPOLearner:
         logger.debug("update %d: %s", self.policy_version, stats)
         return stats
 
+    def _epochs(self, batch: Batch) -> tuple[collections.defaultdict[str, float], int]:
+        """The update's gradient steps: ``epochs`` passes of shuffled minibatches."""
+        n = len(batch)
+        mb = min(self.workload.minibatch_size, n)
+        totals: collections.defaultdict[str, float] = collections.defaultdict(float)
+        count = 0
+        for _ in range(self.workload.epochs):
+            order = torch.randperm(n, generator=self.generator)
+            for lo in range(0, n, mb):
+                idx = order[lo : lo + mb]
+                if idx.numel() < 2 and n >= 2:
+                    continue  # a 1-sample tail minibatch has no advantage std
+                new_log_probs, entropy, values = self.policy.evaluate_actions(
+                    batch.obs[idx], batch.actions[idx]
+                )
+                adv = self.normalize_advantages(batch.advantages[idx])
+                pg_loss, clip_fraction = self.policy_loss(new_log_probs, batch.log_probs[idx], adv)
+                if self.stop_update():
+                    return totals, count
+                v_loss = self.value_loss(values, batch.returns[idx])
+                ent = entropy.mean()
+                loss = pg_loss + self.workload.vf_coef * v_loss - self.workload.ent_coef * ent
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(
+                    self.policy.parameters(), self.workload.max_grad_norm
+                )
+                self.optimizer.step()
+                totals["loss"] += float(loss.detach())
+                totals["pg"] += float(pg_loss.detach())
+                totals["v"] += float(v_loss.detach())
+                totals["ent"] += float(ent.detach())
+                totals["clip"] += float(clip_fraction)
+                count += 1
+        return totals, count
+
+    def _rollback(self, saved: tuple[dict[str, Any], dict[str, Any]]) -> None:
+        self.policy.load_state_dict(saved[0])
+        self.optimizer.load_state_dict(saved[1])
+        self.policy.eval()
+
+    def _diverged(self, detail: str) -> None:
+        raise ValueError(
+            f"update {self.policy_version + 1}: expected finite parameters, actual {detail} "
+            "(diverged: lower lr, ent_coef or vf_coef); the learner keeps its parameters "
+            "from before this update"
+        )
+
     def _check_finite_update(self, saved: tuple[dict[str, Any], dict[str, Any]]) -> None:
         """Roll back and raise if the update left a non-finite parameter (never saved)."""
         bad = [
@@ -393,13 +433,8 @@ class PPOLearner:
             if value.is_floating_point() and not bool(torch.isfinite(value).all())
         ]
         if bad:
-            self.policy.load_state_dict(saved[0])
-            self.optimizer.load_state_dict(saved[1])
-            raise ValueError(
-                f"update {self.policy_version + 1}: expected finite parameters, actual NaN or "
-                f"inf in {bad[:5]} (diverged: lower lr, ent_coef or vf_coef); the learner keeps "
-                "its parameters from before this update"
-            )
+            self._rollback(saved)
+            self._diverged(f"NaN or inf in {bad[:5]}")
 
     @property
     def mean_return(self) -> float:
@@ -409,68 +444,32 @@ class PPOLearner:
     # ----------------------------------------------------------------- files
     def state(self) -> dict[str, Any]:
         """Everything :meth:`save` writes, as tensors and plain Python values."""
-        return {
-            "policy": {k: v.detach().cpu() for k, v in self.policy.state_dict().items()},
-            "optimizer": self.optimizer.state_dict(),
-            "generator": self.generator.get_state(),
-            "meta": {
-                "workload": self.workload.name,
-                "seed": self.seed,
-                "policy_version": self.policy_version,
-                "recent_returns": list(self.recent_returns),
-                "episodes_seen": self.episodes_seen,
-                "samples_seen": self.samples_seen,
-                "return_stats": [
-                    float(self.return_stats.mean),
-                    float(self.return_stats.var),
-                    float(self.return_stats.count),
-                ],
-                "discounted": {str(k): float(v) for k, v in self._discounted.items()},
-                "hyperparameters": {h: getattr(self.workload, h) for h in HYPERPARAMETERS},
-            },
-        }
+        return learner_state(self, HYPERPARAMETERS)
 
     def save(self, path: str | Path) -> Path:
         """Write the learner (policy, optimiser, version, return window) with ``torch.save``.
 
         Also writes the policy alone next to it (``<stem>.policy.pt`` + JSON), loadable with
         :meth:`ActorCriticPolicy.load`.
+
+        Raises:
+            TypeError: If ``path`` is not a ``str`` or ``os.PathLike``.
+            ValueError: If it is empty or a folder.
         """
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(self.state(), path)
-        self.policy.save(path.with_name(path.stem + ".policy.pt"))
-        return path
+        return save_learner(self, path)
 
     def load(self, path: str | Path) -> None:
         """Restore a learner written by :meth:`save` (``torch.load(weights_only=True)``).
 
+        Everything is checked before anything is applied, so a refused file leaves the
+        learner as it was.
+
         Raises:
+            TypeError: If ``path`` is not a ``str`` or ``os.PathLike``.
             FileNotFoundError: If ``path`` does not exist.
-            ValueError: If the file is for another workload or malformed.
+            ValueError: Naming the file, if it is not a fleetgym learner checkpoint (random
+                bytes, a pickle of objects, another class's file, missing keys), is for
+                another workload or policy, or holds an impossible value (a negative
+                version or count, NaN weights).
         """
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"expected a learner file, actual missing {path}")
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        if not isinstance(state, dict) or not {"policy", "optimizer", "meta"} <= set(state):
-            raise ValueError(f"{path}: expected a PPOLearner file, actual keys {list(state)[:5]}")
-        meta = state["meta"]
-        if meta["workload"] != self.workload.name:
-            raise ValueError(
-                f"{path}: expected a learner for {self.workload.name!r}, actual {meta['workload']!r}"
-            )
-        self.policy.load_weights({k: v.numpy() for k, v in state["policy"].items()})
-        self.optimizer.load_state_dict(state["optimizer"])
-        if "generator" in state:
-            self.generator.set_state(state["generator"])
-        self.policy_version = int(meta["policy_version"])
-        self.recent_returns = collections.deque(
-            (float(r) for r in meta["recent_returns"]), maxlen=RETURN_WINDOW
-        )
-        self.episodes_seen = int(meta["episodes_seen"])
-        self.samples_seen = int(meta["samples_seen"])
-        self.return_stats.mean, self.return_stats.var, self.return_stats.count = (
-            float(x) for x in meta["return_stats"]
-        )
-        self._discounted = {int(k): float(v) for k, v in meta["discounted"].items()}
+        load_learner(self, path)

@@ -16,10 +16,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from fleetgym.agents.learners.checks import check_seed
 from fleetgym.agents.types import ActorFleet, Learner, RoundResult, UpdateStats
 from fleetgym.agents.workloads import Workload, get_workload
 from fleetgym.errors import FleetError
-from fleetgym.validation import check_float, check_int
+from fleetgym.validation import check_bool, check_float, check_int
 
 logger = logging.getLogger(__name__)
 
@@ -135,8 +136,11 @@ def train(
             has, more than 10,000,000 steps per actor, or a NaN target.
         TypeError: For a non-integer budget, a target that is not a number or a callback
             that is not callable.
-        FleetError: If a round returns no trajectory (or fewer than asked, with
-            ``allow_partial=False``).
+        FleetError: If a round returns no trajectory (the last failure's message says
+            why, e.g. an env that emitted NaN), or fewer than asked with
+            ``allow_partial=False``.
+        ValueError: If an update diverged (the learner is rolled back, see
+            :meth:`~fleetgym.agents.learners.ppo.PPOLearner.update`).
     """
     wl = get_workload(workload)
     max_rounds = _positive_int("max_rounds", max_rounds)
@@ -153,6 +157,7 @@ def train(
     target = check_float("target", target, allow_inf=True)
     if callback is not None and not callable(callback):
         raise TypeError(f"callback: expected a callable or None, actual {type(callback).__name__}")
+    allow_partial = check_bool("allow_partial", allow_partial)
     if callable(num_actors):
         schedule = num_actors
     else:
@@ -177,7 +182,14 @@ def train(
         )
         fleet_wall = time.perf_counter() - round_start
         if not result.trajectories:
-            raise FleetError(f"round {k}: expected trajectories from {actors} actors, actual none")
+            # The failures say why (an env that emitted NaN, an actor that crashed).
+            why = "".join(
+                f"; actor {f.actor_id} {f.kind}: {(f.message.splitlines() or [''])[-1][:200]}"
+                for f in result.failures[-1:]
+            )
+            raise FleetError(
+                f"round {k}: expected trajectories from {actors} actors, actual none{why}"
+            )
         if not result.complete and not allow_partial:
             raise FleetError(
                 f"round {k}: expected {actors} trajectories, actual {len(result.trajectories)}"
@@ -255,11 +267,14 @@ def evaluate_policy(
         One undiscounted return per episode.
 
     Raises:
-        ValueError: If ``episodes`` or ``max_steps_per_episode`` < 1, or ``seed`` < 0.
+        TypeError: If a count or the seed is not an int, or ``deterministic`` not a bool.
+        ValueError: If ``episodes`` or ``max_steps_per_episode`` < 1, or ``seed`` is not
+            in ``[0, 2**63 - 1]``.
     """
     wl = get_workload(workload)
     episodes = _positive_int("episodes", episodes)
-    seed = check_int("seed", seed, low=0)
+    seed = check_seed("seed", seed)
+    deterministic = check_bool("deterministic", deterministic)
     if max_steps_per_episode is not None:
         max_steps_per_episode = _positive_int("max_steps_per_episode", max_steps_per_episode)
     env = wl.make_env(seed=seed)

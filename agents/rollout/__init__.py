@@ -14,6 +14,8 @@ from __future__ import annotations
 from fleetgym.agents.rollout.worker import (
     MAX_ROLLOUT_STEPS,
     RolloutWorker,
+    check_rollout_finite,
+    check_worker_observation,
     rollout_many,
     slot_seeds,
 )
@@ -21,6 +23,8 @@ from fleetgym.agents.rollout.worker import (
 __all__ = [
     "MAX_ROLLOUT_STEPS",
     "RolloutWorker",
+    "check_rollout_finite",
+    "check_worker_observation",
     "rollout_many",
     "slot_seeds",
 ]

@@ -16,6 +16,7 @@ env and its sampling generator from ``np.random.SeedSequence([s, i, k])``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -39,6 +40,17 @@ def slot_seeds(seed: int, actor_id: int, incarnation: int = 0) -> tuple[int, np.
 
 #: Most env steps one rollout collects per slot (its arrays are allocated up front).
 MAX_ROLLOUT_STEPS = 10_000_000
+#: Largest seed, slot, incarnation and policy version (int64, as the fleets' and the
+#: inference server's).
+MAX_INT64 = 2**63 - 1
+
+
+def _int64(name: str, value: object) -> int:
+    """``value`` as an int in ``[0, 2**63 - 1]``."""
+    value = check_int(name, value, low=0)
+    if value > MAX_INT64:
+        raise ValueError(f"{name}: expected an int >= 0 and <= 2**63 - 1, actual {value}")
+    return value
 
 
 @dataclass
@@ -79,16 +91,17 @@ class RolloutWorker:
 
     Raises:
         UnknownWorkloadError: If ``workload`` names no workload.
-        ValueError: If ``actor_id``, ``seed`` or ``incarnation`` is not a non-negative int.
+        TypeError: If ``actor_id``, ``seed`` or ``incarnation`` is not an int.
+        ValueError: If one is negative or above ``2**63 - 1``.
     """
 
     def __init__(
         self, workload: Workload | str, actor_id: int, seed: int, incarnation: int = 0
     ) -> None:
         self.workload = get_workload(workload)
-        self.actor_id = check_int("actor_id", actor_id, low=0)
-        self.seed = check_int("seed", seed, low=0)
-        self.incarnation = check_int("incarnation", incarnation, low=0)
+        self.actor_id = _int64("actor_id", actor_id)
+        self.seed = _int64("seed", seed)
+        self.incarnation = _int64("incarnation", incarnation)
         self.env_seed, self.rng = slot_seeds(self.seed, self.actor_id, self.incarnation)
         self.env = self.workload.make_env(seed=self.env_seed)
         self.policy = self.workload.make_policy()
@@ -163,6 +176,7 @@ class RolloutWorker:
         finished: tuple[list[float], list[int]],
         policy_version: int,
     ) -> Trajectory:
+        check_rollout_finite(self, buf, last_value)
         return Trajectory(
             obs=buf.obs,
             actions=buf.actions,
@@ -184,7 +198,9 @@ class RolloutWorker:
         """Run exactly ``steps`` env steps with ``weights``; the env state carries over.
 
         Raises:
-            ValueError: If ``steps`` < 1 or the weights do not fit the policy.
+            ValueError: If ``steps`` < 1, the weights do not fit the policy, or the env
+                emitted a NaN or infinite observation or reward (see
+                :func:`check_rollout_finite`).
         """
         return rollout_many([self], weights, steps, policy_version)[0]
 
@@ -215,11 +231,14 @@ def rollout_many(
         One :class:`Trajectory` per worker, in order.
 
     Raises:
-        ValueError: On an empty worker list, mixed workloads, ``steps`` < 1, or bad weights.
+        ValueError: On an empty worker list, mixed workloads, ``steps`` < 1, a policy
+            version outside ``[0, 2**63 - 1]``, bad weights, or an env that emitted a NaN
+            or infinite observation or reward (see :func:`check_rollout_finite`).
     """
     if not workers:
         raise ValueError("workers: expected at least one RolloutWorker, actual none")
     steps = check_int("steps", steps, 1, MAX_ROLLOUT_STEPS)
+    policy_version = _int64("policy_version", policy_version)
     names = {w.workload for w in workers}
     if len(names) != 1:
         raise ValueError(f"workers: expected one workload, actual {sorted(w.name for w in names)}")
@@ -281,3 +300,62 @@ def _lockstep(
         w._finish(buffers[i], float(last_values[i]), finished[i], policy_version)
         for i, w in enumerate(workers)
     ]
+
+
+def check_rollout_finite(worker: RolloutWorker, buf: _Buffer, last_value: float) -> None:
+    """Refuse a rollout whose env emitted NaN or infinity, naming the env and the step.
+
+    Checked once per rollout on the stored arrays (observations, rewards, the values of
+    time-limit final observations and of the observation after the last step), not per
+    env step: the env-step path stays as cheap as without the check.
+
+    Raises:
+        ValueError: If one of them is not finite.
+    """
+    obs = buf.obs
+    if (
+        (obs.dtype.kind != "f" or np.isfinite(obs).all())
+        and np.isfinite(buf.rewards).all()
+        and np.isfinite(buf.truncation_values).all()
+        and math.isfinite(last_value)
+    ):
+        return
+    steps = len(buf.rewards)
+    first = worker.total_steps - steps  # the env step of the rollout's step 0
+    where = f"env {worker.workload.env_id} (actor {worker.actor_id})"
+    problems = []
+    if obs.dtype.kind == "f":
+        bad = np.flatnonzero(~np.isfinite(obs.reshape(steps, -1)).all(axis=1))
+        if len(bad):
+            problems.append((int(bad[0]), "observation"))
+    for name, values in (("reward", buf.rewards), ("final observation", buf.truncation_values)):
+        bad = np.flatnonzero(~np.isfinite(values))
+        if len(bad):
+            problems.append((int(bad[0]), name))
+    if not problems:
+        raise ValueError(
+            f"{where}: expected a finite observation after the rollout's last step "
+            f"(env step {first + steps}), actual NaN or inf (its value is {last_value})"
+        )
+    step, name = min(problems)
+    raise ValueError(
+        f"{where} at step {step} of the rollout (env step {first + step}): {name}: expected "
+        "finite values, actual NaN or inf"
+    )
+
+
+def check_worker_observation(worker: RolloutWorker) -> None:
+    """Refuse the worker's current observation if it is NaN or infinite, naming the env.
+
+    For callers that send the observation elsewhere before a rollout ends (a served
+    rollout, whose server refuses a NaN request without knowing the env).
+
+    Raises:
+        ValueError: If ``worker.obs`` is a float array with NaN or inf.
+    """
+    obs = worker.obs
+    if obs.dtype.kind == "f" and not np.isfinite(obs).all():
+        raise ValueError(
+            f"env {worker.workload.env_id} (actor {worker.actor_id}) at env step "
+            f"{worker.total_steps}: observation: expected finite values, actual NaN or inf"
+        )

@@ -1,7 +1,11 @@
 """The asynchronous trainer: actors keep collecting while the learner trains.
 
 * :mod:`~fleetgym.agents.learners.asynchronous.trainer`: :class:`AsyncPPO` (the training
-  loop, weights, TensorBoard, predict, save and load) and :class:`UpdateRecord`.
+  loop, weights, predict, save and load).
+* :mod:`~fleetgym.agents.learners.asynchronous.records`: :class:`UpdateRecord`, what
+  each update reports, and its TensorBoard scalars.
+* :mod:`~fleetgym.agents.learners.asynchronous.settings`: the settings file
+  (``<stem>.json``) :meth:`AsyncPPO.save` writes and :meth:`AsyncPPO.load` reads back.
 * :mod:`~fleetgym.agents.learners.asynchronous.slots`: the actor slots the trainer owns
   (building, restarting and running each slot's thread).
 * :mod:`~fleetgym.agents.learners.asynchronous.pipeline`: the bounded trajectory pipeline

@@ -71,9 +71,20 @@ class ServedActor:
         return self.worker.obs
 
     def rollout(self, weights: Weights, steps: int, policy_version: int) -> Trajectory:
-        from fleetgym.agents.inference.rollout import served_rollout
+        """One served rollout.
 
-        return served_rollout([self.worker], self.client, steps, policy_version, groups=1)[0]
+        Raises:
+            ValueError: If the env emitted NaN or inf (naming the env and the step, also
+                where the server refused the observation first).
+        """
+        from fleetgym.agents.inference.rollout import served_rollout
+        from fleetgym.agents.rollout import check_worker_observation
+
+        try:
+            return served_rollout([self.worker], self.client, steps, policy_version, groups=1)[0]
+        except Exception:  # the server refuses a NaN request without naming the env
+            check_worker_observation(self.worker)
+            raise
 
     def close(self) -> None:
         self.client.close()

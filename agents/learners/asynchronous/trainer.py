@@ -28,7 +28,9 @@ Invariants:
 The trainer owns its actor slots, :attr:`AsyncPPO.slots` (an
 :class:`~fleetgym.agents.learners.asynchronous.slots.AsyncActorSlots`: actors, threads,
 restarts, the inference server); this module holds the training loop, the weights,
-TensorBoard, predict, save and load.
+predict, save and load (each update's record and TensorBoard scalars are in
+:mod:`~fleetgym.agents.learners.asynchronous.records`, the settings file in
+:mod:`~fleetgym.agents.learners.asynchronous.settings`).
 
 The learner, not the actors, owns the torch threads: ``learn`` sets torch to one intra-op
 thread while it runs (actors are threads of the same process, or, with
@@ -39,53 +41,49 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from fleetgym.agents.learners.asynchronous.pipeline import TrajectoryPipeline
+from fleetgym.agents.learners.asynchronous.records import (
+    UpdateRecord,
+    log_update,
+    summary_writer,
+)
+from fleetgym.agents.learners.asynchronous.settings import read_settings, trainer_settings
 from fleetgym.agents.learners.asynchronous.slots import (
     ACTOR_MODES,
     ActorFactory,
     AsyncActorSlots,
     _default_actor,
 )
-from fleetgym.agents.learners.lag import CompensatedPPOLearner, LagUpdateStats, WeightRing
+from fleetgym.agents.learners.checks import check_observation, check_path, check_seed
+from fleetgym.agents.learners.lag import MAX_POLICY_LAG, MAX_RING, CompensatedPPOLearner, WeightRing
 from fleetgym.agents.learners.losses import DEFAULT_TARGET_KL, LOSSES, LossConfig
+from fleetgym.agents.rollout import MAX_ROLLOUT_STEPS
 from fleetgym.agents.types import Weights
 from fleetgym.agents.workloads import Workload, get_workload
-from fleetgym.validation import check_bool, check_choice, check_int
+from fleetgym.validation import check_bool, check_choice, check_float, check_int, quote
 
 logger = logging.getLogger(__name__)
 
 #: Where the actors' policy runs.
 INFERENCE_MODES = ("local", "server")
-
-
-@dataclass
-class UpdateRecord:
-    """What one asynchronous update did, and where the run stands after it."""
-
-    update: int
-    total_steps: int  # env steps handed to the learner so far (dropped samples included)
-    wall_s: float  # since learn() started
-    learner_busy_s: float  # time spent in updates so far
-    queued: int  # trajectories waiting in the pipeline after this update
-    actor_failures: int
-    stats: LagUpdateStats
-
-    @property
-    def mean_return(self) -> float:
-        return self.stats.mean_return
-
-    @property
-    def learner_utilisation(self) -> float:
-        """Share of the wall time so far spent in updates."""
-        return self.learner_busy_s / self.wall_s if self.wall_s > 0 else 0.0
+#: Upper bounds of the trainer's counts (guards far above any sensible value, as the
+#: workloads' ``COUNT_LIMITS``): a typo is an error up front, not a MemoryError in learn.
+COUNT_LIMITS = {
+    "steps_per_actor": MAX_ROLLOUT_STEPS,
+    "batch_trajectories": 100_000,
+    "max_policy_lag": MAX_POLICY_LAG,
+    "lag_injection": MAX_RING - 1,
+}
+#: Most samples in one update (``batch_trajectories * steps_per_actor``).
+MAX_BATCH_SAMPLES = 100_000_000
 
 
 class AsyncPPO:
@@ -148,9 +146,11 @@ class AsyncPPO:
 
     Raises:
         ValueError: For ``max_policy_lag < 0``, an unknown loss, ``sigma <= 0``, a lag
-            injection above the bound, a non-positive count, or an unknown ``actors`` or
-            ``inference`` mode.
-        TypeError: For arguments of the wrong type.
+            injection above the bound, a non-positive count or one above its bound
+            (:data:`COUNT_LIMITS`, :data:`MAX_BATCH_SAMPLES`), a seed outside
+            ``[0, 2**63 - 1]``, or an unknown ``actors`` or ``inference`` mode.
+        TypeError: For arguments of the wrong type (a string for a bool, an
+            ``actor_factory`` that is not callable).
     """
 
     def __init__(
@@ -186,21 +186,32 @@ class AsyncPPO:
         self.config = LossConfig(
             loss, sigma, recompute_values, global_advantage_norm, target_kl, proximal_clip
         )
+        limits = COUNT_LIMITS
         self.max_policy_lag = (
-            None if max_policy_lag is None else check_int("max_policy_lag", max_policy_lag, low=0)
+            None
+            if max_policy_lag is None
+            else check_int("max_policy_lag", max_policy_lag, 0, limits["max_policy_lag"])
         )
         self.n_actors = check_int("n_actors", n_actors, low=1, high=1024)
         self.steps_per_actor = check_int(
             "steps_per_actor",
             self.workload.rollout_steps if steps_per_actor is None else steps_per_actor,
-            low=1,
+            1,
+            limits["steps_per_actor"],
         )
         self.batch_trajectories = check_int(
             "batch_trajectories",
             self.n_actors if batch_trajectories is None else batch_trajectories,
-            low=1,
+            1,
+            limits["batch_trajectories"],
         )
-        self.lag_injection = check_int("lag_injection", lag_injection, low=0)
+        samples = self.batch_trajectories * self.steps_per_actor
+        if samples > MAX_BATCH_SAMPLES:
+            raise ValueError(
+                f"batch_trajectories: expected batch_trajectories * steps_per_actor <= "
+                f"{MAX_BATCH_SAMPLES} samples per update, actual {samples}"
+            )
+        self.lag_injection = check_int("lag_injection", lag_injection, 0, limits["lag_injection"])
         if self.max_policy_lag is not None and self.lag_injection > self.max_policy_lag:
             raise ValueError(
                 f"lag_injection: expected at most max_policy_lag={self.max_policy_lag}, "
@@ -208,12 +219,20 @@ class AsyncPPO:
             )
         self.concurrent = check_bool("concurrent", concurrent)
         self.inference = check_choice("inference", inference, INFERENCE_MODES)
+        if actor_factory is not None and not callable(actor_factory):
+            raise TypeError(
+                f"actor_factory: expected a callable or None, actual {quote(actor_factory)}"
+            )
         if self.inference == "server" and actor_factory is not None:
             raise ValueError(
                 "actor_factory: expected None with inference='server', actual a factory"
             )
         self.actors = check_choice("actors", actors, ACTOR_MODES)
-        self.seed = check_int("seed", seed, low=0)
+        self.seed = check_seed("seed", seed)
+        if tensorboard_log is not None and not isinstance(tensorboard_log, (str, os.PathLike)):
+            raise TypeError(
+                f"tensorboard_log: expected a folder path or None, actual {quote(tensorboard_log)}"
+            )
         self.tensorboard_log = None if tensorboard_log is None else Path(tensorboard_log)
         self.actor_factory: ActorFactory = actor_factory or _default_actor
         self.hyperparameters = dict(hyperparameters)
@@ -297,7 +316,12 @@ class AsyncPPO:
             ``self``.
 
         Raises:
-            FleetError: If an actor slot keeps failing.
+            TypeError: For an argument of the wrong type (``progress_bar="no"``).
+            ValueError: For a budget < 1 or a NaN target; if the update diverged (the
+                learner is rolled back to its parameters before it, see
+                :meth:`~fleetgym.agents.learners.ppo.PPOLearner.update`).
+            FleetError: If an actor slot keeps failing (an env that emits NaN or inf
+                included: its rollouts raise).
             Whatever the learner or the callback raises, after the actors stopped.
         """
         import torch
@@ -306,6 +330,10 @@ class AsyncPPO:
         total = check_int("total_timesteps", total_timesteps, low=1)
         if callback is not None and not callable(callback):
             raise TypeError(f"callback: expected a callable, actual {type(callback).__name__}")
+        progress_bar = check_bool("progress_bar", progress_bar)
+        if target is not None:
+            # NaN is refused (no return reaches it, nor fails to); inf never stops early.
+            target = check_float("target", target, allow_inf=True)
         writer = self._writer()
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
@@ -342,7 +370,7 @@ class AsyncPPO:
                 bar.update(steps)
                 bar.set_postfix(ret=f"{stats.mean_return:.1f}", lag_p99=f"{stats.lag_p99:g}")
                 if writer is not None:
-                    self._log(writer, record)
+                    log_update(writer, record)
                     if self.slots.server is not None:
                         from fleetgym.agents.inference.tensorboard import log_server_metrics
 
@@ -371,33 +399,7 @@ class AsyncPPO:
         return self
 
     def _writer(self) -> Any:
-        if self.tensorboard_log is None:
-            return None
-        from torch.utils.tensorboard import SummaryWriter
-
-        return SummaryWriter(str(self.tensorboard_log))
-
-    @staticmethod
-    def _log(writer: Any, record: UpdateRecord) -> None:
-        s, step = record.stats, record.total_steps
-        for name, value in (
-            ("rollout/ep_rew_mean", s.mean_return),
-            ("train/loss", s.loss),
-            ("train/policy_loss", s.policy_loss),
-            ("train/value_loss", s.value_loss),
-            ("train/entropy", s.entropy),
-            ("train/approx_kl", s.kl),
-            ("train/clip_fraction", s.clip_fraction),
-            ("lag/p50", s.lag_p50),
-            ("lag/p99", s.lag_p99),
-            ("lag/max", s.lag_max),
-            ("lag/dropped_samples", s.dropped_samples),
-            ("time/learner_utilisation", record.learner_utilisation),
-            ("time/steps_per_s", step / record.wall_s if record.wall_s else 0.0),
-        ):
-            writer.add_scalar(name, value, step)
-        if len(s.lags):
-            writer.add_histogram("lag/histogram", s.lags, step)
+        return None if self.tensorboard_log is None else summary_writer(self.tensorboard_log)
 
     # ----------------------------------------------------------------- use
     def predict(
@@ -408,10 +410,15 @@ class AsyncPPO:
         Returns:
             ``(action, None)``: an action for a single observation, an array of actions
             for a batch; the ``None`` stands for SB3's recurrent state.
+
+        Raises:
+            TypeError: If ``observation`` is not an array of numbers (a string, ``None``)
+                or ``deterministic`` is not a bool.
+            ValueError: If it is neither one observation nor a non-empty batch of the
+                policy's shape, or holds NaN or infinity.
         """
-        obs = np.asarray(observation)
-        single = obs.shape == self.learner.policy.obs_shape
-        batch = obs[None] if single else obs
+        deterministic = check_bool("deterministic", deterministic)
+        batch, single = check_observation("observation", observation, self.learner.policy.obs_shape)
         actions = self.learner.policy.act(
             batch, deterministic=deterministic, rng=np.random.default_rng(self.seed)
         )[0]
@@ -428,36 +435,19 @@ class AsyncPPO:
         self.close()
 
     # ----------------------------------------------------------------- files
-    def _settings(self) -> dict[str, Any]:
-        return {
-            "workload": self.workload.name,
-            "loss": self.config.loss,
-            "sigma": self.config.sigma,
-            "max_policy_lag": self.max_policy_lag,
-            "n_actors": self.n_actors,
-            "steps_per_actor": self.steps_per_actor,
-            "batch_trajectories": self.batch_trajectories,
-            "recompute_values": self.config.recompute_values,
-            "global_advantage_norm": self.config.global_advantage_norm,
-            "target_kl": self.config.target_kl,
-            "proximal_clip": self.config.proximal_clip,
-            "lag_injection": self.lag_injection,
-            "concurrent": self.concurrent,
-            "inference": self.inference,
-            "actors": self.actors,
-            "seed": self.seed,
-            "hyperparameters": self.hyperparameters,
-            "num_timesteps": self.num_timesteps,
-        }
-
     def save(self, path: str | Path) -> Path:
         """Write the learner (``torch.save`` of tensors and plain values) and ``<stem>.json``.
 
         Everything loads with ``torch.load(weights_only=True)`` and ``json``: no pickled
         objects. The policy alone is also written as ``<stem>.policy.pt``.
+
+        Raises:
+            TypeError: If ``path`` is not a ``str`` or ``os.PathLike``.
+            ValueError: If it is empty or a folder.
         """
+        path = check_path("path", path)
         saved = self.learner.save(path)
-        saved.with_suffix(".json").write_text(json.dumps(self._settings(), indent=1))
+        saved.with_suffix(".json").write_text(json.dumps(trainer_settings(self), indent=1))
         return saved
 
     @classmethod
@@ -465,23 +455,36 @@ class AsyncPPO:
         """An :class:`AsyncPPO` restored from :meth:`save` (settings may be overridden).
 
         Raises:
+            TypeError: If ``path`` is not a ``str`` or ``os.PathLike``.
             FileNotFoundError: If the learner file or its JSON is missing.
-            ValueError: If they are malformed or for another workload.
+            ValueError: Naming the file, if either is not a fleetgym AsyncPPO checkpoint
+                (not JSON, random bytes, a pickle, missing or unknown keys, another
+                class's file, a negative ``num_timesteps`` or ``policy_version``), holds
+                a value the constructor refuses, or is for another workload. With
+                ``overrides``, a refused setting keeps the constructor's error type and
+                names the file and the overrides.
         """
-        path = Path(path)
+        path = check_path("path", path)
         settings_path = path.with_suffix(".json")
         if not settings_path.is_file():
             raise FileNotFoundError(f"expected the settings file, actual missing {settings_path}")
-        settings = json.loads(settings_path.read_text())
-        if not isinstance(settings, dict) or "workload" not in settings:
-            raise ValueError(
-                f"{settings_path}: expected AsyncPPO settings, actual {settings!r:.80}"
-            )
-        num_timesteps = int(settings.pop("num_timesteps", 0))
-        hyperparameters = settings.pop("hyperparameters", {})
+        settings, hyperparameters, num_timesteps = read_settings(settings_path)
         settings.update(overrides)
-        model = cls(**settings, **hyperparameters)
-        model.learner.load(path)
+        try:
+            model = cls(**settings, **hyperparameters)
+        except (TypeError, ValueError) as exc:
+            if not overrides:  # the file's own values: a malformed file
+                raise ValueError(f"{settings_path}: {exc}") from exc
+            # The caller's overrides may be what is wrong: same type, both named.
+            kind = TypeError if isinstance(exc, TypeError) else ValueError
+            raise kind(
+                f"{exc} (settings {settings_path} with overrides {sorted(overrides)})"
+            ) from exc
+        try:
+            model.learner.load(path)
+        except BaseException:
+            model.close()
+            raise
         model.num_timesteps = num_timesteps
         model.ring = WeightRing(model.lag_injection + 1)  # the constructor's weights are stale
         model._publish()

@@ -212,7 +212,7 @@ def test_invalid_arguments():
         learner.update([object()])  # type: ignore[list-item]
     bad = _fake_traj([])
     bad.obs = np.zeros((4, 3), np.float32)
-    with pytest.raises(ValueError, match="trajectory obs: expected shape"):
+    with pytest.raises(ValueError, match=r"trajectories\[0\].obs: expected shape"):
         learner.update([bad])
     with pytest.raises(ValueError, match="lr: expected a finite number > 0"):
         learner.set_learning_rate(0.0)

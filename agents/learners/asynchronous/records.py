@@ -1,0 +1,70 @@
+"""What each asynchronous update reports: :class:`UpdateRecord` and its TensorBoard scalars.
+
+:class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO` appends one record per
+update to its ``history`` and, with ``tensorboard_log``, writes it with
+:func:`log_update` (returns, losses, KL, clip fraction, the lag percentiles and
+histogram, dropped samples, learner utilisation, env steps/s).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fleetgym.agents.learners.lag import LagUpdateStats
+
+
+@dataclass
+class UpdateRecord:
+    """What one asynchronous update did, and where the run stands after it."""
+
+    update: int
+    total_steps: int  # env steps handed to the learner so far (dropped samples included)
+    wall_s: float  # since learn() started
+    learner_busy_s: float  # time spent in updates so far
+    queued: int  # trajectories waiting in the pipeline after this update
+    actor_failures: int
+    stats: LagUpdateStats
+
+    @property
+    def mean_return(self) -> float:
+        return self.stats.mean_return
+
+    @property
+    def learner_utilisation(self) -> float:
+        """Share of the wall time so far spent in updates."""
+        return self.learner_busy_s / self.wall_s if self.wall_s > 0 else 0.0
+
+
+def summary_writer(folder: Path) -> Any:
+    """A TensorBoard ``SummaryWriter`` writing into ``folder``."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    return SummaryWriter(str(folder))
+
+
+def log_update(writer: Any, record: UpdateRecord) -> None:
+    """Write one update's scalars (and its lag histogram) at its env-step count."""
+    s, step = record.stats, record.total_steps
+    for name, value in (
+        ("rollout/ep_rew_mean", s.mean_return),
+        ("train/loss", s.loss),
+        ("train/policy_loss", s.policy_loss),
+        ("train/value_loss", s.value_loss),
+        ("train/entropy", s.entropy),
+        ("train/approx_kl", s.kl),
+        ("train/clip_fraction", s.clip_fraction),
+        ("lag/p50", s.lag_p50),
+        ("lag/p99", s.lag_p99),
+        ("lag/max", s.lag_max),
+        ("lag/dropped_samples", s.dropped_samples),
+        ("time/learner_utilisation", record.learner_utilisation),
+        ("time/steps_per_s", step / record.wall_s if record.wall_s else 0.0),
+    ):
+        writer.add_scalar(name, value, step)
+    if len(s.lags):
+        writer.add_histogram("lag/histogram", s.lags, step)
+
+
+__all__ = ["UpdateRecord", "log_update", "summary_writer"]

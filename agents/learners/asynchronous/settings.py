@@ -1,0 +1,103 @@
+"""The settings file of an :class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO`.
+
+:meth:`AsyncPPO.save` writes the learner's checkpoint (see
+:mod:`fleetgym.agents.learners.checkpoint`) and, next to it, ``<stem>.json``: the
+constructor's arguments, the PPO hyperparameters and the env steps trained so far.
+:func:`read_settings` reads that file back for :meth:`AsyncPPO.load`, checking everything
+a constructor cannot (that it is JSON, an object, of this class, with known keys and a
+count of steps >= 0); the constructor then checks each value.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fleetgym.agents.learners.checkpoint import read_json_file
+from fleetgym.validation import check_int, quote
+
+#: What a settings file says it is (``"format"``); files without it are read too.
+SETTINGS_FORMAT = "fleetgym.AsyncPPO"
+#: The constructor arguments a settings file holds.
+SETTINGS_KEYS = (
+    "workload",
+    "loss",
+    "sigma",
+    "max_policy_lag",
+    "n_actors",
+    "steps_per_actor",
+    "batch_trajectories",
+    "recompute_values",
+    "global_advantage_norm",
+    "target_kl",
+    "proximal_clip",
+    "lag_injection",
+    "concurrent",
+    "inference",
+    "actors",
+    "seed",
+)
+
+
+def trainer_settings(model: Any) -> dict[str, Any]:
+    """What ``<stem>.json`` holds for ``model`` (plain JSON values)."""
+    return {
+        "format": SETTINGS_FORMAT,
+        "workload": model.workload.name,
+        "loss": model.config.loss,
+        "sigma": model.config.sigma,
+        "max_policy_lag": model.max_policy_lag,
+        "n_actors": model.n_actors,
+        "steps_per_actor": model.steps_per_actor,
+        "batch_trajectories": model.batch_trajectories,
+        "recompute_values": model.config.recompute_values,
+        "global_advantage_norm": model.config.global_advantage_norm,
+        "target_kl": model.config.target_kl,
+        "proximal_clip": model.config.proximal_clip,
+        "lag_injection": model.lag_injection,
+        "concurrent": model.concurrent,
+        "inference": model.inference,
+        "actors": model.actors,
+        "seed": model.seed,
+        "hyperparameters": model.hyperparameters,
+        "num_timesteps": model.num_timesteps,
+    }
+
+
+def read_settings(path: Path) -> tuple[dict[str, Any], dict[str, Any], int]:
+    """The constructor arguments, hyperparameters and env steps of a settings file.
+
+    Raises:
+        FileNotFoundError: If ``path`` does not exist.
+        ValueError: Naming the file, if it is not JSON, not an object, another class's
+            file, lacks ``workload``, has unknown keys, hyperparameters that are not an
+            object, or ``num_timesteps`` that is not an int >= 0.
+    """
+    settings = read_json_file(path, "the AsyncPPO settings file")
+    kind = settings.pop("format", SETTINGS_FORMAT)
+    if kind != SETTINGS_FORMAT:
+        raise ValueError(f"{path}: expected {SETTINGS_FORMAT!r} settings, actual {quote(kind)}")
+    if "workload" not in settings:
+        raise ValueError(
+            f"{path}: expected AsyncPPO settings with a workload, actual keys "
+            f"{quote(sorted(settings))}"
+        )
+    hyperparameters = settings.pop("hyperparameters", {})
+    if not isinstance(hyperparameters, dict):
+        raise ValueError(
+            f"{path}: hyperparameters: expected a JSON object, actual {quote(hyperparameters)}"
+        )
+    try:
+        num_timesteps = check_int("num_timesteps", settings.pop("num_timesteps", 0), low=0)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    unknown = sorted(set(settings) - set(SETTINGS_KEYS))
+    if unknown:
+        raise ValueError(
+            f"{path}: expected AsyncPPO settings among {list(SETTINGS_KEYS)}, actual unknown "
+            f"{quote(unknown)}"
+        )
+    return settings, hyperparameters, num_timesteps
+
+
+__all__ = ["SETTINGS_FORMAT", "SETTINGS_KEYS", "read_settings", "trainer_settings"]
