@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -371,14 +372,14 @@ class ShimStreams:
 
 
 def resolve_profiles(profile: Any) -> tuple[NetworkProfile, ...]:
-    """Profiles from a name, a NetworkProfile, or a non-empty sequence of them.
+    """Profiles from a name, a profile file, a NetworkProfile, or a non-empty sequence of them.
 
     Raises:
         UnknownProfileError: For an unknown name.
         TypeError: For anything else.
         ValueError: For an empty sequence.
     """
-    if isinstance(profile, (str, NetworkProfile)):
+    if isinstance(profile, (str, os.PathLike, NetworkProfile)):
         return (get_profile(profile),)
     if isinstance(profile, Sequence) and not isinstance(profile, (bytes, bytearray)):
         if len(profile) == 0:

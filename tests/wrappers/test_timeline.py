@@ -164,3 +164,13 @@ def test_freshest_rule_counts():
     assert freshest([1, 2], 3) == (-1, 2, 2)  # both older than the freshest used: stale
     assert freshest([4, 6, 5], 3) == (1, 2, 0)
     assert TIMINGS == ("loop", "per-direction")
+
+
+def test_a_profile_file_works_as_a_path_too(tmp_path):
+    from fleetgym.wrappers.profiles import get_profile, save_profile_file
+
+    path = save_profile_file(get_profile("wifi-normal"), tmp_path / "lab.json")
+    for profile in (path, str(path)):
+        shim = NetworkShimWrapper(gym.make("CartPole-v1"), profile)
+        shim.reset(seed=0)
+        assert shim.step(0)[4]["profile"] == "wifi-normal"  # the name stored in the file

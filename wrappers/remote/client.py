@@ -373,6 +373,12 @@ class RemoteEnv(gym.Env[Any, Any]):
                 self.overruns += 1
             deadline = now + period
         self._deadline = deadline
+        if t == 0:
+            # The timeline's convention (the shim's): the reset observation counts as
+            # emitted by the env's step -1 and the start action as sent at tick -1, so an
+            # age in ms is its age in ticks times the period, as in Mode 2.
+            self._obs_sent = self.timing.env_step_ns(now, period)
+            self._applied_sent = now - period
         env_deadline = self.timing.env_step_ns(deadline, period)
         ep, sid, codec = self._episode, self.session, self.codec
         arr = to_wire(self.action_space, action)
