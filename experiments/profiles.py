@@ -143,8 +143,11 @@ def run(args: argparse.Namespace) -> int:
     """Print the profiles and traces; returns 0, or 2 for a bad argument."""
     if getattr(args, "profiles_action", None) == "fit":
         return profile_fit.run(args)
-    if getattr(args, "netem", None):
-        return _print_netem(args.netem)
+    netem = getattr(args, "netem", None)
+    if netem is not None:
+        if not netem.strip():
+            raise UsageError("--netem: expected a profile name, actual ''")
+        return _print_netem(netem)
     step_ms = float(args.step_ms)
     if not MIN_STEP_MS <= step_ms <= MAX_STEP_MS:
         raise UsageError(

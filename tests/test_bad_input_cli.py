@@ -77,7 +77,7 @@ CASES: dict[tuple[str, ...], dict[str, list[str]]] = {
     ("profiles",): {
         "--samples": ["0", "99", "1000000000000", "abc"],
         "--step-ms": BAD_NUMBERS,
-        "--netem": ["nope"],
+        "--netem": ["nope", "", "  "],
     },
     ("reproduce",): {"--only": ["nope", "", ",", "calf,nope"], "--out": ["", "{file}"]},
     ("calibrate",): {"--workload": ["nope", ""], "--seed": ["-1", "abc"]},
