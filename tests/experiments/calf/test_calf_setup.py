@@ -14,9 +14,10 @@ def test_layouts_come_from_the_training_network():
     assert calf_setup.layout_for(conditions.REGIMES["net-aware"], setup) == calf_setup.InputLayout(
         False
     )
-    # Fixed 50 ms each way on a 20 ms loop: obs 2 ticks old, actions 2 ticks old.
+    # Fixed 50 ms each way on a 20 ms loop: obs and actions floor(2.5 + 0.5) = 3 ticks old
+    # (the loop's half-period wait for the next tick of each clock), so k = 4, m = 3 + 3 + 1.
     delay = calf_setup.layout_for(conditions.REGIMES["delay-only+comp"], setup)
-    assert (delay.history_length, delay.action_history_length) == (3, 5)
+    assert (delay.history_length, delay.action_history_length) == (4, 7)
     clean = calf_setup.layout_for(conditions.REGIMES["baseline+comp"], setup)
     assert (clean.history_length, clean.action_history_length) == (1, 1)
 
