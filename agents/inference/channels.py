@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+import fleetgym.agents.inference.checks as checks
 from fleetgym.agents.inference.model import ModelSpec
 from fleetgym.errors import FleetError, ProtocolError
 
@@ -107,7 +108,7 @@ def check_request(
     count = obs.shape[0]
     if count > limit:
         raise ValueError(f"obs: expected at most {limit} observations in flight, actual {count}")
-    if obs.dtype.kind == "f" and not np.isfinite(obs).all():
+    if not checks.all_finite(obs):
         raise ValueError("obs: expected finite values, actual NaN or inf")
     expected = (count, *spec.noise.shape)
     if noise is None:
@@ -120,7 +121,7 @@ def check_request(
         ) from exc
     if noise_array.size != int(np.prod(expected)):
         raise ValueError(f"noise: expected shape {expected}, actual {noise_array.shape}")
-    if not np.isfinite(noise_array).all():
+    if not checks.all_finite(noise_array):
         raise ValueError("noise: expected finite values, actual NaN or inf")
     return obs, noise_array.reshape(expected)
 

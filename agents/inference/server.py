@@ -14,8 +14,6 @@ disconnection or closing never affects another client.
 from __future__ import annotations
 
 import logging
-import math
-import numbers
 import threading
 import time
 from collections.abc import Callable
@@ -24,47 +22,21 @@ from typing import Any
 
 import numpy as np
 
+import fleetgym.agents.inference.checks as checks
 from fleetgym.agents.inference.batching import DeadlineController, InferenceConfig, RequestQueue
 from fleetgym.agents.inference.channels import (
     Channel,
-    InferenceClient,
     InferenceError,
-    Reply,
     Request,
-    Ticket,
-    check_request,
 )
+from fleetgym.agents.inference.checks import MAX_VERSION, check_clock_reading, check_weights
+from fleetgym.agents.inference.local import LocalClient, _LocalChannel
 from fleetgym.agents.inference.metrics import ServerMetrics
 from fleetgym.agents.inference.model import ModelSpec, ServedModel, as_served_model
 from fleetgym.agents.types import Weights
 from fleetgym.validation import check_bool, check_int
 
 logger = logging.getLogger(__name__)
-
-#: Largest weights version: answers carry it as an int64.
-MAX_VERSION = 2**63 - 1
-
-
-def _check_clock_reading(now: Any) -> float:
-    if isinstance(now, bool) or not isinstance(now, numbers.Real) or not math.isfinite(now):
-        raise TypeError(f"clock: expected a callable returning finite seconds, actual {now!r:.80}")
-    return float(now)
-
-
-def _check_weights(weights: Any) -> None:
-    """A numpy state_dict with finite floating-point values (checked before the swap)."""
-    if not isinstance(weights, dict) or not weights:
-        raise TypeError(
-            f"weights: expected a non-empty dict of numpy arrays, actual {type(weights).__name__}"
-        )
-    for key, value in weights.items():
-        array = np.asarray(value) if isinstance(value, np.ndarray | np.generic) else None
-        if array is None or array.dtype.kind not in "biuf":
-            raise TypeError(
-                f"weights[{key!r}]: expected a numeric numpy array, actual {type(value).__name__}"
-            )
-        if array.dtype.kind == "f" and not np.isfinite(array).all():
-            raise ValueError(f"weights[{key!r}]: expected finite values, actual NaN or inf")
 
 
 @dataclass
@@ -74,24 +46,6 @@ class _Answers:
     outputs: dict[str, np.ndarray]
     version: int
     batch_id: int
-
-
-class _LocalChannel(Channel):
-    def deliver(
-        self,
-        requests: list[Request],
-        outputs: dict[str, np.ndarray],
-        rows: list[int],
-        version: int,
-        batch: int,
-    ) -> None:
-        for request, index in zip(requests, rows, strict=True):
-            ticket, row = request.tag
-            ticket.fill(row, outputs, index, version, batch)
-
-    def reject(self, requests: list[Request], message: str) -> None:
-        for request in requests:
-            request.tag[0].fail(message)
 
 
 class InferenceServer:
@@ -165,7 +119,7 @@ class InferenceServer:
         self._version = check_int("policy_version", policy_version, low=0, high=MAX_VERSION)
         if not callable(clock):
             raise TypeError(f"clock: expected a callable, actual {type(clock).__name__}")
-        _check_clock_reading(clock())
+        check_clock_reading(clock())
         self._clock = clock
         #: Why the serving thread died (``None`` while it serves or after a clean close).
         self.error: str | None = None
@@ -229,7 +183,7 @@ class InferenceServer:
         version = self._version + 1 if version is None else version
         version = check_int("version", version, low=0, high=MAX_VERSION)
         check_bool("wait", wait)
-        _check_weights(weights)
+        check_weights(weights)
         applied = threading.Event()
         with self._cond:
             if self._closing:
@@ -329,7 +283,7 @@ class InferenceServer:
                     f"submit: expected a connected client, actual {channel.name} closed"
                 )
             try:
-                now = _check_clock_reading(self._clock())
+                now = check_clock_reading(self._clock())
             except TypeError as exc:  # the server cannot schedule any more: it stops
                 self._fatal = exc
                 self._cond.notify_all()
@@ -346,7 +300,7 @@ class InferenceServer:
                 self._cond.notify_all()
 
     def _now(self) -> float:
-        return _check_clock_reading(self._clock())
+        return check_clock_reading(self._clock())
 
     def _state(self) -> str:
         return "closed" if self.error is None else f"dead ({self.error})"
@@ -427,7 +381,7 @@ class InferenceServer:
         noise = np.stack([r.noise for r in requests])
         # A remote client writes its slots itself: what it wrote is checked here too, so a
         # NaN reaches no forward pass (the batch is then re-run per client, see _run).
-        if (obs.dtype.kind == "f" and not np.isfinite(obs).all()) or not np.isfinite(noise).all():
+        if not (checks.all_finite(obs) and checks.all_finite(noise)):
             raise ValueError("obs, noise: expected finite values, actual NaN or inf")
         outputs = self.model.forward(obs, noise)
         for name, spec in self.spec.outputs:
@@ -516,41 +470,3 @@ class InferenceServer:
         for channel in channels:
             channel.alive = False
             channel.release()
-
-
-class LocalClient(InferenceClient):
-    """A client in the server's process (see :class:`InferenceClient`)."""
-
-    def __init__(self, server: InferenceServer, channel: Channel, slots: int) -> None:
-        self.server = server
-        self.spec = server.spec
-        self.slots = slots
-        self._channel = channel
-        self._closed = False
-        self._open_tickets: list[Ticket] = []
-
-    def submit(self, obs: np.ndarray, noise: np.ndarray | None = None) -> Ticket:
-        if self._closed:
-            raise InferenceError("submit: expected an open client, actual closed")
-        self._open_tickets = [t for t in self._open_tickets if not t.done.is_set()]
-        free = self.slots - sum(t.count for t in self._open_tickets)
-        obs, noise_array = check_request(self.spec, obs, noise, free)
-        ticket = Ticket(self.spec, obs.shape[0])
-        obs = obs.copy()  # the caller may reuse its buffer before the answer
-        requests = [
-            Request(self._channel, obs[i], noise_array[i], (ticket, i)) for i in range(len(obs))
-        ]
-        self.server._enqueue(self._channel, requests)
-        self._open_tickets.append(ticket)
-        return ticket
-
-    def wait(self, ticket: Ticket, timeout: float | None = None) -> Reply:
-        if not ticket.done.wait(timeout):
-            raise TimeoutError(f"wait: expected answers within {timeout} s, actual none yet")
-        return ticket.reply()
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self.server._unregister(self._channel, "the client closed")
