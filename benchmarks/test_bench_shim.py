@@ -7,8 +7,11 @@
 * ``test_bench_vector_shim_64``: steps/s of ``NetworkShimVectorWrapper`` (wifi-degraded) over
   the bare ``gym.make_vec("CartPole-v1", 64, "sync")``, both info levels. Target: >= 0.95.
 * ``test_bench_sb3_ppo_mode2``: SB3 PPO training timesteps/s on CartPole with the shim
-  (Mode 2, wifi-degraded) over without (Mode 1), both info levels, ``n_epochs=4`` and the
-  rollout-bound ``n_epochs=1``. Target: >= 0.98.
+  (Mode 2) over without (Mode 1), both info levels, ``n_epochs=4`` and the rollout-bound
+  ``n_epochs=1``. The shim runs ``perfect``: bit-identical trajectories, so both runs do
+  the same episodes and the ratio is the shim's own cost (under a lossy profile the
+  policy's episodes are shorter, and the extra resets are the env's cost, not the shim's).
+  Target: >= 0.98.
 
 Each round times the reference and the shim back to back, in CPU time of this process
 (``time.process_time``: on a shared machine, wall time mostly measures the other
@@ -219,14 +222,14 @@ def test_bench_sb3_ppo_mode2(benchmark, n_epochs):
     def one_round() -> None:
         ref.append(train_seconds(gym.make("CartPole-v1")))
         for level, times in got.items():
-            env = NetworkShimWrapper(gym.make("CartPole-v1"), "wifi-degraded", info=level)
+            env = NetworkShimWrapper(gym.make("CartPole-v1"), "perfect", info=level)
             times.append(train_seconds(env))
 
     benchmark.pedantic(one_round, rounds=rounds, iterations=1)
     for level, times in got.items():
         _report(
             benchmark,
-            f"SB3 PPO (n_epochs={n_epochs}) Mode 2 (shim, info={level}) vs Mode 1",
+            f"SB3 PPO (n_epochs={n_epochs}) Mode 2 (shim perfect, info={level}) vs Mode 1",
             ref,
             times,
             timesteps,

@@ -160,7 +160,8 @@ class NetworkShimWrapper(
 
     With ``info="train"`` (the default) every ``step`` adds to ``info`` only what a
     training run reads: ``obs_age_steps`` and ``action_age_steps`` (the compensation
-    wrappers' input), ``profile``, and on an episode's last step ``network``. With
+    wrappers' input), and on an episode's last step ``profile`` and ``network`` (for
+    ``Monitor(info_keywords=("profile",))``). With
     ``info="full"`` every ``step`` adds to ``info`` (ages measured from the packet's send
     timestamp, which a real agent knows): ``obs_age_steps``, ``obs_age_ms``,
     ``action_age_steps``, ``action_age_ms`` (the start action counts as sent at tick
@@ -372,8 +373,15 @@ class NetworkShimWrapper(
         if down is None or up is None:
             raise gym.error.ResetNeeded("call reset() before step()")
         t = self._t
-        valid = self._int_range  # the common case (a valid int action) costs no call
-        if valid is None or type(action) is not int or not valid[0] <= action < valid[1]:
+        # The common case (a valid int action, or the numpy int a vectorised trainer such as
+        # SB3's DummyVecEnv hands each env) costs no call.
+        valid = self._int_range
+        kind = type(action)
+        if (
+            valid is None
+            or (kind is not int and kind is not np.int64)
+            or not valid[0] <= action < valid[1]
+        ):
             self._check_action(action, t)
         down_code = down.tick(t, action)
         if down_code >= 2:
@@ -399,8 +407,8 @@ class NetworkShimWrapper(
         if not self._full_info:
             info["obs_age_steps"] = obs_age
             info["action_age_steps"] = action_age
-            info["profile"] = self._profile_name
-            if terminated or truncated:
+            if terminated or truncated:  # what Monitor(info_keywords=...) reads, at the end
+                info["profile"] = self._profile_name
                 info["network"] = self.network_stats()
             return ret, reward, terminated, truncated, info
         step_ms = self.step_ms

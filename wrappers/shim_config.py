@@ -74,8 +74,8 @@ STEP_INFO_KEYS = (
 #: ``Monitor(info_keywords=...)`` and ``RecordEpisodeStatistics``.
 EPISODE_INFO_KEYS = ("profile",)
 #: How much a shim step reports in ``info``: ``"train"`` (the default) only what a training
-#: run reads (:data:`TRAIN_INFO_KEYS`: the packet ages the compensation wrappers use, then
-#: :data:`EPISODE_INFO_KEYS` for ``Monitor``; the episode's last step also carries
+#: run reads (:data:`TRAIN_INFO_KEYS`: the packet ages the compensation wrappers use; the
+#: episode's last step also carries :data:`EPISODE_INFO_KEYS` for ``Monitor`` and
 #: ``network``); ``"full"`` every key of :data:`STEP_INFO_KEYS` too (ground truth such as
 #: ``true_obs`` and ``applied_action``, losses and counters: for analysis and oracles).
 #: Vectorised trainers copy every ``info`` (SB3's ``DummyVecEnv`` deep-copies it each step),

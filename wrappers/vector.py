@@ -86,7 +86,8 @@ class NetworkShimVectorWrapper(VectorWrapper):
         max_delay_steps: Ring-buffer horizon in control periods (memory is
             ``max_delay_steps * num_envs`` observations).
         info: ``"train"`` (default) or ``"full"``, as for the scalar shim: with ``"train"``
-            ``info`` holds ``obs_age_steps``, ``action_age_steps`` and ``profile`` only.
+            ``info`` holds ``obs_age_steps`` and ``action_age_steps``, and ``profile`` for the
+            sub-envs whose episode ended (its mask).
         timing, uplink_share: The timing model, as for the scalar shim (default
             ``"loop"`` with the agent's phase 0.5; see :mod:`fleetgym.wrappers.timeline`).
 
@@ -318,8 +319,9 @@ class NetworkShimVectorWrapper(VectorWrapper):
             info["_obs_age_steps"] = mask
             info["action_age_steps"] = ages[:n]
             info["_action_age_steps"] = mask
-            info["profile"] = np.array(self.profile_names, dtype=object)
-            info["_profile"] = mask
+            if self._autoreset.any():  # the episodes that ended: what Monitor reads there
+                info["profile"] = np.array(self.profile_names, dtype=object)
+                info["_profile"] = self._autoreset.copy()
             return ret, reward, terminated, truncated, info
         ages_ms = ages * self.step_ms
         counts = links.counts

@@ -46,7 +46,7 @@ def test_ale_period_is_frameskip_over_60_hz():
     assert find_shim(env).step_ms == pytest.approx(4 * 1000 / ATARI_FPS)  # 66.7 ms
     env.action_space.seed(0)
     info = run_episode_steps(env, 5)
-    assert info["profile"] == "wifi-normal" and info["obs_age_steps"] >= 0
+    assert find_shim(env).profile.name == "wifi-normal" and info["obs_age_steps"] >= 0
     env.close()
 
 
@@ -68,7 +68,8 @@ def test_minigrid_takes_render_fps_with_a_warning():
         env = gym.make("fleetgym/NetShim-v0", env_id="MiniGrid-Empty-5x5-v0", profile="ethernet")
     assert find_shim(env).step_ms == pytest.approx(100.0)  # MiniGrid: render_fps 10
     env.action_space.seed(0)
-    assert run_episode_steps(env, 5)["profile"] == "ethernet"
+    assert run_episode_steps(env, 5)["obs_age_steps"] == 0
+    assert find_shim(env).profile.name == "ethernet"
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an explicit period: no warning
         gym.make("fleetgym/NetShim-v0", env_id="MiniGrid-Empty-5x5-v0", step_ms=250.0)
