@@ -166,6 +166,7 @@ def policy_parity(
     profile: str = "wifi-normal",
     clients: int = 8,
     port: int = 7311,
+    first_seed: int = 0,
 ) -> dict[str, Any]:
     """Train ``seeds`` PPO policies in Mode 2 and evaluate each in Mode 2 and Mode 3.
 
@@ -197,7 +198,7 @@ def policy_parity(
     address = f"127.0.0.1:{port}"
     rows = []
     try:
-        for seed in range(seeds):
+        for seed in range(first_seed, first_seed + seeds):
             started = time.perf_counter()
             model = PPO(
                 "MlpPolicy",
@@ -314,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     ages.add_argument("--seed", type=int, default=0)
     pol = sub.add_parser("policies", help="policies trained in Mode 2, evaluated in both")
     pol.add_argument("--seeds", type=int, default=3)
+    pol.add_argument("--first-seed", type=int, default=0)
     pol.add_argument("--timesteps", type=int, default=60_000)
     pol.add_argument("--episodes", type=int, default=50)
     pol.add_argument("--profile", default="wifi-normal")
@@ -327,7 +329,12 @@ def main(argv: list[str] | None = None) -> int:
         result: Any = reports
     else:
         result = policy_parity(
-            args.seeds, args.timesteps, args.episodes, args.profile, args.clients
+            args.seeds,
+            args.timesteps,
+            args.episodes,
+            args.profile,
+            args.clients,
+            first_seed=args.first_seed,
         )
         for row in result["seeds"]:
             print(
