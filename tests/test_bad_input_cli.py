@@ -97,6 +97,7 @@ CASES: dict[tuple[str, ...], dict[str, list[str]]] = {
         "--timesteps": BAD_INTS,
         "--step-ms": BAD_NUMBERS,
         "--algo": ["nope"],
+        "--timing": ["nope", ""],
         "--out": ["", "{file}"],
     },
     ("serve-env", "--env-id", "CartPole-v1"): {

@@ -108,6 +108,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="training algorithm: SB3 PPO or sb3-contrib's RecurrentPPO (LSTM) (default: "
         "recurrent-ppo for MiniGrid IDs, else ppo)",
     )
+    parser.add_argument(
+        "--timing",
+        choices=("loop", "per-direction"),
+        default=None,
+        help="the shims' timeline: loop (default: one control period for the round trip, "
+        "as over a real socket) or per-direction (a whole period each way, the convention "
+        "of the figures measured before the loop became the default)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -130,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
             step_ms=args.step_ms,
             algo=args.algo,
             progress=not args.no_progress,
+            timing=args.timing,
         )
     except (ValueError, TypeError, FleetgymError) as exc:
         # Bad arguments end with one line, not a traceback.

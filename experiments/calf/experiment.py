@@ -89,6 +89,7 @@ def run_calf(
     step_ms: float | None = None,
     algo: str | None = None,
     progress: bool = True,
+    timing: str | None = None,
 ) -> CalfResults:
     """Runs the CALF experiment and writes its report (see the module docstring).
 
@@ -112,6 +113,8 @@ def run_calf(
         step_ms: Control period override (MiniGrid's default is 20 ms).
         algo: ``"ppo"`` or ``"recurrent-ppo"`` override.
         progress: Show tqdm progress bars.
+        timing: The shims' timeline (default the shim's, ``"loop"``; ``"per-direction"``
+            reproduces the figures measured before the loop became the default).
 
     Returns:
         The :class:`~fleetgym.experiments.calf.evaluate.CalfResults`.
@@ -120,7 +123,7 @@ def run_calf(
         ValueError, TypeError: on a bad argument.
     """
     quick = check_bool("quick", quick)
-    setup = env_setup(env, algo=algo, step_ms=step_ms)
+    setup = env_setup(env, algo=algo, step_ms=step_ms, timing=timing)
     seed_list = _seed_list(seeds, quick)
     regime_objs = [
         regime_by_name(name) for name in (regimes or (QUICK_REGIMES if quick else DEFAULT_REGIMES))

@@ -98,7 +98,8 @@ def write_outputs(
         "",
         f"{setup.algo} ({'MlpLstmPolicy' if setup.algo == 'recurrent-ppo' else 'MlpPolicy'}), "
         f"{total} training steps per policy, seeds {seeds}, {n_episodes} evaluation "
-        f"episodes per policy and condition, control period {setup.period_ms:g} ms. "
+        f"episodes per policy and condition, control period {setup.period_ms:g} ms, "
+        f"{setup.shim_kwargs.get('timing', 'loop')} timing. "
         "Cells: mean ± std over seeds of each seed's mean return; gap = 1 − "
         "return(condition) / return(sim-clean) of the same policies. "
         f"Wall time {results.wall_s / 60:.1f} min.",

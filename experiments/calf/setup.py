@@ -25,6 +25,7 @@ from fleetgym.experiments.calf.conditions import NetworkCondition, Regime, resol
 from fleetgym.validation import check_choice, check_float
 from fleetgym.wrappers.compensation import history_length_for_profile, make_robust_env
 from fleetgym.wrappers.network_shim import NetworkShimWrapper
+from fleetgym.wrappers.timeline import TIMINGS
 
 #: The training algorithms: SB3 PPO and sb3-contrib's RecurrentPPO.
 ALGOS: tuple[str, ...] = ("ppo", "recurrent-ppo")
@@ -140,13 +141,21 @@ def _minigrid_setup(env_id: str) -> EnvSetup:
     )
 
 
-def env_setup(env_id: str, *, algo: str | None = None, step_ms: float | None = None) -> EnvSetup:
+def env_setup(
+    env_id: str,
+    *,
+    algo: str | None = None,
+    step_ms: float | None = None,
+    timing: str | None = None,
+) -> EnvSetup:
     """The :class:`EnvSetup` of a task (CartPole-v1 and MiniGrid IDs are tuned).
 
     Args:
         env_id: A Gymnasium ID.
         algo: Override the algorithm (``"ppo"`` or ``"recurrent-ppo"``).
         step_ms: Override the control period.
+        timing: The shims' timeline (:data:`~fleetgym.wrappers.timeline.TIMINGS`; default
+            the shim's, ``"loop"``), for training, evaluation and the measured k and m.
 
     Raises:
         ValueError, TypeError: on a bad argument.
@@ -157,6 +166,8 @@ def env_setup(env_id: str, *, algo: str | None = None, step_ms: float | None = N
         check_choice("algo", algo, ALGOS)
     if step_ms is not None:
         step_ms = check_float("step_ms", step_ms, low=0.0, strict=True)
+    if timing is not None:
+        check_choice("timing", timing, TIMINGS)
     if env_id.startswith("MiniGrid"):
         setup = _minigrid_setup(env_id)
     else:
@@ -168,6 +179,8 @@ def env_setup(env_id: str, *, algo: str | None = None, step_ms: float | None = N
         changes["algo"] = algo
     if step_ms is not None:
         changes["step_ms"] = float(step_ms)
+    if timing is not None:
+        changes["shim_kwargs"] = {**setup.shim_kwargs, "timing": timing}
     return dataclasses.replace(setup, **changes) if changes else setup
 
 
@@ -192,10 +205,11 @@ def layout_for(regime: Regime, setup: EnvSetup, quantile: float = 0.99) -> Input
         return InputLayout(False)
     cond = resolve_condition(regime.train_condition)
     period = cond.step_ms or setup.period_ms
-    kwargs = cond.shim_kwargs()
+    timing = {k: v for k, v in setup.shim_kwargs.items() if k == "timing"}
+    kwargs = {**cond.shim_kwargs(), **timing}
     profile = kwargs.pop("profile", None)
     k = history_length_for_profile(profile, period, quantile, **kwargs)
-    kwargs = cond.shim_kwargs()
+    kwargs = {**cond.shim_kwargs(), **timing}
     profile = kwargs.pop("profile", None)
     m = history_length_for_profile(profile, period, quantile, path="round_trip", **kwargs)
     return InputLayout(True, k, m)

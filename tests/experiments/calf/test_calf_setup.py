@@ -29,3 +29,18 @@ def test_env_setup_rejects_bad_arguments():
         calf_setup.env_setup("CartPole-v1", step_ms=0)
     with pytest.raises(ValueError, match="expected a registered Gymnasium ID"):
         calf_setup.env_setup("NoSuchEnv-v9")
+
+
+def test_the_per_direction_timing_gives_the_older_layouts_and_reaches_the_envs():
+    setup = calf_setup.env_setup("CartPole-v1", timing="per-direction")
+    assert setup.shim_kwargs["timing"] == "per-direction"
+    # Fixed 50 ms each way with a whole period per path: floor(50 / 20) = 2 ticks each way.
+    delay = calf_setup.layout_for(conditions.REGIMES["delay-only+comp"], setup)
+    assert (delay.history_length, delay.action_history_length) == (3, 5)
+    env = calf_setup.make_condition_env(
+        setup, conditions.resolve_condition("wifi-normal"), calf_setup.InputLayout(False)
+    )
+    assert env.get_wrapper_attr("timing").timing == "per-direction"
+    env.close()
+    with pytest.raises(ValueError, match="timing: expected one of"):
+        calf_setup.env_setup("CartPole-v1", timing="whole-step")
