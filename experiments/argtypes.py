@@ -196,7 +196,7 @@ def host_port(text: str) -> str:
         >>> host_port("127.0.0.1:0")
         '127.0.0.1:0'
     """
-    from fleetgym.wrappers.remote.wire import parse_address
+    from fleetgym.wrappers.remote.addresses import parse_address
 
     try:
         parse_address(text, "address")

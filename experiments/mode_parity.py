@@ -131,17 +131,10 @@ def _robust(profile: str, k: int, m: int, **kwargs: Any) -> Any:
 
 def _remote_robust(address: str, k: int, m: int) -> Any:
     import gymnasium as gym
-    from gymnasium.wrappers import FlattenObservation
 
-    from fleetgym.wrappers import ObservationAgeFeatures, ObservationHistory, SentActionHistory
+    from fleetgym.wrappers.compensation import compensate
 
-    remote = gym.make("fleetgym/Remote-v0", address=address)
-    return SentActionHistory(
-        FlattenObservation(
-            ObservationHistory(ObservationAgeFeatures(remote, max_age_steps=max(k, 2)), k)
-        ),
-        m,
-    )
+    return compensate(gym.make("fleetgym/Remote-v0", address=address), k, m)
 
 
 def _episodes(model: Any, make_env: Any, seeds: list[int], out: dict[int, float]) -> None:

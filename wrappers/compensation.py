@@ -46,6 +46,7 @@ __all__ = [
     "ObservationAgeFeatures",
     "ObservationHistory",
     "SentActionHistory",
+    "compensate",
     "history_length_for_env",
     "history_length_for_profile",
     "make_robust_env",
@@ -359,6 +360,34 @@ def make_robust_env(
         m = history_length_for_profile(profile, period, quantile, path="round_trip", **measured)
     else:
         m = check_int("action_history_length", action_history_length, 0, MAX_HISTORY)
+    return compensate(robust, k, m, age_features=age_features, max_age_steps=max_age_steps)
+
+
+def compensate(
+    env: gym.Env[Any, Any],
+    history_length: int,
+    action_history_length: int,
+    *,
+    age_features: bool = True,
+    max_age_steps: int | None = None,
+) -> gym.Env[np.ndarray, Any]:
+    """The compensation stack of :func:`make_robust_env` around an env that already has its
+    network: a shim, or the remote env of Mode 3 (``fleetgym/Remote-v0``), whose ``info``
+    carries the same packet ages.
+
+    Args:
+        env: The networked env (Box observations).
+        history_length: k frames (>= 1).
+        action_history_length: m sent actions (0: none).
+        age_features: Append :class:`ObservationAgeFeatures`.
+        max_age_steps: Saturation of the age feature; ``None`` = max(k, 2).
+
+    Returns:
+        The wrapped env, with the flat float32 observation :func:`make_robust_env` builds.
+    """
+    k = _check_length("history_length", history_length)
+    m = check_int("action_history_length", action_history_length, 0, MAX_HISTORY)
+    robust = env
     if age_features:
         robust = ObservationAgeFeatures(
             robust, max_age_steps=max(k, 2) if max_age_steps is None else max_age_steps

@@ -340,3 +340,19 @@ def test_make_robust_env_rejects_bad_arguments():
         make_robust_env("CartPole-v1", "wifi-normal", age_features="yes")
     with pytest.raises(ValueError, match="env_kwargs: expected None"):
         make_robust_env(CounterEnv(), "perfect", step_ms=STEP_MS, env_kwargs={"x": 1})
+
+
+def test_compensate_is_make_robust_envs_stack_around_a_networked_env():
+    """The stack alone, around an env that already has its network (here a shim; Mode 3's
+    remote env reports the same ages), gives make_robust_env's observations."""
+    from fleetgym.wrappers.compensation import compensate
+
+    made = make_robust_env("CartPole-v1", "wifi-normal", history_length=3, action_history_length=4)
+    stacked = compensate(NetworkShimWrapper(gym.make("CartPole-v1"), "wifi-normal"), 3, 4)
+    assert stacked.observation_space == made.observation_space
+    a, _ = made.reset(seed=2)
+    b, _ = stacked.reset(seed=2)
+    for t in range(40):
+        assert np.array_equal(a, b)
+        a, *_ = made.step(t % 2)
+        b, *_ = stacked.step(t % 2)

@@ -39,10 +39,11 @@ import numpy as np
 from fleetgym.errors import ProtocolError, RemoteEnvError
 from fleetgym.validation import check_choice, check_timeout, quote
 from fleetgym.wrappers.profiles import NetworkProfile, get_profile
+from fleetgym.wrappers.remote.addresses import parse_address
 from fleetgym.wrappers.remote.conditions import DelayedSender, FreshestBox
 from fleetgym.wrappers.remote.recorder import PacketRecorder
 from fleetgym.wrappers.remote.spaces import build_space, from_wire, to_wire
-from fleetgym.wrappers.remote.wire import Frame, MessageType, WireCodec, parse_address
+from fleetgym.wrappers.remote.wire import Frame, MessageType, WireCodec
 from fleetgym.wrappers.shim_config import (
     DELIVERY_MODES,
     STEP_INFO_KEYS,

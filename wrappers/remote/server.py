@@ -34,6 +34,7 @@ from typing import Any
 from fleetgym.errors import ProtocolError
 from fleetgym.validation import check_choice, check_float, check_int, check_timeout, quote
 from fleetgym.wrappers.profiles import NetworkProfile, get_profile
+from fleetgym.wrappers.remote.addresses import is_loopback, parse_address
 from fleetgym.wrappers.remote.client import read_secret
 from fleetgym.wrappers.remote.session import (
     MAX_SERVER_STEP_MS,
@@ -41,7 +42,7 @@ from fleetgym.wrappers.remote.session import (
     _Session,
     open_env,
 )
-from fleetgym.wrappers.remote.wire import MessageType, WireCodec, is_loopback, parse_address
+from fleetgym.wrappers.remote.wire import MessageType, WireCodec
 from fleetgym.wrappers.shim_config import DELIVERY_MODES
 
 __all__ = ["RemoteEnvServer"]
