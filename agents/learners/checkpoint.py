@@ -21,13 +21,13 @@ import copy
 import json
 import math
 import numbers
-import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from fleetgym.agents.learners.checks import MAX_SEED, MAX_VERSION, check_path
+from fleetgym.agents.files import check_path, load_torch_file
+from fleetgym.agents.learners.checks import MAX_SEED, MAX_VERSION
 from fleetgym.agents.types import Weights
 from fleetgym.validation import check_int, quote
 
@@ -191,34 +191,6 @@ def _checked_weights(path: Path, tensors: Any, own: dict[str, torch.Tensor]) -> 
             raise ValueError(f"{path}: policy[{key!r}]: expected finite values, actual NaN or inf")
         weights[key] = value.to(tensor.dtype).numpy()
     return weights
-
-
-def load_torch_file(path: Path, what: str) -> dict[str, Any]:
-    """The dict of tensors and plain values ``torch.save`` wrote to ``path``.
-
-    Loaded with ``torch.load(weights_only=True)``: a file holding anything else (pickled
-    objects, random bytes, a truncated archive) is refused, and the refusal never
-    suggests loading it as a pickle.
-
-    Raises:
-        FileNotFoundError: If ``path`` does not exist.
-        ValueError: If it is not such a file, or not a dict.
-    """
-    if not path.is_file():
-        raise FileNotFoundError(f"expected {what}, actual missing {path}")
-    try:
-        with warnings.catch_warnings():  # e.g. "Detected pickle protocol 4": not our file
-            warnings.simplefilter("ignore", UserWarning)
-            state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises UnpicklingError, RuntimeError, EOFError ...
-        # Not chained: torch's message advises weights_only=False, which runs arbitrary code.
-        raise ValueError(
-            f"{path}: expected {what} (torch.save of tensors and plain values), actual a file "
-            f"that is not a fleetgym checkpoint ({type(exc).__name__}); it was not loaded"
-        ) from None
-    if not isinstance(state, dict):
-        raise ValueError(f"{path}: expected {what}, actual a {type(state).__name__}")
-    return state
 
 
 def read_json_file(path: Path, what: str) -> dict[str, Any]:

@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import math
 import numbers
-import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from fleetgym.agents.files import check_path
 from fleetgym.validation import check_int, quote
 
 #: Largest seed and policy version (int64: torch generators, numpy lag arrays, the server).
@@ -67,24 +66,6 @@ def check_version(name: str, value: Any) -> int:
         ValueError: If it is negative or too large.
     """
     return _bounded(name, value, MAX_VERSION, "2**63 - 1")
-
-
-def check_path(name: str, value: Any) -> Path:
-    """``value`` as the path of a file to write or read.
-
-    Raises:
-        TypeError: If it is neither a ``str`` nor an ``os.PathLike``.
-        ValueError: If it is empty or an existing folder.
-    """
-    if isinstance(value, bool) or not isinstance(value, (str, os.PathLike)):
-        raise TypeError(f"{name}: expected a str or os.PathLike, actual {type(value).__name__}")
-    text = os.fspath(value)
-    if not isinstance(text, str) or not text:
-        raise ValueError(f"{name}: expected a file path, actual {quote(text)}")
-    path = Path(text)
-    if path.is_dir():
-        raise ValueError(f"{name}: expected a file path, actual the folder {quote(str(path))}")
-    return path
 
 
 def check_observation(name: str, value: Any, shape: tuple[int, ...]) -> tuple[np.ndarray, bool]:

@@ -39,6 +39,7 @@ from fleetgym.agents.policies import ActorCriticPolicy
 from fleetgym.agents.policies.running_stats import RunningMeanStd
 from fleetgym.agents.types import Trajectory, UpdateStats, Weights
 from fleetgym.agents.workloads import Workload, get_workload
+from fleetgym.agents.world_model.imagination import Imagination, ImaginationConfig
 from fleetgym.validation import check_float, quote
 
 logger = logging.getLogger(__name__)
@@ -162,7 +163,14 @@ class PPOLearner:
         ValueError: For an out-of-range hyperparameter or seed.
     """
 
-    def __init__(self, workload: Workload | str, seed: int = 0, **overrides: Any) -> None:
+    def __init__(
+        self,
+        workload: Workload | str,
+        seed: int = 0,
+        *,
+        imagination: ImaginationConfig | dict[str, Any] | bool | None = None,
+        **overrides: Any,
+    ) -> None:
         base = get_workload(workload)
         unknown = sorted(set(overrides) - set(HYPERPARAMETERS))
         if unknown:
@@ -186,6 +194,13 @@ class PPOLearner:
         # Per actor slot, the running discounted return of its current episode: episodes
         # continue across rounds, so reward scaling follows each slot's stream.
         self._discounted: dict[int, float] = {}
+        config = ImaginationConfig.from_value(imagination, seed=self.seed)
+        #: The imagination buffer and world model (``None`` without ``imagination=``).
+        self.imagination: Imagination | None = (
+            None
+            if config is None
+            else Imagination(config, self.policy.observation_space, self.policy.action_space)
+        )
 
     # ----------------------------------------------------------------- protocol
     def get_weights(self) -> Weights:
@@ -205,6 +220,9 @@ class PPOLearner:
         mode = self.workload.reward_transform
         if mode == "sign":
             return np.sign(rewards)
+        if mode == "scale" and trajectory.actor_id < 0:
+            # Imagined samples are scaled like the real ones, without moving the scale.
+            return rewards / math.sqrt(float(self.return_stats.var) + 1e-8)
         if mode == "scale":
             done = np.asarray(trajectory.terminated) | np.asarray(trajectory.truncated)
             running = self._discounted.get(trajectory.actor_id, 0.0)
@@ -331,6 +349,12 @@ class PPOLearner:
         """
         trajectories = self._check(trajectories)
         start = time.perf_counter()
+        real = trajectories
+        if self.imagination is not None:
+            imagined = self.imagination.step(self.policy, real, self.policy_version)
+            if imagined:
+                share = self.imagination.last.share
+                trajectories = (real if share < 1.0 else []) + imagined
         self.policy.train()
         batch = self.build_batch(trajectories)
         before, log_std_before = self._distribution(batch.obs)
@@ -345,7 +369,12 @@ class PPOLearner:
             # Adam's step raises once lr / (1 - beta1^t) leaves float32: a divergence too.
             self._diverged(f"a gradient step that overflowed ({exc})")
         self._check_finite_update(saved)
-        self.policy.update_obs_stats(batch.obs.numpy())
+        # Observation statistics follow the real env only (imagined states would drift them).
+        self.policy.update_obs_stats(
+            batch.obs.numpy()
+            if trajectories is real
+            else np.concatenate([np.asarray(t.obs) for t in real])
+        )
         after, log_std_after = self._distribution(batch.obs)
         kl = float(
             self.policy.kl_divergence(before, after, log_std_before, log_std_after)
@@ -355,10 +384,10 @@ class PPOLearner:
         self.policy.eval()
 
         n = len(batch)
-        episodes = [r for t in trajectories for r in t.episode_returns]
+        episodes = [r for t in real for r in t.episode_returns]
         self.recent_returns.extend(float(r) for r in episodes)
         self.episodes_seen += len(episodes)
-        self.samples_seen += n
+        self.samples_seen += sum(len(t) for t in real)
         self.policy_version += 1
         count = max(count, 1)
         stats = UpdateStats(

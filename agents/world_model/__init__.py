@@ -1,0 +1,30 @@
+"""World models: learned environments to imagine in (AcceRL's world model, MBPO's ensemble).
+
+* :class:`WorldModel` -- an ensemble of probabilistic MLPs predicting the observation
+  change, the reward and termination, with elites and per-step disagreement;
+* :class:`TransitionBuffer` -- the real transitions it learns from (B_real);
+* :class:`SuccessRewardModel` -- AcceRL's success classifier, ``r = M(o') - M(o)``;
+* :class:`ImaginedVectorEnv` -- a Gymnasium ``VectorEnv`` over a model, started from real
+  states, that any learner (SB3's included) trains in;
+* :class:`ImaginationConfig` / :class:`Imagination` -- the imagination buffer a learner
+  mixes into its updates (horizon and share from measured model error).
+"""
+
+from fleetgym.agents.world_model.buffer import TransitionBuffer
+from fleetgym.agents.world_model.model import (
+    FitReport,
+    ModelDivergedError,
+    StepPrediction,
+    WorldModel,
+)
+from fleetgym.agents.world_model.spaces import SpaceCodec, check_model_spaces
+
+__all__ = [
+    "FitReport",
+    "ModelDivergedError",
+    "SpaceCodec",
+    "StepPrediction",
+    "TransitionBuffer",
+    "WorldModel",
+    "check_model_spaces",
+]

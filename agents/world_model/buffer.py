@@ -1,0 +1,222 @@
+"""Real transitions for a world model: B_real of the imagination buffer.
+
+:class:`TransitionBuffer` holds ``(o, a, r, o', done)`` rows, newest last, up to a
+capacity. Rows come from a fleet's :class:`~fleetgym.agents.types.Trajectory` objects
+(:meth:`TransitionBuffer.add_trajectory`) or from stepping an env
+(:meth:`TransitionBuffer.collect`, e.g. the undelayed Mode 1 data a deployer has). A
+trajectory does not carry the final observation of an episode that terminated, so such a
+row teaches termination only (``has_next`` is False and the observation change is not
+fitted). ``segments`` number runs of consecutive steps, which multi-step error needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from fleetgym.validation import check_int
+
+__all__ = ["TransitionBuffer"]
+
+_FIELDS = ("obs", "actions", "rewards", "next_obs", "terminated", "has_next", "segments")
+
+
+class TransitionBuffer:
+    """Up to ``capacity`` real transitions, the newest kept.
+
+    Example:
+        >>> buf = TransitionBuffer.collect(gym.make("CartPole-v1"), 50, seed=0)
+        >>> len(buf), buf.obs.shape, bool(buf.has_next.all())
+        (50, (50, 4), True)
+
+    Args:
+        capacity: Most rows kept (older ones are dropped first).
+    """
+
+    def __init__(self, capacity: int = 1_000_000) -> None:
+        self.capacity = check_int("capacity", capacity, 10, 100_000_000)
+        self.obs = np.zeros((0, 0), np.float32)
+        self.actions: np.ndarray = np.zeros(0)
+        self.rewards = np.zeros(0, np.float32)
+        self.next_obs = np.zeros((0, 0), np.float32)
+        self.terminated = np.zeros(0, bool)
+        self.has_next = np.zeros(0, bool)
+        self.segments = np.zeros(0, np.int64)
+        self._next_segment = 0
+        #: Rows ever added (the dropped ones included).
+        self.total_added = 0
+
+    def __len__(self) -> int:
+        return int(self.rewards.shape[0])
+
+    def add(
+        self,
+        obs: Any,
+        actions: Any,
+        rewards: Any,
+        next_obs: Any,
+        terminated: Any,
+        has_next: Any | None = None,
+        segments: Any | None = None,
+    ) -> None:
+        """Append rows (arrays of one length; ``segments`` default: one new run).
+
+        Raises:
+            ValueError: For arrays of different lengths or widths, or NaN / infinity.
+        """
+        obs = np.asarray(obs, np.float32)
+        next_obs = np.asarray(next_obs, np.float32)
+        n = obs.shape[0] if obs.ndim == 2 else -1
+        rewards = np.asarray(rewards, np.float32).reshape(-1)
+        terminated = np.asarray(terminated, bool).reshape(-1)
+        has_next = np.ones(n, bool) if has_next is None else np.asarray(has_next, bool).reshape(-1)
+        if segments is None:
+            segments = np.zeros(max(n, 0), np.int64)
+        segments = np.asarray(segments, np.int64).reshape(-1)
+        actions = np.asarray(actions)
+        lengths = {
+            "obs": n,
+            "next_obs": next_obs.shape[0] if next_obs.ndim == 2 else -1,
+            "actions": actions.shape[0] if actions.ndim else -1,
+            "rewards": rewards.shape[0],
+            "terminated": terminated.shape[0],
+            "has_next": has_next.shape[0],
+            "segments": segments.shape[0],
+        }
+        if n < 0 or len(set(lengths.values())) != 1:
+            raise ValueError(
+                f"transitions: expected 2-D obs and arrays of one length, actual {lengths}"
+            )
+        if obs.shape != next_obs.shape or (len(self) and obs.shape[1] != self.obs.shape[1]):
+            raise ValueError(
+                f"transitions: expected observations of one width, actual {obs.shape} / "
+                f"{next_obs.shape} (buffer {self.obs.shape})"
+            )
+        valid = next_obs[has_next]
+        if not (np.isfinite(obs).all() and np.isfinite(valid).all() and np.isfinite(rewards).all()):
+            raise ValueError(
+                "transitions: expected finite observations and rewards, actual NaN or inf"
+            )
+        if n == 0:
+            return
+        segments = segments - segments.min() + self._next_segment
+        self._next_segment = int(segments.max()) + 1
+        new = (
+            obs,
+            actions,
+            rewards,
+            np.where(has_next[:, None], next_obs, 0.0),
+            terminated,
+            has_next,
+            segments,
+        )
+        parts: tuple[np.ndarray, ...]
+        if not len(self):
+            parts = new
+        else:
+            parts = tuple(
+                np.concatenate([getattr(self, f), v]) for f, v in zip(_FIELDS, new, strict=True)
+            )
+        keep = slice(max(0, parts[0].shape[0] - self.capacity), None)
+        for name, value in zip(_FIELDS, parts, strict=True):
+            setattr(self, name, np.ascontiguousarray(value[keep]))
+        self.total_added += n
+
+    def add_trajectory(self, trajectory: Any) -> int:
+        """Append the transitions of one fleet trajectory; returns the rows added.
+
+        Step ``t`` pairs ``obs[t]`` with ``obs[t + 1]`` inside an episode. A terminated step
+        is kept for its termination label (no next observation); a truncated one is
+        dropped (its final observation is not in the trajectory); the last step needs
+        ``trajectory.next_obs`` (an asynchronous actor's trajectories carry it).
+        """
+        obs = np.asarray(trajectory.obs, np.float32).reshape(len(trajectory), -1)
+        n = len(trajectory)
+        term = np.asarray(trajectory.terminated, bool)
+        trunc = np.asarray(trajectory.truncated, bool)
+        after = getattr(trajectory, "next_obs", None)
+        nxt = np.zeros_like(obs)
+        nxt[:-1] = obs[1:]
+        has_next = ~(term | trunc)
+        if after is not None:
+            nxt[-1] = np.asarray(after, np.float32).reshape(-1)
+        else:
+            has_next[-1] = False
+        keep = ~trunc & (has_next | term)
+        if n and after is None and not term[-1]:
+            keep[-1] = False
+        segments = np.concatenate([[0], np.cumsum(term | trunc)[:-1]]) if n else np.zeros(0)
+        self.add(
+            obs[keep],
+            np.asarray(trajectory.actions)[keep],
+            np.asarray(trajectory.rewards)[keep],
+            nxt[keep],
+            term[keep],
+            has_next[keep],
+            segments[keep],
+        )
+        return int(keep.sum())
+
+    @classmethod
+    def collect(
+        cls,
+        env: gym.Env,
+        steps: int,
+        seed: int = 0,
+        policy: Callable[[np.ndarray], Any] | None = None,
+        capacity: int | None = None,
+    ) -> TransitionBuffer:
+        """``steps`` transitions of ``env`` under ``policy`` (uniform random actions if ``None``).
+
+        Observations are flattened with Gymnasium's ``flatten`` when the space is not a
+        1-D Box. The env is reset with ``seed`` and its action space seeded with it.
+        """
+        from fleetgym.agents.world_model.spaces import SpaceCodec
+
+        steps = check_int("steps", steps, 1, 100_000_000)
+        codec = SpaceCodec(env.observation_space, env.action_space)
+        env.action_space.seed(int(seed))
+        rows: dict[str, list[Any]] = {f: [] for f in _FIELDS[:-2]}
+        segments = np.zeros(steps, np.int64)
+        obs, _ = env.reset(seed=int(seed))
+        flat = codec.flatten_obs(obs)
+        segment = 0
+        for t in range(steps):
+            action = env.action_space.sample() if policy is None else policy(flat)
+            nxt, reward, terminated, truncated, _ = env.step(action)
+            nflat = codec.flatten_obs(nxt)
+            for name, value in zip(
+                _FIELDS[:-2], (flat, action, reward, nflat, terminated), strict=True
+            ):
+                rows[name].append(value)
+            segments[t] = segment
+            if terminated or truncated:
+                segment += 1
+                obs, _ = env.reset()
+                flat = codec.flatten_obs(obs)
+            else:
+                flat = nflat
+        out = cls(capacity or max(steps, 10))
+        obs_, actions_, rewards_, next_, term_ = (np.asarray(rows[f]) for f in _FIELDS[:-2])
+        out.add(obs_, actions_, rewards_, next_, term_, segments=segments)
+        return out
+
+    def sample_starts(
+        self, n: int, rng: np.random.Generator, recent: int | None = None
+    ) -> np.ndarray:
+        """``n`` observations drawn uniformly (from the newest ``recent`` rows if given)."""
+        if not len(self):
+            raise ValueError("sample_starts: expected a non-empty buffer, actual no transitions")
+        low = 0 if recent is None else max(0, len(self) - int(recent))
+        return self.obs[rng.integers(low, len(self), int(n))].copy()
+
+    def tail(self, rows: int) -> TransitionBuffer:
+        """A buffer of the newest ``rows`` transitions (a copy)."""
+        out = TransitionBuffer(max(10, rows))
+        keep = slice(max(0, len(self) - rows), None)
+        if len(self):
+            out.add(*(getattr(self, f)[keep] for f in _FIELDS))
+        return out

@@ -1,0 +1,116 @@
+"""AcceRL's success reward model: a classifier of success, its rise as the imagined reward.
+
+For sparse success tasks (MiniGrid / BabyAI: reward only when the goal is reached) a
+regression head learns mostly zeros. :class:`SuccessRewardModel` instead learns
+``M(o) = P(success | o)`` from real transitions (the observation reached by a step that
+was rewarded and ended the episode is a success), and an imagined step earns
+``r = M(o') - M(o)``: the progress it makes towards success (AcceRL §3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from fleetgym.agents.world_model.buffer import TransitionBuffer
+from fleetgym.validation import check_float, check_int
+
+__all__ = ["SuccessRewardModel"]
+
+
+class SuccessRewardModel:
+    """A small MLP classifier of success over flat observations.
+
+    Example:
+        >>> m = SuccessRewardModel(obs_dim=2, hidden_sizes=(8,), seed=0)
+        >>> m.reward(np.zeros((3, 2), np.float32), np.ones((3, 2), np.float32)).shape
+        (3,)
+
+    Args:
+        obs_dim: Width of the flat observations.
+        hidden_sizes: Hidden widths.
+        lr: Adam's learning rate.
+        seed: Seeds the weights and the shuffles.
+    """
+
+    def __init__(
+        self, obs_dim: int, hidden_sizes: Sequence[int] = (64, 64), lr: float = 1e-3, seed: int = 0
+    ) -> None:
+        self.obs_dim = check_int("obs_dim", obs_dim, 1)
+        layers: list[nn.Module] = []
+        width = self.obs_dim
+        for h in hidden_sizes:
+            layers += [nn.Linear(width, int(h)), nn.SiLU()]
+            width = int(h)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(seed))
+            self.net = nn.Sequential(*layers, nn.Linear(width, 1))
+        self.optimizer = torch.optim.Adam(
+            self.net.parameters(), lr=check_float("lr", lr, 0.0, strict=True)
+        )
+        self.generator = torch.Generator().manual_seed(int(seed))
+        self.mean = np.zeros(self.obs_dim, np.float32)
+        self.std = np.ones(self.obs_dim, np.float32)
+        self.version = 0
+
+    @staticmethod
+    def labels(data: TransitionBuffer) -> tuple[np.ndarray, np.ndarray]:
+        """Observations and success labels: each reached ``o'`` (success: rewarded end)."""
+        success = data.terminated & (data.rewards > 0)
+        obs = np.concatenate([data.obs, data.next_obs[data.has_next | success]])
+        labels = np.concatenate(
+            [np.zeros(len(data), np.float32), success[data.has_next | success].astype(np.float32)]
+        )
+        return obs, labels
+
+    def fit(self, data: TransitionBuffer, epochs: int = 20, batch_size: int = 256) -> float:
+        """Train on ``data``'s observations; returns the last epoch's mean cross-entropy.
+
+        Terminal observations of a successful step are only in ``data`` when it holds the
+        next observation of terminated rows (:meth:`TransitionBuffer.collect` does; a fleet
+        trajectory does not, and then the observation *before* the rewarded step is
+        labelled a success instead).
+        """
+        epochs = check_int("epochs", epochs, 1, 10_000)
+        obs, labels = self.labels(data)
+        missing = data.terminated & (data.rewards > 0) & ~data.has_next
+        if missing.any():
+            obs = np.concatenate([obs, data.obs[missing]])
+            labels = np.concatenate([labels, np.ones(int(missing.sum()), np.float32)])
+        self.mean = obs.mean(0).astype(np.float32)
+        std = obs.std(0)
+        self.std = np.where(std < 1e-6, 1.0, std).astype(np.float32)
+        x = torch.from_numpy((obs - self.mean) / self.std)
+        y = torch.from_numpy(labels)
+        pos = float(labels.mean())
+        weight = torch.tensor(min(100.0, (1 - pos) / pos) if pos > 0 else 1.0)
+        last = 0.0
+        for _ in range(epochs):
+            order = torch.randperm(len(y), generator=self.generator)
+            total, count = 0.0, 0
+            for lo in range(0, len(y), batch_size):
+                idx = order[lo : lo + batch_size]
+                loss = nn.functional.binary_cross_entropy_with_logits(
+                    self.net(x[idx]).squeeze(-1), y[idx], pos_weight=weight
+                )
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                self.optimizer.step()
+                total, count = total + float(loss.detach()), count + 1
+            last = total / max(count, 1)
+        self.version += 1
+        return last
+
+    @torch.no_grad()
+    def probability(self, obs: Any) -> np.ndarray:
+        """``M(o)``, shape (N,)."""
+        x = torch.from_numpy((np.asarray(obs, np.float32) - self.mean) / self.std)
+        return torch.sigmoid(self.net(x).squeeze(-1)).numpy()
+
+    def reward(self, obs: Any, next_obs: Any) -> np.ndarray:
+        """The imagined reward ``M(o') - M(o)``, shape (N,)."""
+        return (self.probability(next_obs) - self.probability(obs)).astype(np.float32)
