@@ -10,7 +10,16 @@
   mixes into its updates (horizon and share from measured model error).
 """
 
-from fleetgym.agents.world_model.buffer import TransitionBuffer
+from fleetgym.agents.world_model.buffer import TransitionBuffer, collect_transitions
+from fleetgym.agents.world_model.imagination import (
+    Imagination,
+    ImaginationConfig,
+    ImaginationRecord,
+    ImaginedTrajectory,
+    linear_schedule,
+    multistep_error,
+)
+from fleetgym.agents.world_model.imagined_env import ImaginedEnv, ImaginedVectorEnv
 from fleetgym.agents.world_model.model import (
     FitReport,
     ModelDivergedError,
@@ -18,9 +27,20 @@ from fleetgym.agents.world_model.model import (
     WorldModel,
 )
 from fleetgym.agents.world_model.spaces import SpaceCodec, check_model_spaces
+from fleetgym.agents.world_model.success import SuccessRewardModel
 
 __all__ = [
     "FitReport",
+    "Imagination",
+    "ImaginationConfig",
+    "ImaginationRecord",
+    "ImaginedEnv",
+    "ImaginedTrajectory",
+    "ImaginedVectorEnv",
+    "SuccessRewardModel",
+    "collect_transitions",
+    "linear_schedule",
+    "multistep_error",
     "ModelDivergedError",
     "SpaceCodec",
     "StepPrediction",

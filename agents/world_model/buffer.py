@@ -19,7 +19,7 @@ import numpy as np
 
 from fleetgym.validation import check_int
 
-__all__ = ["TransitionBuffer"]
+__all__ = ["TransitionBuffer", "collect_transitions"]
 
 _FIELDS = ("obs", "actions", "rewards", "next_obs", "terminated", "has_next", "segments")
 
@@ -220,3 +220,25 @@ class TransitionBuffer:
         if len(self):
             out.add(*(getattr(self, f)[keep] for f in _FIELDS))
         return out
+
+
+def collect_transitions(
+    env: str | gym.Env,
+    steps: int,
+    seed: int = 0,
+    policy: Callable[[np.ndarray], Any] | None = None,
+    **make_kwargs: Any,
+) -> TransitionBuffer:
+    """Mode 1 data: ``steps`` undelayed transitions of ``env`` (an ID or an env instance).
+
+    Example:
+        >>> len(collect_transitions("CartPole-v1", 20, seed=0))
+        20
+    """
+    if isinstance(env, str):
+        made = gym.make(env, **make_kwargs)
+        try:
+            return TransitionBuffer.collect(made, steps, seed, policy)
+        finally:
+            made.close()
+    return TransitionBuffer.collect(env, steps, seed, policy)

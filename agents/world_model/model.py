@@ -71,6 +71,10 @@ class StepPrediction:
     terminated: np.ndarray  # (N,) bool
     uncertainty: np.ndarray  # (N,) float32, the elites' disagreement (normalised units)
 
+    def __iter__(self) -> Any:
+        """``next_obs, reward, terminated, uncertainty = prediction`` unpacks it."""
+        return iter((self.next_obs, self.reward, self.terminated, self.uncertainty))
+
 
 def _normaliser(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     mean = x.mean(axis=0)
