@@ -62,6 +62,10 @@ def learner_state(learner: Any, hyperparameters: tuple[str, ...]) -> dict[str, A
 def save_learner(learner: Any, path: Any) -> Path:
     """Write ``learner.state()`` to ``path`` and its policy to ``<stem>.policy.pt``.
 
+    A learner with imagination also writes its world model to ``<stem>.world_model.pt``
+    (B_real, the real transitions, is not saved: after a load the model keeps imagining
+    from the new real data as it arrives).
+
     Raises:
         TypeError: If ``path`` is not a ``str`` or ``os.PathLike``.
         ValueError: If it is empty or a folder.
@@ -70,7 +74,15 @@ def save_learner(learner: Any, path: Any) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save(learner.state(), path)
     learner.policy.save(path.with_name(path.stem + ".policy.pt"))
+    imagination = getattr(learner, "imagination", None)
+    if imagination is not None:
+        imagination.model.save(world_model_path(path))
     return path
+
+
+def world_model_path(path: Path) -> Path:
+    """Where a learner checkpoint at ``path`` keeps its world model: ``<stem>.world_model.pt``."""
+    return path.with_name(path.stem + ".world_model.pt")
 
 
 def load_learner(learner: Any, path: Any) -> None:
@@ -94,6 +106,14 @@ def load_learner(learner: Any, path: Any) -> None:
         )
     weights = _checked_weights(path, state["policy"], learner.policy.state_dict())
     _check_optimizer(path, state["optimizer"], learner.optimizer)
+    imagination = getattr(learner, "imagination", None)
+    model_state = None
+    if imagination is not None:
+        from fleetgym.agents.world_model.checkpoint import check_state
+
+        model_path = world_model_path(path)
+        model_state = load_torch_file(model_path, "the learner's world model")
+        check_state(imagination.model, model_state, str(model_path))
     if "generator" in state:
         own = learner.generator.get_state()
         generator = state["generator"]
@@ -128,6 +148,8 @@ def load_learner(learner: Any, path: Any) -> None:
     stats = learner.return_stats
     stats.mean, stats.var, stats.count = meta["return_stats"]
     learner._discounted = meta["discounted"]
+    if model_state is not None:
+        imagination.model.load_state(model_state, str(world_model_path(path)))
 
 
 def _check_optimizer(path: Path, saved: Any, optimizer: torch.optim.Optimizer) -> None:

@@ -47,8 +47,10 @@ __all__ = [
     "ImaginationRecord",
     "Imagination",
     "ImaginedTrajectory",
+    "imagination_scalars",
     "linear_schedule",
     "multistep_error",
+    "parse_imagination_spec",
 ]
 
 #: Most imagined samples per real sample in one update (share -> 1 is capped here).
@@ -89,7 +91,9 @@ class ImaginationConfig:
             dimension, in units of its variance in B_real) the automatic rules accept.
         model_every: Fit the model every N updates.
         warmup: Real transitions in B_real before the first fit (no imagination before).
-        ensemble_size, elites, hidden_sizes, model_lr: The world model.
+        ensemble_size, elites, hidden_sizes, model_lr: The world model (the defaults
+            are what docs/imagination.md measured on CartPole; MBPO's are 7, 5 and four
+            layers of 200).
         max_fit_updates: Gradient steps per fit (warm-started; ``None``: until the
             held-out loss stalls).
         max_uncertainty: Truncate an imagined episode where the ensemble disagreement
@@ -106,15 +110,15 @@ class ImaginationConfig:
     max_share: float = 0.9
     horizon: int | str | Callable[[int, Any], int] = "auto"
     min_horizon: int = 1
-    max_horizon: int = 50
+    max_horizon: int = 30
     error_tolerance: float = 0.05
     model_every: int = 1
-    warmup: int = 1000
-    ensemble_size: int = 7
-    elites: int = 5
-    hidden_sizes: tuple[int, ...] = (200, 200, 200, 200)
+    warmup: int = 500
+    ensemble_size: int = 5
+    elites: int = 3
+    hidden_sizes: tuple[int, ...] = (128, 128)
     model_lr: float = 1e-3
-    max_fit_updates: int | None = 400
+    max_fit_updates: int | None = 200
     max_uncertainty: float | None = None
     reward: str = "regression"
     capacity: int = 1_000_000
@@ -152,6 +156,15 @@ class ImaginationConfig:
             check_int("recent_starts", self.recent_starts, 1)
         check_int("seed", self.seed, 0, 2**63 - 1)
 
+    def as_dict(self) -> dict[str, Any]:
+        """The fields as JSON values (a callable share or horizon is written as ``"auto"``)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name in ("share", "horizon"):
+            if callable(out[name]):
+                out[name] = "auto"
+        out["hidden_sizes"] = list(out["hidden_sizes"])
+        return out
+
     @classmethod
     def from_value(cls, value: Any, seed: int = 0) -> ImaginationConfig | None:
         """A config from ``None``, a config, ``True``, or a dict of its fields.
@@ -179,6 +192,76 @@ class ImaginationConfig:
             "imagination: expected None, True, an ImaginationConfig or a dict of its fields, "
             f"actual {quote(value)}"
         )
+
+
+def _spec_value(name: str, text: str) -> Any:
+    if name == "hidden_sizes":
+        return tuple(int(part) for part in text.replace("x", ",").split(",") if part)
+    if text in ("None", "none"):
+        return None
+    if text in ("auto", "regression", "success"):
+        return text
+    if text in ("true", "True", "false", "False"):
+        return text in ("true", "True")
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+def parse_imagination_spec(text: str, seed: int = 0) -> ImaginationConfig:
+    """An :class:`ImaginationConfig` from ``"share=0.75,horizon=auto,hidden_sizes=128x128"``.
+
+    An empty string gives the defaults.
+
+    Example:
+        >>> parse_imagination_spec("share=0.5,horizon=8").horizon
+        8
+
+    Raises:
+        ValueError: For an item that is not ``name=value``, an unknown name or a bad value.
+    """
+    values: dict[str, Any] = {}
+    known = {f.name for f in fields(ImaginationConfig)}
+    for item in filter(None, (part.strip() for part in str(text).split(","))):
+        if "=" not in item:
+            raise ValueError(f"imagination: expected name=value items, actual {quote(item)}")
+        name, raw = (part.strip() for part in item.split("=", 1))
+        if name not in known:
+            raise ValueError(
+                f"imagination: expected names among {sorted(known)}, actual {quote(name)}"
+            )
+        try:
+            values[name] = _spec_value(name, raw)
+        except ValueError:
+            raise ValueError(
+                f"imagination: {name}: expected a number, actual {quote(raw)}"
+            ) from None
+    try:
+        return ImaginationConfig(**{"seed": seed, **values})
+    except TypeError as error:
+        raise ValueError(f"imagination: {error}") from None
+
+
+def imagination_scalars(record: ImaginationRecord) -> dict[str, float]:
+    """One update's imagination as TensorBoard scalars (``imagination/...``)."""
+    out = {
+        "imagination/active": float(record.active),
+        "imagination/model_version": float(record.model_version),
+        "imagination/horizon": float(record.horizon),
+        "imagination/share": record.imagined_share,
+        "imagination/imagined_samples": float(record.imagined_samples),
+        "imagination/uncertainty": record.uncertainty_mean,
+        "imagination/lag": record.imagination_lag,
+        "imagination/fit_wall_s": record.fit_wall_s,
+        "imagination/imagine_wall_s": record.imagine_wall_s,
+    }
+    for head, value in record.validation.items():
+        out[f"imagination/validation_{head}"] = value
+    if record.error:
+        out["imagination/error_h1"] = record.error[0]
+        out["imagination/error_h_max"] = record.error[-1]
+    return out
 
 
 @dataclass

@@ -3,7 +3,8 @@
 :class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO` appends one record per
 update to its ``history`` and, with ``tensorboard_log``, writes it with
 :func:`log_update` (returns, losses, KL, clip fraction, the lag percentiles and
-histogram, dropped samples, learner utilisation, env steps/s).
+histogram, dropped samples, learner utilisation, env steps/s, and with imagination the
+model's validation loss per head, the horizon, the imagined share and the uncertainty).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetgym.agents.learners.lag import LagUpdateStats
+from fleetgym.agents.world_model.imagination import ImaginationRecord, imagination_scalars
 
 
 @dataclass
@@ -26,6 +28,8 @@ class UpdateRecord:
     queued: int  # trajectories waiting in the pipeline after this update
     actor_failures: int
     stats: LagUpdateStats
+    #: What imagination did in this update (``None`` without ``imagination=``).
+    imagination: ImaginationRecord | None = None
 
     @property
     def mean_return(self) -> float:
@@ -65,6 +69,9 @@ def log_update(writer: Any, record: UpdateRecord) -> None:
         writer.add_scalar(name, value, step)
     if len(s.lags):
         writer.add_histogram("lag/histogram", s.lags, step)
+    if record.imagination is not None:
+        for name, value in imagination_scalars(record.imagination).items():
+            writer.add_scalar(name, value, step)
 
 
 __all__ = ["UpdateRecord", "log_update", "summary_writer"]

@@ -36,6 +36,7 @@ SETTINGS_KEYS = (
     "inference",
     "actors",
     "seed",
+    "imagination",
 )
 
 
@@ -59,6 +60,11 @@ def trainer_settings(model: Any) -> dict[str, Any]:
         "inference": model.inference,
         "actors": model.actors,
         "seed": model.seed,
+        "imagination": (
+            None
+            if model.learner.imagination is None
+            else model.learner.imagination.config.as_dict()
+        ),
         "hyperparameters": model.hyperparameters,
         "num_timesteps": model.num_timesteps,
     }

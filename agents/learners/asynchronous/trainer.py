@@ -139,6 +139,10 @@ class AsyncPPO:
             rollout: counted in ``actor_failures`` and replaced by a new process.
         seed: Seeds the learner and the actors' environments.
         tensorboard_log: A folder for TensorBoard event files (``None``: no logging).
+        imagination: An :class:`~fleetgym.agents.world_model.ImaginationConfig` (or a
+            dict of its fields, or ``True`` for the defaults): the learner trains a world
+            model on the real trajectories and mixes imagined ones into each update (see
+            :mod:`fleetgym.agents.world_model.imagination`); ``None``: real data only.
         actor_factory: Builds an actor slot (see :data:`ActorFactory`; default a
             :class:`~fleetgym.agents.rollout.RolloutWorker`).
         **hyperparameters: PPO hyperparameters (see
@@ -173,6 +177,7 @@ class AsyncPPO:
         seed: int = 0,
         tensorboard_log: str | Path | None = None,
         actor_factory: ActorFactory | None = None,
+        imagination: Any = None,
         **hyperparameters: Any,
     ) -> None:
         self.workload = get_workload(workload)
@@ -237,7 +242,12 @@ class AsyncPPO:
         self.actor_factory: ActorFactory = actor_factory or _default_actor
         self.hyperparameters = dict(hyperparameters)
         self.learner = CompensatedPPOLearner(
-            self.workload, self.config, self.max_policy_lag, seed=self.seed, **hyperparameters
+            self.workload,
+            self.config,
+            self.max_policy_lag,
+            seed=self.seed,
+            imagination=imagination,
+            **hyperparameters,
         )
         self.ring = WeightRing(self.lag_injection + 1)
         #: The actor slots this trainer owns (their actors, threads and inference server).
@@ -365,10 +375,17 @@ class AsyncPPO:
                     queued=len(pipe.queue) if pipe is not None else 0,
                     actor_failures=self.actor_failures,
                     stats=stats,
+                    imagination=(
+                        None if self.learner.imagination is None else self.learner.imagination.last
+                    ),
                 )
                 self.history.append(record)
                 bar.update(steps)
-                bar.set_postfix(ret=f"{stats.mean_return:.1f}", lag_p99=f"{stats.lag_p99:g}")
+                postfix = {"ret": f"{stats.mean_return:.1f}", "lag_p99": f"{stats.lag_p99:g}"}
+                if record.imagination is not None:
+                    postfix["img"] = f"{record.imagination.imagined_share:.2f}"
+                    postfix["H"] = str(record.imagination.horizon)
+                bar.set_postfix(**postfix)
                 if writer is not None:
                     log_update(writer, record)
                     if self.slots.server is not None:
