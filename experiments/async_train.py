@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from fleetgym.experiments.argtypes import non_negative_int
+from fleetgym.experiments.argtypes import UsageError, non_negative_int
 
 LOSSES = ("gipo", "ppo", "vtrace")
 #: ``--backend`` of ``fleetgym train`` -> where AsyncPPO's actors run (``actors=``).
@@ -85,6 +85,18 @@ def history_rows(model: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def imagination_config(args: argparse.Namespace) -> Any:
+    """The ``--imagination`` option as an ImaginationConfig (``None`` without it)."""
+    if getattr(args, "imagination", None) is None:
+        return None
+    from fleetgym.agents.world_model.imagination import parse_imagination_spec
+
+    try:
+        return parse_imagination_spec(args.imagination, seed=args.seed)
+    except (TypeError, ValueError) as error:
+        raise UsageError(f"--imagination: {error}") from None
+
+
 def run(
     args: argparse.Namespace,
     workload: Any,
@@ -124,6 +136,8 @@ def run(
             inference=args.inference,
             steps_per_actor=steps_per_actor,
             seed=args.seed,
+            imagination=imagination_config(args),
+            tensorboard_log=getattr(args, "tensorboard", None),
             **overrides,
         )
     except (TypeError, ValueError) as error:

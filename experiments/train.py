@@ -131,8 +131,48 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=0,
         help="evaluate the final policy (deterministic) for this many episodes",
     )
+    parser.add_argument(
+        "--imagination",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="SPEC",
+        help="learn a world model from the real rollouts and mix imagined ones into every "
+        "update; SPEC is name=value items of ImaginationConfig, e.g. "
+        "'share=0.75,horizon=auto,hidden_sizes=128x128' (empty: the defaults); pair it with "
+        "a smaller --steps-per-actor to spend fewer real steps (docs/imagination.md)",
+    )
+    parser.add_argument(
+        "--tensorboard",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="write TensorBoard scalars (returns, losses, and with --imagination the model's "
+        "validation loss per head, horizon, imagined share, uncertainty) into DIR",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     async_train.configure(parser)
+
+
+def log_round(writer: Any, record: Any, imagined: Any) -> None:
+    """One synchronous round's TensorBoard scalars, at its env-step count."""
+    from fleetgym.agents.world_model.imagination import imagination_scalars
+
+    s, step = record.stats, record.total_steps
+    for name, value in (
+        ("rollout/ep_rew_mean", s.mean_return),
+        ("train/loss", s.loss),
+        ("train/policy_loss", s.policy_loss),
+        ("train/value_loss", s.value_loss),
+        ("train/entropy", s.entropy),
+        ("train/approx_kl", s.kl),
+        ("train/clip_fraction", s.clip_fraction),
+        ("time/steps_per_s", step / record.wall_s if record.wall_s else 0.0),
+    ):
+        writer.add_scalar(name, value, step)
+    if imagined is not None:
+        for name, value in imagination_scalars(imagined).items():
+            writer.add_scalar(name, value, step)
 
 
 def write_log(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -208,8 +248,9 @@ def run(args: argparse.Namespace) -> int:
     steps_per_actor = args.steps_per_actor or workload.rollout_steps
     target = workload.target_return if args.target is None else args.target
     overrides = {} if args.lr is None else {"lr": args.lr}
+    imagination = async_train.imagination_config(args)
     try:
-        learner = PPOLearner(workload, seed=args.seed, **overrides)
+        learner = PPOLearner(workload, seed=args.seed, imagination=imagination, **overrides)
     except ValueError as error:
         print(f"fleetgym train: {error}", file=sys.stderr)
         return 2
@@ -227,14 +268,25 @@ def run(args: argparse.Namespace) -> int:
         f"backend {args.backend}, target {target:g}, budget {rounds} rounds, seed {args.seed}"
     )
     bar = tqdm(total=rounds, unit="round", disable=args.no_progress, dynamic_ncols=True)
+    writer = None
+    if args.tensorboard is not None:
+        from fleetgym.agents.learners.asynchronous.records import summary_writer
+
+        writer = summary_writer(args.tensorboard)
 
     def progress(record: Any) -> bool:
         bar.update(1)
-        bar.set_postfix(
-            steps=record.total_steps,
-            ret=f"{record.stats.mean_return:.1f}",
-            kl=f"{record.stats.kl:.4f}",
-        )
+        postfix = {
+            "steps": record.total_steps,
+            "ret": f"{record.stats.mean_return:.1f}",
+            "kl": f"{record.stats.kl:.4f}",
+        }
+        imagined = learner.imagination.last if learner.imagination is not None else None
+        if imagined is not None:
+            postfix.update(img=f"{imagined.imagined_share:.2f}", H=imagined.horizon)
+        bar.set_postfix(**postfix)
+        if writer is not None:
+            log_round(writer, record, imagined)
         return False
 
     started = time.perf_counter()
@@ -253,6 +305,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         bar.close()
         fleet.close()
+        if writer is not None:
+            writer.close()
     wall = time.perf_counter() - started
     reached = history.reached_target
     print(
