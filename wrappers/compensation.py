@@ -31,8 +31,9 @@ from gymnasium import spaces
 from gymnasium.wrappers import FlattenObservation, FrameStackObservation
 
 from fleetgym.errors import UnsupportedSpaceError
-from fleetgym.validation import check_bool, check_int, quote
+from fleetgym.validation import check_bool, check_choice, check_int, quote
 from fleetgym.wrappers.network_shim import NetworkShimWrapper
+from fleetgym.wrappers.predictive import PredictiveObservation
 from fleetgym.wrappers.shim_config import ActionCheck
 from fleetgym.wrappers.staleness import (
     AGE_KEY,
@@ -42,7 +43,11 @@ from fleetgym.wrappers.staleness import (
     staleness_quantile,
 )
 
+#: The stacks of :func:`make_robust_env`.
+COMPENSATIONS = ("history", "augmented", "predictive")
+
 __all__ = [
+    "COMPENSATIONS",
     "ObservationAgeFeatures",
     "ObservationHistory",
     "SentActionHistory",
@@ -295,6 +300,9 @@ def make_robust_env(
     quantile: float = 0.99,
     max_age_steps: int | None = None,
     env_kwargs: dict[str, Any] | None = None,
+    compensation: str = "history",
+    predictor: Any = None,
+    predict_kwargs: dict[str, Any] | None = None,
     **shim_kwargs: Any,
 ) -> gym.Env[np.ndarray, Any]:
     """Builds shim + compensation around an env: the input a delay-robust policy sees.
@@ -306,6 +314,14 @@ def make_robust_env(
     ``RecurrentPPO``'s ``MlpLstmPolicy``. To evaluate one policy under another network,
     build the same stack with the same ``history_length`` / ``action_history_length``
     and another ``profile``: the observation layout only depends on those.
+
+    ``compensation`` picks the stack: ``"history"`` (above), ``"augmented"`` (the
+    augmented state of the delayed-RL literature: the delivered observation with its age
+    and the last m sent actions, i.e. ``"history"`` with k = 1; with the age the policy
+    can tell which of the m actions are still in flight) or ``"predictive"``: the shim
+    and :class:`~fleetgym.wrappers.predictive.PredictiveObservation` with ``predictor``
+    (``"true-dynamics"`` for CartPole's own equations) and ``predict_kwargs``, whose
+    observation is the env's own (a clean-trained policy runs on it unchanged).
 
     Example:
         >>> env = make_robust_env("CartPole-v1", "wifi-normal", history_length=3, action_history_length=4)
@@ -326,6 +342,10 @@ def make_robust_env(
         quantile: Quantile used for the automatic lengths.
         max_age_steps: Saturation of the age feature; ``None`` = max(k, 2).
         env_kwargs: Keyword arguments of ``gym.make`` when ``env`` is an ID.
+        compensation: ``"history"``, ``"augmented"`` or ``"predictive"``.
+        predictor: The predictor of ``"predictive"`` (required there, refused elsewhere).
+        predict_kwargs: More :class:`~fleetgym.wrappers.predictive.PredictiveObservation`
+            arguments (``lookahead``, ``applied_ids``, ``action_delay``, ``samples``, ...).
         **shim_kwargs: More :class:`NetworkShimWrapper` arguments (channels,
             ``delivery``, ``start_action``, ...).
 
@@ -346,10 +366,22 @@ def make_robust_env(
     else:
         raise TypeError(f"env: expected an env ID or a gymnasium.Env, actual {quote(env)}")
     check_bool("age_features", age_features)
+    check_choice("compensation", compensation, COMPENSATIONS)
+    if (predictor is None) == (compensation == "predictive"):
+        raise ValueError(
+            "predictor: expected a predictor exactly when compensation='predictive', "
+            f"actual {quote(predictor)} with compensation={compensation!r}"
+        )
     shim_args = dict(shim_kwargs)
     if step_ms is not None:
         shim_args["step_ms"] = step_ms
     robust: gym.Env[Any, Any] = NetworkShimWrapper(base, profile=profile, **shim_args)
+    if compensation == "predictive":
+        kwargs: dict[str, Any] = {"start_action": shim_kwargs.get("start_action")}
+        kwargs.update(predict_kwargs or {})
+        return PredictiveObservation(robust, predictor, **kwargs)
+    if compensation == "augmented":
+        history_length = 1 if history_length is None else history_length
     period = float(robust.step_ms)  # type: ignore[attr-defined]
     measured = {k: v for k, v in shim_kwargs.items() if k not in ("start_action",)}
     if history_length is None:

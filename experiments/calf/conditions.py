@@ -14,6 +14,7 @@ Every policy is evaluated under each :class:`NetworkCondition` of :data:`EVAL_CO
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,7 @@ from fleetgym.wrappers.channels import GaussianChannel
 
 __all__ = [
     "ABLATION_CONDITIONS",
+    "COMPENSATIONS",
     "CONDITIONS",
     "DEFAULT_REGIMES",
     "DEGRADED_VARIANTS",
@@ -208,14 +210,43 @@ def shipped_trace_condition() -> NetworkCondition | None:
     )
 
 
+#: The control period the delay-sweep conditions are written for (CartPole's 20 ms).
+SWEEP_PERIOD_MS = 20.0
+_SWEEP = re.compile(r"rtt-(\d{1,2})(-jitter)?")
+
+
+def _delay_sweep_condition(name: str) -> NetworkCondition | None:
+    """``rtt-N``: a constant round trip of N ticks at 20 ms (ceil(N/2) ticks on the
+    observation path, floor(N/2) on the action path; each delay a whole number of
+    periods, so under the loop each packet is used exactly that many ticks late);
+    ``rtt-N-jitter``: the same means with 10 ms (half a period) of Gaussian jitter."""
+    match = _SWEEP.fullmatch(name)
+    if match is None:
+        return None
+    ticks = int(match.group(1))
+    std = SWEEP_PERIOD_MS / 2 if match.group(2) else 0.0
+    up, down = (ticks + 1) // 2 * SWEEP_PERIOD_MS, ticks // 2 * SWEEP_PERIOD_MS
+    return NetworkCondition(
+        name,
+        uplink=_gauss(up, std),
+        downlink=_gauss(down, std),
+        description=f"round trip {ticks} ticks ({up:g} + {down:g} ms"
+        + (f", ±{std:g} ms each way)" if std else ", constant)"),
+    )
+
+
 def resolve_condition(name: str) -> NetworkCondition:
-    """A condition by name: a table entry or any registered profile name.
+    """A condition by name: a table entry, ``rtt-N`` / ``rtt-N-jitter`` (N = 0..99 ticks
+    of round trip, the delay sweep) or any registered profile name.
 
     Raises:
         ValueError: for a name that is none of these.
     """
     if name in CONDITIONS:
         return CONDITIONS[name]
+    sweep = _delay_sweep_condition(name)
+    if sweep is not None:
+        return sweep
     if name in profiles.list_profiles():
         return NetworkCondition(
             name, profile=name, description=profiles.get_profile(name).description
@@ -243,11 +274,49 @@ class Regime:
     name: str
     train_condition: str
     compensated: bool
+    compensation: str = "history"
+
+    def __post_init__(self) -> None:
+        if self.compensation not in COMPENSATIONS.values():
+            raise ValueError(
+                f"Regime {self.name!r}: expected a compensation in "
+                f"{sorted(set(COMPENSATIONS.values()))}, actual {self.compensation!r}"
+            )
 
     @property
     def base(self) -> str:
-        """The regime without the ``+comp`` suffix."""
-        return self.name.removesuffix("+comp")
+        """The regime without its compensation suffix (``+comp``, ``+ceiling``, ...)."""
+        suffix = _suffix(self.name)
+        return self.name.removesuffix(suffix) if suffix else self.name
+
+
+#: Regime name suffix -> the policy's input stack (``setup.make_condition_env``):
+#: ``history`` k frames + ages + m sent actions; ``augmented`` the same with k = 1 (the
+#: delayed-RL literature's augmented state); ``predictive*`` the delivered observation
+#: rolled forward to the current tick with the true dynamics (the causal ceiling:
+#: ``predictive`` the most likely schedule of the actions in flight, ``-dist`` 16
+#: schedules drawn from the action ages seen, ``-noid`` without the applied action's id
+#: in the observation packet, ``-ahead`` further, to the tick the next action meets);
+#: ``learned`` the same with the learned world model; ``oracle`` the true current
+#: state (non-causal).
+COMPENSATIONS: dict[str, str] = {
+    "+comp": "history",
+    "+aug": "augmented",
+    "+ceiling": "predictive",
+    "+ceiling-dist": "predictive-dist",
+    "+ceiling-noid": "predictive-noid",
+    "+ceiling-ahead": "predictive-ahead",
+    "+predict": "learned",
+    "+oracle": "oracle",
+}
+
+
+def _suffix(name: str) -> str:
+    # Longest first: "+ceiling-dist" before "+ceiling".
+    for suffix in sorted(COMPENSATIONS, key=len, reverse=True):
+        if name.endswith(suffix):
+            return suffix
+    return ""
 
 
 CONDITIONS["net-aware-mix"] = NetworkCondition(
@@ -283,17 +352,25 @@ VARIANT_REGIMES: tuple[str, ...] = ("baseline", "net-aware+comp", "net-aware-mix
 
 
 def regime_by_name(name: str) -> Regime:
-    """A regime of :data:`REGIMES`, or ``<condition>`` / ``<condition>+comp`` for any condition.
+    """A regime of :data:`REGIMES`, or ``<regime or condition><suffix>`` with a suffix of
+    :data:`COMPENSATIONS` (``net-aware+ceiling``, ``wifi-degraded+comp``).
 
     Example:
         >>> regime_by_name("wifi-degraded+comp")
-        Regime(name='wifi-degraded+comp', train_condition='wifi-degraded', compensated=True)
+        Regime(name='wifi-degraded+comp', train_condition='wifi-degraded', compensated=True, compensation='history')
+        >>> regime_by_name("net-aware+ceiling").compensation
+        'predictive'
 
     Raises:
         ValueError: for a name that is neither a regime nor a condition.
     """
     if name in REGIMES:
         return REGIMES[name]
-    base = name.removesuffix("+comp")
+    suffix = _suffix(name)
+    base = name.removesuffix(suffix) if suffix else name
+    if base in REGIMES:
+        base = REGIMES[base].train_condition
     resolve_condition(base)  # raises with the list of known names
-    return Regime(name, base, name.endswith("+comp"))
+    if not suffix:
+        return Regime(name, base, False)
+    return Regime(name, base, True, COMPENSATIONS[suffix])

@@ -22,6 +22,7 @@ import gymnasium as gym
 from gymnasium.wrappers import FlattenObservation
 
 from fleetgym.experiments.calf.conditions import NetworkCondition, Regime, resolve_condition
+from fleetgym.experiments.calf.predict import predictive_env
 from fleetgym.validation import check_choice, check_float
 from fleetgym.wrappers.compensation import history_length_for_profile, make_robust_env
 from fleetgym.wrappers.network_shim import NetworkShimWrapper
@@ -192,17 +193,24 @@ class InputLayout:
         compensated: Whether to build the compensation stack.
         history_length: k frames.
         action_history_length: m sent actions.
+        compensation: Which stack (a value of
+            :data:`~fleetgym.experiments.calf.conditions.COMPENSATIONS`).
+        predictor: The learned predictor of ``"learned"`` (built per training seed).
     """
 
     compensated: bool
     history_length: int = 1
     action_history_length: int = 0
+    compensation: str = "history"
+    predictor: Any = field(default=None, compare=False)
 
 
 def layout_for(regime: Regime, setup: EnvSetup, quantile: float = 0.99) -> InputLayout:
     """The input layout of a regime: k and m measured from its training network."""
     if not regime.compensated:
         return InputLayout(False)
+    if regime.compensation not in ("history", "augmented"):
+        return InputLayout(True, compensation=regime.compensation)
     cond = resolve_condition(regime.train_condition)
     period = cond.step_ms or setup.period_ms
     timing = {k: v for k, v in setup.shim_kwargs.items() if k == "timing"}
@@ -212,7 +220,9 @@ def layout_for(regime: Regime, setup: EnvSetup, quantile: float = 0.99) -> Input
     kwargs = {**cond.shim_kwargs(), **timing}
     profile = kwargs.pop("profile", None)
     m = history_length_for_profile(profile, period, quantile, path="round_trip", **kwargs)
-    return InputLayout(True, k, m)
+    if regime.compensation == "augmented":
+        k = 1
+    return InputLayout(True, k, m, regime.compensation)
 
 
 def make_condition_env(
@@ -225,9 +235,11 @@ def make_condition_env(
     kwargs.update(condition.shim_kwargs())
     kwargs["step_ms"] = condition.step_ms or setup.period_ms
     base = setup.base_env()
-    if layout.compensated:
+    if layout.compensated and layout.compensation not in ("history", "augmented"):
+        env: gym.Env[Any, Any] = predictive_env(base, kwargs, layout)
+    elif layout.compensated:
         profile = kwargs.pop("profile", None)
-        env: gym.Env[Any, Any] = make_robust_env(
+        env = make_robust_env(
             base,
             profile,
             history_length=layout.history_length,

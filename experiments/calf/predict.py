@@ -1,0 +1,133 @@
+"""The predictive regimes of the CALF study: the causal ceiling, its variants and the oracle.
+
+A regime's compensation (:data:`~fleetgym.experiments.calf.conditions.COMPENSATIONS`)
+names the predictor and how it is used:
+
+- ``predictive``: :class:`~fleetgym.wrappers.predictive.PredictiveObservation` with the
+  env's true dynamics, the most likely schedule of the actions in flight and the applied
+  action's id carried by the observation packet, predicting the current observation:
+  the causal ceiling;
+- ``predictive-dist``: the same averaged over 16 schedules drawn from the action ages seen;
+- ``predictive-noid``: without the applied id (the agent assumes the network's median
+  action age, measured once per network by Monte-Carlo through the shim);
+- ``predictive-ahead``: predicting further, to the tick the next action meets
+  (``lookahead="action"``);
+- ``learned``: the learned predictor of the layout (a world model fitted per seed);
+- ``oracle``: non-causal. The policy's input is the env's true current state
+  (``info["true_obs"]``, which no remote agent has): what a perfect predictor of the
+  current observation would give. It still cannot know when its next action will arrive.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+
+from fleetgym.wrappers.compensation import make_robust_env
+from fleetgym.wrappers.network_shim import NetworkShimWrapper
+from fleetgym.wrappers.staleness import staleness_quantile
+
+__all__ = ["TrueStateObservation", "median_action_age", "predictive_env"]
+
+
+class TrueStateObservation(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArgs):
+    """The oracle's input: the env's true current observation in place of the delivered one.
+
+    Reads ``info["true_obs"]`` of a shim built with ``info="full"`` and reports the
+    observation's age as 0 (the applied action's age is left as is). Non-causal: for
+    reference figures only, never for a deployed agent.
+
+    Raises:
+        KeyError: From ``reset``/``step`` when ``info`` has no ``true_obs``.
+    """
+
+    def __init__(self, env: gym.Env[Any, Any]) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.Wrapper.__init__(self, env)
+
+    @staticmethod
+    def _true(info: dict[str, Any]) -> Any:
+        if "true_obs" not in info:
+            raise KeyError("TrueStateObservation: expected info['true_obs'] (info='full')")
+        info["obs_age_steps"] = 0
+        return info["true_obs"].copy()
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        _, info = self.env.reset(seed=seed, options=options)
+        return self._true(info), info
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        _, reward, terminated, truncated, info = self.env.step(action)
+        return self._true(info), reward, terminated, truncated, info
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+@functools.lru_cache(maxsize=64)
+def _median_action_age(items: tuple[tuple[str, Any], ...]) -> int:
+    kwargs = dict(items)
+    profile = kwargs.pop("profile", None)
+    if isinstance(profile, tuple):
+        profile = list(profile)
+    step_ms = float(kwargs.pop("step_ms", 20.0))
+    kwargs.pop("start_action", None)
+    kwargs.pop("info", None)
+    rtt = staleness_quantile(profile, step_ms, 0.5, path="round_trip", n_steps=5000, **kwargs)
+    up = staleness_quantile(profile, step_ms, 0.5, n_steps=5000, **kwargs)
+    return max(0, rtt - up)
+
+
+def median_action_age(shim_kwargs: dict[str, Any]) -> int:
+    """The network's median action age in ticks (round trip median - observation median)."""
+    return _median_action_age(tuple(sorted((k, _hashable(v)) for k, v in shim_kwargs.items())))
+
+
+def predictive_env(
+    base: gym.Env[Any, Any], shim_kwargs: dict[str, Any], layout: Any
+) -> gym.Env[Any, Any]:
+    """The shim around ``base`` with ``layout.compensation``'s predictive input.
+
+    Args:
+        base: The task's env.
+        shim_kwargs: The shim's arguments (profile or channels, step_ms, ...).
+        layout: The policy's :class:`~fleetgym.experiments.calf.setup.InputLayout`.
+
+    Raises:
+        ValueError: For a compensation this module does not build, or ``learned``
+            without a predictor.
+    """
+    comp = layout.compensation
+    kwargs = dict(shim_kwargs)
+    if comp == "oracle":
+        return TrueStateObservation(NetworkShimWrapper(base, **{**kwargs, "info": "full"}))
+    # The prior of the action age: the network's median, which a deployer knows from
+    # its profile (the applied ids refine it as packets arrive).
+    options: dict[str, Any] = {"action_delay": median_action_age(kwargs)}
+    predictor: Any = "true-dynamics"
+    if comp == "predictive-dist":
+        options["samples"] = 16
+    elif comp == "predictive-noid":
+        options["applied_ids"] = False
+    elif comp == "predictive-ahead":
+        options["lookahead"] = "action"
+    elif comp == "learned":
+        if layout.predictor is None:
+            raise ValueError("layout.predictor: expected a learned predictor, actual None")
+        predictor = layout.predictor
+    elif comp != "predictive":
+        raise ValueError(f"compensation: expected a predictive one, actual {comp!r}")
+    profile = kwargs.pop("profile", None)
+    return make_robust_env(
+        base,
+        profile,
+        compensation="predictive",
+        predictor=predictor,
+        predict_kwargs=options,
+        **kwargs,
+    )

@@ -1,0 +1,179 @@
+"""True-dynamics predictors: the causal ceiling of predictive delay compensation.
+
+A predictive agent rolls its freshest observation forward through the actions it
+believes the env applied since (:class:`~fleetgym.wrappers.predictive.PredictiveObservation`).
+With the env's own equations in place of a learned model, the only error left is the
+agent's uncertainty about *which* actions were applied when (they are still in flight or
+were lost) and the rounding of the observation: what no causal agent can avoid. That is
+the figure a learned forward model is judged against.
+
+:class:`CartPoleDynamics` is Gymnasium's ``CartPoleEnv`` step written for a batch of
+states (same equations, same order of operations, in float64 as the env keeps its state).
+It reads the physical constants from the env it is built for, so a modified CartPole
+(another pole length, another ``tau``) gets its own dynamics.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from fleetgym.errors import UnsupportedSpaceError
+from fleetgym.validation import quote
+
+__all__ = ["CartPoleDynamics"]
+
+_CONSTANTS = ("gravity", "masscart", "masspole", "length", "force_mag", "tau")
+
+
+class CartPoleDynamics:
+    """CartPole's equations of motion as a batched predictor (no model error).
+
+    Models the env's step exactly: force ``±force_mag`` for action 1 / 0, the pole's
+    angular and the cart's linear acceleration from Florian's corrected equations, then
+    an Euler (or semi-implicit Euler) update with the env's ``tau``. Termination is not
+    modelled: the state keeps integrating, as the observation of a failed pole would.
+
+    It follows the predictor protocol of :mod:`fleetgym.wrappers.predictive` in its
+    batched form (``batched = True``): ``obs`` is ``(B, 4)``, ``actions`` ``(B, n)``
+    (applied in order), ``ages`` is not needed; it returns the ``(B, 4)`` states after
+    the ``n`` steps, in float64.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> import numpy as np
+        >>> env = gym.make("CartPole-v1")
+        >>> obs, _ = env.reset(seed=0)
+        >>> model = CartPoleDynamics.from_env(env)
+        >>> nxt, *_ = env.step(1)
+        >>> pred = model(obs[None], np.array([[1]]), None)
+        >>> bool(np.allclose(pred[0], nxt, atol=1e-6))
+        True
+
+    Args:
+        gravity, masscart, masspole, length, force_mag, tau: The env's constants
+            (``length`` is half the pole's length, as in the env).
+        kinematics_integrator: ``"euler"`` or ``"semi-implicit euler"``.
+        observation_space, action_space: The spaces it predicts for (checked by the
+            predictive wrapper against the env's); default CartPole's.
+
+    Raises:
+        ValueError: For a constant that is not a finite positive number.
+    """
+
+    batched = True
+
+    def __init__(
+        self,
+        gravity: float = 9.8,
+        masscart: float = 1.0,
+        masspole: float = 0.1,
+        length: float = 0.5,
+        force_mag: float = 10.0,
+        tau: float = 0.02,
+        kinematics_integrator: str = "euler",
+        observation_space: spaces.Box | None = None,
+        action_space: spaces.Discrete | None = None,
+    ) -> None:
+        values = dict(
+            gravity=gravity,
+            masscart=masscart,
+            masspole=masspole,
+            length=length,
+            force_mag=force_mag,
+            tau=tau,
+        )
+        for name, value in values.items():
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float, np.floating))
+                or not np.isfinite(value)
+                or value <= 0
+            ):
+                raise ValueError(f"{name}: expected a finite number > 0, actual {quote(value)}")
+        if kinematics_integrator not in ("euler", "semi-implicit euler"):
+            raise ValueError(
+                "kinematics_integrator: expected 'euler' or 'semi-implicit euler', "
+                f"actual {quote(kinematics_integrator)}"
+            )
+        self.gravity = float(gravity)
+        self.masspole = float(masspole)
+        self.length = float(length)
+        self.force_mag = float(force_mag)
+        self.tau = float(tau)
+        self.total_mass = float(masspole) + float(masscart)
+        self.polemass_length = float(masspole) * float(length)
+        self.kinematics_integrator = kinematics_integrator
+        if observation_space is None:
+            high = np.array([4.8, np.inf, 2 * 12 * 2 * np.pi / 360, np.inf], np.float32)
+            observation_space = spaces.Box(-high, high, dtype=np.float32)
+        self.observation_space = observation_space
+        self.action_space = action_space if action_space is not None else spaces.Discrete(2)
+
+    @classmethod
+    def from_env(cls, env: gym.Env[Any, Any]) -> CartPoleDynamics:
+        """The dynamics of a CartPole env (its own constants and spaces).
+
+        Over ``fleetgym/Remote-v0`` the constants are those of a local instance of the
+        env ID the server reports.
+
+        Raises:
+            UnsupportedSpaceError: If ``env`` is not a CartPole (no such constants).
+        """
+        inner = env.unwrapped
+        remote_id = getattr(inner, "remote_env_id", None)
+        if remote_id is not None and not hasattr(inner, "tau"):
+            # Mode 3: the client knows which env the server runs; its constants are
+            # those of a local instance of the same ID.
+            local = gym.make(remote_id)
+            try:
+                return cls.from_env(local)
+            finally:
+                local.close()
+        missing = [name for name in _CONSTANTS if not hasattr(inner, name)]
+        if missing:
+            raise UnsupportedSpaceError(
+                f"CartPoleDynamics: expected a CartPole env (with {', '.join(_CONSTANTS)}), "
+                f"actual {type(inner).__name__} without {', '.join(missing)}"
+            )
+        return cls(
+            **{name: getattr(inner, name) for name in _CONSTANTS},
+            kinematics_integrator=getattr(inner, "kinematics_integrator", "euler"),
+            observation_space=env.observation_space,  # type: ignore[arg-type]
+            action_space=env.action_space,  # type: ignore[arg-type]
+        )
+
+    def step(self, state: np.ndarray, action: np.ndarray) -> np.ndarray:
+        """One env step for a batch: ``state`` ``(B, 4)`` float64, ``action`` ``(B,)``."""
+        x, x_dot, theta, theta_dot = state.T
+        force = np.where(action == 1, self.force_mag, -self.force_mag)
+        costheta = np.cos(theta)
+        sintheta = np.sin(theta)
+        temp = (force + self.polemass_length * np.square(theta_dot) * sintheta) / self.total_mass
+        thetaacc = (self.gravity * sintheta - costheta * temp) / (
+            self.length * (4.0 / 3.0 - self.masspole * np.square(costheta) / self.total_mass)
+        )
+        xacc = temp - self.polemass_length * thetaacc * costheta / self.total_mass
+        tau = self.tau
+        if self.kinematics_integrator == "euler":
+            x = x + tau * x_dot
+            x_dot = x_dot + tau * xacc
+            theta = theta + tau * theta_dot
+            theta_dot = theta_dot + tau * thetaacc
+        else:
+            x_dot = x_dot + tau * xacc
+            x = x + tau * x_dot
+            theta_dot = theta_dot + tau * thetaacc
+            theta = theta + tau * theta_dot
+        return np.stack([x, x_dot, theta, theta_dot], axis=1)
+
+    def __call__(self, obs: np.ndarray, actions: np.ndarray, ages: Any) -> np.ndarray:
+        """The states after applying ``actions[:, i]`` for i = 0..n-1 to ``obs``."""
+        state = np.asarray(obs, dtype=np.float64).reshape(-1, 4)
+        acts = np.asarray(actions).reshape(state.shape[0], -1)
+        for i in range(acts.shape[1]):
+            state = self.step(state, acts[:, i])
+        return state
