@@ -72,7 +72,9 @@ class TransitionBuffer:
         n = obs.shape[0] if obs.ndim == 2 else -1
         rewards = np.asarray(rewards, np.float32).reshape(-1)
         terminated = np.asarray(terminated, bool).reshape(-1)
-        has_next = np.ones(n, bool) if has_next is None else np.asarray(has_next, bool).reshape(-1)
+        has_next = (
+            np.ones(max(n, 0), bool) if has_next is None else np.asarray(has_next, bool).reshape(-1)
+        )
         if segments is None:
             segments = np.zeros(max(n, 0), np.int64)
         segments = np.asarray(segments, np.int64).reshape(-1)
@@ -122,7 +124,8 @@ class TransitionBuffer:
             )
         keep = slice(max(0, parts[0].shape[0] - self.capacity), None)
         for name, value in zip(_FIELDS, parts, strict=True):
-            setattr(self, name, np.ascontiguousarray(value[keep]))
+            # A copy: the caller's arrays (or another buffer's, for tail()) are not shared.
+            setattr(self, name, np.array(value[keep], order="C"))
         self.total_added += n
 
     def add_trajectory(self, trajectory: Any) -> int:

@@ -162,9 +162,12 @@ class ImaginedVectorEnv(VectorEnv):  # type: ignore[misc]
         }
         self._obs = pred.next_obs
         if done.any():
-            info["final_obs"] = np.array(
-                [o if d else None for o, d in zip(pred.next_obs, done, strict=True)], dtype=object
-            )
+            # Gymnasium's layout: an (N,) object array of observations (None where not done),
+            # filled per index: np.array of N equal rows would be an (N, obs_dim) array.
+            final = np.full(self.num_envs, None, dtype=object)
+            for i in np.flatnonzero(done):
+                final[i] = pred.next_obs[i].copy()
+            info["final_obs"] = final
             info["_final_obs"] = done.copy()
             self._obs = pred.next_obs.copy()
             self._restart(done)
@@ -200,5 +203,5 @@ class ImaginedEnv(gym.Env):  # type: ignore[type-arg]
             "model_version": int(info["model_version"][0]),
         }
         if terminated[0] or truncated[0]:
-            obs = info["final_obs"][0][None]
+            obs = np.asarray(info["final_obs"][0], np.float32)[None]
         return obs[0].copy(), float(reward[0]), bool(terminated[0]), bool(truncated[0]), out

@@ -11,9 +11,11 @@ disagreement as the per-step uncertainty.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -216,8 +218,6 @@ class WorldModel:
             ModelDivergedError: If a loss became NaN or infinite (the model is rolled back
                 to its parameters from before the fit).
         """
-        import time
-
         if not isinstance(data, TransitionBuffer):
             raise TypeError(f"data: expected a TransitionBuffer, actual {type(data).__name__}")
         if data.obs.shape[1] != self.obs_dim:
@@ -237,6 +237,59 @@ class WorldModel:
         if max_updates is not None:
             max_updates = check_int("max_updates", max_updates, 1)
         started = time.perf_counter()
+        # Everything a fit changes, so that a fit that fails leaves the model as it was.
+        snapshot = self._snapshot()
+        try:
+            report = self._fit(data, epochs, max_epochs, batch_size, patience, holdout, max_updates)
+        except RuntimeError as exc:
+            self._restore(snapshot)
+            if "overflow" not in str(exc):
+                raise
+            # Adam's step raises once lr / (1 - beta1^t) leaves float32 (e.g. lr=1e300).
+            raise ModelDivergedError(
+                f"world model fit {self.version + 1}: expected finite gradient steps, actual "
+                f"one that overflowed ({exc}); lower lr (the model keeps its parameters "
+                "from before this fit)"
+            ) from None
+        except BaseException:
+            self._restore(snapshot)
+            raise
+        report.wall_s = time.perf_counter() - started
+        logger.debug("world model fit: %s", report)
+        return report
+
+    def _snapshot(self) -> dict[str, Any]:
+        return {
+            "net": {k: v.detach().clone() for k, v in self.net.state_dict().items()},
+            "optimizer": copy.deepcopy(self.optimizer.state_dict()),
+            "normaliser": {
+                k: getattr(self, k).copy() for k in ("in_mean", "in_std", "out_mean", "out_std")
+            },
+            "pos_weight": self._pos_weight.clone(),
+            "generator": self.generator.get_state(),
+            "rng": copy.deepcopy(self.rng.bit_generator.state),
+        }
+
+    def _restore(self, snapshot: dict[str, Any]) -> None:
+        self.net.load_state_dict(snapshot["net"])
+        self.optimizer.load_state_dict(snapshot["optimizer"])
+        for k, v in snapshot["normaliser"].items():
+            setattr(self, k, v)
+        self._pos_weight = snapshot["pos_weight"]
+        self.generator.set_state(snapshot["generator"])
+        self.rng.bit_generator.state = snapshot["rng"]
+
+    def _fit(
+        self,
+        data: TransitionBuffer,
+        epochs: int | None,
+        max_epochs: int,
+        batch_size: int,
+        patience: int,
+        holdout: float,
+        max_updates: int | None,
+    ) -> FitReport:
+        n = len(data)
         order = self.rng.permutation(n)
         n_hold = min(max(1, int(round(holdout * n))), n - 1)
         hold, train = order[:n_hold], order[n_hold:]
@@ -263,56 +316,44 @@ class WorldModel:
         share = float(data.terminated[train].mean())
         ratio = math.sqrt((1 - share) / share) if share > 0 else 1.0
         self._pos_weight = torch.tensor(min(10.0, ratio))
-        saved = {k: v.clone() for k, v in self.net.state_dict().items()}
-        saved_opt = self.optimizer.state_dict()
         train_t = torch.from_numpy(train)
         e = self.ensemble_size
         best = math.inf
         stale, updates, epoch = 0, 0, 0
         budget = epochs if epochs is not None else max_epochs
-        try:
-            for epoch in range(1, budget + 1):
-                self.net.train()
-                perms = torch.stack(
-                    [
-                        train_t[torch.randperm(len(train), generator=self.generator)]
-                        for _ in range(e)
-                    ]
-                )
-                for lo in range(0, len(train), batch_size):
-                    idx = perms[:, lo : lo + batch_size]
-                    loss = self._loss(x[idx], y[idx], w[idx], done[idx])
-                    if not bool(torch.isfinite(loss)):
-                        raise ModelDivergedError(
-                            f"world model fit {self.version + 1}, epoch {epoch}: expected a finite "
-                            f"loss, actual {float(loss)} (lower lr; the model keeps its "
-                            "parameters from before this fit)"
-                        )
-                    self.optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    self.optimizer.step()
-                    updates += 1
-                    if max_updates is not None and updates >= max_updates:
-                        break
-                scores = self._validate(x[hold], y[hold], w[hold], done[hold])
-                total = float(np.mean(np.sort(scores["score"])[: self.num_elites]))
+        for epoch in range(1, budget + 1):
+            self.net.train()
+            perms = torch.stack(
+                [train_t[torch.randperm(len(train), generator=self.generator)] for _ in range(e)]
+            )
+            for lo in range(0, len(train), batch_size):
+                idx = perms[:, lo : lo + batch_size]
+                loss = self._loss(x[idx], y[idx], w[idx], done[idx])
+                if not bool(torch.isfinite(loss)):
+                    raise ModelDivergedError(
+                        f"world model fit {self.version + 1}, epoch {epoch}: expected a finite "
+                        f"loss, actual {loss.item()} (lower lr; the model keeps its "
+                        "parameters from before this fit)"
+                    )
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                self.optimizer.step()
+                updates += 1
                 if max_updates is not None and updates >= max_updates:
                     break
-                if epochs is None:
-                    if total < best * 0.99 or best == math.inf:
-                        best, stale = total, 0
-                    else:
-                        stale += 1
-                        if stale >= patience:
-                            break
-        except ModelDivergedError:
-            self.net.load_state_dict(saved)
-            self.optimizer.load_state_dict(saved_opt)
-            raise
+            scores = self._validate(x[hold], y[hold], w[hold], done[hold])
+            total = float(np.mean(np.sort(scores["score"])[: self.num_elites]))
+            if max_updates is not None and updates >= max_updates:
+                break
+            if epochs is None:
+                if total < best * 0.99 or best == math.inf:
+                    best, stale = total, 0
+                else:
+                    stale += 1
+                    if stale >= patience:
+                        break
         scores = self._validate(x[hold], y[hold], w[hold], done[hold])
         if not all(np.isfinite(v).all() for v in scores.values()):
-            self.net.load_state_dict(saved)
-            self.optimizer.load_state_dict(saved_opt)
             raise ModelDivergedError(
                 f"world model fit {self.version + 1}: expected finite held-out losses, actual "
                 f"{ {k: v.tolist() for k, v in scores.items()} } (the model keeps its parameters "
@@ -332,9 +373,7 @@ class WorldModel:
             holdout_samples=len(hold),
             validation=validation,
             elites=list(self.elites),
-            wall_s=time.perf_counter() - started,
         )
-        logger.debug("world model fit: %s", self.last_report)
         return self.last_report
 
     def _loss(
@@ -439,7 +478,17 @@ class WorldModel:
         obs = self.codec.flatten_batch(obs)
         mean, log_var, logit = self._forward(obs, actions)
         rows = np.arange(obs.shape[0])
-        members = np.asarray(members, np.int64)
+        members = np.asarray(members)
+        if (
+            members.shape != rows.shape
+            or members.dtype.kind not in "iu"
+            or (members < 0).any()
+            or (members >= self.num_elites).any()
+        ):
+            raise ValueError(
+                f"members: expected {rows.size} ints in [0, {self.num_elites}) (elite indices), "
+                f"actual {quote(members.tolist())}"
+            )
         mu = mean.numpy()[members, rows]
         if sample:
             std = np.exp(0.5 * log_var.numpy()[members, rows])

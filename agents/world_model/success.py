@@ -59,11 +59,14 @@ class SuccessRewardModel:
 
     @staticmethod
     def labels(data: TransitionBuffer) -> tuple[np.ndarray, np.ndarray]:
-        """Observations and success labels: each reached ``o'`` (success: rewarded end)."""
+        """Observations and success labels: each reached ``o'`` (success: rewarded end).
+
+        Only rows that hold their ``o'`` (``has_next``): the others' are zeros, not states.
+        """
         success = data.terminated & (data.rewards > 0)
-        obs = np.concatenate([data.obs, data.next_obs[data.has_next | success]])
+        obs = np.concatenate([data.obs, data.next_obs[data.has_next]])
         labels = np.concatenate(
-            [np.zeros(len(data), np.float32), success[data.has_next | success].astype(np.float32)]
+            [np.zeros(len(data), np.float32), success[data.has_next].astype(np.float32)]
         )
         return obs, labels
 
