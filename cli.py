@@ -43,6 +43,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "run the headline experiments and write a report",
     ),
     "lag-sweep": ("fleetgym.experiments.lag_sweep", "final return against an injected policy lag"),
+    "imagination": (
+        "fleetgym.experiments.imagination.cli",
+        "real env steps to a target with and without a world model",
+    ),
     "calibrate": ("fleetgym.experiments.calibrate", "measure a workload's compute model (cached)"),
 }
 

@@ -127,13 +127,22 @@ class ImaginationConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        if isinstance(self.share, str) and self.share != "auto":
+            raise ValueError(
+                f"share: expected a number in [0, 1], 'auto' or a callable, actual {quote(self.share)}"
+            )
         if isinstance(self.share, str):
-            check_choice("share", self.share, ("auto",))
+            pass
         elif not callable(self.share):
             check_float("share", self.share, 0.0, 1.0)
         check_float("max_share", self.max_share, 0.0, 1.0)
+        if isinstance(self.horizon, str) and self.horizon != "auto":
+            raise ValueError(
+                f"horizon: expected an int in [1, 100000], 'auto' or a callable, actual "
+                f"{quote(self.horizon)}"
+            )
         if isinstance(self.horizon, str):
-            check_choice("horizon", self.horizon, ("auto",))
+            pass
         elif not callable(self.horizon):
             check_horizon("horizon", self.horizon)
         low = check_horizon("min_horizon", self.min_horizon)
@@ -195,18 +204,19 @@ class ImaginationConfig:
 
 
 def _spec_value(name: str, text: str) -> Any:
+    """A spec item's value: ints, floats, None, booleans, ``AxB`` widths, else the text."""
     if name == "hidden_sizes":
         return tuple(int(part) for part in text.replace("x", ",").split(",") if part)
     if text in ("None", "none"):
         return None
-    if text in ("auto", "regression", "success"):
-        return text
     if text in ("true", "True", "false", "False"):
         return text in ("true", "True")
-    try:
-        return int(text)
-    except ValueError:
-        return float(text)
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text  # a name ("auto", "success"): the config checks it
 
 
 def parse_imagination_spec(text: str, seed: int = 0) -> ImaginationConfig:

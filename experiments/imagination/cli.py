@@ -1,0 +1,247 @@
+"""``fleetgym imagination``: real env steps to a target with and without imagination.
+
+Runs every arm of an env (see :mod:`fleetgym.experiments.imagination.study`) for each
+seed, writes ``results.json`` (every run, appended as it finishes), ``summary.md`` (steps
+to target per arm and seed, the paired ratio against plain PPO, wall and CPU time, the
+model's share of it), and three PNGs: evaluation return against real steps, the model's
+measured error against horizon, and the horizon and imagined share the rules chose.
+
+Example::
+
+    fleetgym imagination --env CartPole-v1 --seeds 5 --out runs/imagination
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+from fleetgym.experiments.argtypes import int_in, non_negative_int, output_folder, positive_int
+
+ENV_NAMES = ("CartPole-v1", "Hopper-v5", "MiniGrid-DoorKey-5x5-v0")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add this subcommand's arguments (imports nothing heavy)."""
+    parser.add_argument(
+        "--env", choices=ENV_NAMES, default="CartPole-v1", help="env (default CartPole-v1)"
+    )
+    parser.add_argument("--seeds", type=int_in(1, 100), default=5, help="seeds (default 5)")
+    parser.add_argument(
+        "--first-seed", type=non_negative_int, default=0, help="first seed (default 0)"
+    )
+    parser.add_argument(
+        "--arms", default=None, help="comma-separated arms to run (default: all of the env's)"
+    )
+    parser.add_argument(
+        "--budget",
+        type=positive_int,
+        default=None,
+        help="real env-step budget per run (default: the env's)",
+    )
+    parser.add_argument(
+        "--out",
+        type=output_folder,
+        default=Path("runs/imagination"),
+        help="output folder (default runs/imagination)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _fmt(steps: Any) -> str:
+    return "—" if steps is None else f"{int(steps):,}"
+
+
+def summarise(results: list[dict[str, Any]], env: str, target: float, trivial: float) -> str:
+    """The Markdown summary of one env's runs."""
+    arms: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        arms.setdefault(r["arm"], []).append(r)
+    base = {r["seed"]: r for r in arms.get("ppo", [])}
+    lines = [
+        f"### {env}: real env steps to an evaluation mean of {target:g}",
+        "",
+        f"Uniform random actions score {trivial:.1f} on the evaluation seeds.",
+        "",
+        "| arm | seeds | steps to target per seed | median | ratio vs ppo (paired, median) | wall s (median) | CPU s (median) | model fit + imagine s (median) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, runs in arms.items():
+        runs = sorted(runs, key=lambda r: r["seed"])
+        steps = [r["steps_to_target"] for r in runs]
+        reached = [s for s in steps if s is not None]
+        median = statistics.median(reached) if len(reached) == len(steps) else None
+        ratios = [
+            base[r["seed"]]["steps_to_target"] / r["steps_to_target"]
+            for r in runs
+            if r["seed"] in base and base[r["seed"]]["steps_to_target"] and r["steps_to_target"]
+        ]
+        ratio = (
+            f"{statistics.median(ratios):.2f}× (min {min(ratios):.2f})"
+            if ratios and name != "ppo"
+            else "—"
+        )
+        lines.append(
+            f"| {name} | {len(runs)} | {', '.join(_fmt(s) for s in steps)} | {_fmt(median)} | {ratio} | "
+            f"{statistics.median(r['wall_s'] for r in runs):.0f} | {statistics.median(r['cpu_s'] for r in runs):.0f} | "
+            f"{statistics.median(r['model_fit_s'] + r['imagine_s'] for r in runs):.0f} |"
+        )
+    checkpoints = sorted({k for r in results for k in r["at_checkpoints"]}, key=int)
+    if checkpoints:
+        lines += [
+            "",
+            "| arm | "
+            + " | ".join(f"return at {int(c):,} steps (mean ± sd)" for c in checkpoints)
+            + " |",
+            "|---" * (len(checkpoints) + 1) + "|",
+        ]
+        for name, runs in arms.items():
+            cells = []
+            for c in checkpoints:
+                vals = [r["at_checkpoints"][c] for r in runs if c in r["at_checkpoints"]]
+                sd = statistics.pstdev(vals) if len(vals) > 1 else 0.0
+                cells.append(
+                    f"{statistics.mean(vals):.0f} ± {sd:.0f} ({len(vals)})" if vals else "—"
+                )
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: list[dict[str, Any]], env: str, target: float, out: Path) -> list[Path]:
+    """The three figures of one env; returns their paths."""
+    from matplotlib.figure import Figure
+
+    slug = env.split("-v")[0].lower().replace("minigrid-", "")
+    paths = []
+    fig = Figure(figsize=(7, 4))
+    ax = fig.subplots()
+    colours: dict[str, Any] = {}
+    for r in results:
+        c = colours.setdefault(r["arm"], f"C{len(colours)}")
+        xs, ys = zip(*r["curve"], strict=True) if r["curve"] else ((), ())
+        ax.plot(
+            xs,
+            ys,
+            color=c,
+            alpha=0.6,
+            lw=1,
+            label=r["arm"]
+            if r["seed"] == min(x["seed"] for x in results if x["arm"] == r["arm"])
+            else None,
+        )
+    ax.axhline(target, color="grey", ls="--", lw=1)
+    ax.set_xlabel("real env steps")
+    ax.set_ylabel("evaluation return (sampled actions)")
+    ax.set_title(f"{env}: with and without imagination (one line per seed)")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    paths.append(out / f"imagination_curves_{slug}.png")
+    fig.savefig(paths[-1], dpi=110)
+    imagined = [r for r in results if r["errors"]]
+    if imagined:
+        fig = Figure(figsize=(11, 4))
+        ax1, ax2 = fig.subplots(1, 2)
+        run = imagined[0]
+        marks = run["errors"]
+        picks = sorted({round(i * (len(marks) - 1) / 3) for i in range(4)})
+        for steps, err in (marks[i] for i in picks):
+            ax1.semilogy(
+                range(1, len(err) + 1),
+                [max(e, 1e-9) for e in err],
+                marker=".",
+                label=f"after {steps:,} real steps",
+            )
+        ax1.set_xlabel("horizon h (steps)")
+        ax1.set_ylabel("normalised h-step error on new real data")
+        ax1.set_title(f"{env}: model error against horizon (seed {run['seed']})")
+        ax1.grid(alpha=0.3)
+        ax1.legend()
+        for r in imagined:
+            if r["horizons"]:
+                xs, hs = zip(*r["horizons"], strict=True)
+                ax2.plot(xs, hs, lw=1, alpha=0.7, label=f"horizon, seed {r['seed']}")
+        ax2.set_xlabel("real env steps")
+        ax2.set_ylabel("horizon chosen")
+        ax3 = ax2.twinx()
+        xs, ss = zip(*imagined[0]["shares"], strict=True)
+        ax3.plot(
+            xs, ss, color="k", ls=":", lw=1, label=f"imagined share (seed {imagined[0]['seed']})"
+        )
+        ax3.set_ylabel("imagined share of the update")
+        ax3.set_ylim(0, 1)
+        ax2.set_title("what the error-driven rules chose")
+        ax2.grid(alpha=0.3)
+        fig.tight_layout()
+        paths.append(out / f"imagination_error_{slug}.png")
+        fig.savefig(paths[-1], dpi=110)
+    return paths
+
+
+def _progress(bar: Any, done: list[int], arm: str, seed: int) -> Any:
+    def progress(result: Any) -> None:
+        bar.update(result.real_steps - done[0])
+        done[0] = result.real_steps
+        score = f"{result.curve[-1][1]:.0f}" if result.curve else "-"
+        bar.set_postfix(arm=arm, seed=seed, ret=score, refresh=False)
+
+    return progress
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the arms for every seed; 0 when every imagination run reached the target."""
+    from tqdm import tqdm
+
+    from fleetgym.experiments.imagination.study import ENVS, random_score, run_arm
+
+    setup = ENVS[args.env]
+    if args.budget is not None:
+        import dataclasses
+
+        setup = dataclasses.replace(setup, budget=args.budget)
+    arms = setup.arms
+    if args.arms:
+        wanted = [a.strip() for a in args.arms.split(",") if a.strip()]
+        names = [a.name for a in arms]
+        unknown = [w for w in wanted if w not in names]
+        if unknown:
+            from fleetgym.experiments.argtypes import UsageError
+
+            raise UsageError(f"--arms: expected names among {names}, actual {unknown}")
+        arms = tuple(a for a in arms if a.name in wanted)
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"results_{args.env}.json"
+    results: list[dict[str, Any]] = json.loads(path.read_text()) if path.is_file() else []
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    bar = tqdm(
+        total=len(arms) * len(seeds) * setup.budget,
+        unit="step",
+        disable=args.no_progress,
+        dynamic_ncols=True,
+    )
+    for seed in seeds:
+        for arm in arms:
+            done = [0]
+            progress = _progress(bar, done, arm.name, seed)
+            result = run_arm(args.env, setup, arm, seed, progress)
+            bar.update(setup.budget - done[0])
+            results = [r for r in results if not (r["arm"] == arm.name and r["seed"] == seed)]
+            results.append(result.as_dict())
+            path.write_text(json.dumps(results, indent=1))
+            bar.write(
+                f"{args.env} {arm.name} seed {seed}: target at {_fmt(result.steps_to_target)} real steps "
+                f"({result.wall_s:.0f} s wall, {result.cpu_s:.0f} s CPU)"
+            )
+    bar.close()
+    trivial = random_score(setup, 20, 0)
+    summary = summarise(results, args.env, setup.target, trivial)
+    (out / f"summary_{args.env}.md").write_text(summary)
+    print(summary)
+    for p in plot(results, args.env, setup.target, out):
+        print(f"wrote {p}")
+    imagined = [r for r in results if r["arm"].endswith("imagination")]
+    return 0 if imagined and all(r["steps_to_target"] is not None for r in imagined) else 1

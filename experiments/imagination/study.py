@@ -1,0 +1,240 @@
+"""Real env steps to a target with and without imagination: the runs behind docs/imagination.md.
+
+Each *arm* is one learner configuration trained by the synchronous fleet loop with the
+in-process backend (:func:`fleetgym.agents.learners.training.train`); the imagination arm
+is the same :class:`~fleetgym.agents.learners.ppo.PPOLearner` with ``imagination=``.
+Every ``eval_every`` real env steps the current policy plays ``eval_episodes`` fresh
+episodes with sampled actions (the policy as trained, on an env seeded apart from the
+actors'); an arm reaches the target at the first evaluation whose mean return is at or
+above it. Evaluation steps are not training data and are not counted. A trivial policy's
+score (uniform random actions) is measured on the same evaluation seeds.
+
+Measuring on evaluations rather than on the training window matters here: the learner's
+``mean_return`` averages the last 100 *completed training episodes*, and 100 CartPole
+episodes at 475 are 47,500 real steps by themselves, a floor no learner can beat
+however fast it learns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+__all__ = ["ENVS", "Arm", "EnvSetup", "RunResult", "random_score", "run_arm"]
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One learner configuration: real steps per actor per round, and its imagination."""
+
+    name: str
+    steps_per_actor: int
+    imagination: dict[str, Any] | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EnvSetup:
+    """An env of the study: its workload, target, budget and arms."""
+
+    workload: str
+    target: float
+    budget: int
+    eval_every: int
+    eval_episodes: int
+    actors: int
+    arms: tuple[Arm, ...]
+    #: Also report the evaluation return reached at these real-step budgets.
+    checkpoints: tuple[int, ...] = ()
+
+
+def doorkey() -> gym.Env:
+    """``MiniGrid-DoorKey-5x5-v0`` as a flat observation (its image, flattened) for the MLP."""
+    import minigrid  # noqa: F401  (registers the MiniGrid IDs)
+    from gymnasium.wrappers import FlattenObservation
+    from minigrid.wrappers import ImgObsWrapper
+
+    return FlattenObservation(ImgObsWrapper(gym.make("MiniGrid-DoorKey-5x5-v0")))
+
+
+_CARTPOLE_MODEL = {"share": 0.75, "horizon": "auto"}
+
+ENVS: dict[str, EnvSetup] = {
+    "CartPole-v1": EnvSetup(
+        workload="CartPole-v1",
+        target=475.0,
+        budget=100_000,
+        eval_every=1024,
+        eval_episodes=20,
+        actors=8,
+        arms=(
+            Arm("ppo", 128),
+            Arm("ppo-small-rounds", 32),
+            Arm("ppo+imagination", 32, _CARTPOLE_MODEL),
+        ),
+    ),
+    "Hopper-v5": EnvSetup(
+        workload="Hopper-v5",
+        target=2000.0,
+        budget=300_000,
+        eval_every=10_240,
+        eval_episodes=5,
+        actors=8,
+        arms=(
+            Arm("ppo", 256),
+            Arm(
+                "ppo+imagination",
+                64,
+                {
+                    "share": 0.75,
+                    "horizon": "auto",
+                    "max_horizon": 15,
+                    "hidden_sizes": (200, 200, 200, 200),
+                    "ensemble_size": 7,
+                    "elites": 5,
+                    "warmup": 2048,
+                },
+            ),
+        ),
+        checkpoints=(100_000, 300_000),
+    ),
+    "MiniGrid-DoorKey-5x5-v0": EnvSetup(
+        workload="fleetgym.experiments.imagination.study:doorkey",
+        target=0.9,
+        budget=200_000,
+        eval_every=4096,
+        eval_episodes=20,
+        actors=8,
+        arms=(
+            Arm("ppo", 128),
+            Arm(
+                "ppo+imagination",
+                32,
+                {"share": 0.75, "horizon": "auto", "reward": "success", "max_horizon": 10},
+            ),
+        ),
+    ),
+}
+
+
+@dataclass
+class RunResult:
+    """One (env, arm, seed) run."""
+
+    env: str
+    arm: str
+    seed: int
+    steps_to_target: int | None
+    real_steps: int
+    updates: int
+    curve: list[tuple[int, float]] = field(default_factory=list)
+    at_checkpoints: dict[str, float] = field(default_factory=dict)
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    model_fit_s: float = 0.0
+    imagine_s: float = 0.0
+    horizons: list[tuple[int, int]] = field(default_factory=list)
+    shares: list[tuple[int, float]] = field(default_factory=list)
+    #: Measured h-step error on each update's new real data: (steps, [e(1), e(2), ...]).
+    errors: list[tuple[int, list[float]]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def random_score(setup: EnvSetup, episodes: int, seed: int) -> float:
+    """Mean return of uniform random actions on the evaluation seeds."""
+    from fleetgym.agents.workloads import get_workload
+
+    env = get_workload(setup.workload).make_env(seed=seed)
+    total = 0.0
+    try:
+        env.reset(seed=seed + 10_000)
+        for _ in range(episodes):
+            done = False
+            while not done:
+                _, r, term, trunc, _ = env.step(env.action_space.sample())
+                total += float(r)
+                done = bool(term or trunc)
+            env.reset()
+    finally:
+        env.close()
+    return total / episodes
+
+
+def run_arm(env_name: str, setup: EnvSetup, arm: Arm, seed: int, progress: Any = None) -> RunResult:
+    """Train one arm for one seed until the target (on evaluations) or the budget."""
+    import torch
+
+    from fleetgym.agents.fleet import make_fleet
+    from fleetgym.agents.learners.ppo import PPOLearner
+    from fleetgym.agents.learners.training import evaluate_policy, train
+    from fleetgym.agents.workloads import get_workload
+
+    torch.set_num_threads(1)
+    workload = get_workload(setup.workload)
+    imagination = None if arm.imagination is None else {**arm.imagination, "seed": seed}
+    learner = PPOLearner(workload, seed=seed, imagination=imagination, **arm.overrides)
+    fleet = make_fleet(workload, backend="inprocess", max_actors=setup.actors, seed=seed)
+    result = RunResult(env_name, arm.name, seed, None, 0, 0)
+    next_eval = setup.eval_every
+    checkpoints = list(setup.checkpoints)
+    started, cpu0 = time.perf_counter(), time.process_time()
+
+    def evaluate(steps: int) -> float:
+        returns = evaluate_policy(
+            learner.policy, workload, setup.eval_episodes, seed=seed + 10_000, deterministic=False
+        )
+        score = float(np.mean(returns))
+        result.curve.append((steps, score))
+        return score
+
+    def callback(record: Any) -> bool:
+        nonlocal next_eval
+        steps = record.total_steps
+        result.real_steps, result.updates = steps, record.round + 1
+        im = learner.imagination.last if learner.imagination is not None else None
+        if im is not None:
+            result.model_fit_s += im.fit_wall_s
+            result.imagine_s += im.imagine_wall_s
+            result.horizons.append((steps, im.horizon))
+            result.shares.append((steps, im.imagined_share))
+            if im.error:
+                result.errors.append((steps, [round(e, 9) for e in im.error]))
+        if progress is not None:
+            progress(result)
+        if steps < next_eval and steps < setup.budget:
+            return False
+        while next_eval <= steps:
+            next_eval += setup.eval_every
+        score = evaluate(steps)
+        while checkpoints and steps >= checkpoints[0]:
+            result.at_checkpoints[str(checkpoints.pop(0))] = score
+        if score >= setup.target and result.steps_to_target is None:
+            result.steps_to_target = steps
+            return not setup.checkpoints  # with checkpoints, go on to the budget
+        return steps >= setup.budget
+
+    try:
+        train(
+            workload,
+            fleet,
+            learner,
+            setup.actors,
+            10_000_000,
+            target=math.inf,
+            callback=callback,
+            steps_per_actor=arm.steps_per_actor,
+            max_steps=setup.budget,
+        )
+    finally:
+        fleet.close()
+    result.wall_s = time.perf_counter() - started
+    result.cpu_s = time.process_time() - cpu0
+    return result
