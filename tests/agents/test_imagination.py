@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from conftest import LinearEnv, linear_truth
+from world_model_systems import LinearEnv, linear_truth
 
 from fleetgym.agents.learners.ppo import PPOLearner
 from fleetgym.agents.rollout import RolloutWorker

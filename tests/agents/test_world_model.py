@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from conftest import LinearEnv, linear_truth
+from world_model_systems import LinearEnv, linear_truth
 
 from fleetgym.agents.types import Trajectory
 from fleetgym.agents.world_model import (
