@@ -148,7 +148,7 @@ def load_learner(learner: Any, path: Any) -> None:
     stats = learner.return_stats
     stats.mean, stats.var, stats.count = meta["return_stats"]
     learner._discounted = meta["discounted"]
-    if model_state is not None:
+    if model_state is not None and imagination is not None:
         imagination.model.load_state(model_state, str(world_model_path(path)))
 
 
