@@ -10,6 +10,7 @@ call it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Sequence
@@ -26,6 +27,7 @@ from fleetgym.experiments.calf.conditions import (
     QUICK_REGIMES,
     VARIANT_REGIMES,
     NetworkCondition,
+    Regime,
     regime_by_name,
     resolve_condition,
     shipped_trace_condition,
@@ -39,7 +41,7 @@ from fleetgym.experiments.calf.evaluate import (
 )
 from fleetgym.experiments.calf.report import write_outputs
 from fleetgym.experiments.calf.setup import env_setup
-from fleetgym.experiments.calf.train import train_regime
+from fleetgym.experiments.calf.train import TrainedPolicy, policy_layout, train_regime
 from fleetgym.validation import check_bool, check_int
 
 __all__ = ["run_calf"]
@@ -71,6 +73,15 @@ def _grid(conditions: Sequence[str] | None) -> list[NetworkCondition]:
     if "sim-clean" not in [c.name for c in grid]:
         grid.insert(0, CONDITIONS["sim-clean"])
     return grid
+
+
+def _clean_identity(regime: Regime) -> bool:
+    """Whether the regime's input is the bare observation under its training network."""
+    return (
+        regime.compensated
+        and regime.compensation not in ("history", "augmented")
+        and regime.train_condition == "sim-clean"
+    )
 
 
 def run_calf(
@@ -150,9 +161,24 @@ def run_calf(
     layouts: dict[str, tuple[int, int]] = {}
     jobs = [(s, r) for s in seed_list for r in regime_objs]
     bar = tqdm(jobs, desc=f"calf {env}", unit="policy", disable=not progress)
+    plain: dict[tuple[int, str], TrainedPolicy] = {}
     for seed, regime in bar:
         bar.set_postfix_str(f"train {regime.name} seed {seed}")
-        policy = train_regime(setup, regime, seed, total)
+        if _clean_identity(regime):
+            # Without a network the predictive input is the observation itself: the
+            # policy is the plain one of the same seed, trained once.
+            key = (seed, regime.train_condition)
+            if key not in plain:
+                plain[key] = train_regime(
+                    setup, Regime(regime.base, regime.train_condition, False), seed, total
+                )
+            policy = dataclasses.replace(
+                plain[key], regime=regime, layout=policy_layout(setup, regime, seed)
+            )
+        else:
+            policy = train_regime(setup, regime, seed, total)
+            if not regime.compensated:
+                plain[(seed, regime.train_condition)] = policy
         train_wall[f"{regime.name}/{seed}"] = policy.wall_s
         layouts[regime.name] = (policy.layout.history_length, policy.layout.action_history_length)
         evals: list[tuple[str, NetworkCondition]] = [("grid", c) for c in cond_objs]

@@ -24,12 +24,19 @@ import functools
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
+import numpy as np
 
 from fleetgym.wrappers.compensation import make_robust_env
 from fleetgym.wrappers.network_shim import NetworkShimWrapper
 from fleetgym.wrappers.staleness import staleness_quantile
 
-__all__ = ["TrueStateObservation", "median_action_age", "predictive_env"]
+__all__ = [
+    "TrueStateObservation",
+    "WorldModelPredictor",
+    "learned_predictor",
+    "median_action_age",
+    "predictive_env",
+]
 
 
 class TrueStateObservation(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArgs):
@@ -131,3 +138,61 @@ def predictive_env(
         predict_kwargs=options,
         **kwargs,
     )
+
+
+class WorldModelPredictor:
+    """A learned world model as a batched predictor: its elites' mean, step after step.
+
+    Rolls :meth:`~fleetgym.agents.world_model.WorldModel.predict` through the actions
+    (one model call per step for the whole batch) and reports, per case, the sum of the
+    elites' disagreement over the steps as the uncertainty. The spaces are the model's,
+    so the predictive wrapper refuses a model fitted on another env.
+
+    Args:
+        model: A fitted :class:`~fleetgym.agents.world_model.WorldModel`.
+    """
+
+    batched = True
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.observation_space = model.observation_space
+        self.action_space = model.action_space
+
+    def __call__(self, obs: np.ndarray, actions: np.ndarray, ages: Any) -> Any:
+        state = np.asarray(obs, dtype=np.float32).reshape(len(obs), -1)
+        acts = np.asarray(actions)
+        unc = np.zeros(len(state))
+        for i in range(acts.shape[1]):
+            step = self.model.predict(state, acts[:, i])
+            state = np.asarray(step.next_obs, dtype=np.float32)
+            unc += np.asarray(step.uncertainty, dtype=np.float64)
+        return state.reshape(np.shape(obs)), unc
+
+
+#: The learned predictor's budget: Mode 1 transitions (random actions) and model size.
+LEARNED_STEPS = 20_000
+LEARNED_MODEL: dict[str, Any] = {"ensemble_size": 5, "elites": 3, "hidden_sizes": (64, 64)}
+
+
+@functools.lru_cache(maxsize=16)
+def _fit_world_model(env_id: str, seed: int, steps: int) -> Any:
+    import torch
+
+    from fleetgym.agents.world_model import WorldModel, collect_transitions
+
+    torch.set_num_threads(1)
+    data = collect_transitions(env_id, steps, seed=seed)
+    env = gym.make(env_id)
+    try:
+        model = WorldModel(env.observation_space, env.action_space, seed=seed, **LEARNED_MODEL)
+    finally:
+        env.close()
+    model.fit(data)
+    return model
+
+
+def learned_predictor(setup: Any, seed: int, steps: int = LEARNED_STEPS) -> WorldModelPredictor:
+    """The ``+predict`` regime's predictor: a world model fitted on ``steps`` Mode 1
+    (undelayed, random-action) transitions of the task, seeded by ``seed`` (cached)."""
+    return WorldModelPredictor(_fit_world_model(setup.env_id, int(seed), int(steps)))

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from fleetgym.experiments.calf.conditions import Regime, resolve_condition
+from fleetgym.experiments.calf.predict import learned_predictor
 from fleetgym.experiments.calf.setup import EnvSetup, InputLayout, layout_for, vec_env
 from fleetgym.validation import check_int
 
-__all__ = ["TrainedPolicy", "train_regime"]
+__all__ = ["TrainedPolicy", "policy_layout", "train_regime"]
 
 
 @dataclass
@@ -42,6 +44,16 @@ def _linear(initial: float) -> Callable[[float], float]:
         return progress_remaining * initial
 
     return schedule
+
+
+def policy_layout(
+    setup: EnvSetup, regime: Regime, seed: int, quantile: float = 0.99
+) -> InputLayout:
+    """:func:`layout_for`, with the learned predictor of ``+predict`` fitted for ``seed``."""
+    layout = layout_for(regime, setup, quantile)
+    if layout.compensation == "learned":
+        layout = dataclasses.replace(layout, predictor=learned_predictor(setup, seed))
+    return layout
 
 
 def train_regime(
@@ -77,7 +89,7 @@ def train_regime(
     total_timesteps = check_int("total_timesteps", total_timesteps, low=1)
     seed = check_int("seed", seed, low=0)
     torch.set_num_threads(1)
-    layout = layout_for(regime, setup, quantile)
+    layout = policy_layout(setup, regime, seed, quantile)
     condition = resolve_condition(regime.train_condition)
     vec = vec_env(setup, condition, layout, n_envs, seed=seed * 1000)
     params = dict(setup.hyperparams)
