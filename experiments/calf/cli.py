@@ -1,7 +1,7 @@
 """``fleetgym calf``: train under the network and measure the sim-to-real gap (CALF).
 
 Runs :func:`~fleetgym.experiments.calf.experiment.run_calf` and prints its Markdown
-report. ``--quick`` is a few minutes on 2 cores (1 seed, three regimes, small budgets);
+report. ``--quick`` is a few minutes on 2 cores (1 seed, five regimes, small budgets);
 the default is the full experiment (5 seeds, six regimes).
 """
 
@@ -40,7 +40,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="a few minutes on 2 cores: 1 seed, 3 regimes, small budgets "
+        help="a few minutes on 2 cores: 1 seed, 5 regimes (3 off CartPole), small budgets "
         "(a regime is the network a policy trains under, with or without compensation)",
     )
     parser.add_argument(
@@ -60,8 +60,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="comma-separated training regimes, i.e. the network a policy trains under "
         "(baseline: none, delay-only: fixed 50 ms, net-aware: wifi-normal), '+comp' adds "
-        "the compensation inputs (default: those three with and without +comp; with --quick "
-        "baseline, net-aware, net-aware+comp); any condition name also trains under it",
+        "the compensation inputs, '+aug' the augmented state, '+ceiling' the prediction with "
+        "the true dynamics (-dist, -noid, -ahead: its variants), '+predict' with a learned "
+        "world model, '+oracle' the true state (default: the three with and without +comp; "
+        "with --quick baseline, net-aware, net-aware+comp, net-aware+ceiling, "
+        "net-aware+predict); any condition name also trains under it",
     )
     parser.add_argument(
         "--conditions",

@@ -333,7 +333,8 @@ for _base, _cond in (
     ("net-aware-mix", "net-aware-mix"),
 ):
     REGIMES[_base] = Regime(_base, _cond, False)
-    REGIMES[_base + "+comp"] = Regime(_base + "+comp", _cond, True)
+    for _suffix_name, _compensation in COMPENSATIONS.items():
+        REGIMES[_base + _suffix_name] = Regime(_base + _suffix_name, _cond, True, _compensation)
 
 #: The regimes of the default experiment (the paper's three, with and without compensation).
 DEFAULT_REGIMES: tuple[str, ...] = (
@@ -345,8 +346,15 @@ DEFAULT_REGIMES: tuple[str, ...] = (
     "net-aware+comp",
 )
 
-#: The regimes of ``--quick``.
-QUICK_REGIMES: tuple[str, ...] = ("baseline", "net-aware", "net-aware+comp")
+#: The regimes of ``--quick`` (and of ``fleetgym reproduce``): the paper's three, the
+#: causal ceiling of prediction and the learned predictor.
+QUICK_REGIMES: tuple[str, ...] = (
+    "baseline",
+    "net-aware",
+    "net-aware+comp",
+    "net-aware+ceiling",
+    "net-aware+predict",
+)
 #: Regimes evaluated under the wifi-degraded variants.
 VARIANT_REGIMES: tuple[str, ...] = ("baseline", "net-aware+comp", "net-aware-mix+comp")
 
