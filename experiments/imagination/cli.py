@@ -48,6 +48,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=Path("runs/imagination"),
         help="output folder (default runs/imagination)",
     )
+    parser.add_argument(
+        "--async",
+        dest="asynchronous",
+        action="store_true",
+        help="instead: AsyncPPO with and without imagination on the long-tail CartPole "
+        "workload (policy lag, real env steps/s, learner utilisation)",
+    )
+    parser.add_argument(
+        "--async-steps",
+        type=positive_int,
+        default=20_000,
+        help="--async: real env steps per run (default 20000)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -191,12 +204,28 @@ def _progress(bar: Any, done: list[int], arm: str, seed: int) -> Any:
     return progress
 
 
+def _run_async(args: argparse.Namespace) -> int:
+    from fleetgym.experiments.imagination.asynchronous import async_runs, async_table
+
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    runs = async_runs(seeds, args.async_steps)
+    (out / "results_async.json").write_text(json.dumps(runs, indent=1))
+    table = async_table(runs, 2.0, 1.0)
+    (out / "summary_async.md").write_text(table)
+    print(table)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the arms for every seed; 0 when every imagination run reached the target."""
     from tqdm import tqdm
 
     from fleetgym.experiments.imagination.study import ENVS, random_score, run_arm
 
+    if args.asynchronous:
+        return _run_async(args)
     setup = ENVS[args.env]
     if args.budget is not None:
         import dataclasses
