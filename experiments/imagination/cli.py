@@ -73,32 +73,35 @@ def summarise(results: list[dict[str, Any]], env: str, target: float, trivial: f
     arms: dict[str, list[dict[str, Any]]] = {}
     for r in results:
         arms.setdefault(r["arm"], []).append(r)
-    base = {r["seed"]: r for r in arms.get("ppo", [])}
+    baselines = [name for name in arms if "imagination" not in name]
     lines = [
         f"### {env}: real env steps to an evaluation mean of {target:g}",
         "",
         f"Uniform random actions score {trivial:.1f} on the evaluation seeds.",
         "",
-        "| arm | seeds | steps to target per seed | median | ratio vs ppo (paired, median) | wall s (median) | CPU s (median) | model fit + imagine s (median) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| arm | seeds | steps to target per seed | median | "
+        + " | ".join(f"ratio vs {b} (paired: median, min)" for b in baselines)
+        + " | wall s (median) | CPU s (median) | model fit + imagine s (median) |",
+        "|---|---|---|---|" + "---|" * len(baselines) + "---|---|---|",
     ]
     for name, runs in arms.items():
         runs = sorted(runs, key=lambda r: r["seed"])
         steps = [r["steps_to_target"] for r in runs]
         reached = [s for s in steps if s is not None]
         median = statistics.median(reached) if len(reached) == len(steps) else None
-        ratios = [
-            base[r["seed"]]["steps_to_target"] / r["steps_to_target"]
-            for r in runs
-            if r["seed"] in base and base[r["seed"]]["steps_to_target"] and r["steps_to_target"]
-        ]
-        ratio = (
-            f"{statistics.median(ratios):.2f}× (min {min(ratios):.2f})"
-            if ratios and name != "ppo"
-            else "—"
-        )
+        cells = []
+        for b in baselines:
+            base = {r["seed"]: r for r in arms[b]}
+            ratios = [
+                base[r["seed"]]["steps_to_target"] / r["steps_to_target"]
+                for r in runs
+                if r["seed"] in base and base[r["seed"]]["steps_to_target"] and r["steps_to_target"]
+            ]
+            ok = bool(ratios) and name != b
+            cells.append(f"{statistics.median(ratios):.2f}×, {min(ratios):.2f}×" if ok else "—")
         lines.append(
-            f"| {name} | {len(runs)} | {', '.join(_fmt(s) for s in steps)} | {_fmt(median)} | {ratio} | "
+            f"| {name} | {len(runs)} | {', '.join(_fmt(s) for s in steps)} | {_fmt(median)} | "
+            f"{' | '.join(cells)} | "
             f"{statistics.median(r['wall_s'] for r in runs):.0f} | {statistics.median(r['cpu_s'] for r in runs):.0f} | "
             f"{statistics.median(r['model_fit_s'] + r['imagine_s'] for r in runs):.0f} |"
         )

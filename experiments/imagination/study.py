@@ -77,6 +77,7 @@ ENVS: dict[str, EnvSetup] = {
             Arm("ppo", 128),
             Arm("ppo-small-rounds", 32),
             Arm("ppo+imagination", 32, _CARTPOLE_MODEL),
+            Arm("ppo+imagination-7x", 16, {"share": 0.875, "horizon": "auto"}),
         ),
     ),
     "Hopper-v5": EnvSetup(
