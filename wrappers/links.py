@@ -15,16 +15,39 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from fleetgym.wrappers.channels import DelaySampler
+from fleetgym.wrappers.channels import Channel, DelaySampler, GaussianChannel
 from fleetgym.wrappers.timeline import freshest
 
-__all__ = ["PacketLink", "VectorLinks"]
+__all__ = ["PacketLink", "VectorLinks", "always_on_time"]
 
 _INF = math.inf
+#: Largest delay (in periods, offset included) :func:`always_on_time` accepts: a packet sent
+#: at tick i < 2**31 then arrives at ``i + rel`` strictly before tick ``i + 1`` in floating
+#: point too (the rounding of ``i + rel`` is at most 2**-21 there).
+_ON_TIME_MAX = 1.0 - 2.0**-20
+
+
+def always_on_time(channel: Channel, step_ms: float, offset: float) -> bool:
+    """True if every packet of ``channel`` is usable at its own tick, whatever the seed.
+
+    That is a fixed delay (a :class:`~fleetgym.wrappers.channels.GaussianChannel` without
+    jitter or loss, which draws no random numbers) short enough to make the receiver's
+    next tick: ``perfect``, or a short :func:`~fleetgym.wrappers.channels.FixedDelay`. Such
+    a link never holds a packet in flight, never loses or reorders one, and its packet's
+    age is always 0, so the shims can skip it. ``rel`` is computed as
+    :meth:`PacketLink.refill` computes it.
+    """
+    if type(channel) is not GaussianChannel or channel.std_ms != 0.0 or channel.loss != 0.0:
+        return False
+    rel = max(channel.mean_ms, 0.0) / step_ms
+    if offset:
+        rel += offset
+    return rel <= _ON_TIME_MAX
 
 
 class PacketLink:
@@ -43,7 +66,7 @@ class PacketLink:
         "step_ms",
         "block",
         "offset",
-        "_draw",
+        "_draws",
         "fifo",
         "last_arrival",
         "pending",
@@ -63,15 +86,16 @@ class PacketLink:
         self.block = block
         self.offset = offset
         self.fifo = fifo
-        # The next pre-drawn delay (in periods); StopIteration when the block is used up.
-        self._draw: Any = iter(()).__next__
+        # The pre-drawn delays (in periods) left; StopIteration when the block is used up.
+        self._draws: Iterator[float] = iter(())
+        # Packets in flight (fifo: in arrival order; latest: scanned on arrival).
+        self.pending: deque[tuple[float, int, Any]] = deque()
         self.clear()
 
     def clear(self) -> None:
         """Forget packets in flight and the episode's counters (delays stay pre-drawn)."""
         self.last_arrival = -_INF
-        # Packets in flight (fifo: in arrival order; latest: scanned on arrival).
-        self.pending: deque[tuple[float, int, Any]] = deque()
+        self.pending.clear()
         self.next_due = _INF  # earliest arrival in flight (_INF when none)
         self.best_idx = -1
         self.best_payload: Any = None
@@ -82,7 +106,7 @@ class PacketLink:
         rel = self.sampler.next(self.block) / self.step_ms
         if self.offset:
             rel += self.offset  # a lost packet stays at inf
-        self._draw = iter(rel.tolist()).__next__
+        self._draws = iter(rel.tolist())
 
     def tick(self, idx: int, payload: Any) -> int:
         """Send packet ``idx`` at tick ``idx`` and process that tick's arrivals.
@@ -91,44 +115,56 @@ class PacketLink:
         than the previous freshest arrived (``best_idx``/``best_payload`` updated).
         """
         try:
-            rel = self._draw()
+            rel = next(self._draws)
         except StopIteration:
             self.refill()
-            rel = self._draw()
-        pending = self.pending
-        limit = idx + 1
+            rel = next(self._draws)
+        # Times as floats, so that every comparison below is float with float (the
+        # interpreter's fast path); exact, as are idx and idx + 1 (below 2**53).
+        limit = idx + 1.0
         if self.fifo:
             # In fifo order arrival times grow with the index, so the packets arriving
-            # now are a run at the head of the queue and the last of them is the newest.
-            if rel == _INF:
-                self.lost += 1
-                if not pending or pending[0][0] >= limit:
-                    return 1
-                code = 1
-            else:
-                arrival = idx + rel
-                if arrival < self.last_arrival:
-                    arrival = self.last_arrival
+            # now are a run at the head of the queue, the last of them the newest, and
+            # next_due is the head's arrival.
+            pending = self.pending
+            if rel != _INF:
+                arrival = limit - 1.0 + rel
+                last = self.last_arrival
+                if arrival < last:
+                    arrival = last
                 self.last_arrival = arrival
                 if arrival < limit:
                     # On time: everything still in flight arrives no later, all older.
                     if pending:
                         self.stale += len(pending)
                         pending.clear()
+                        self.next_due = _INF
                     self.best_idx = idx
                     self.best_payload = payload
                     return 2
+                if not pending:
+                    self.next_due = arrival
                 pending.append((arrival, idx, payload))
-                if pending[0][0] >= limit:
-                    return 0
                 code = 0
+            else:
+                self.lost += 1
+                code = 1
+            if self.next_due >= limit:
+                return code
             item = pending.popleft()
-            while pending and pending[0][0] < limit:
+            while pending:
+                head = pending[0]
+                if head[0] >= limit:
+                    self.next_due = head[0]
+                    break
                 item = pending.popleft()
                 self.stale += 1
+            else:
+                self.next_due = _INF
             self.best_idx = item[1]
             self.best_payload = item[2]
             return code + 2
+        pending = self.pending
         if rel < 1.0 and not pending:  # below 1.0: usable at its own tick
             # On time with nothing in flight.
             self.best_idx = idx
@@ -139,7 +175,7 @@ class PacketLink:
             self.lost += 1
             code = 1
         else:
-            arrival = idx + rel
+            arrival = limit - 1.0 + rel
             pending.append((arrival, idx, payload))
             if arrival < self.next_due:
                 self.next_due = arrival
@@ -149,7 +185,7 @@ class PacketLink:
             code += 2
         return code
 
-    def _deliver(self, limit: int) -> bool:
+    def _deliver(self, limit: float) -> bool:
         """Take every packet arriving before ``limit``; True if a newer one became freshest.
 
         The choice is :func:`~fleetgym.wrappers.timeline.freshest`, the rule the remote
@@ -212,8 +248,12 @@ class VectorLinks:
         act: tuple[tuple[int, ...], np.dtype[Any]],
         obs: tuple[tuple[int, ...], np.dtype[Any]],
         offsets: tuple[float, float] = (0.0, 0.0),
+        count: bool = True,
     ) -> None:
         m = 2 * n
+        # Keep the episode counters (reordered, stale, lost, holds)? Only the full info
+        # level reports them; nothing else depends on them, so without it they stay 0.
+        self.count = count
         self.n, self.h, self.block, self.step_ms, self.fifo = n, horizon, block, step_ms, fifo
         # Periods added to every delay: rows [0, n) are actions, [n, 2n) observations.
         self.offsets = np.repeat(np.asarray(offsets, dtype=np.float64), n)
@@ -233,7 +273,8 @@ class VectorLinks:
         self.cal_max_flat = self.cal_max.reshape(-1)
         self.cal_cnt_flat = self.cal_cnt.reshape(-1)
         self.trash = size
-        self.scan = not fifo  # only "latest" can reorder; then keep per-send arrival ticks
+        # Only "latest" can reorder; counting that needs per-send arrival ticks.
+        self.scan = count and not fifo
         self.arr = np.full((size, m), -1, dtype=np.int64)
         self.sent_idx = np.zeros(size, dtype=np.int64)
         # Payloads by arrival tick, beside the calendar (same flat slot index): the newest
@@ -243,6 +284,18 @@ class VectorLinks:
         self.cal_obs = np.zeros((m, size + 1, *obs[0]), dtype=obs[1])
         self.cal_act_flat = self.cal_act.reshape(n * (size + 1), *act[0])
         self.cal_obs_flat = self.cal_obs.reshape(m * (size + 1), *obs[0])
+        # Each observation as one opaque element (its bytes), so that storing and picking
+        # whole observations is a 1-D copy: numpy's fancy indexing and masked copies of
+        # whole rows cost several times more than of single elements.
+        self.obs_dtype = np.dtype(obs[1])
+        self.obs_shape = (n, *obs[0])
+        nbytes = self.obs_dtype.itemsize * math.prod(obs[0])
+        self.obs_item = np.dtype((np.void, nbytes)) if nbytes else None
+        self.cal_obs_items = self.cal_obs.reshape(m, size + 1, -1)
+        if self.obs_item is not None:
+            self.cal_obs_items = self.cal_obs_items.view(self.obs_item)[..., 0]
+        self.cal_obs_items_flat = self.cal_obs_items.reshape(-1)
+        assert np.shares_memory(self.cal_obs_items_flat, self.cal_obs)  # views, not copies
         # Per-row state in one array, so that starting episodes resets it in one call:
         # fifo arrival of the last packet, global send tick of the freshest packet, and
         # the episode counters reordered, stale, lost and action holds (downlink rows).
@@ -257,6 +310,12 @@ class VectorLinks:
         self.holds = holds[:n]
         self.left = 0  # draws left before some row's block runs out
         self._fi = np.empty(m, dtype=np.int64)  # scratch, reused within one step
+        # Constants and the current tick as 0-d arrays: numpy's ufuncs take them at about
+        # half the cost of a Python int operand.
+        self.now = np.zeros((), dtype=np.int64)  # the global tick of the last tick()
+        self._zero, self._one = np.array(0, dtype=np.int64), np.array(1, dtype=np.int64)
+        self._mask = np.array(self.mask, dtype=np.int64)
+        self._trash = np.array(self.trash, dtype=np.int64)
         self._r = 0  # calendar column of the current tick
 
     def start(self, mask: np.ndarray, best: int) -> None:
@@ -266,7 +325,8 @@ class VectorLinks:
         Stale entries of ``cal_max`` are left: they are not newer than ``best``, so they
         can never count as fresher.
         """
-        self.cal_cnt[mask] = 0
+        if self.count:
+            self.cal_cnt[mask] = 0
         if self.scan:
             self.arr[:, mask] = -1
         fresh = self._fresh
@@ -314,21 +374,25 @@ class VectorLinks:
         if self.left <= 0:
             self._refill()
         self.left -= 1
+        now = self.now
+        now[()] = g
         a = self.kbuf.take(self.flatpos)
-        self.flatpos += 1
-        lost = a < 0
-        a += g
+        self.flatpos += self._one
+        lost = a < self._zero
+        a += now
         if self.fifo:
             # A lost packet's tick is hugely negative: the maximum leaves `last` unchanged.
             a = np.maximum(a, self.last, out=self.last)
-        fi = np.bitwise_and(a, self.mask, out=self._fi)
-        np.copyto(fi, self.trash, where=lost)
+        fi = np.bitwise_and(a, self._mask, out=self._fi)
+        np.copyto(fi, self._trash, where=lost)
         fi += self.cal_off
         self._r = r = g & self.mask
         # Send ticks only grow, so the newest packet of a slot is the one written last.
         self.cal_max_flat[fi] = g
-        self.cal_cnt_flat[fi] += 1
-        self.lost += lost
+        count = self.count
+        if count:
+            self.cal_cnt_flat[fi] += 1
+            self.lost += lost
         best = self.best
         if self.scan:
             arr = self.arr
@@ -340,13 +404,14 @@ class VectorLinks:
             self.reordered += here.sum(axis=0)
         # Arrivals at tick g: one calendar column.
         newest = self.cal_max[:, r]
-        count = self.cal_cnt[:, r]
         delivered = newest > best
-        self.stale += count
-        self.stale -= delivered
+        if count:
+            arrived = self.cal_cnt[:, r]
+            self.stale += arrived
+            self.stale -= delivered
+            arrived.fill(0)
         np.maximum(best, newest, out=best)
         newest.fill(-1)
-        count.fill(0)
         return lost, delivered
 
     def store_actions(self, actions: np.ndarray) -> np.ndarray:
@@ -356,8 +421,32 @@ class VectorLinks:
         self.cal_act_flat[self._fi[:n]] = actions
         return self.cal_act[:, self._r]
 
-    def store_observations(self, obs: np.ndarray) -> np.ndarray:
-        """Queue this tick's observations; return the newest arriving this tick."""
-        n = self.n
-        self.cal_obs_flat[self._fi[n:]] = obs
-        return self.cal_obs[n:, self._r]
+    def store_observations(self, obs: np.ndarray) -> None:
+        """Queue this tick's observations (the newest arriving this tick are then in
+        :meth:`arrived_observations`, also as :meth:`arrived_items`)."""
+        if self.obs_item is not None and self.fits(obs):
+            self.cal_obs_items_flat[self._fi[self.n :]] = self.items(obs)
+        else:
+            self.cal_obs_flat[self._fi[self.n :]] = obs
+
+    def fits(self, obs: np.ndarray) -> bool:
+        """True if ``obs`` can be viewed as opaque elements (:meth:`items`)."""
+        return (
+            obs.dtype == self.obs_dtype and obs.shape == self.obs_shape and obs.flags.c_contiguous
+        )
+
+    def items(self, obs: np.ndarray) -> np.ndarray:
+        """A batch that :meth:`fits` as ``n`` opaque elements (a view)."""
+        item = self.obs_item
+        assert item is not None  # callers check obs_item first
+        return obs.reshape(self.n, -1).view(item)[:, 0]
+
+    def arrived_items(self) -> np.ndarray:
+        """The newest observation arriving this tick per sub-env, as opaque elements (a
+        view; valid where the uplink delivered)."""
+        return self.cal_obs_items[self.n :, self._r]
+
+    def arrived_observations(self) -> np.ndarray:
+        """The newest observation arriving this tick per sub-env (a view, valid where the
+        uplink delivered)."""
+        return self.cal_obs[self.n :, self._r]

@@ -18,7 +18,7 @@ from gymnasium import spaces
 from fleetgym.errors import MissingArgumentError, UnknownProfileError
 from fleetgym.validation import check_bool, check_choice, quote
 from fleetgym.wrappers.channels import Channel
-from fleetgym.wrappers.links import PacketLink
+from fleetgym.wrappers.links import PacketLink, always_on_time
 from fleetgym.wrappers.profiles import NetworkProfile, get_profile
 from fleetgym.wrappers.shim_config import (
     INFO_LEVELS,
@@ -83,6 +83,10 @@ def _ensure_registered(env_id: str) -> None:
     except ImportError:
         return
     gym.register_envs(ale_py)
+
+
+#: Action types that skip the action check's call when in a Discrete space's range.
+_INT_TYPES = frozenset((int, np.int64))
 
 
 def _copy_tree(x: Any) -> Any:
@@ -158,23 +162,17 @@ class NetworkShimWrapper(
     default because i.i.d. jitter on independent packets (``latest``) reorders most
     packets at Wi-Fi-degraded settings, which single-path links do not do.
 
-    With ``info="train"`` (the default) every ``step`` adds to ``info`` only what a
-    training run reads: ``obs_age_steps`` and ``action_age_steps`` (the compensation
-    wrappers' input), and on an episode's last step ``profile`` and ``network`` (for
-    ``Monitor(info_keywords=("profile",))``). With
-    ``info="full"`` every ``step`` adds to ``info`` (ages measured from the packet's send
-    timestamp, which a real agent knows): ``obs_age_steps``, ``obs_age_ms``,
-    ``action_age_steps``, ``action_age_ms`` (the start action counts as sent at tick
-    -1), ``uplink_lost`` / ``downlink_lost`` (this tick's packet), ``action_held``,
-    ``applied_action``, ``true_obs`` (the env's current observation, not copied), and
-    episode counters ``reordered_packets`` (arrived after a newer packet had arrived at
-    an earlier tick), ``stale_packets`` (arrived but never used because a newer one had
-    arrived by the same tick; includes the reordered ones), ``lost_packets`` and
-    ``action_holds``, and ``profile`` (the profile name in use this episode, so that
-    ``Monitor(info_keywords=("profile",))`` finds it on the final step). The step that
-    ends an episode (terminated or truncated below the shim) also carries ``network``:
-    :meth:`network_stats` of the episode. ``reset`` adds ``obs_age_steps`` (0) and
-    ``profile``, and with ``"full"`` also ``obs_age_ms`` (0) and ``true_obs``.
+    ``info`` (keys: :data:`~fleetgym.wrappers.shim_config.INFO_LEVELS`, ``docs/network-shim.md``):
+    with ``"train"`` (the default) each ``step`` adds what a training run reads,
+    ``obs_age_steps`` and ``action_age_steps`` (the compensation wrappers' input), and an
+    episode's last step ``profile`` and ``network`` (:meth:`network_stats`, for
+    ``Monitor(info_keywords=...)``); ``"full"`` adds, every step, the ages in ms (from the
+    packets' send times; the start action counts as sent at tick -1), this tick's
+    ``uplink_lost`` / ``downlink_lost``, ``action_held``, ``applied_action``, ``true_obs``
+    (not copied), the episode counters ``reordered_packets``, ``stale_packets`` (never
+    used: a newer one arrived by the same tick), ``lost_packets``, ``action_holds``, and
+    ``profile``. ``reset`` adds ``obs_age_steps`` (0) and ``profile`` (``"full"``: also
+    ``obs_age_ms`` and ``true_obs``).
 
     Randomness: the channels draw from generators seeded by ``reset(seed=...)``
     through ``np.random.SeedSequence`` (separate from the env's ``np_random``): the same
@@ -278,7 +276,8 @@ class NetworkShimWrapper(
         self._profiles, self.step_ms = self.config.profiles, self.config.step_ms
         self.delivery, self._start_action = self.config.delivery, self.config.start_action
         self._check_action = ActionCheck(env.action_space)
-        self._int_range = self._check_action.int_range
+        # A Discrete space's valid ints are [lo, hi); otherwise the range is empty.
+        self._int_lo, self._int_hi = self._check_action.int_range or (0, 0)
         self._streams: ShimStreams | None = None
         # Integer actions are immutable: no copy needed when one is held.
         self._copy_actions = not isinstance(env.action_space, spaces.Discrete)
@@ -286,8 +285,9 @@ class NetworkShimWrapper(
         self._profile_name = self.profile.name
         self._up: PacketLink | None = None
         self._down: PacketLink | None = None
+        self._on_time = False  # both links always on time (see step)
+        self._several_profiles = len(self._profiles) > 1
         self._t = 0
-        self._applied: Any = self._start_action
         self._holds = 0
         # Set by make_network_shim_env: the env below was built by the entry point itself,
         # and the facts of the inner env's own spec that gym.make overwrites.
@@ -331,10 +331,12 @@ class NetworkShimWrapper(
         self.profile, up, down = self._streams.draw(self._profiles, self.step_ms)
         self._profile_name = self.profile.name
         config = self.config
-        loop = self.timing
-        self._up = PacketLink(up, self.step_ms, config.block_size, config.fifo, loop.uplink_offset)
-        self._down = PacketLink(
-            down, self.step_ms, config.block_size, config.fifo, loop.downlink_offset
+        step_ms, block, fifo = self.step_ms, config.block_size, config.fifo
+        up_offset, down_offset = self.timing.uplink_offset, self.timing.downlink_offset
+        self._up = PacketLink(up, step_ms, block, fifo, up_offset)
+        self._down = PacketLink(down, step_ms, block, fifo, down_offset)
+        self._on_time = always_on_time(self.profile.uplink, step_ms, up_offset) and always_on_time(
+            self.profile.downlink, step_ms, down_offset
         )
 
     # -- gym API ----------------------------------------------------------------------
@@ -342,79 +344,105 @@ class NetworkShimWrapper(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         """Reset the env and the network (every queue cleared); see the class docstring."""
-        seed = check_seed(seed)
+        if seed is not None:
+            seed = check_seed(seed)
         obs, info = self.env.reset(seed=seed, options=options)
         if seed is not None or self._streams is None:
             self._seed(seed)
             self._new_links()
-        elif len(self._profiles) > 1:
+        elif self._several_profiles:
             self._new_links()
         up, down = self._up, self._down
         assert up is not None and down is not None
         up.clear()
         down.clear()
-        payload = _copy_tree(obs) if self._copy else obs
         up.best_idx = 0
-        up.best_payload = payload
+        up.best_payload = _copy_tree(obs) if self._copy else obs
+        # The action in use (the freshest arrived, held until a newer one arrives) is the
+        # downlink's freshest payload; before the first arrival, the start action.
+        down.best_payload = self._start_action
         self._t = 0
-        self._applied = self._start_action
         self._holds = 0
         info["obs_age_steps"] = 0
         if self._full_info:
             info["obs_age_ms"] = 0.0
             info["true_obs"] = obs
-        info["profile"] = self.profile.name
+        info["profile"] = self._profile_name
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """One control tick: send the action, apply the freshest arrived, return the freshest obs."""
         down = self._down
-        up = self._up
-        if down is None or up is None:
+        if down is None:
             raise gym.error.ResetNeeded("call reset() before step()")
         t = self._t
         # The common case (a valid int action, or the numpy int a vectorised trainer such as
         # SB3's DummyVecEnv hands each env) costs no call.
-        valid = self._int_range
-        kind = type(action)
-        if (
-            valid is None
-            or (kind is not int and kind is not np.int64)
-            or not valid[0] <= action < valid[1]
-        ):
+        if type(action) not in _INT_TYPES or not self._int_lo <= action < self._int_hi:
             self._check_action(action, t)
-        down_code = down.tick(t, action)
-        if down_code >= 2:
-            self._applied = down.best_payload
-            held = False
-        else:
-            held = True
-            self._holds += 1
-        applied = self._applied
-        obs, reward, terminated, truncated, info = self.env.step(applied)
-        t1 = t + 1
-        self._t = t1
-        payload = _copy_tree(obs) if self._copy else obs
-        up_code = up.tick(t1, payload)
-        if up_code >= 2:
-            ret = up.best_payload
-        else:
-            # Hand out a repeated observation as a new object: agents (and Gymnasium's
-            # checker) assume successive observations do not share memory.
-            ret = up.best_payload
-            ret = ret.copy() if type(ret) is np.ndarray else _copy_tree(ret)
-        obs_age, action_age = loop_ages(t, up.best_idx, down.best_idx)
-        if not self._full_info:
-            info["obs_age_steps"] = obs_age
-            info["action_age_steps"] = action_age
+        if self._on_time:
+            # Both links deliver every packet at its own tick (always_on_time: e.g.
+            # `perfect`): nothing is ever in flight, lost or held, both ages are 0. Their
+            # draws are constants, so skipping the links changes no other number.
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            self._t = t + 1
+            ret = _copy_tree(obs) if self._copy else obs
+            if self._full_info:
+                info = self._full(info, 0, 0, 2, 2, action, obs, terminated or truncated)
+                return ret, reward, terminated, truncated, info
+            info["obs_age_steps"] = 0
+            info["action_age_steps"] = 0
             if terminated or truncated:  # what Monitor(info_keywords=...) reads, at the end
                 info["profile"] = self._profile_name
                 info["network"] = self.network_stats()
             return ret, reward, terminated, truncated, info
-        step_ms = self.step_ms
+        up = self._up
+        assert up is not None  # set with the downlink
+        down_code = down.tick(t, action)
+        if down_code < 2:
+            self._holds += 1
+        applied = down.best_payload
+        obs, reward, terminated, truncated, info = self.env.step(applied)
+        t1 = t + 1
+        self._t = t1
+        up_code = up.tick(t1, _copy_tree(obs) if self._copy else obs)
+        ret = up.best_payload
+        if up_code < 2:
+            # Hand out a repeated observation as a new object: agents (and Gymnasium's
+            # checker) assume successive observations do not share memory.
+            ret = ret.copy() if type(ret) is np.ndarray else _copy_tree(ret)
+        obs_age, action_age = loop_ages(t, up.best_idx, down.best_idx)
+        if self._full_info:
+            info = self._full(
+                info, obs_age, action_age, up_code, down_code, applied, obs, terminated or truncated
+            )
+            return ret, reward, terminated, truncated, info
+        info["obs_age_steps"] = obs_age
+        info["action_age_steps"] = action_age
+        if terminated or truncated:  # what Monitor(info_keywords=...) reads, at the end
+            info["profile"] = self._profile_name
+            info["network"] = self.network_stats()
+        return ret, reward, terminated, truncated, info
+
+    def _full(
+        self,
+        info: dict[str, Any],
+        obs_age: int,
+        action_age: int,
+        up_code: int,
+        down_code: int,
+        applied: Any,
+        obs: Any,
+        ended: bool,
+    ) -> dict[str, Any]:
+        """``info`` with every key of ``info="full"`` (the link codes as from ``tick``)."""
+        held = down_code < 2
         if held and self._copy_actions:
             # A held action goes to the env again; in info it must be a new object each step.
             applied = _copy_tree(applied)
+        up, down = self._up, self._down
+        assert up is not None and down is not None
+        step_ms = self.step_ms
         ours = {
             "obs_age_steps": obs_age,
             "obs_age_ms": obs_age * step_ms,
@@ -429,26 +457,32 @@ class NetworkShimWrapper(
             "stale_packets": up.stale + down.stale,
             "lost_packets": up.lost + down.lost,
             "action_holds": self._holds,
-            "profile": self.profile.name,
+            "profile": self._profile_name,
         }
-        if terminated or truncated:
+        if ended:
             ours["network"] = self.network_stats()
         if info:
             info.update(ours)
-        else:
-            info = ours
-        return ret, reward, terminated, truncated, info
+            return info
+        return ours
 
     def network_stats(self) -> dict[str, int]:
         """This episode's per-direction packet counters (sent, lost, reordered, stale)."""
-        out: dict[str, int] = {"ticks": self._t, "action_holds": self._holds}
-        for name, link in (("uplink", self._up), ("downlink", self._down)):
-            if link is not None:
-                out[f"{name}_sent"] = self._t
-                out[f"{name}_lost"] = link.lost
-                out[f"{name}_reordered"] = link.reordered
-                out[f"{name}_stale"] = link.stale
-        return out
+        t, up, down = self._t, self._up, self._down
+        if up is None or down is None:
+            return {"ticks": t, "action_holds": self._holds}
+        return {
+            "ticks": t,
+            "action_holds": self._holds,
+            "uplink_sent": t,
+            "uplink_lost": up.lost,
+            "uplink_reordered": up.reordered,
+            "uplink_stale": up.stale,
+            "downlink_sent": t,
+            "downlink_lost": down.lost,
+            "downlink_reordered": down.reordered,
+            "downlink_stale": down.stale,
+        }
 
     @property
     def profiles(self) -> tuple[NetworkProfile, ...]:

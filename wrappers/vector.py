@@ -169,21 +169,26 @@ class NetworkShimVectorWrapper(VectorWrapper):
             (single_act.shape, np.dtype(single_act.dtype)),
             (obs_space.shape, np.dtype(obs_space.dtype)),
             (self.timing.downlink_offset, self.timing.uplink_offset),
+            count=self._full_info,
         )
         self._streams: list[ShimStreams | None] = [None] * n
         self.profile_names = [self._profiles[0].name] * n
+        self._names: np.ndarray | None = None  # profile_names as an array, made when needed
         # Global tick of the next step (see VectorLinks); episode ticks are offsets from it.
         self._g = 0
         self._applied = np.repeat(self._start[None], n, axis=0)
         self._obs: np.ndarray | None = None
+        self._obs_items: np.ndarray | None = None
         # Sub-envs the vector env resets on the next step, once per direction (2n rows).
         self._restart2 = np.zeros(2 * n, dtype=bool)
         self._autoreset = self._restart2[:n]
         self._all = np.ones(n, dtype=bool)
         self._all2 = np.ones(2 * n, dtype=bool)
-        # Shapes that broadcast a per-sub-env mask over one action / observation.
-        self._act_bcast = (n,) + (1,) * len(single_act.shape)
-        self._obs_bcast = (n,) + (1,) * len(obs_space.shape)
+        # Shapes that broadcast a per-sub-env mask over one action / observation (None
+        # for scalar ones: the mask as is).
+        self._act_bcast = (n,) + (1,) * len(single_act.shape) if single_act.shape else None
+        self._obs_bcast = (n,) + (1,) * len(obs_space.shape) if obs_space.shape else None
+        self._any_restart = False  # some sub-env is reset by the vector env on this step
 
     @staticmethod
     def _infer_step_ms(env: VectorEnv) -> float | None:
@@ -212,6 +217,7 @@ class NetworkShimVectorWrapper(VectorWrapper):
         assert streams is not None
         profile, up, down = streams.draw(self._profiles, self.step_ms)
         self.profile_names[i] = profile.name
+        self._names = None
         self._links.set_sampler(i, down)
         self._links.set_sampler(self._n + i, up)
 
@@ -224,9 +230,14 @@ class NetworkShimVectorWrapper(VectorWrapper):
         """
         links = self._links
         links.start(mask2, g - 1)
-        np.copyto(self._applied, self._start, where=mask.reshape(self._act_bcast))
+        act_mask = mask if self._act_bcast is None else mask.reshape(self._act_bcast)
+        np.copyto(self._applied, self._start, where=act_mask)
         assert self._obs is not None
-        np.copyto(self._obs, obs, where=mask.reshape(self._obs_bcast))
+        if self._obs_items is not None and links.fits(obs):
+            np.copyto(self._obs_items, links.items(obs), where=mask)
+        else:
+            bcast = self._obs_bcast
+            np.copyto(self._obs, obs, where=mask if bcast is None else mask.reshape(bcast))
 
     def reset(
         self,
@@ -257,8 +268,13 @@ class NetworkShimVectorWrapper(VectorWrapper):
             elif len(self._profiles) > 1:
                 self._new_episode(i)
         self._obs = np.array(obs, copy=True)
+        # The same memory as opaque elements, when its dtype and shape allow (faster copies).
+        links = self._links
+        fits = links.obs_item is not None and links.fits(self._obs)
+        self._obs_items = links.items(self._obs) if fits else None
         self._start_episodes(self._all, self._all2, obs, self._g)
         self._restart2[:] = False
+        self._any_restart = False
         info["obs_age_steps"] = np.zeros(self._n, dtype=np.int64)
         info["_obs_age_steps"] = self._all.copy()
         if self._full_info:
@@ -276,9 +292,8 @@ class NetworkShimVectorWrapper(VectorWrapper):
         actions = np.asarray(actions)
         self._check_action(actions, g)
         n = self._n
-        restarting = self._autoreset
-        any_restart = np.count_nonzero(restarting) > 0
         links = self._links
+        full = self._full_info
         self._g = g + 1
         # Both directions' deliveries for this tick (they do not depend on the payloads).
         lost, delivered = links.tick(g)
@@ -286,42 +301,49 @@ class NetworkShimVectorWrapper(VectorWrapper):
         np.copyto(
             self._applied,
             links.store_actions(actions),
-            where=down_new.reshape(self._act_bcast),
+            where=down_new if self._act_bcast is None else down_new.reshape(self._act_bcast),
         )
-        held = ~down_new
         applied = self._applied.copy()
         obs, reward, terminated, truncated, info = self.env.step(applied)
-        np.copyto(
-            self._obs,
-            links.store_observations(obs),
-            where=delivered[n:].reshape(self._obs_bcast),
-        )
-        if any_restart:
+        up_new = delivered[n:]
+        links.store_observations(obs)
+        if self._obs_items is not None:
+            np.copyto(self._obs_items, links.arrived_items(), where=up_new)
+        else:
+            bcast = self._obs_bcast
+            where = up_new if bcast is None else up_new.reshape(bcast)
+            np.copyto(self._obs, links.arrived_observations(), where=where)
+        if full:
+            held = ~down_new
+        if self._any_restart:
             # These sub-envs were reset by the vector env (their action ignored): they sent
             # nothing, so give back the delays drawn for them and start a new episode.
-            restart2 = self._restart2
+            restarting, restart2 = self._autoreset, self._restart2
             links.unsend(restart2)
             if len(self._profiles) > 1:
                 for i in np.flatnonzero(restarting).tolist():
                     self._new_episode(i)
             self._start_episodes(restarting, restart2, obs, g + 1)
-            keep = ~restart2
-            held &= keep[:n]
-            lost &= keep
-        links.holds += held
+            if full:
+                keep = ~restart2
+                held &= keep[:n]
+                lost &= keep
+        if full:
+            links.holds += held
         ret = self._obs.copy()
-        ages = g - links.best  # action ages, then observation ages
-        np.logical_or(terminated, truncated, out=self._autoreset)
-        self._restart2[n:] = self._autoreset
+        ages = links.now - links.best  # action ages, then observation ages
+        ended = np.logical_or(terminated, truncated, out=self._autoreset)
+        self._restart2[n:] = ended
+        self._any_restart = any_ended = bool(np.count_nonzero(ended))
         mask = self._all
-        if not self._full_info:
+        if not full:
             info["obs_age_steps"] = ages[n:]
             info["_obs_age_steps"] = mask
             info["action_age_steps"] = ages[:n]
             info["_action_age_steps"] = mask
-            if self._autoreset.any():  # the episodes that ended: what Monitor reads there
-                info["profile"] = np.array(self.profile_names, dtype=object)
-                info["_profile"] = self._autoreset.copy()
+            if any_ended:  # the episodes that ended: what Monitor reads there
+                info["profile"] = self._profile_array()
+                info["_profile"] = ended.copy()
             return ret, reward, terminated, truncated, info
         ages_ms = ages * self.step_ms
         counts = links.counts
@@ -345,9 +367,15 @@ class NetworkShimVectorWrapper(VectorWrapper):
             info[key] = value
             info[mask_key] = mask
         # This tick's episode of each sub-env (a restarted one's new draw).
-        info["profile"] = np.array(self.profile_names, dtype=object)
+        info["profile"] = self._profile_array()
         info["_profile"] = mask
         return ret, reward, terminated, truncated, info
+
+    def _profile_array(self) -> np.ndarray:
+        """``profile_names`` as a new object array (from a copy kept until a name changes)."""
+        if self._names is None:
+            self._names = np.array(self.profile_names, dtype=object)
+        return self._names.copy()
 
     @property
     def profiles(self) -> tuple[NetworkProfile, ...]:
