@@ -16,7 +16,7 @@ import gymnasium as gym
 ENV_SPECS: dict[str, dict[str, Any]] = {
     # Part A: the network shim around any registered env (kwargs env_id, profile, ...).
     "fleetgym/NetShim-v0": {
-        "entry_point": "fleetgym.wrappers.network_shim:make_network_shim_env",
+        "entry_point": "fleetgym.wrappers.shim_env:make_network_shim_env",
     },
     # Mode 3: an env served by `fleetgym serve-env` (kwargs address, profile, ...).
     "fleetgym/Remote-v0": {
@@ -93,8 +93,8 @@ def register_shim_env(env_id: str, profile: str = "wifi-degraded", **wrapper_kwa
         UnknownProfileError: For an unknown profile.
         gymnasium.error.NameNotFound: For an unknown ``env_id``.
     """
-    from fleetgym.wrappers.network_shim import _ensure_registered
     from fleetgym.wrappers.profiles import get_profile
+    from fleetgym.wrappers.shim_env import _ensure_registered
 
     for name, value in (("env_id", env_id), ("profile", profile)):
         if not isinstance(value, str) or not value:

@@ -28,7 +28,7 @@ from fleetgym.wrappers.compensation import (
     make_robust_env,
 )
 from fleetgym.wrappers.fitted_channels import EmpiricalChannel, LogNormalChannel
-from fleetgym.wrappers.network_shim import NetworkShimWrapper, make_network_shim_env
+from fleetgym.wrappers.network_shim import NetworkShimWrapper
 from fleetgym.wrappers.profile_fit import ProfileFit, TraceFitError, fit_profile
 from fleetgym.wrappers.profiles import (
     NetworkProfile,
@@ -45,6 +45,7 @@ from fleetgym.wrappers.shim_config import (
     default_start_action,
     infer_step_ms,
 )
+from fleetgym.wrappers.shim_env import make_network_shim_env
 from fleetgym.wrappers.vector import NetworkShimVectorWrapper
 
 __all__ = [

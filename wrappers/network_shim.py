@@ -7,7 +7,6 @@ The control-loop model (virtual time, one tick per ``step``) is documented on
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from typing import Any, SupportsFloat
 
@@ -15,8 +14,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from fleetgym.errors import MissingArgumentError, UnknownProfileError
-from fleetgym.validation import check_bool, check_choice, quote
+from fleetgym.errors import UnknownProfileError
+from fleetgym.validation import check_bool, check_choice
 from fleetgym.wrappers.channels import Channel
 from fleetgym.wrappers.links import PacketLink, always_on_time
 from fleetgym.wrappers.profiles import NetworkProfile, get_profile
@@ -30,24 +29,7 @@ from fleetgym.wrappers.shim_config import (
 )
 from fleetgym.wrappers.timeline import loop_ages
 
-__all__ = ["SHIM_ENV_ARGUMENTS", "NetworkShimWrapper", "make_network_shim_env"]
-
-#: The arguments of ``fleetgym/NetShim-v0`` (for its missing-argument error and docs).
-SHIM_ENV_ARGUMENTS = (
-    "env_id (required: the Gymnasium ID to wrap, e.g. 'CartPole-v1' or 'ALE/Pong-v5')",
-    "profile='wifi-degraded' (a name from `fleetgym profiles`, a NetworkProfile or a list)",
-    "env_kwargs=None (keywords for gym.make(env_id))",
-    "step_ms=None (control period; inferred from dt/tau, ALE frameskip or render_fps)",
-    "delivery='fifo'",
-    "start_action=None",
-    "uplink=None, downlink=None (explicit channels instead of a profile)",
-    "copy_observations=False",
-    "block_size=512",
-    "timing='loop' (one period for the round trip; 'per-direction': a whole period each way)",
-    "uplink_share=0.5 (the agent's phase: the share of the period left for the observation)",
-    "info='train' (ages and profile only; 'full' adds true_obs, applied_action, counters)",
-    "render_mode=None (passed to the inner env)",
-)
+__all__ = ["NetworkShimWrapper"]
 
 
 def _stable_profile(profile: Any) -> Any:
@@ -65,24 +47,6 @@ def _stable_profile(profile: Any) -> Any:
     if isinstance(profile, Sequence) and not isinstance(profile, (str, bytes, bytearray)):
         return [_stable_profile(p) for p in profile]
     return profile
-
-
-def _ensure_registered(env_id: str) -> None:
-    """Register the ALE (Atari) or MiniGrid IDs on first use, so ``import fleetgym`` stays
-    light and a fresh process needs no ``import ale_py`` / ``import minigrid`` first."""
-    if ":" in env_id or env_id in gym.registry:
-        return  # gym.make imports the module of "module:ID" itself
-    if env_id.startswith(("MiniGrid-", "BabyAI-")):
-        try:
-            importlib.import_module("minigrid")  # registers its IDs on import
-        except ImportError:
-            pass  # gym.make reports the unknown ID
-        return
-    try:
-        import ale_py
-    except ImportError:
-        return
-    gym.register_envs(ale_py)
 
 
 #: Action types that skip the action check's call when in a Discrete space's range.
@@ -488,64 +452,3 @@ class NetworkShimWrapper(
     def profiles(self) -> tuple[NetworkProfile, ...]:
         """The profiles this shim draws from (one per episode when more than one)."""
         return self._profiles
-
-
-def make_network_shim_env(
-    env_id: str | None = None,
-    profile: str | NetworkProfile | Sequence[str | NetworkProfile] | None = "wifi-degraded",
-    env_kwargs: dict[str, Any] | None = None,
-    **wrapper_kwargs: Any,
-) -> NetworkShimWrapper:
-    """Entry point of ``fleetgym/NetShim-v0``: ``gym.make(env_id, **env_kwargs)`` under a shim.
-
-    ``render_mode`` goes to the inner env; every other keyword goes to
-    :class:`NetworkShimWrapper`. Pass ``profile=None`` together with ``uplink``/``downlink``
-    channels to use explicit channels. ALE (Atari) and MiniGrid IDs need no
-    ``import ale_py`` / ``import minigrid`` first.
-
-    Example:
-        >>> import gymnasium as gym, fleetgym
-        >>> env = gym.make("fleetgym/NetShim-v0", env_id="CartPole-v1", profile="ethernet")
-        >>> obs, info = env.reset(seed=0)
-        >>> info["profile"], obs.shape, env.spec.reward_threshold, env.spec.max_episode_steps
-        ('ethernet', (4,), 475.0, 500)
-
-    Raises:
-        MissingArgumentError: If ``env_id`` is not given (the message lists the arguments).
-        TypeError: If ``env_id`` is not a str or ``env_kwargs`` not a dict.
-    """
-    if env_id is None:
-        listing = "\n  ".join(SHIM_ENV_ARGUMENTS)
-        raise MissingArgumentError(
-            "env_id: expected the Gymnasium ID of the env to wrap, actual none given. "
-            "fleetgym/NetShim-v0 takes:\n  "
-            f"{listing}\n"
-            "e.g. gym.make('fleetgym/NetShim-v0', env_id='CartPole-v1', profile='wifi-normal'). "
-            "For tools that make envs from an ID alone (the RL Zoo's evaluation env), "
-            "fleetgym.register_shim_env(env_id, profile) registers an ID that needs no arguments"
-        )
-    if not isinstance(env_id, str) or not env_id:
-        raise TypeError(f"env_id: expected a non-empty str, actual {quote(env_id)}")
-    if env_kwargs is not None and not isinstance(env_kwargs, dict):
-        raise TypeError(f"env_kwargs: expected a dict or None, actual {type(env_kwargs).__name__}")
-    inner_kwargs = dict(env_kwargs or {})
-    if "render_mode" in wrapper_kwargs:
-        inner_kwargs["render_mode"] = wrapper_kwargs.pop("render_mode")
-    if profile is not None and ("uplink" in wrapper_kwargs or "downlink" in wrapper_kwargs):
-        if profile == "wifi-degraded":  # the default, not a user choice
-            profile = None
-    _ensure_registered(env_id)
-    env = gym.make(env_id, **inner_kwargs)
-    # Read before gym.make replaces the inner spec with the shim's (and without touching
-    # env.spec, which wrappers cache).
-    inner_spec = env.unwrapped.spec
-    shim = NetworkShimWrapper(env, profile=profile, **wrapper_kwargs)
-    shim._inner_env_from_entry_point = True
-    shim._inner_reward_threshold = None if inner_spec is None else inner_spec.reward_threshold
-    layer: Any = env
-    while isinstance(layer, gym.Wrapper):
-        if isinstance(layer, gym.wrappers.TimeLimit):
-            shim._inner_max_episode_steps = layer._max_episode_steps
-            break
-        layer = layer.env
-    return shim
