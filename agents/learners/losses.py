@@ -21,6 +21,13 @@ advantage estimate:
 and advantages are recomputed with the newest parameters, global or per-minibatch advantage
 normalisation); it is frozen and validated once. The learner that uses it is
 :class:`fleetgym.agents.learners.lag.CompensatedPPOLearner`.
+
+Actions made of tokens (a VLA policy's ``K`` actions of ``D`` tokens each per decision) can
+form their ratios at three levels (:func:`level_log_probs`, :func:`level_policy_loss`):
+``token`` (one ratio and one clip per token, averaged over the ``K D`` tokens), ``action``
+(the sum of an action's ``D`` token log-probs, one ratio per action) or ``chunk`` (the sum
+over all ``K D`` tokens, one ratio per decision). Every policy loss above works at every
+level.
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ from fleetgym.validation import check_bool, check_choice, check_float, quote
 
 #: Policy losses by name.
 LOSSES = ("ppo", "gipo", "vtrace")
+#: Where the importance ratio of a multi-token action is formed (see :func:`level_log_probs`).
+RATIO_LEVELS = ("token", "action", "chunk")
 #: GIPO's default standard deviation of the Gaussian weight in log-ratio space.
 DEFAULT_SIGMA = 0.8
 #: Default KL budget per update (see :class:`LossConfig`'s ``target_kl``): none for
@@ -359,3 +368,88 @@ def vtrace(
         advantages[t] = rewards[t] + gamma * target - values[t]
         next_value, next_vs = values[t], vs[t]
     return vs.astype(np.float32), advantages.astype(np.float32)
+
+
+def level_log_probs(token_log_probs: torch.Tensor, level: str) -> torch.Tensor:
+    """Token log-probs ``(B, K, D)`` summed to the ratio level.
+
+    ``B`` decisions, each a chunk of ``K`` actions of ``D`` tokens. ``"token"`` keeps every
+    token, ``(B, K D)``; ``"action"`` sums each action's ``D`` tokens, ``(B, K)`` (with
+    ``D = 1`` and ``K = 1`` the levels agree); ``"chunk"`` sums all of them, ``(B,)``. The
+    chunk sum of log-ratios is a sum of ``K D`` terms: its spread grows as ``sqrt(K D)``
+    and its exponential, the joint ratio, leaves any clip range at large ``K D`` while each
+    token's ratio stays near 1.
+
+    Example:
+        >>> lp = torch.arange(12.0).reshape(2, 3, 2)
+        >>> [tuple(level_log_probs(lp, lv).shape) for lv in RATIO_LEVELS]
+        [(2, 6), (2, 3), (2,)]
+        >>> level_log_probs(lp, "chunk").tolist()
+        [15.0, 51.0]
+
+    Raises:
+        ValueError: For a tensor that is not 3-d or an unknown level.
+    """
+    check_choice("level", level, RATIO_LEVELS)
+    if token_log_probs.ndim != 3:
+        raise ValueError(
+            f"token_log_probs: expected shape (B, K, D), actual {tuple(token_log_probs.shape)}"
+        )
+    if level == "token":
+        return token_log_probs.flatten(1)
+    if level == "action":
+        return token_log_probs.sum(-1)
+    return token_log_probs.sum((1, 2))
+
+
+def level_policy_loss(
+    new_token_log_probs: torch.Tensor,
+    old_token_log_probs: torch.Tensor,
+    advantages: torch.Tensor,
+    level: str = "token",
+    loss: str = "ppo",
+    clip: float = 0.2,
+    sigma: float = DEFAULT_SIGMA,
+    rho_bar: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A policy loss (PPO-clip, GIPO or V-trace) with ratios at a level, and its clip fraction.
+
+    The log-probs ``(B, K, D)`` are summed by :func:`level_log_probs`; each decision's
+    advantage ``(B,)`` is shared by all of its tokens (or actions); then the named loss
+    (:func:`ppo_clip_loss`, :func:`gipo_loss` or :func:`vtrace_policy_loss`) averages over
+    the ``B x`` (tokens, actions or 1) terms, so ``"token"`` clips each token and averages,
+    as in AcceRL's token-level PPO. The reported fraction is the loss's own (clipped,
+    down-weighted or truncated) over the same terms. V-trace's *targets* need one ratio per
+    time step: pass ``level_log_probs(new, "chunk") - level_log_probs(old, "chunk")`` as
+    :func:`vtrace`'s ``log_rhos``.
+
+    Example:
+        >>> new = torch.full((1, 1, 4), 0.1)  # four tokens, each ratio e^0.1 = 1.105
+        >>> adv = torch.ones(1)
+        >>> [round(float(level_policy_loss(new, torch.zeros(1, 1, 4), adv, lv)[1]), 2)
+        ...  for lv in RATIO_LEVELS]  # the token ratios are inside the clip, the joint e^0.4 not
+        [0.0, 1.0, 1.0]
+
+    Raises:
+        ValueError: For log-probs of two shapes or not 3-d, advantages not of shape
+            ``(B,)``, an unknown level or loss, or a bad ``clip``, ``sigma`` or ``rho_bar``.
+    """
+    check_choice("loss", loss, LOSSES)
+    if new_token_log_probs.shape != old_token_log_probs.shape:
+        raise ValueError(
+            "new_token_log_probs, old_token_log_probs: expected one shape, actual "
+            f"{tuple(new_token_log_probs.shape)} and {tuple(old_token_log_probs.shape)}"
+        )
+    new = level_log_probs(new_token_log_probs, level)
+    old = level_log_probs(old_token_log_probs, level)
+    if tuple(advantages.shape) != (new.shape[0],):
+        raise ValueError(
+            f"advantages: expected shape ({new.shape[0]},), actual {tuple(advantages.shape)}"
+        )
+    shared = advantages.reshape(-1, *([1] * (new.ndim - 1))).expand_as(new)
+    new, old, shared = new.reshape(-1), old.reshape(-1), shared.reshape(-1)
+    if loss == "ppo":
+        return ppo_clip_loss(new, old, shared, clip)
+    if loss == "gipo":
+        return gipo_loss(new, old, shared, sigma)
+    return vtrace_policy_loss(new, old, shared, rho_bar)

@@ -25,6 +25,7 @@ class RecordingEnv(gym.Env):
         return np.asarray(action, np.float32), 0.0, False, False, {}
 
 
+@pytest.mark.filterwarnings("ignore:.*different from the unwrapped")
 @pytest.mark.parametrize("space", ["multidiscrete", "tuple"])
 @pytest.mark.parametrize("vocab_size", [None, 32000])
 def test_tokens_decode_to_bin_centres(space, vocab_size):
