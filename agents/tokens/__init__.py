@@ -4,10 +4,19 @@
   ids and back (per-dimension quantile normalisation, ``N`` uniform bins, ids in a window
   or the tail of a vocabulary);
 * :mod:`~fleetgym.agents.tokens.wrapper`: :class:`TokenizedActions`, a Gymnasium action
-  wrapper that drives any Box env with token ids.
+  wrapper that drives any Box env with token ids;
+* :mod:`~fleetgym.agents.tokens.head`: :class:`SlimActionHead`, an LM head cut to the action
+  rows, and :func:`action_log_softmax`, the one restricted distribution;
+* :mod:`~fleetgym.agents.tokens.value_heads`: attention-pooled (AcceRL), mean-pooled and
+  first-action-token (RL4VLA) value heads;
+* :mod:`~fleetgym.agents.tokens.backbones`: causal LM backbones (a pure-torch transformer,
+  any Hugging Face causal LM, a random ``LlamaConfig`` model with the ``tokens`` extra);
+* :mod:`~fleetgym.agents.tokens.policy`: :class:`TokenPolicy`, the VLA-shaped actor-critic.
 
-Depends on :mod:`fleetgym.agents.policies` and :mod:`fleetgym.agents.types` at most; the
-learners may import it. Importing it does not import torch or ``transformers``.
+The ratio levels (token, action, chunk) of its updates are in
+:mod:`fleetgym.agents.learners.losses`. Depends on :mod:`fleetgym.agents.policies` and
+:mod:`fleetgym.agents.types` at most; the learners may import it. Importing the package
+imports neither torch nor ``transformers``; the torch modules are imported by path.
 """
 
 from __future__ import annotations

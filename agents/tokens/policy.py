@@ -1,0 +1,245 @@
+"""A small VLA-shaped policy: a causal LM over [observation, instruction, a_1 .. a_n].
+
+The sequence is one (or more) observation embeddings, the instruction's token embeddings
+where the env has an instruction, then the action tokens. Token ``j`` of the ``n = K D``
+tokens of a decision (``K`` actions of ``D`` dimensions) is emitted by the hidden state at
+position ``P - 1 + j`` (``P`` the prefix length), through the slimmed head
+(:class:`~fleetgym.agents.tokens.head.SlimActionHead`) and the restricted softmax.
+
+* :meth:`TokenPolicy.act` decodes the ``n`` tokens autoregressively with the backbone's
+  key/value cache (one prefix pass, then one position per token);
+* :meth:`TokenPolicy.evaluate` recomputes their log-probs in one teacher-forced pass, as a
+  learner does.
+
+Both read the distribution through :meth:`SlimActionHead.log_probs`, so the behaviour and
+learner log-probs come from one function and agree to float rounding; the value head reads
+the ``n`` emitting hidden states.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from fleetgym.agents.tokens.backbones import CausalBackbone, as_backbone
+from fleetgym.agents.tokens.head import SlimActionHead, action_log_softmax
+from fleetgym.agents.tokens.tokenizer import ActionTokenizer
+from fleetgym.agents.tokens.value_heads import make_value_head
+from fleetgym.validation import check_bool, check_int, quote
+
+
+class TokenSample(NamedTuple):
+    """One batch of decisions: token ids and their log-probs ``(B, K, D)``, values ``(B,)``."""
+
+    tokens: torch.Tensor
+    log_probs: torch.Tensor
+    values: torch.Tensor
+
+
+class TokenEvaluation(NamedTuple):
+    """A learner's view of given tokens: log-probs and entropies ``(B, K, D)``, values ``(B,)``."""
+
+    log_probs: torch.Tensor
+    entropy: torch.Tensor
+    values: torch.Tensor
+
+
+class FullHeadWindow(nn.Module):
+    """The unslimmed way (RL4VLA, SimpleVLA-RL): the full ``V``-row head, then a slice.
+
+    Kept as the reference the slim head is measured against; the distribution is the same
+    restricted softmax.
+    """
+
+    def __init__(self, head: nn.Linear, offset: int, num_bins: int) -> None:
+        super().__init__()
+        self.head, self.offset, self.num_bins = head, offset, num_bins
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.head(hidden)[..., self.offset : self.offset + self.num_bins]
+
+    def log_probs(self, hidden: torch.Tensor) -> torch.Tensor:
+        return action_log_softmax(self(hidden))
+
+
+class TokenPolicy(nn.Module):
+    """An actor-critic whose actions are chains of tokens from a causal LM.
+
+    Models a vision-language-action policy (OpenVLA's action tokens, AcceRL's slimmed
+    head and pooled value) on a backbone small enough for a CPU.
+
+    Example:
+        >>> from fleetgym.agents.tokens.backbones import TinyCausalTransformer
+        >>> tok = ActionTokenizer([-1.0] * 3, [1.0] * 3, vocab_size=1000)
+        >>> net = TinyCausalTransformer(hidden_size=32, layers=1, heads=2, vocab_size=1000)
+        >>> policy = TokenPolicy(net, tok, obs_dim=11)
+        >>> sample = policy.act(torch.zeros(2, 11), step=torch.zeros(2))
+        >>> tuple(sample.tokens.shape), tuple(sample.values.shape)
+        ((2, 1, 3), (2,))
+        >>> ev = policy.evaluate(torch.zeros(2, 11), sample.tokens, step=torch.zeros(2))
+        >>> bool(torch.allclose(ev.log_probs, sample.log_probs, atol=1e-5))
+        True
+
+    Args:
+        backbone: A :class:`~fleetgym.agents.tokens.backbones.CausalBackbone` or a Hugging
+            Face causal LM (your own included).
+        tokenizer: The action tokenizer; its ids must lie inside the backbone's vocabulary.
+        obs_dim: Length of the (flattened) observation vector.
+        chunk: Actions ``K`` per decision.
+        obs_tokens: Positions the observation is projected to.
+        instruction_length: Instruction tokens per observation (0: no instruction).
+        value_head: ``"attention"``, ``"mean"`` or ``"first"``
+            (:mod:`~fleetgym.agents.tokens.value_heads`).
+        max_steps: The attention head's step normaliser.
+        slim_head: Slice the head to the action rows (else keep the full head and slice
+            its logits, the reference for measurements).
+
+    Raises:
+        TypeError: For a backbone that is neither, or a tokenizer of another type.
+        ValueError: If the tokenizer's ids leave the vocabulary.
+    """
+
+    def __init__(
+        self,
+        backbone: nn.Module,
+        tokenizer: ActionTokenizer,
+        obs_dim: int,
+        chunk: int = 1,
+        obs_tokens: int = 1,
+        instruction_length: int = 0,
+        value_head: str = "attention",
+        max_steps: int = 1000,
+        slim_head: bool = True,
+    ) -> None:
+        super().__init__()
+        self.backbone: CausalBackbone = as_backbone(backbone)
+        if not isinstance(tokenizer, ActionTokenizer):
+            raise TypeError(f"tokenizer: expected an ActionTokenizer, actual {quote(tokenizer)}")
+        vocab = self.backbone.vocab_size
+        if tokenizer.offset + tokenizer.num_bins > vocab:
+            raise ValueError(
+                f"tokenizer: expected ids inside the backbone's vocabulary of {vocab}, actual "
+                f"ids {tokenizer.offset} .. {tokenizer.offset + tokenizer.num_bins - 1}"
+            )
+        self.tokenizer = tokenizer
+        self.obs_dim = check_int("obs_dim", obs_dim, low=1)
+        self.chunk = check_int("chunk", chunk, low=1)
+        self.obs_tokens = check_int("obs_tokens", obs_tokens, low=1)
+        self.instruction_length = check_int("instruction_length", instruction_length, low=0)
+        hidden = self.backbone.hidden_size
+        self.obs_embedding = nn.Linear(self.obs_dim, self.obs_tokens * hidden)
+        head = self.backbone.lm_head()
+        self.head: SlimActionHead | FullHeadWindow
+        if check_bool("slim_head", slim_head):
+            self.head = SlimActionHead.from_linear(head, tokenizer.offset, tokenizer.num_bins)
+            # The full head stays with the backbone's state but out of the optimiser.
+            head.requires_grad_(False)
+        else:
+            self.head = FullHeadWindow(head, tokenizer.offset, tokenizer.num_bins)
+        self.value_head = make_value_head(value_head, hidden, max_steps)
+
+    @property
+    def tokens_per_decision(self) -> int:
+        """``n = K D``."""
+        return self.chunk * self.tokenizer.dims
+
+    @property
+    def prefix_length(self) -> int:
+        """``P``: observation positions plus instruction tokens."""
+        return self.obs_tokens + self.instruction_length
+
+    def _prefix(self, obs: torch.Tensor, instruction: torch.Tensor | None) -> torch.Tensor:
+        if obs.ndim != 2 or obs.shape[1] != self.obs_dim:
+            raise ValueError(f"obs: expected shape (B, {self.obs_dim}), actual {tuple(obs.shape)}")
+        b, h = obs.shape[0], self.backbone.hidden_size
+        parts = [self.obs_embedding(obs).view(b, self.obs_tokens, h)]
+        if self.instruction_length:
+            if instruction is None:
+                raise ValueError(
+                    f"instruction: expected (B, {self.instruction_length}) token ids (the "
+                    "policy is language-conditioned), actual None"
+                )
+            if tuple(instruction.shape) != (b, self.instruction_length):
+                raise ValueError(
+                    f"instruction: expected shape ({b}, {self.instruction_length}), actual "
+                    f"{tuple(instruction.shape)}"
+                )
+            parts.append(self.backbone.embed(instruction))
+        elif instruction is not None:
+            raise ValueError("instruction: expected None (instruction_length=0), actual ids")
+        return torch.cat(parts, 1)
+
+    def _values(self, emitting: torch.Tensor, step: torch.Tensor | None) -> torch.Tensor:
+        if step is None:
+            step = torch.zeros(emitting.shape[0], device=emitting.device)
+        return self.value_head(emitting, step=step)
+
+    def _shape(self, flat: torch.Tensor) -> torch.Tensor:
+        return flat.view(flat.shape[0], self.chunk, self.tokenizer.dims)
+
+    @torch.no_grad()
+    def act(
+        self,
+        obs: torch.Tensor,
+        instruction: torch.Tensor | None = None,
+        step: torch.Tensor | None = None,
+        deterministic: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> TokenSample:
+        """Decode one decision per row autoregressively with the KV cache."""
+        hidden, past = self.backbone(self._prefix(obs, instruction))
+        current = hidden[:, -1:]
+        emitting, tokens, log_probs = [], [], []
+        for j in range(self.tokens_per_decision):
+            emitting.append(current)
+            dist = self.head.log_probs(current[:, 0])
+            if deterministic:
+                bins = dist.argmax(-1)
+            else:
+                bins = torch.multinomial(dist.exp(), 1, generator=generator)[:, 0]
+            tokens.append(bins + self.tokenizer.offset)
+            log_probs.append(dist.gather(1, bins[:, None])[:, 0])
+            if j + 1 < self.tokens_per_decision:
+                current, past = self.backbone(self.backbone.embed(tokens[-1][:, None]), past)
+        values = self._values(torch.cat(emitting, 1), step)
+        return TokenSample(
+            self._shape(torch.stack(tokens, 1)), self._shape(torch.stack(log_probs, 1)), values
+        )
+
+    def evaluate(
+        self,
+        obs: torch.Tensor,
+        tokens: torch.Tensor,
+        instruction: torch.Tensor | None = None,
+        step: torch.Tensor | None = None,
+    ) -> TokenEvaluation:
+        """Log-probs, entropies and values of given tokens ``(B, K, D)`` in one pass."""
+        n = self.tokens_per_decision
+        if tokens.ndim != 3 or tokens.shape[1:] != (self.chunk, self.tokenizer.dims):
+            raise ValueError(
+                f"tokens: expected shape (B, {self.chunk}, {self.tokenizer.dims}), actual "
+                f"{tuple(tokens.shape)}"
+            )
+        flat = tokens.reshape(tokens.shape[0], n)
+        bins = flat - self.tokenizer.offset
+        if bool(((bins < 0) | (bins >= self.tokenizer.num_bins)).any()):
+            raise ValueError(
+                f"tokens: expected ids in {self.tokenizer.offset} .. "
+                f"{self.tokenizer.offset + self.tokenizer.num_bins - 1}"
+            )
+        prefix = self._prefix(obs, instruction)
+        sequence = torch.cat([prefix, self.backbone.embed(flat[:, :-1])], 1)
+        hidden, _ = self.backbone(sequence)
+        emitting = hidden[:, self.prefix_length - 1 : self.prefix_length - 1 + n]
+        dist = self.head.log_probs(emitting)
+        log_probs = dist.gather(-1, bins[..., None])[..., 0]
+        entropy = -(dist.exp() * dist).sum(-1)
+        return TokenEvaluation(
+            self._shape(log_probs), self._shape(entropy), self._values(emitting, step)
+        )
+
+    def env_actions(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The decoded actions ``(B, K, D)`` (bin centres) of token ids ``(B, K, D)``."""
+        return torch.as_tensor(self.tokenizer.decode(tokens.cpu().numpy()), dtype=torch.float32)

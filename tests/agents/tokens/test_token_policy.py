@@ -1,0 +1,148 @@
+"""TokenPolicy: KV-cached decoding agrees with the learner's pass, one softmax, Hopper, bad input."""
+
+from __future__ import annotations
+
+import copy
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import fleetgym.agents.tokens.head as head_module
+from fleetgym.agents.tokens import ActionTokenizer
+from fleetgym.agents.tokens.backbones import HFBackbone, TinyCausalTransformer, llama_backbone
+from fleetgym.agents.tokens.policy import TokenPolicy
+
+VOCAB = 32000
+
+
+def _backbone(kind: str):
+    if kind == "llama":
+        pytest.importorskip("transformers")
+        return llama_backbone(hidden_size=64, layers=2, heads=4, vocab_size=VOCAB, seed=0)
+    torch.manual_seed(0)
+    return TinyCausalTransformer(hidden_size=64, layers=2, heads=4, vocab_size=VOCAB)
+
+
+def _policy(kind="tiny", **kwargs):
+    tok = ActionTokenizer([-1.0] * 3, [1.0] * 3, vocab_size=VOCAB)  # Hopper: 3 tokens/action
+    return TokenPolicy(_backbone(kind), tok, obs_dim=11, **kwargs)
+
+
+@pytest.mark.parametrize("kind", ["tiny", "llama"])
+@pytest.mark.parametrize("value_head", ["attention", "mean", "first"])
+def test_cached_decoding_matches_the_teacher_forced_pass(kind, value_head):
+    policy = _policy(kind, chunk=2, value_head=value_head).double()
+    obs, step = torch.randn(5, 11, dtype=torch.float64), torch.arange(5.0, dtype=torch.float64)
+    sample = policy.act(obs, step=step, generator=torch.Generator().manual_seed(0))
+    assert sample.tokens.shape == (5, 2, 3) and sample.values.shape == (5,)
+    assert int(sample.tokens.min()) >= VOCAB - 256
+    ev = policy.evaluate(obs, sample.tokens, step=step)
+    # In float64 the cached and the full pass differ by rounding only (~1e-15 per op).
+    assert torch.allclose(ev.log_probs, sample.log_probs, atol=1e-9, rtol=0)
+    assert torch.allclose(ev.values, sample.values, atol=1e-9, rtol=0)
+    assert torch.all(ev.entropy > 0) and torch.all(ev.entropy <= np.log(256) + 1e-9)
+
+
+def test_sampling_and_evaluation_share_one_softmax(monkeypatch):
+    policy = _policy()
+    calls = []
+    real = head_module.action_log_softmax
+
+    def counting(logits):
+        calls.append(tuple(logits.shape))
+        return real(logits)
+
+    monkeypatch.setattr(head_module, "action_log_softmax", counting)
+    sample = policy.act(torch.zeros(2, 11))
+    assert len(calls) == 3  # one per decoded token
+    policy.evaluate(torch.zeros(2, 11), sample.tokens)
+    assert len(calls) == 4 and calls[-1] == (2, 3, 256)
+
+
+def test_slim_and_full_head_give_the_same_log_probs():
+    slim = _policy()
+    full = TokenPolicy(copy.deepcopy(slim.backbone), slim.tokenizer, 11, slim_head=False)
+    full.obs_embedding.load_state_dict(slim.obs_embedding.state_dict())
+    obs = torch.randn(4, 11)
+    tokens = slim.act(obs, generator=torch.Generator().manual_seed(1)).tokens
+    a, b = slim.evaluate(obs, tokens).log_probs, full.evaluate(obs, tokens).log_probs
+    assert torch.allclose(a, b, atol=1e-5, rtol=0)  # float32 rounding of two matmul shapes
+    trainable = {n for n, p in slim.named_parameters() if p.requires_grad}
+    assert "head.weight" in trainable and "backbone.head.weight" not in trainable
+
+
+def test_gradients_reach_the_backbone_and_the_slim_head():
+    policy = _policy()
+    obs = torch.randn(3, 11)
+    sample = policy.act(obs)
+    ev = policy.evaluate(obs, sample.tokens)
+    (ev.log_probs.sum() + ev.values.sum()).backward()
+    assert policy.head.weight.grad is not None
+    assert policy.backbone.blocks[0].qkv.weight.grad is not None
+    assert policy.backbone.head.weight.grad is None
+
+
+def test_instruction_tokens_condition_the_policy():
+    policy = _policy(instruction_length=4)
+    obs = torch.zeros(2, 11)
+    a = policy.act(obs, torch.tensor([[1, 2, 3, 4]] * 2), deterministic=True)
+    b = policy.act(obs, torch.tensor([[5, 6, 7, 8]] * 2), deterministic=True)
+    assert a.log_probs.shape == (2, 1, 3)
+    assert not torch.equal(a.log_probs, b.log_probs)
+    with pytest.raises(ValueError, match="language-conditioned"):
+        policy.act(obs)
+    with pytest.raises(ValueError, match=r"instruction: expected shape \(2, 4\)"):
+        policy.act(obs, torch.zeros(2, 3, dtype=torch.long))
+
+
+def test_hopper_steps_with_decoded_tokens():
+    env = gym.make("Hopper-v5")
+    tok = ActionTokenizer.from_space(env.action_space, vocab_size=VOCAB)
+    torch.manual_seed(0)
+    policy = TokenPolicy(
+        TinyCausalTransformer(hidden_size=64, layers=2, vocab_size=VOCAB), tok, obs_dim=11
+    )
+    obs, _ = env.reset(seed=0)
+    for t in range(5):
+        sample = policy.act(torch.as_tensor(obs[None], dtype=torch.float32), step=torch.tensor([t]))
+        action = policy.env_actions(sample.tokens)[0, 0].numpy()
+        assert env.action_space.contains(action)
+        obs, *_ = env.step(action)
+    env.close()
+
+
+class _NoHead(nn.Module):
+    def get_input_embeddings(self):
+        return nn.Embedding(10, 8)
+
+    def get_output_embeddings(self):
+        return nn.Linear(16, 10)
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="ids inside the backbone's vocabulary of 300"):
+        TokenPolicy(
+            TinyCausalTransformer(32, 1, 2, vocab_size=300),
+            ActionTokenizer([0.0], [1.0], vocab_size=1000),
+            3,
+        )
+    with pytest.raises(
+        ValueError, match=r"input embeddings as wide as the head's hidden size \(16\), actual 8"
+    ):
+        HFBackbone(_NoHead())
+    with pytest.raises(TypeError, match="expected a causal LM"):
+        HFBackbone(nn.Linear(2, 2))
+    with pytest.raises(TypeError, match="expected a CausalBackbone"):
+        TokenPolicy("gpt", ActionTokenizer([0.0], [1.0]), 3)
+    policy = _policy()
+    with pytest.raises(ValueError, match=r"obs: expected shape \(B, 11\)"):
+        policy.act(torch.zeros(2, 10))
+    with pytest.raises(ValueError, match=r"tokens: expected shape \(B, 1, 3\)"):
+        policy.evaluate(torch.zeros(2, 11), torch.zeros(2, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="tokens: expected ids in"):
+        policy.evaluate(torch.zeros(2, 11), torch.zeros(2, 1, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="hidden_size: expected a multiple of heads"):
+        TinyCausalTransformer(hidden_size=30, heads=4)
