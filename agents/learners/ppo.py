@@ -362,6 +362,11 @@ class PPOLearner:
         saved = copy.deepcopy((self.policy.state_dict(), self.optimizer.state_dict()))
         try:
             totals, count = self._epochs(batch)
+            for extra in self._imagined_passes():
+                more, n = self._epochs(self.build_batch(extra))
+                for key, value in more.items():
+                    totals[key] += value
+                count += n
         except RuntimeError as exc:
             self._rollback(saved)
             if "overflow" not in str(exc):
@@ -441,6 +446,18 @@ class PPOLearner:
                 totals["clip"] += float(clip_fraction)
                 count += 1
         return totals, count
+
+    def _imagined_passes(self) -> Iterable[list[Trajectory]]:
+        """Fresh imagined trajectories for each extra pass of this update (see
+        :attr:`~fleetgym.agents.world_model.ImaginationConfig.updates_per_round`)."""
+        imagination = self.imagination
+        if imagination is None or not imagination.last.active:
+            return
+        record = imagination.last
+        for _ in range(imagination.config.updates_per_round - 1):
+            yield imagination.imagine(
+                self.policy, record.imagined_samples, record.horizon, self.policy_version
+            )
 
     def _rollback(self, saved: tuple[dict[str, Any], dict[str, Any]]) -> None:
         self.policy.load_state_dict(saved[0])

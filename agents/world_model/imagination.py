@@ -103,6 +103,11 @@ class ImaginationConfig:
         capacity: Most transitions B_real keeps.
         recent_starts: Draw start states from the newest N transitions (``None``: all).
         sample: Imagined steps sample the member's Gaussian (``False``: its mean).
+        updates_per_round: Passes of the PPO epochs per learner update: the first on the
+            mixed real + imagined batch, each further one on freshly imagined samples only
+            (as many as the first pass had), so a round of real data buys several policy
+            improvements (MBPO and ME-TRPO take many policy steps per real step). One
+            update is still one policy version.
         seed: Seeds the model, the start states and the member draws.
     """
 
@@ -124,6 +129,7 @@ class ImaginationConfig:
     capacity: int = 1_000_000
     recent_starts: int | None = None
     sample: bool = True
+    updates_per_round: int = 1
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -163,6 +169,7 @@ class ImaginationConfig:
         check_int("capacity", self.capacity, 10)
         if self.recent_starts is not None:
             check_int("recent_starts", self.recent_starts, 1)
+        check_int("updates_per_round", self.updates_per_round, 1, 100)
         check_int("seed", self.seed, 0, 2**63 - 1)
 
     def as_dict(self) -> dict[str, Any]:
