@@ -2,7 +2,7 @@
 
 Two parts:
 
-``sweep SUMMARY_CSV OUT_PNG``
+``sweep OUT_PNG SUMMARY_CSV [SUMMARY_CSV ...] [--regimes R1,R2,...]``
     Return of every compensation against the round-trip delay (0 ... 10 ticks, constant
     ``rtt-N`` and jittered ``rtt-N-jitter``), read from the ``calf_<env>_summary.csv`` of a
     ``fleetgym calf`` run over those conditions.
@@ -13,11 +13,11 @@ Two parts:
     balancing controller (a linear state feedback, so episodes are long and the states
     those a policy visits): against the round-trip delay (constant and jittered, true
     dynamics and world models), and against the world model's Mode 1 training data size
-    under ``wifi-normal``.
+    under a constant 4-tick round trip (model error only) and ``wifi-normal``.
 
 Run (about 3 minutes on one busy core for ``error``)::
 
-    python examples/predictive_figures.py sweep fleetgym-out/sweep/calf_CartPole-v1_summary.csv docs/predictive-sweep.png
+    python examples/predictive_figures.py sweep docs/predictive-sweep.png fleetgym-out/sweep/calf_CartPole-v1_summary.csv
     python examples/predictive_figures.py error docs/predictive-error.png
 """
 
@@ -32,19 +32,23 @@ import gymnasium as gym
 import numpy as np
 
 from fleetgym.experiments.calf.conditions import resolve_condition
-from fleetgym.experiments.calf.predict import WorldModelPredictor, _fit_world_model
+from fleetgym.experiments.calf.predict import (
+    WorldModelPredictor,
+    _fit_world_model,
+    median_action_age,
+)
 from fleetgym.wrappers.network_shim import NetworkShimWrapper
 from fleetgym.wrappers.predictive import PredictiveObservation
 
 _RTT = re.compile(r"rtt-(\d+)(-jitter)?")
 
 
-def sweep(summary: Path, out: Path) -> None:
+def sweep(summaries: list[Path], out: Path, only: list[str] | None = None) -> None:
     from matplotlib.figure import Figure
 
-    rows = [r for r in csv.DictReader(summary.open()) if r["table"] == "grid"]
-    regimes = list(dict.fromkeys(r["regime"] for r in rows))
-    fig = Figure(figsize=(8.0, 4.5))
+    rows = [r for path in summaries for r in csv.DictReader(path.open()) if r["table"] == "grid"]
+    regimes = only or list(dict.fromkeys(r["regime"] for r in rows))
+    fig = Figure(figsize=(11.0, 4.8))
     ax = fig.subplots()
     for i, regime in enumerate(regimes):
         color = f"C{i}"
@@ -64,7 +68,7 @@ def sweep(summary: Path, out: Path) -> None:
     ax.set_xlabel("round-trip delay (ticks of 20 ms)")
     ax.set_ylabel("CartPole-v1 return (mean ± seed std)")
     ax.set_title("Return of each compensation against delay (dashed: ±10 ms jitter each way)")
-    ax.legend(fontsize="x-small", ncols=2)
+    ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(out, dpi=120)
 
@@ -77,7 +81,8 @@ def _controller(obs: np.ndarray) -> int:
 def _rmse(condition: str, predictor: object, steps: int = 3000, seed: int = 0) -> float:
     cond = resolve_condition(condition)
     shim = NetworkShimWrapper(gym.make("CartPole-v1"), info="full", **cond.shim_kwargs())
-    env = PredictiveObservation(shim, predictor)
+    # The prior action age is the network's median, as in the CALF regimes.
+    env = PredictiveObservation(shim, predictor, action_delay=median_action_age(cond.shim_kwargs()))
     obs, _ = env.reset(seed=seed)
     errors = []
     for _ in range(steps):
@@ -121,20 +126,32 @@ def error(out: Path) -> None:
     ax1.plot(delays, stale, ":", color="grey", label="delivered observation (no prediction)")
     ax1.set_xlabel("round-trip delay (ticks of 20 ms)")
     ax1.set_ylabel("RMSE against the true current obs (mean over dims)")
-    ax1.set_yscale("log")
+    ax1.set_yscale("symlog", linthresh=1e-3)  # the true dynamics are exact (0) at constant delays
+    ax1.set_ylim(bottom=0)
     ax1.legend(fontsize="x-small")
     sizes = [500, 1000, 2000, 5000, 10000, 20000]
-    ys = [
-        _rmse("wifi-normal", WorldModelPredictor(_fit_world_model("CartPole-v1", 0, n)))
-        for n in sizes
-    ]
-    truth = _rmse("wifi-normal", "true-dynamics")
-    print("data size", sizes, np.round(ys, 4).tolist(), "true", round(truth, 4), flush=True)
-    ax2.plot(sizes, ys, marker="o", color="C1", label="world model")
-    ax2.axhline(truth, color="C0", label="true dynamics (schedule error only)")
+    for condition, color in (("rtt-4", "C1"), ("wifi-normal", "C3")):
+        ys = [
+            _rmse(condition, WorldModelPredictor(_fit_world_model("CartPole-v1", 0, n)))
+            for n in sizes
+        ]
+        truth = _rmse(condition, "true-dynamics")
+        print(
+            "data size",
+            condition,
+            sizes,
+            np.round(ys, 4).tolist(),
+            "true",
+            round(truth, 4),
+            flush=True,
+        )
+        ax2.plot(sizes, ys, marker="o", color=color, label=f"world model, {condition}")
+        ax2.axhline(truth, color=color, ls=":", label=f"true dynamics, {condition}")
     ax2.set_xscale("log")
     ax2.set_xlabel("Mode 1 transitions the world model was fitted on")
-    ax2.set_ylabel("RMSE under wifi-normal")
+    ax2.set_ylabel("RMSE against the true current obs")
+    ax2.set_yscale("symlog", linthresh=1e-3)
+    ax2.set_ylim(bottom=0)
     ax2.legend(fontsize="x-small")
     fig.suptitle("CartPole-v1: prediction error of PredictiveObservation")
     fig.tight_layout()
@@ -145,13 +162,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="part", required=True)
     p = sub.add_parser("sweep")
-    p.add_argument("summary", type=Path)
     p.add_argument("out", type=Path)
+    p.add_argument("summary", type=Path, nargs="+")
+    p.add_argument("--regimes", default=None, help="comma-separated regimes to plot (default all)")
     p = sub.add_parser("error")
     p.add_argument("out", type=Path)
     args = parser.parse_args()
     if args.part == "sweep":
-        sweep(args.summary, args.out)
+        only = args.regimes.split(",") if args.regimes else None
+        sweep(args.summary, args.out, only)
     else:
         error(args.out)
 
