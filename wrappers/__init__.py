@@ -27,8 +27,10 @@ from fleetgym.wrappers.compensation import (
     history_length_for_profile,
     make_robust_env,
 )
+from fleetgym.wrappers.dynamics import CartPoleDynamics
 from fleetgym.wrappers.fitted_channels import EmpiricalChannel, LogNormalChannel
 from fleetgym.wrappers.network_shim import NetworkShimWrapper
+from fleetgym.wrappers.predictive import PredictionError, PredictiveObservation, Predictor
 from fleetgym.wrappers.profile_fit import ProfileFit, TraceFitError, fit_profile
 from fleetgym.wrappers.profiles import (
     NetworkProfile,
@@ -50,6 +52,7 @@ from fleetgym.wrappers.vector import NetworkShimVectorWrapper
 
 __all__ = [
     "DELIVERY_MODES",
+    "CartPoleDynamics",
     "Channel",
     "DelaySampler",
     "EmpiricalChannel",
@@ -62,6 +65,9 @@ __all__ = [
     "NetworkShimWrapper",
     "ObservationAgeFeatures",
     "ObservationHistory",
+    "PredictionError",
+    "PredictiveObservation",
+    "Predictor",
     "ProfileFileError",
     "ProfileFit",
     "SentActionHistory",
