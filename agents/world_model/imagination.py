@@ -352,7 +352,7 @@ def multistep_error(
 
     From up to ``starts`` random points of the real ``runs``, the model is rolled forward
     with the real actions; ``e(h)`` is the mean over dimensions of the squared error
-    divided by ``scale**2`` (B_real's per-dimension variance). A horizon no run is long
+    divided by ``scale**2`` (B_real's per-dimension variance, floored at 1e-3 of its mean). A horizon no run is long
     enough for is left out (the list is shorter).
     """
     candidates = [(i, t) for i, (_, acts) in enumerate(runs) for t in range(len(acts))]
@@ -362,7 +362,10 @@ def multistep_error(
     out: list[float] = []
     obs = np.stack([runs[i][0][t] for i, t in picks])
     alive = np.ones(len(picks), bool)
-    var = np.maximum(scale.astype(np.float64) ** 2, 1e-12)
+    var = scale.astype(np.float64) ** 2
+    # A dimension B_real never saw move (a wall cell of a grid) would turn any error into
+    # a huge one: each variance is floored at 1e-3 of the mean variance.
+    var = np.maximum(var, max(1e-3 * float(var.mean()), 1e-12))
     for h in range(1, max_horizon + 1):
         alive &= np.array([t + h <= len(runs[i][1]) for i, t in picks])
         if not alive.any():

@@ -161,7 +161,7 @@ def plot(results: list[dict[str, Any]], env: str, target: float, out: Path) -> l
     if imagined:
         fig = Figure(figsize=(11, 4))
         ax1, ax2 = fig.subplots(1, 2)
-        run = imagined[0]
+        run = max(imagined, key=lambda r: len(r["errors"]))
         marks = run["errors"]
         picks = sorted({round(i * (len(marks) - 1) / 3) for i in range(4)})
         for steps, err in (marks[i] for i in picks):
@@ -173,7 +173,9 @@ def plot(results: list[dict[str, Any]], env: str, target: float, out: Path) -> l
             )
         ax1.set_xlabel("horizon h (steps)")
         ax1.set_ylabel("normalised h-step error on new real data")
-        ax1.set_title(f"{env}: model error against horizon (seed {run['seed']})")
+        ax1.set_title(
+            f"{env}: model error against horizon ({run['arm']}, seed {run['seed']})", fontsize=9
+        )
         ax1.grid(alpha=0.3)
         ax1.legend()
         for r in imagined:

@@ -108,7 +108,7 @@ ENVS: dict[str, EnvSetup] = {
     ),
     "MiniGrid-DoorKey-5x5-v0": EnvSetup(
         workload="fleetgym.experiments.imagination.study:doorkey",
-        target=0.9,
+        target=0.8,
         budget=200_000,
         eval_every=4096,
         eval_episodes=20,
