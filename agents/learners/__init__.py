@@ -8,6 +8,9 @@
   their configuration.
 * :mod:`~fleetgym.agents.learners.lag`: policy-lag bookkeeping (the weight ring, per-sample
   versions) and the lag-compensated learner.
+* :mod:`~fleetgym.agents.learners.token_ppo`: :class:`~fleetgym.agents.learners.token_ppo.TokenPPO`,
+  PPO for a token policy (:mod:`fleetgym.agents.tokens`) on a Box env, with the ratio level
+  (token, action, chunk) and the loss (PPO-clip, GIPO, V-trace) as switches.
 * :mod:`~fleetgym.agents.learners.asynchronous`: the asynchronous trainer
   (:class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO`), its actor slots, its
   trajectory pipeline and its worker-process actors.

@@ -1,0 +1,506 @@
+"""Token-level PPO: a :class:`~fleetgym.agents.tokens.policy.TokenPolicy` trained on a Box env.
+
+:class:`TokenPPO` is the SB3-shaped entry point (``learn(total_timesteps)``, ``predict``,
+``save`` / ``load``) for a VLA-style policy whose actions are chains of tokens. Each update:
+
+1. :class:`~fleetgym.agents.rollout.token_rollout.TokenRolloutCollector` runs ``n_steps``
+   decisions in each of ``n_envs`` envs; behaviour log-probs come from the KV-cached
+   decoding through the slim head's restricted softmax
+   (:func:`~fleetgym.agents.tokens.head.action_log_softmax`), the same function the
+   learner's teacher-forced pass ends in, so the ratios start at 1;
+2. advantages per env: GAE (PPO-clip, GIPO) or V-trace targets (``loss="vtrace"``, with
+   chunk-level log-ratios of the policy at the start of the update), discounting by
+   ``gamma^K`` between decisions of ``K`` actions;
+3. ``epochs`` passes of shuffled minibatches of
+   :func:`~fleetgym.agents.learners.losses.level_policy_loss` at the configured
+   ``ratio_level`` (``"token"``: one ratio and clip per token, averaged; ``"action"``: one
+   per action, the sum of its ``D`` token log-probs; ``"chunk"``: one per decision), plus
+   ``vf_coef`` times the value head's squared error and minus ``ent_coef`` times the mean
+   token entropy; an optional KL budget (``target_kl``, on the chunk-level estimate) ends
+   the update early, by default for GIPO and V-trace, which have no trust region.
+
+With ``D = 1`` (Pendulum) ``"action"`` and ``"token"`` are the same loss; with ``K = 1``
+``"action"`` and ``"chunk"`` are.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from fleetgym.agents.files import check_path, load_torch_file
+from fleetgym.agents.learners.losses import (
+    DEFAULT_TARGET_KL,
+    LOSSES,
+    RATIO_LEVELS,
+    kl_estimate,
+    level_log_probs,
+    level_policy_loss,
+    normalize,
+    vtrace,
+)
+from fleetgym.agents.learners.ppo import compute_gae
+from fleetgym.agents.policies.running_stats import RunningMeanStd
+from fleetgym.agents.rollout.token_rollout import TokenRollout, TokenRolloutCollector
+from fleetgym.agents.tokens import ActionTokenizer
+from fleetgym.agents.tokens.backbones import TinyCausalTransformer, llama_backbone
+from fleetgym.agents.tokens.policy import TokenPolicy
+from fleetgym.agents.tokens.value_heads import VALUE_HEADS
+from fleetgym.validation import check_bool, check_choice, check_float, check_int, quote
+
+#: Backbones :class:`TokenPPO` builds by name (or pass your own module).
+BACKBONES = ("tiny", "llama")
+#: Completed episodes the reported mean return averages over.
+RETURN_WINDOW = 20
+#: What :meth:`TokenPPO.save` writes under ``"kind"``.
+FILE_KIND = "fleetgym.TokenPPO"
+
+
+@dataclass(frozen=True)
+class TokenPPOConfig:
+    """The hyperparameters of :class:`TokenPPO`, frozen and validated once.
+
+    Example:
+        >>> TokenPPOConfig(ratio_level="chunk", loss="gipo").effective_target_kl
+        0.02
+        >>> TokenPPOConfig(ratio_level="joint")
+        Traceback (most recent call last):
+        ...
+        ValueError: ratio_level: expected one of ['token', 'action', 'chunk'], actual 'joint'
+
+    Args:
+        ratio_level: ``"token"``, ``"action"`` or ``"chunk"`` (see the module docstring).
+        loss: ``"ppo"``, ``"gipo"`` or ``"vtrace"``.
+        value_head: ``"attention"``, ``"mean"`` or ``"first"``.
+        chunk: Actions ``K`` per decision.
+        num_bins: Bins per action dimension.
+        backbone: ``"tiny"`` (pure torch) or ``"llama"`` (random ``LlamaConfig``, the
+            ``tokens`` extra).
+        hidden_size, layers, heads, vocab_size: The backbone's sizes; action ids are the
+            vocabulary's last ``num_bins`` ids.
+        n_envs: Envs stepped in lockstep.
+        n_steps: Decisions per env per update.
+        epochs, minibatch_size, lr, gamma, gae_lambda, clip, sigma, ent_coef, vf_coef,
+            max_grad_norm: As in PPO (``clip``: PPO's range; ``sigma``: GIPO's width).
+        target_kl: KL budget per update; ``None`` takes the loss's default
+            (:data:`~fleetgym.agents.learners.losses.DEFAULT_TARGET_KL`), ``0`` means none.
+        normalize_obs: Running observation normalisation.
+        normalize_reward: Scale rewards by the running std of the discounted return.
+    """
+
+    ratio_level: str = "token"
+    loss: str = "ppo"
+    value_head: str = "attention"
+    chunk: int = 1
+    num_bins: int = 256
+    backbone: str = "tiny"
+    hidden_size: int = 64
+    layers: int = 2
+    heads: int = 4
+    vocab_size: int = 32000
+    n_envs: int = 8
+    n_steps: int = 64
+    epochs: int = 4
+    minibatch_size: int = 128
+    lr: float = 3e-4
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip: float = 0.2
+    sigma: float = 0.8
+    ent_coef: float = 0.0
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    target_kl: float | None = None
+    normalize_obs: bool = True
+    normalize_reward: bool = True
+
+    def __post_init__(self) -> None:
+        check_choice("ratio_level", self.ratio_level, RATIO_LEVELS)
+        check_choice("loss", self.loss, LOSSES)
+        check_choice("value_head", self.value_head, VALUE_HEADS)
+        check_choice("backbone", self.backbone, BACKBONES)
+        for name in ("chunk", "hidden_size", "layers", "heads", "n_envs", "n_steps", "epochs"):
+            check_int(name, getattr(self, name), low=1)
+        check_int("num_bins", self.num_bins, low=2)
+        check_int("vocab_size", self.vocab_size, low=self.num_bins)
+        check_int("minibatch_size", self.minibatch_size, low=2)
+        check_float("lr", self.lr, 0.0, strict=True)
+        check_float("gamma", self.gamma, 0.0, 1.0)
+        check_float("gae_lambda", self.gae_lambda, 0.0, 1.0)
+        check_float("clip", self.clip, 0.0)
+        check_float("sigma", self.sigma, 0.0, strict=True)
+        for name in ("ent_coef", "vf_coef"):
+            check_float(name, getattr(self, name), 0.0)
+        check_float("max_grad_norm", self.max_grad_norm, 0.0, strict=True)
+        if self.target_kl is not None:
+            check_float("target_kl", self.target_kl, 0.0)
+        check_bool("normalize_obs", self.normalize_obs)
+        check_bool("normalize_reward", self.normalize_reward)
+
+    @property
+    def effective_target_kl(self) -> float | None:
+        """The KL budget in force: the given one (``0``: none) or the loss's default."""
+        if self.target_kl is None:
+            return DEFAULT_TARGET_KL[self.loss]
+        return self.target_kl or None
+
+
+@dataclass
+class TokenUpdateStats:
+    """One update: env steps so far, wall time, returns and the loss terms."""
+
+    update: int
+    env_steps: int
+    wall_s: float
+    mean_return: float
+    episodes: int
+    policy_loss: float
+    value_loss: float
+    value_error: float
+    entropy: float
+    clip_fraction: float
+    kl: float
+    minibatches: int
+
+
+def _env_factory(env: str | Callable[[], gym.Env]) -> Callable[[], gym.Env]:
+    if isinstance(env, str):
+        return lambda: gym.make(env)
+    if callable(env):
+        return env
+    raise TypeError(f"env: expected an env id or a callable returning an env, actual {quote(env)}")
+
+
+class TokenPPO:
+    """PPO for a token policy on a Box env, with the ratio level as a switch.
+
+    Models the training loop of a VLA policy fine-tuned with RL (AcceRL's token-level PPO,
+    RLinf's ``logprob_type``) at a size that trains on a CPU: the policy, its collector and
+    its optimiser, in the mould of SB3's ``PPO``.
+
+    Example:
+        >>> model = TokenPPO("Pendulum-v1", chunk=2, n_envs=2, n_steps=8, epochs=1,
+        ...                  hidden_size=16, layers=1, heads=2, vocab_size=64, num_bins=16)
+        >>> stats = model.learn(total_timesteps=64).history[-1]
+        >>> stats.env_steps, model.predict(np.zeros(3))[0].shape
+        (64, (2, 1))
+
+    Args:
+        env: A Gymnasium env id or a callable returning an env (Box actions, flat Box
+            observations).
+        seed: Seeds the weights, the envs, the sampling and the minibatch order.
+        backbone_module: Your own causal LM (a
+            :class:`~fleetgym.agents.tokens.backbones.CausalBackbone` or a Hugging Face
+            causal LM) instead of ``config.backbone``.
+        config: A :class:`TokenPPOConfig`; or give its fields as keywords.
+
+    Raises:
+        TypeError / ValueError: For a bad env, an unknown or out-of-range hyperparameter,
+            or an env whose spaces the policy cannot take.
+    """
+
+    def __init__(
+        self,
+        env: str | Callable[[], gym.Env],
+        seed: int = 0,
+        *,
+        backbone_module: nn.Module | None = None,
+        config: TokenPPOConfig | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if config is not None and kwargs:
+            raise TypeError(
+                "TokenPPO: expected either config= or keyword hyperparameters, not both"
+            )
+        fields = {f.name for f in dataclasses.fields(TokenPPOConfig)}
+        unknown = sorted(set(kwargs) - fields)
+        if unknown:
+            raise TypeError(
+                f"TokenPPO: expected hyperparameters among {sorted(fields)}, actual {unknown}"
+            )
+        self.config = cfg = config if config is not None else TokenPPOConfig(**kwargs)
+        self.seed = check_int("seed", seed, low=0)
+        self.make_env = _env_factory(env)
+        probe = self.make_env()
+        space = probe.action_space
+        if not isinstance(space, gym.spaces.Box):
+            raise ValueError(f"env: expected a Box action space, actual {quote(space)}")
+        obs_dim = int(np.prod(probe.observation_space.shape or (0,)))
+        limit = getattr(probe.spec, "max_episode_steps", None) or 1000
+        self.action_shape = space.shape
+        probe.close()
+        tokenizer = ActionTokenizer.from_space(
+            space, num_bins=cfg.num_bins, vocab_size=cfg.vocab_size
+        )
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            backbone = backbone_module if backbone_module is not None else self._backbone()
+            self.policy = TokenPolicy(
+                backbone, tokenizer, obs_dim=obs_dim, chunk=cfg.chunk,
+                value_head=cfg.value_head, max_steps=int(limit),
+            )  # fmt: skip
+        self.optimizer = torch.optim.Adam(
+            [p for p in self.policy.parameters() if p.requires_grad], lr=cfg.lr, eps=1e-5
+        )
+        self.collector = TokenRolloutCollector(
+            self.make_env, self.policy, cfg.n_envs, self.seed, cfg.gamma, cfg.normalize_obs
+        )
+        self.generator = torch.Generator().manual_seed(self.seed)
+        self.return_stats = RunningMeanStd()
+        self._discounted = np.zeros(cfg.n_envs)
+        self.recent_returns: collections.deque[float] = collections.deque(maxlen=RETURN_WINDOW)
+        self.history: list[TokenUpdateStats] = []
+        self.num_updates = 0
+        self._wall = 0.0
+
+    def _backbone(self) -> nn.Module:
+        c = self.config
+        if c.backbone == "llama":
+            return llama_backbone(c.hidden_size, c.layers, c.heads, c.vocab_size, seed=None)
+        return TinyCausalTransformer(c.hidden_size, c.layers, c.heads, c.vocab_size)
+
+    @property
+    def env_steps(self) -> int:
+        """Env steps collected so far."""
+        return self.collector.total_env_steps
+
+    # ----------------------------------------------------------------- training
+    def learn(
+        self, total_timesteps: int, callback: Callable[[TokenUpdateStats], Any] | None = None
+    ) -> TokenPPO:
+        """Collect and update until ``total_timesteps`` more env steps; returns ``self``.
+
+        ``callback(stats)`` runs after each update; returning ``False`` stops training.
+        """
+        target = self.env_steps + check_int("total_timesteps", total_timesteps, low=1)
+        while self.env_steps < target:
+            start = time.perf_counter()
+            rollout = self.collector.collect(self.policy, self.config.n_steps)
+            stats = self.update(rollout, start)
+            if callback is not None and callback(stats) is False:
+                break
+        return self
+
+    def _scaled_rewards(self, rollout: TokenRollout) -> np.ndarray:
+        rewards = rollout.rewards.astype(np.float64)
+        if not self.config.normalize_reward:
+            return rewards
+        gamma_k = self.config.gamma**self.config.chunk
+        done = rollout.terminated | rollout.truncated
+        discounted = np.empty_like(rewards)
+        for t in range(rewards.shape[0]):
+            self._discounted = self._discounted * gamma_k + rewards[t]
+            discounted[t] = self._discounted
+            self._discounted[done[t]] = 0.0
+        self.return_stats.update(discounted)
+        return rewards / math.sqrt(float(self.return_stats.var) + 1e-8)
+
+    def _targets(
+        self, rollout: TokenRollout, flat: dict[str, torch.Tensor]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Advantages and value targets ``(T, N)``: GAE, or V-trace for ``loss="vtrace"``."""
+        cfg = self.config
+        rewards = self._scaled_rewards(rollout)
+        gamma_k = cfg.gamma**cfg.chunk
+        log_rhos = None
+        if cfg.loss == "vtrace":
+            with torch.no_grad():
+                current = torch.cat([
+                    self.policy.evaluate(flat["obs"][i : i + 1024], flat["tokens"][i : i + 1024],
+                                         step=flat["steps"][i : i + 1024]).log_probs
+                    for i in range(0, flat["obs"].shape[0], 1024)
+                ])  # fmt: skip
+            log_rhos = (
+                (level_log_probs(current, "chunk") - level_log_probs(flat["old"], "chunk"))
+                .numpy()
+                .reshape(rollout.rewards.shape)
+            )
+        adv, ret = np.zeros_like(rewards, np.float32), np.zeros_like(rewards, np.float32)
+        for i in range(rewards.shape[1]):
+            series = (
+                rewards[:, i], rollout.values[:, i], rollout.terminated[:, i],
+                rollout.truncated[:, i], rollout.truncation_values[:, i],
+                float(rollout.last_values[i]),
+            )  # fmt: skip
+            if log_rhos is None:
+                adv[:, i], ret[:, i] = compute_gae(*series, gamma_k, cfg.gae_lambda)
+            else:
+                ret[:, i], adv[:, i] = vtrace(*series, log_rhos[:, i], gamma_k)
+        return adv, ret
+
+    def flatten(self, rollout: TokenRollout) -> dict[str, torch.Tensor]:
+        """The rollout's obs, steps, tokens and behaviour log-probs (``"old"``) over ``T N``."""
+        b, k = rollout.num_decisions, self.config.chunk
+        arrays = (rollout.obs, rollout.steps, rollout.tokens, rollout.log_probs)
+        shapes = ((b, -1), (b,), (b, k, -1), (b, k, -1))
+        names = ("obs", "steps", "tokens", "old")
+        return {
+            n: torch.from_numpy(a.reshape(s)) for n, a, s in zip(names, arrays, shapes, strict=True)
+        }
+
+    def update(self, rollout: TokenRollout, start: float | None = None) -> TokenUpdateStats:
+        """One PPO update (``epochs`` passes of minibatches) from one rollout."""
+        start = time.perf_counter() if start is None else start
+        cfg, pol = self.config, self.policy
+        b, flat = rollout.num_decisions, self.flatten(rollout)
+        adv_np, ret_np = self._targets(rollout, flat)
+        adv, ret = torch.from_numpy(adv_np.reshape(b)), torch.from_numpy(ret_np.reshape(b))
+        budget = cfg.effective_target_kl
+        totals: collections.defaultdict[str, float] = collections.defaultdict(float)
+        count, mb, stopped = 0, min(cfg.minibatch_size, b), False
+        pol.train()
+        for _ in range(cfg.epochs):
+            order = torch.randperm(b, generator=self.generator)
+            for lo in range(0, b - 1, mb):
+                idx = order[lo : lo + mb]
+                ev = pol.evaluate(flat["obs"][idx], flat["tokens"][idx], step=flat["steps"][idx])
+                old = flat["old"][idx]
+                kl = float(
+                    kl_estimate(
+                        level_log_probs(ev.log_probs, "chunk"), level_log_probs(old, "chunk")
+                    )
+                )
+                if budget is not None and kl > budget:
+                    stopped = True
+                    break
+                pg, clip_fraction = level_policy_loss(
+                    ev.log_probs, old, normalize(adv[idx]), level=cfg.ratio_level,
+                    loss=cfg.loss, clip=cfg.clip, sigma=cfg.sigma,
+                )  # fmt: skip
+                v_loss = 0.5 * (ev.values - ret[idx]).square().mean()
+                entropy = ev.entropy.mean()
+                loss = pg + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                nn.utils.clip_grad_norm_(pol.parameters(), cfg.max_grad_norm)
+                self.optimizer.step()
+                for key, value in zip(
+                    ("pg", "v", "ent", "clip"), (pg, v_loss, entropy, clip_fraction), strict=True
+                ):
+                    totals[key] += float(value.detach())
+                totals["kl"] = kl
+                count += 1
+            if stopped:
+                break
+        pol.eval()
+        self.recent_returns.extend(rollout.episode_returns)
+        self.num_updates += 1
+        self._wall += time.perf_counter() - start
+        n = max(count, 1)
+        stats = TokenUpdateStats(
+            update=self.num_updates,
+            env_steps=self.env_steps,
+            wall_s=self._wall,
+            mean_return=float(np.mean(self.recent_returns or [np.nan])),
+            episodes=len(rollout.episode_returns),
+            policy_loss=totals["pg"] / n,
+            value_loss=totals["v"] / n,
+            # In units of the (scaled) return: how well the value head predicts its target.
+            value_error=float(np.sqrt(np.mean(np.square(rollout.values - ret_np)))),
+            entropy=totals["ent"] / n,
+            clip_fraction=totals["clip"] / n,
+            kl=totals["kl"],
+            minibatches=count,
+        )
+        self.history.append(stats)
+        return stats
+
+    # ----------------------------------------------------------------- acting
+    def predict(
+        self, obs: Any, deterministic: bool = True, step: int = 0
+    ) -> tuple[np.ndarray, None]:
+        """The action for one observation (SB3's ``predict``): ``(action, None)``.
+
+        With ``chunk=1`` the action has the env's shape; with ``chunk=K`` it is ``(K, D)``,
+        the chunk to execute in order. The observation statistics are not updated.
+        """
+        x = torch.from_numpy(self.collector.normalize(np.asarray(obs, np.float64)))
+        sample = self.policy.act(
+            x, step=torch.full((x.shape[0],), float(step)), deterministic=deterministic,
+            generator=self.generator,
+        )  # fmt: skip
+        actions = self.policy.env_actions(sample.tokens)[0].numpy()
+        if self.config.chunk == 1:
+            return actions[0].reshape(self.action_shape), None
+        return actions, None
+
+    def evaluate(
+        self, episodes: int = 5, seed: int = 10_000, deterministic: bool = True
+    ) -> list[float]:
+        """Returns of ``episodes`` episodes on fresh envs (seeds ``seed``, ``seed + 1`` ...)."""
+        returns = []
+        for e in range(check_int("episodes", episodes, low=1)):
+            env = self.make_env()
+            obs, _ = env.reset(seed=seed + e)
+            total, t, done = 0.0, 0, False
+            while not done:
+                chunk, _ = self.predict(obs, deterministic=deterministic, step=t)
+                for action in np.asarray(chunk).reshape(self.config.chunk, -1):
+                    obs, r, term, trunc, _ = env.step(action.reshape(self.action_shape))
+                    total, t, done = total + float(r), t + 1, bool(term or trunc)
+                    if done:
+                        break
+            env.close()
+            returns.append(total)
+        return returns
+
+    # ----------------------------------------------------------------- files
+    def save(self, path: str | Path) -> Path:
+        """Write the policy, the observation statistics and the config (``torch.save``).
+
+        Holds tensors and plain values only (loads with ``torch.load(weights_only=True)``).
+        """
+        path = check_path("path", path)
+        stats = self.collector.obs_stats
+        torch.save(
+            {
+                "kind": FILE_KIND,
+                "config": json.dumps(dataclasses.asdict(self.config), sort_keys=True),
+                "policy": self.policy.state_dict(),
+                "obs_mean": torch.from_numpy(np.asarray(stats.mean, np.float64)),
+                "obs_var": torch.from_numpy(np.asarray(stats.var, np.float64)),
+                "obs_count": float(stats.count),
+                "return_var": float(self.return_stats.var),
+                "return_count": float(self.return_stats.count),
+                "num_updates": self.num_updates,
+            },
+            path,
+        )
+        return path
+
+    def load(self, path: str | Path) -> None:
+        """Restore what :meth:`save` wrote; the file must be of the same config.
+
+        Raises:
+            FileNotFoundError: If it does not exist.
+            ValueError: If it is not a TokenPPO file or was written with another config.
+        """
+        path = check_path("path", path)
+        state = load_torch_file(path, "a TokenPPO file")
+        if state.get("kind") != FILE_KIND:
+            raise ValueError(
+                f"{path}: expected a TokenPPO file, actual kind {quote(state.get('kind'))}"
+            )
+        mine = json.dumps(dataclasses.asdict(self.config), sort_keys=True)
+        if state.get("config") != mine:
+            raise ValueError(
+                f"{path}: expected the config {mine}, actual {quote(state.get('config'))}"
+            )
+        self.policy.load_state_dict(state["policy"])
+        stats = self.collector.obs_stats
+        stats.mean, stats.var = state["obs_mean"].numpy(), state["obs_var"].numpy()
+        stats.count = float(state["obs_count"])
+        self.return_stats.var, self.return_stats.count = state["return_var"], state["return_count"]
+        self.num_updates = int(state["num_updates"])
