@@ -6,7 +6,8 @@ learner trains (:class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO`
 ``--loss``, ``--sigma``
 and ``--max-policy-lag``. ``--backend`` places the actors: ``inprocess`` (the default)
 runs each slot's env in a thread of the learner's process (``actors="thread"``),
-``process`` in a worker process per slot (``actors="process"``); ``ray`` is refused.
+``process`` in a worker process per slot (``actors="process"``), ``ray`` in a Ray actor
+per slot on a local Ray cluster this command starts (``actors="ray"``, local inference only).
 ``--inference server`` has the actors act through one inference server. ``--log`` writes
 one CSV row per update and ``--plot`` the mean return after each update; ``--sequential``
 (a synchronous in-process option) is refused.
@@ -15,6 +16,7 @@ Example::
 
     fleetgym train --mode async --loss ppo --workload CartPole-v1 --actors 4 --backend process
     fleetgym train --mode async --workload CartPole-v1 --backend process --inference server
+    fleetgym train --mode async --workload CartPole-v1 --actors 2 --backend ray
 """
 
 from __future__ import annotations
@@ -26,11 +28,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from fleetgym.errors import FleetError
 from fleetgym.experiments.argtypes import UsageError, non_negative_int
 
 LOSSES = ("gipo", "ppo", "vtrace")
 #: ``--backend`` of ``fleetgym train`` -> where AsyncPPO's actors run (``actors=``).
-ACTORS_OF_BACKEND = {"inprocess": "thread", "process": "process"}
+ACTORS_OF_BACKEND = {"inprocess": "thread", "process": "process", "ray": "ray"}
+#: How the start-up line names an actor slot of each ``actors`` mode.
+ACTOR_NOUN = {"thread": "threads", "process": "processes", "ray": "slots as Ray actors"}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -40,8 +45,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         choices=("sync", "async"),
         default="sync",
         help="sync: rounds of the fleet then an update; async: actors collect while the "
-        "learner trains, in threads or, with --backend process, a worker process each "
-        "(default sync)",
+        "learner trains, in threads or, with --backend process, a worker process each, "
+        "with --backend ray, a Ray actor each (default sync)",
     )
     parser.add_argument(
         "--loss",
@@ -140,12 +145,11 @@ def run(
             tensorboard_log=getattr(args, "tensorboard", None),
             **overrides,
         )
-    except (TypeError, ValueError) as error:
+    except (TypeError, ValueError, FleetError) as error:
         print(f"fleetgym train: {error}", file=sys.stderr)
         return 2
     print(
-        f"training {workload.name} asynchronously: {args.actors} actor "
-        f"{'processes' if actors == 'process' else 'threads'}"
+        f"training {workload.name} asynchronously: {args.actors} actor {ACTOR_NOUN[actors]}"
         f"{' through an inference server' if args.inference == 'server' else ''} x "
         f"{steps_per_actor} steps per rollout, loss {model.config.label}, max policy lag "
         f"{args.max_policy_lag}, target {target:g}, budget {budget} env steps, seed {args.seed}"

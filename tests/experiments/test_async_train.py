@@ -89,9 +89,19 @@ def test_train_async_proximal_clip_needs_ppo(capsys):
     assert "proximal_clip: expected loss 'ppo', actual 'gipo'" in capsys.readouterr().err
 
 
-def test_train_async_refuses_the_ray_backend(capsys):
-    code = main(["train", "--mode", "async", "--backend", "ray", "--max-steps", "16"])
-    assert code == 2
-    assert "--backend: expected one of ['inprocess', 'process'] with --mode async" in (
-        capsys.readouterr().err
-    )
+@pytest.mark.ray
+@pytest.mark.timeout(240)
+def test_train_async_backend_ray_runs_ray_actors(capsys):
+    pytest.importorskip("ray")
+    argv = ["train", "--mode", "async", "--backend", "ray", "--actors", "2"]
+    argv += ["--steps-per-actor", "16", "--max-steps", "64", "--no-progress"]
+    assert main(argv) == 1  # 64 steps do not reach 475
+    out = capsys.readouterr().out
+    assert "asynchronously: 2 actor slots as Ray actors x 16 steps" in out
+    assert "64 env steps, 2 updates" in out
+
+
+def test_train_async_backend_ray_refuses_the_inference_server(capsys):
+    argv = ["train", "--mode", "async", "--backend", "ray", "--inference", "server"]
+    assert main([*argv, "--max-steps", "16", "--no-progress"]) == 2
+    assert "inference: expected 'local' with actors='ray'" in capsys.readouterr().err

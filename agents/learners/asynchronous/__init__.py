@@ -12,6 +12,8 @@
   (admission tickets, backpressure) and actors served by the inference server.
 * :mod:`~fleetgym.agents.learners.asynchronous.process_actor`: an actor slot whose
   environment runs in a worker process.
+* :mod:`~fleetgym.agents.learners.asynchronous.ray_actor`: actor slots as Ray actors on a
+  Ray cluster (joined or started), weights through Ray's object store.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from fleetgym.agents.learners.asynchronous.pipeline import (
     TrajectoryPipeline,
     with_next_obs,
 )
+from fleetgym.agents.learners.asynchronous.ray_actor import NoRoomError
 from fleetgym.agents.types import Trajectory, Weights
 from fleetgym.agents.workloads import Workload
 from fleetgym.errors import FleetError
@@ -38,11 +39,14 @@ logger = logging.getLogger(__name__)
 ActorFactory = Callable[[Workload, int, int, int], Any]
 #: Restarts of one actor slot before the trainer gives up.
 MAX_RESTARTS = 3
+#: Seconds between looks at the Ray cluster's room while a slot is parked.
+ROOM_POLL_S = 1.0
 #: Seconds to wait for an actor thread to finish its rollout when stopping.
 JOIN_TIMEOUT_S = 30.0
 #: Where an actor slot's environment and rollouts run: a thread of the learner's process,
-#: or a worker process of its own (its slot thread only waits for it).
-ACTOR_MODES = ("thread", "process")
+#: a worker process of its own (its slot thread only waits for it), or a Ray actor on a
+#: node of a Ray cluster (see :mod:`~fleetgym.agents.learners.asynchronous.ray_actor`).
+ACTOR_MODES = ("thread", "process", "ray")
 
 
 def _default_actor(workload: Workload, actor_id: int, seed: int, incarnation: int) -> Any:
@@ -72,6 +76,8 @@ class AsyncActorSlots:
         inference: ``"local"`` or ``"server"``.
         actors: One of :data:`ACTOR_MODES`.
         actor_factory: Builds a slot's actor (see :data:`ActorFactory`).
+        ray_group: The Ray cluster of ``actors="ray"`` (a
+            :class:`~fleetgym.agents.learners.asynchronous.ray_actor.RayActorGroup`).
     """
 
     def __init__(
@@ -85,6 +91,7 @@ class AsyncActorSlots:
         inference: str,
         actors: str,
         actor_factory: ActorFactory,
+        ray_group: Any = None,
     ) -> None:
         self.workload = workload
         self.seed = seed
@@ -95,6 +102,8 @@ class AsyncActorSlots:
         self.inference = inference
         self.actors = actors
         self.actor_factory = actor_factory
+        #: The Ray cluster side of ``actors="ray"`` (None otherwise).
+        self.ray_group = ray_group
         #: Failed rollouts so far (each replaced by a new incarnation of its slot).
         self.actor_failures = 0
         #: The in-process inference server (``inference="server"``, once started).
@@ -105,6 +114,8 @@ class AsyncActorSlots:
         self._incarnations: dict[int, int] = collections.defaultdict(int)
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
+        #: ``actors="ray"``: slots waiting for room on the cluster (a lost node), not running.
+        self.parked: set[int] = set()
 
     def _actor(self, slot: int) -> Any:
         if slot not in self._actors:
@@ -120,6 +131,12 @@ class AsyncActorSlots:
                     incarnation,
                     self.actor_factory,
                     inference_address=self.server_address,
+                )
+            elif self.actors == "ray":
+                from fleetgym.agents.learners.asynchronous.ray_actor import RayActor
+
+                actor = RayActor(
+                    self.ray_group, self.workload, slot, self.seed, incarnation, self.actor_factory
                 )
             elif self.server is not None:
                 actor = ServedActor(self.workload, slot, self.seed, incarnation, self.server)
@@ -214,6 +231,10 @@ class AsyncActorSlots:
                 if pipe.stopped:
                     # Cut short by the stop (an aborted learn kills worker processes): no fault.
                     return
+                if isinstance(error, NoRoomError):
+                    if not self._wait_for_room(slot, pipe, error):
+                        return
+                    continue
                 self._replace(slot, error)
                 failures += 1
                 if failures > MAX_RESTARTS:
@@ -221,6 +242,24 @@ class AsyncActorSlots:
                     return
                 continue
             pipe.put(traj)
+
+    def _wait_for_room(self, slot: int, pipe: TrajectoryPipeline, error: BaseException) -> bool:
+        """Park a slot the Ray cluster has no room for until it has; False once stopped."""
+        with self._lock:
+            self.parked.add(slot)
+            running = self.n_actors - len(self.parked)
+        logger.warning(
+            "%s; the slot waits for room, training goes on with %d of %d actor slots",
+            error, running, self.n_actors,
+        )  # fmt: skip
+        while not pipe.stopped and not self.ray_group.has_room(slot):
+            with pipe.cond:
+                pipe.cond.wait(ROOM_POLL_S)
+        with self._lock:
+            self.parked.discard(slot)
+        if not pipe.stopped:
+            logger.warning("actor %d: the Ray cluster has room again; the slot restarts", slot)
+        return not pipe.stopped
 
     def start(self, pipe: TrajectoryPipeline) -> None:
         """Start one thread per slot, each collecting into ``pipe`` while it admits."""
@@ -252,7 +291,7 @@ class AsyncActorSlots:
         self._threads = []
         if alive:
             logger.error("actor threads still running after %.0f s: %s", JOIN_TIMEOUT_S, alive)
-        if abort and self.actors == "process":
+        if abort and self.actors in ("process", "ray"):
             for slot in list(self._actors):
                 # Not a fault, but the next worker of the slot gets a fresh seed stream.
                 self._incarnations[slot] += 1
@@ -275,9 +314,12 @@ class AsyncActorSlots:
         return batch
 
     def close(self) -> None:
-        """Close every slot's actor (environments, worker processes) and the server."""
+        """Close every slot's actor (environments, worker processes, Ray actors) and the
+        server; shut down a Ray cluster the slots started."""
         for slot in list(self._actors):
             self._discard(slot)
+        if self.ray_group is not None:
+            self.ray_group.close()
         if self.server is not None:
             self.server.close()
             self.server = None

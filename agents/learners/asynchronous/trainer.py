@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from fleetgym.agents.learners.asynchronous.pipeline import TrajectoryPipeline
+from fleetgym.agents.learners.asynchronous.ray_actor import check_ray_options
 from fleetgym.agents.learners.asynchronous.records import (
     UpdateRecord,
     log_update,
@@ -137,6 +138,13 @@ class AsyncPPO:
             with ``inference="server"`` the workers act through the server on a
             loopback socket, observations in shared memory). A killed worker is a failed
             rollout: counted in ``actor_failures`` and replaced by a new process.
+            ``"ray"``: each slot is a Ray actor on a Ray cluster (see
+            :mod:`fleetgym.agents.learners.asynchronous.ray_actor`; ``inference="local"``
+            only); a dead Ray actor is a failed rollout, replaced by a new Ray actor.
+        address: ``actors="ray"``: the Ray cluster to join (None: the one Ray is
+            connected to, else a local cluster on 127.0.0.1 shut down by :meth:`close`).
+        ray_actor_options: ``actors="ray"``: Ray actor options of each slot (default: a
+            share of a local cluster's CPUs, one CPU on a cluster joined).
         seed: Seeds the learner and the actors' environments.
         tensorboard_log: A folder for TensorBoard event files (``None``: no logging).
         imagination: An :class:`~fleetgym.agents.world_model.ImaginationConfig` (or a
@@ -152,9 +160,12 @@ class AsyncPPO:
         ValueError: For ``max_policy_lag < 0``, an unknown loss, ``sigma <= 0``, a lag
             injection above the bound, a non-positive count or one above its bound
             (:data:`COUNT_LIMITS`, :data:`MAX_BATCH_SAMPLES`), a seed outside
-            ``[0, 2**63 - 1]``, or an unknown ``actors`` or ``inference`` mode.
+            ``[0, 2**63 - 1]``, an unknown ``actors`` or ``inference`` mode, or
+            ``actors="ray"`` with ``inference="server"``.
         TypeError: For arguments of the wrong type (a string for a bool, an
             ``actor_factory`` that is not callable).
+        FleetError: ``actors="ray"``: if the Ray cluster cannot place ``n_actors`` actors
+            or cannot be joined at ``address``.
     """
 
     def __init__(
@@ -178,6 +189,8 @@ class AsyncPPO:
         tensorboard_log: str | Path | None = None,
         actor_factory: ActorFactory | None = None,
         imagination: Any = None,
+        address: str | None = None,
+        ray_actor_options: dict[str, Any] | None = None,
         **hyperparameters: Any,
     ) -> None:
         self.workload = get_workload(workload)
@@ -233,6 +246,9 @@ class AsyncPPO:
                 "actor_factory: expected None with inference='server', actual a factory"
             )
         self.actors = check_choice("actors", actors, ACTOR_MODES)
+        address, ray_actor_options = check_ray_options(
+            self.actors, self.inference, address, ray_actor_options
+        )
         self.seed = check_seed("seed", seed)
         if tensorboard_log is not None and not isinstance(tensorboard_log, (str, os.PathLike)):
             raise TypeError(
@@ -250,6 +266,11 @@ class AsyncPPO:
             **hyperparameters,
         )
         self.ring = WeightRing(self.lag_injection + 1)
+        ray_group = None
+        if self.actors == "ray":  # last: a cluster this trainer starts is closed by close()
+            from fleetgym.agents.learners.asynchronous.ray_actor import RayActorGroup
+
+            ray_group = RayActorGroup(self.n_actors, address, ray_actor_options)
         #: The actor slots this trainer owns (their actors, threads and inference server).
         self.slots = AsyncActorSlots(
             self.workload,
@@ -261,6 +282,7 @@ class AsyncPPO:
             self.inference,
             self.actors,
             self.actor_factory,
+            ray_group,
         )
         self._publish()
         self.num_timesteps = 0
