@@ -32,9 +32,11 @@ from fleetgym.errors import UnknownWorkloadError, UnsupportedSpaceError
 from fleetgym.experiments import async_train
 from fleetgym.experiments.argtypes import (
     UsageError,
+    check_output_dir,
     check_output_file,
     int_in,
     non_negative_int,
+    output_folder,
     positive_int,
 )
 from fleetgym.experiments.tables import write_csv
@@ -144,7 +146,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--tensorboard",
-        type=Path,
+        type=output_folder,
         default=None,
         metavar="DIR",
         help="write TensorBoard scalars (returns, losses, and with --imagination the model's "
@@ -231,6 +233,8 @@ def run(args: argparse.Namespace) -> int:
     for flag in ("save", "log", "plot"):
         if getattr(args, flag, None) is not None:
             check_output_file(f"--{flag}", getattr(args, flag))
+    if args.tensorboard is not None:
+        check_output_dir("--tensorboard", args.tensorboard)
     if args.mode == "async":
         if args.sequential:
             raise UsageError(

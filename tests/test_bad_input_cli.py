@@ -73,6 +73,17 @@ CASES: dict[tuple[str, ...], dict[str, list[str]]] = {
         "--backend": ["nope"],
         "--seed": ["-1", "abc"],
         "--eval-episodes": ["-1", "abc"],
+        "--imagination": ["share=2", "nope", "horizon=0", "colour=red", "hidden_sizes=ax2"],
+        "--tensorboard": ["", "{file}", "{file}/sub"],
+    },
+    ("imagination",): {
+        "--env": ["nope", ""],
+        "--seeds": BAD_INTS,
+        "--first-seed": ["-1", "abc"],
+        "--budget": BAD_INTS,
+        "--arms": ["nope", ",", "ppo,nope"],
+        "--async-steps": BAD_INTS,
+        "--out": ["", "{file}", "{file}/sub"],
     },
     ("profiles",): {
         "--samples": ["0", "99", "1000000000000", "abc"],

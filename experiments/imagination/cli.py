@@ -227,8 +227,10 @@ def run(args: argparse.Namespace) -> int:
     """Run the arms for every seed; 0 when every imagination run reached the target."""
     from tqdm import tqdm
 
+    from fleetgym.experiments.argtypes import check_output_dir
     from fleetgym.experiments.imagination.study import ENVS, random_score, run_arm
 
+    check_output_dir("--out", args.out)
     if args.asynchronous:
         return _run_async(args)
     setup = ENVS[args.env]
@@ -237,11 +239,11 @@ def run(args: argparse.Namespace) -> int:
 
         setup = dataclasses.replace(setup, budget=args.budget)
     arms = setup.arms
-    if args.arms:
+    if args.arms is not None:
         wanted = [a.strip() for a in args.arms.split(",") if a.strip()]
         names = [a.name for a in arms]
         unknown = [w for w in wanted if w not in names]
-        if unknown:
+        if unknown or not wanted:
             from fleetgym.experiments.argtypes import UsageError
 
             raise UsageError(f"--arms: expected names among {names}, actual {unknown}")
