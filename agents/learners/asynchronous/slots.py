@@ -143,6 +143,8 @@ class AsyncActorSlots:
             else:
                 actor = self.actor_factory(self.workload, slot, self.seed, incarnation)
             self._actors[slot] = actor
+            with self._lock:
+                self.parked.discard(slot)
         return self._actors[slot]
 
     def start_server(self) -> None:
@@ -255,11 +257,10 @@ class AsyncActorSlots:
         while not pipe.stopped and not self.ray_group.has_room(slot):
             with pipe.cond:
                 pipe.cond.wait(ROOM_POLL_S)
-        with self._lock:
-            self.parked.discard(slot)
-        if not pipe.stopped:
-            logger.warning("actor %d: the Ray cluster has room again; the slot restarts", slot)
-        return not pipe.stopped
+        if pipe.stopped:  # still parked: the capacity stays lost until a build succeeds
+            return False
+        logger.warning("actor %d: the Ray cluster has room again; the slot restarts", slot)
+        return True
 
     def start(self, pipe: TrajectoryPipeline) -> None:
         """Start one thread per slot, each collecting into ``pipe`` while it admits."""
