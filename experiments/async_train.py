@@ -174,6 +174,13 @@ def run(
             else ""
         )
     )
+    parked = sorted(model.slots.parked)
+    if parked:
+        print(
+            f"lost capacity: actor slots {parked} of {args.actors} had no room on the Ray "
+            f"cluster (a node was lost) and were parked; {model.actor_failures} failed "
+            "rollouts were replaced"
+        )
     if args.save is not None:
         path = model.save(args.save)
         print(f"saved the model to {path} (settings in {path.with_suffix('.json')})")

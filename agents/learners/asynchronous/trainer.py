@@ -22,8 +22,9 @@ Invariants:
 * **Faults.** A trajectory reaches the pipeline only whole; an actor that raises is
   replaced (a fresh env, the next incarnation) and its ticket returned; with
   ``actors="process"`` a worker process killed mid-rollout is such an actor (its partial
-  rollout dies with it). An exception in the learner (or a callback) stops and joins
-  every actor thread, and kills and closes every worker process, before it propagates.
+  rollout dies with it), with ``actors="ray"`` a dead Ray actor. An exception in the learner (or a callback) stops and joins
+  every actor thread, and kills and closes every worker process (and Ray actor), before it
+  propagates.
 
 The trainer owns its actor slots, :attr:`AsyncPPO.slots` (an
 :class:`~fleetgym.agents.learners.asynchronous.slots.AsyncActorSlots`: actors, threads,
@@ -111,7 +112,7 @@ class AsyncPPO:
         max_policy_lag: Bound on the lag in updates (>= 0), enforced at admission and at
             sampling (``None``: unbounded, the pipeline then holds ``2 * batch_trajectories``).
         n_actors: Actor slots (one thread each, plus a worker process with
-            ``actors="process"``).
+            ``actors="process"`` or a Ray actor with ``actors="ray"``).
         steps_per_actor: Env steps per rollout (default: the workload's ``rollout_steps``).
         batch_trajectories: Trajectories per update (default ``n_actors``).
         recompute_values: Recompute values and GAE with the newest critic before each update.
