@@ -19,8 +19,7 @@
    token entropy; an optional KL budget (``target_kl``, on the chunk-level estimate) ends
    the update early, by default for GIPO and V-trace, which have no trust region.
 
-With ``D = 1`` (Pendulum) ``"action"`` and ``"token"`` are the same loss; with ``K = 1``
-``"action"`` and ``"chunk"`` are.
+With ``D = 1`` ``"action"`` is ``"token"``; with ``K = 1`` ``"action"`` is ``"chunk"``.
 """
 
 from __future__ import annotations
@@ -78,7 +77,7 @@ class TokenPPOConfig:
         >>> TokenPPOConfig(ratio_level="joint")
         Traceback (most recent call last):
         ...
-        ValueError: ratio_level: expected one of ['token', 'action', 'chunk'], actual 'joint'
+        ValueError: ratio_level: expected one of ('token', 'action', 'chunk'), actual 'joint'
 
     Args:
         ratio_level: ``"token"``, ``"action"`` or ``"chunk"`` (see the module docstring).
@@ -90,14 +89,13 @@ class TokenPPOConfig:
             ``tokens`` extra).
         hidden_size, layers, heads, vocab_size: The backbone's sizes; action ids are the
             vocabulary's last ``num_bins`` ids.
-        n_envs: Envs stepped in lockstep.
-        n_steps: Decisions per env per update.
+        n_envs, n_steps: Envs stepped in lockstep, decisions per env per update.
         epochs, minibatch_size, lr, gamma, gae_lambda, clip, sigma, ent_coef, vf_coef,
             max_grad_norm: As in PPO (``clip``: PPO's range; ``sigma``: GIPO's width).
         target_kl: KL budget per update; ``None`` takes the loss's default
             (:data:`~fleetgym.agents.learners.losses.DEFAULT_TARGET_KL`), ``0`` means none.
-        normalize_obs: Running observation normalisation.
-        normalize_reward: Scale rewards by the running std of the discounted return.
+        normalize_obs, normalize_reward: Running observation normalisation; rewards
+            scaled by the running std of the discounted return.
     """
 
     ratio_level: str = "token"
@@ -173,6 +171,10 @@ class TokenUpdateStats:
     clip_fraction: float
     kl: float
     minibatches: int
+
+
+def _chunk(token_log_probs: torch.Tensor) -> torch.Tensor:
+    return level_log_probs(token_log_probs, "chunk")
 
 
 def _env_factory(env: str | Callable[[], gym.Env]) -> Callable[[], gym.Env]:
@@ -322,11 +324,7 @@ class TokenPPO:
                                          step=flat["steps"][i : i + 1024]).log_probs
                     for i in range(0, flat["obs"].shape[0], 1024)
                 ])  # fmt: skip
-            log_rhos = (
-                (level_log_probs(current, "chunk") - level_log_probs(flat["old"], "chunk"))
-                .numpy()
-                .reshape(rollout.rewards.shape)
-            )
+            log_rhos = (_chunk(current) - _chunk(flat["old"])).numpy().reshape(rewards.shape)
         adv, ret = np.zeros_like(rewards, np.float32), np.zeros_like(rewards, np.float32)
         for i in range(rewards.shape[1]):
             series = (
@@ -367,11 +365,7 @@ class TokenPPO:
                 idx = order[lo : lo + mb]
                 ev = pol.evaluate(flat["obs"][idx], flat["tokens"][idx], step=flat["steps"][idx])
                 old = flat["old"][idx]
-                kl = float(
-                    kl_estimate(
-                        level_log_probs(ev.log_probs, "chunk"), level_log_probs(old, "chunk")
-                    )
-                )
+                kl = float(kl_estimate(_chunk(ev.log_probs), _chunk(old)))
                 if budget is not None and kl > budget:
                     stopped = True
                     break
