@@ -5,15 +5,19 @@
 constructor's arguments, the PPO hyperparameters and the env steps trained so far.
 :func:`read_settings` reads that file back for :meth:`AsyncPPO.load`, checking everything
 a constructor cannot (that it is JSON, an object, of this class, with known keys and a
-count of steps >= 0); the constructor then checks each value.
+count of steps >= 0); the constructor then checks each value. :func:`save_trainer` and
+:func:`load_trainer` are what :meth:`AsyncPPO.save` and :meth:`AsyncPPO.load` do.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from fleetgym.agents.learners.checkpoint import read_json_file
+from fleetgym.agents.learners.checks import check_path
+from fleetgym.agents.learners.lag import WeightRing
 from fleetgym.validation import check_int, quote
 
 #: What a settings file says it is (``"format"``); files without it are read too.
@@ -106,4 +110,46 @@ def read_settings(path: Path) -> tuple[dict[str, Any], dict[str, Any], int]:
     return settings, hyperparameters, num_timesteps
 
 
-__all__ = ["SETTINGS_FORMAT", "SETTINGS_KEYS", "read_settings", "trainer_settings"]
+def save_trainer(model: Any, path: Any) -> Path:
+    """What :meth:`AsyncPPO.save` does: the learner's checkpoint and ``<stem>.json``."""
+    path = check_path("path", path)
+    saved: Path = model.learner.save(path)
+    saved.with_suffix(".json").write_text(json.dumps(trainer_settings(model), indent=1))
+    return saved
+
+
+def load_trainer(cls: Any, path: Any, overrides: dict[str, Any]) -> Any:
+    """What :meth:`AsyncPPO.load` does: settings, then a trainer, then the learner's state."""
+    path = check_path("path", path)
+    settings_path = path.with_suffix(".json")
+    if not settings_path.is_file():
+        raise FileNotFoundError(f"expected the settings file, actual missing {settings_path}")
+    settings, hyperparameters, num_timesteps = read_settings(settings_path)
+    settings.update(overrides)
+    try:
+        model = cls(**settings, **hyperparameters)
+    except (TypeError, ValueError) as exc:
+        if not overrides:  # the file's own values: a malformed file
+            raise ValueError(f"{settings_path}: {exc}") from exc
+        # The caller's overrides may be what is wrong: same type, both named.
+        kind = TypeError if isinstance(exc, TypeError) else ValueError
+        raise kind(f"{exc} (settings {settings_path} with overrides {sorted(overrides)})") from exc
+    try:
+        model.learner.load(path)
+    except BaseException:
+        model.close()
+        raise
+    model.num_timesteps = num_timesteps
+    model.ring = WeightRing(model.lag_injection + 1)  # the constructor's weights are stale
+    model._publish()
+    return model
+
+
+__all__ = [
+    "SETTINGS_FORMAT",
+    "SETTINGS_KEYS",
+    "load_trainer",
+    "read_settings",
+    "save_trainer",
+    "trainer_settings",
+]

@@ -40,7 +40,6 @@ thread while it runs (actors are threads of the same process, or, with
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -57,14 +56,14 @@ from fleetgym.agents.learners.asynchronous.records import (
     log_update,
     summary_writer,
 )
-from fleetgym.agents.learners.asynchronous.settings import read_settings, trainer_settings
+from fleetgym.agents.learners.asynchronous.settings import load_trainer, save_trainer
 from fleetgym.agents.learners.asynchronous.slots import (
     ACTOR_MODES,
     ActorFactory,
     AsyncActorSlots,
     _default_actor,
 )
-from fleetgym.agents.learners.checks import check_observation, check_path, check_seed
+from fleetgym.agents.learners.checks import check_observation, check_seed
 from fleetgym.agents.learners.lag import MAX_POLICY_LAG, MAX_RING, CompensatedPPOLearner, WeightRing
 from fleetgym.agents.learners.losses import DEFAULT_TARGET_KL, LOSSES, LossConfig
 from fleetgym.agents.rollout import MAX_ROLLOUT_STEPS
@@ -485,10 +484,7 @@ class AsyncPPO:
             TypeError: If ``path`` is not a ``str`` or ``os.PathLike``.
             ValueError: If it is empty or a folder.
         """
-        path = check_path("path", path)
-        saved = self.learner.save(path)
-        saved.with_suffix(".json").write_text(json.dumps(trainer_settings(self), indent=1))
-        return saved
+        return save_trainer(self, path)
 
     @classmethod
     def load(cls, path: str | Path, **overrides: Any) -> AsyncPPO:
@@ -504,31 +500,7 @@ class AsyncPPO:
                 ``overrides``, a refused setting keeps the constructor's error type and
                 names the file and the overrides.
         """
-        path = check_path("path", path)
-        settings_path = path.with_suffix(".json")
-        if not settings_path.is_file():
-            raise FileNotFoundError(f"expected the settings file, actual missing {settings_path}")
-        settings, hyperparameters, num_timesteps = read_settings(settings_path)
-        settings.update(overrides)
-        try:
-            model = cls(**settings, **hyperparameters)
-        except (TypeError, ValueError) as exc:
-            if not overrides:  # the file's own values: a malformed file
-                raise ValueError(f"{settings_path}: {exc}") from exc
-            # The caller's overrides may be what is wrong: same type, both named.
-            kind = TypeError if isinstance(exc, TypeError) else ValueError
-            raise kind(
-                f"{exc} (settings {settings_path} with overrides {sorted(overrides)})"
-            ) from exc
-        try:
-            model.learner.load(path)
-        except BaseException:
-            model.close()
-            raise
-        model.num_timesteps = num_timesteps
-        model.ring = WeightRing(model.lag_injection + 1)  # the constructor's weights are stale
-        model._publish()
-        return model
+        return load_trainer(cls, path, overrides)
 
 
 __all__ = ["ActorFactory", "AsyncPPO", "UpdateRecord"]
