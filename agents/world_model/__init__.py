@@ -18,6 +18,7 @@ from fleetgym.agents.world_model.imagination import (
     ImaginedTrajectory,
     linear_schedule,
     multistep_error,
+    validation_schedule,
 )
 from fleetgym.agents.world_model.imagined_env import ImaginedEnv, ImaginedVectorEnv
 from fleetgym.agents.world_model.model import (
@@ -41,6 +42,7 @@ __all__ = [
     "collect_transitions",
     "linear_schedule",
     "multistep_error",
+    "validation_schedule",
     "ModelDivergedError",
     "SpaceCodec",
     "StepPrediction",

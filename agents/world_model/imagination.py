@@ -51,6 +51,7 @@ __all__ = [
     "linear_schedule",
     "multistep_error",
     "parse_imagination_spec",
+    "validation_schedule",
 ]
 
 #: Most imagined samples per real sample in one update (share -> 1 is capped here).
@@ -73,6 +74,38 @@ def linear_schedule(start: float, end: float, first: int, last: int) -> Callable
     return schedule
 
 
+def validation_schedule(
+    start: int = 5, end: int = 50, target: float = 1e-3
+) -> Callable[[int, Any], int]:
+    """AcceRL's horizon: ``start`` rising to ``end`` as the model's held-out loss falls.
+
+    The horizon interpolates in log-loss between the first fit's observation loss (gives
+    ``start``) and ``target`` (gives ``end``), using the newest fit's loss.
+
+    Example:
+        >>> from types import SimpleNamespace as NS
+        >>> sched = validation_schedule(5, 50, target=1e-3)
+        >>> im = NS(history=[NS(validation={"obs": 1e-1})], last=NS(validation={"obs": 1e-2}))
+        >>> sched(0, im)  # half-way down in log-loss: half-way up from 5 to 50
+        27
+    """
+    start, end = check_horizon("start", start), check_horizon("end", end)
+    target = check_float("target", target, 0.0, strict=True)
+
+    def schedule(_update: int, imagination: Any) -> int:
+        losses = [r.validation.get("obs") for r in imagination.history if r.validation]
+        current = imagination.last.validation.get("obs") if imagination.last.validation else None
+        first = losses[0] if losses else current
+        if first is None or current is None or first <= target:
+            return start if current is None or current > target else end
+        frac = (math.log(first) - math.log(max(current, 1e-30))) / (
+            math.log(first) - math.log(target)
+        )
+        return int(round(start + min(1.0, max(0.0, frac)) * (end - start)))
+
+    return schedule
+
+
 @dataclass(frozen=True)
 class ImaginationConfig:
     """How a learner imagines. Every field is checked when the config is built.
@@ -85,7 +118,8 @@ class ImaginationConfig:
         max_share: The ceiling of ``"auto"``.
         horizon: Steps per imagined episode: an int, ``"auto"`` (the longest ``h`` in
             ``[min_horizon, max_horizon]`` with measured ``e(h) <= error_tolerance``), or a
-            callable ``(update, imagination) -> int`` (e.g. :func:`linear_schedule`).
+            callable ``(update, imagination) -> int`` (e.g. :func:`linear_schedule`, MBPO's,
+            or :func:`validation_schedule`, AcceRL's).
         min_horizon, max_horizon: The range of ``"auto"``.
         error_tolerance: Normalised mean squared ``h``-step error (per observation
             dimension, in units of its variance in B_real) the automatic rules accept.

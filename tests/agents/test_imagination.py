@@ -359,3 +359,20 @@ def test_imagined_trajectories_record_their_model_version():
     assert all(np.isfinite(t.uncertainty).all() for t in imagined)
     assert torch.get_num_threads() == 1  # the suite's one-thread fixture still holds
     assert isinstance(learner.imagination.model.action_space, gym.spaces.Discrete)
+
+
+def test_validation_schedule_rises_as_the_held_out_loss_falls():
+    from types import SimpleNamespace as NS
+
+    from fleetgym.agents.world_model import validation_schedule
+
+    sched = validation_schedule(5, 50, target=1e-4)
+    first = NS(validation={"obs": 1e-2})
+
+    def at(loss):
+        return sched(0, NS(history=[first], last=NS(validation={"obs": loss})))
+
+    # log-linear between the first fit's loss (5) and the target (50), clipped beyond.
+    assert [at(1e-2), at(1e-3), at(1e-4), at(1e-6), at(1.0)] == [5, 28, 50, 50, 5]
+    with pytest.raises(ValueError, match="start"):
+        validation_schedule(0, 50)
