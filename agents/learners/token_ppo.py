@@ -1,4 +1,4 @@
-"""Token-level PPO: a :class:`~fleetgym.agents.tokens.policy.TokenPolicy` trained on a Box env.
+"""Token-level PPO: a :class:`~fleetgym.agents.tokens.policy.TokenPolicy` trained on an env.
 
 :class:`TokenPPO` is the SB3-shaped entry point (``learn(total_timesteps)``, ``predict``,
 ``save`` / ``load``) for a VLA-style policy whose actions are chains of tokens. Each update:
@@ -52,8 +52,13 @@ from fleetgym.agents.learners.losses import (
 )
 from fleetgym.agents.learners.ppo import compute_gae
 from fleetgym.agents.policies.running_stats import RunningMeanStd
-from fleetgym.agents.rollout.token_rollout import TokenRollout, TokenRolloutCollector
-from fleetgym.agents.tokens import ActionTokenizer
+from fleetgym.agents.rollout.token_rollout import (
+    TokenRollout,
+    TokenRolloutCollector,
+    env_action,
+    env_factory,
+    token_env_spec,
+)
 from fleetgym.agents.tokens.backbones import TinyCausalTransformer, llama_backbone
 from fleetgym.agents.tokens.policy import TokenPolicy
 from fleetgym.agents.tokens.value_heads import VALUE_HEADS
@@ -177,16 +182,12 @@ def _chunk(token_log_probs: torch.Tensor) -> torch.Tensor:
     return level_log_probs(token_log_probs, "chunk")
 
 
-def _env_factory(env: str | Callable[[], gym.Env]) -> Callable[[], gym.Env]:
-    if isinstance(env, str):
-        return lambda: gym.make(env)
-    if callable(env):
-        return env
-    raise TypeError(f"env: expected an env id or a callable returning an env, actual {quote(env)}")
+def _rows(tensor: torch.Tensor | None, index: Any) -> torch.Tensor | None:
+    return None if tensor is None else tensor[index]
 
 
 class TokenPPO:
-    """PPO for a token policy on a Box env, with the ratio level as a switch.
+    """PPO for a token policy on a Box or Discrete env, with the ratio level as a switch.
 
     Models the training loop of a VLA policy fine-tuned with RL (AcceRL's token-level PPO,
     RLinf's ``logprob_type``) at a size that trains on a CPU: the policy, its collector and
@@ -200,8 +201,9 @@ class TokenPPO:
         (64, (2, 1))
 
     Args:
-        env: A Gymnasium env id or a callable returning an env (Box actions, flat Box
-            observations).
+        env: A Gymnasium env id or a callable returning an env (Box or Discrete actions;
+            flat Box observations or BabyAI's image + mission, see
+            :func:`~fleetgym.agents.rollout.token_rollout.token_env_spec`).
         seed: Seeds the weights, the envs, the sampling and the minibatch order.
         backbone_module: Your own causal LM (a
             :class:`~fleetgym.agents.tokens.backbones.CausalBackbone` or a Hugging Face
@@ -234,24 +236,18 @@ class TokenPPO:
             )
         self.config = cfg = config if config is not None else TokenPPOConfig(**kwargs)
         self.seed = check_int("seed", seed, low=0)
-        self.make_env = _env_factory(env)
+        self.make_env = env_factory(env)
         probe = self.make_env()
-        space = probe.action_space
-        if not isinstance(space, gym.spaces.Box):
-            raise ValueError(f"env: expected a Box action space, actual {quote(space)}")
-        obs_dim = int(np.prod(probe.observation_space.shape or (0,)))
-        limit = getattr(probe.spec, "max_episode_steps", None) or 1000
-        self.action_shape = space.shape
+        self.spec = spec = token_env_spec(probe, cfg.num_bins, cfg.vocab_size)
+        self.action_shape = spec.action_shape
         probe.close()
-        tokenizer = ActionTokenizer.from_space(
-            space, num_bins=cfg.num_bins, vocab_size=cfg.vocab_size
-        )
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
             backbone = backbone_module if backbone_module is not None else self._backbone()
             self.policy = TokenPolicy(
-                backbone, tokenizer, obs_dim=obs_dim, chunk=cfg.chunk,
-                value_head=cfg.value_head, max_steps=int(limit),
+                backbone, spec.tokenizer, obs_dim=spec.obs_dim, chunk=cfg.chunk,
+                instruction_length=spec.instruction_length, value_head=cfg.value_head,
+                max_steps=spec.max_steps,
             )  # fmt: skip
         self.optimizer = torch.optim.Adam(
             [p for p in self.policy.parameters() if p.requires_grad], lr=cfg.lr, eps=1e-5
@@ -321,6 +317,7 @@ class TokenPPO:
             with torch.no_grad():
                 current = torch.cat([
                     self.policy.evaluate(flat["obs"][i : i + 1024], flat["tokens"][i : i + 1024],
+                                         _rows(flat.get("instructions"), slice(i, i + 1024)),
                                          step=flat["steps"][i : i + 1024]).log_probs
                     for i in range(0, flat["obs"].shape[0], 1024)
                 ])  # fmt: skip
@@ -344,9 +341,12 @@ class TokenPPO:
         arrays = (rollout.obs, rollout.steps, rollout.tokens, rollout.log_probs)
         shapes = ((b, -1), (b,), (b, k, -1), (b, k, -1))
         names = ("obs", "steps", "tokens", "old")
-        return {
+        flat = {
             n: torch.from_numpy(a.reshape(s)) for n, a, s in zip(names, arrays, shapes, strict=True)
         }
+        if rollout.instructions is not None:
+            flat["instructions"] = torch.from_numpy(rollout.instructions.reshape(b, -1))
+        return flat
 
     def update(self, rollout: TokenRollout, start: float | None = None) -> TokenUpdateStats:
         """One PPO update (``epochs`` passes of minibatches) from one rollout."""
@@ -363,7 +363,10 @@ class TokenPPO:
             order = torch.randperm(b, generator=self.generator)
             for lo in range(0, b - 1, mb):
                 idx = order[lo : lo + mb]
-                ev = pol.evaluate(flat["obs"][idx], flat["tokens"][idx], step=flat["steps"][idx])
+                ev = pol.evaluate(
+                    flat["obs"][idx], flat["tokens"][idx], _rows(flat.get("instructions"), idx),
+                    step=flat["steps"][idx],
+                )  # fmt: skip
                 old = flat["old"][idx]
                 kl = float(kl_estimate(_chunk(ev.log_probs), _chunk(old)))
                 if budget is not None and kl > budget:
@@ -420,12 +423,14 @@ class TokenPPO:
         With ``chunk=1`` the action has the env's shape; with ``chunk=K`` it is ``(K, D)``,
         the chunk to execute in order. The observation statistics are not updated.
         """
-        x = torch.from_numpy(self.collector.normalize(np.asarray(obs, np.float64)))
+        vec, ids = self.collector.observe(obs)
+        x = torch.from_numpy(self.collector.normalize(vec))
         sample = self.policy.act(
-            x, step=torch.full((x.shape[0],), float(step)), deterministic=deterministic,
+            x, None if ids is None else torch.from_numpy(ids[None]),
+            step=torch.full((1,), float(step)), deterministic=deterministic,
             generator=self.generator,
         )  # fmt: skip
-        actions = self.policy.env_actions(sample.tokens)[0].numpy()
+        actions = self.collector.env_actions(self.policy, sample.tokens)[0]
         if self.config.chunk == 1:
             return actions[0].reshape(self.action_shape), None
         return actions, None
@@ -442,7 +447,7 @@ class TokenPPO:
             while not done:
                 chunk, _ = self.predict(obs, deterministic=deterministic, step=t)
                 for action in np.asarray(chunk).reshape(self.config.chunk, -1):
-                    obs, r, term, trunc, _ = env.step(action.reshape(self.action_shape))
+                    obs, r, term, trunc, _ = env.step(env_action(action, self.spec))
                     total, t, done = total + float(r), t + 1, bool(term or trunc)
                     if done:
                         break

@@ -12,6 +12,8 @@
 * :mod:`~fleetgym.agents.tokens.backbones`: causal LM backbones (a pure-torch transformer,
   any Hugging Face causal LM, a random ``LlamaConfig`` model with the ``tokens`` extra);
 * :mod:`~fleetgym.agents.tokens.policy`: :class:`TokenPolicy`, the VLA-shaped actor-critic.
+* :mod:`~fleetgym.agents.tokens.missions`: :class:`MissionVocabulary`, mission text (BabyAI's
+  grammar) as instruction ids from a fixed word list.
 
 The ratio levels (token, action, chunk) of its updates are in
 :mod:`fleetgym.agents.learners.losses`. Depends on :mod:`fleetgym.agents.policies` and

@@ -155,6 +155,17 @@ def test_value_heads(value_head):
     assert model.predict(np.zeros(3))[0].shape == (1,)
 
 
+@pytest.mark.parametrize("env", ["CartPole-v1", "BabyAI-GoToRedBallGrey-v0"])
+def test_discrete_and_language_conditioned_envs_train(env):
+    if env.startswith("BabyAI"):
+        pytest.importorskip("minigrid")
+    model = TokenPPO(env, **TINY).learn(32)
+    assert np.isfinite(model.history[-1].policy_loss) and model.spec.discrete
+    action, _ = model.predict(model.make_env().reset(seed=0)[0])
+    assert action.shape == () and 0 <= int(action) < model.spec.tokenizer.num_bins
+    assert len(model.evaluate(1)) == 1
+
+
 def test_llama_backbone_trains():
     pytest.importorskip("transformers")
     model = TokenPPO("Pendulum-v1", backbone="llama", **TINY).learn(32)
@@ -166,8 +177,8 @@ def test_bad_input():
         TokenPPOConfig(ratio_level="joint")
     with pytest.raises(TypeError, match="expected hyperparameters among"):
         TokenPPO("Pendulum-v1", learning_rate=1e-3)
-    with pytest.raises(ValueError, match="Box action space"):
-        TokenPPO("CartPole-v1", **TINY)
+    with pytest.raises(ValueError, match="Box observation space or a Dict with 'image'"):
+        TokenPPO("Blackjack-v1", **TINY)
     with pytest.raises(TypeError, match="env id or a callable"):
         TokenPPO(3, **TINY)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="either config= or keyword"):

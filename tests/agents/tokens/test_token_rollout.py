@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from fleetgym.agents.rollout.token_rollout import TokenRolloutCollector
+from fleetgym.agents.rollout.token_rollout import TokenRolloutCollector, token_env_spec
 from fleetgym.agents.tokens import ActionTokenizer
 from fleetgym.agents.tokens.backbones import TinyCausalTransformer
+from fleetgym.agents.tokens.missions import MissionVocabulary
 from fleetgym.agents.tokens.policy import TokenPolicy
 
 
@@ -101,9 +102,11 @@ def test_behaviour_log_probs_are_the_learners_on_the_stored_inputs():
 
 def test_bad_envs_are_refused():
     policy = _policy()
-    with pytest.raises(ValueError, match="Box action space of 1 entries"):
+    with pytest.raises(ValueError, match=r"expected Discrete\(8\)"):
         TokenRolloutCollector(lambda: gym.make("CartPole-v1"), _policy(obs_dim=4), 1)
-    with pytest.raises(ValueError, match="observation space of 1 entries"):
+    with pytest.raises(ValueError, match="Box action space of 2 entries"):
+        TokenRolloutCollector(lambda: gym.make("Pendulum-v1"), _policy(dims=2, obs_dim=3), 1)
+    with pytest.raises(ValueError, match="observations of 1 entries"):
         TokenRolloutCollector(lambda: gym.make("Pendulum-v1"), policy, 1)
     with pytest.raises(TypeError, match="callable"):
         TokenRolloutCollector("Pendulum-v1", policy, 1)  # type: ignore[arg-type]
@@ -112,3 +115,46 @@ def test_bad_envs_are_refused():
     col = TokenRolloutCollector(lambda: CounterEnv(), policy, 1)
     with pytest.raises(ValueError, match="chunk, dims and obs_dim"):
         col.collect(_policy(chunk=2), decisions=1)
+
+
+def test_babyai_missions_become_instruction_ids_and_bins_become_actions():
+    pytest.importorskip("minigrid")
+    env_id = "BabyAI-GoToRedBallGrey-v0"
+    vocab = MissionVocabulary()
+    spec = token_env_spec(gym.make(env_id), num_bins=256, vocab_size=64)
+    assert spec.discrete and spec.tokenizer.num_bins == 7 and spec.max_steps == 64
+    assert (spec.obs_dim, spec.instruction_length) == (7 * 7 * 3 + 1, vocab.length)
+    torch.manual_seed(0)
+    net = TinyCausalTransformer(hidden_size=16, layers=1, heads=2, vocab_size=64)
+    policy = TokenPolicy(
+        net, spec.tokenizer, obs_dim=spec.obs_dim,
+        instruction_length=spec.instruction_length, max_steps=spec.max_steps,
+    )  # fmt: skip
+    col = TokenRolloutCollector(lambda: gym.make(env_id), policy, 2, seed=0)
+    ro = col.collect(policy, decisions=70)  # > 64: every env ends an episode
+    assert ro.instructions is not None and ro.instructions.shape == (70, 2, vocab.length)
+    assert np.all(ro.instructions == vocab.encode("go to the red ball"))
+    bins = ro.tokens - spec.tokenizer.offset
+    assert bins.min() >= 0 and bins.max() <= 6 and len(ro.episode_returns) >= 2
+    b = ro.num_decisions
+    ev = policy.evaluate(
+        torch.from_numpy(ro.obs.reshape(b, -1)), torch.from_numpy(ro.tokens.reshape(b, 1, 1)),
+        torch.from_numpy(ro.instructions.reshape(b, -1)), step=torch.from_numpy(ro.steps.reshape(b)),
+    )  # fmt: skip
+    assert torch.allclose(ev.log_probs, torch.from_numpy(ro.log_probs.reshape(b, 1, 1)), atol=1e-5)
+
+
+def test_env_specs_refuse_what_no_token_policy_takes():
+    with pytest.raises(ValueError, match="Box observation space or a Dict with 'image'"):
+        token_env_spec(gym.make("Blackjack-v1"), 8, 64)  # Tuple observations, Discrete(2)
+
+    class MultiEnv(CounterEnv):
+        def __init__(self):
+            super().__init__()
+            self.action_space = gym.spaces.MultiDiscrete([3, 3])
+
+    with pytest.raises(ValueError, match="Box or Discrete action space"):
+        token_env_spec(MultiEnv(), 8, 64)
+    pytest.importorskip("minigrid")
+    with pytest.raises(ValueError, match="mission ids .* below the action ids"):
+        token_env_spec(gym.make("BabyAI-GoToRedBallGrey-v0"), 8, vocab_size=20)
