@@ -156,27 +156,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     async_train.configure(parser)
 
 
-def log_round(writer: Any, record: Any, imagined: Any) -> None:
-    """One synchronous round's TensorBoard scalars, at its env-step count."""
-    from fleetgym.agents.world_model.imagination import imagination_scalars
-
-    s, step = record.stats, record.total_steps
-    for name, value in (
-        ("rollout/ep_rew_mean", s.mean_return),
-        ("train/loss", s.loss),
-        ("train/policy_loss", s.policy_loss),
-        ("train/value_loss", s.value_loss),
-        ("train/entropy", s.entropy),
-        ("train/approx_kl", s.kl),
-        ("train/clip_fraction", s.clip_fraction),
-        ("time/steps_per_s", step / record.wall_s if record.wall_s else 0.0),
-    ):
-        writer.add_scalar(name, value, step)
-    if imagined is not None:
-        for name, value in imagination_scalars(imagined).items():
-            writer.add_scalar(name, value, step)
-
-
 def write_log(path: Path, rows: list[dict[str, Any]]) -> None:
     """Write the per-round records as CSV."""
     write_csv(path, rows)
@@ -274,7 +253,7 @@ def run(args: argparse.Namespace) -> int:
     bar = tqdm(total=rounds, unit="round", disable=args.no_progress, dynamic_ncols=True)
     writer = None
     if args.tensorboard is not None:
-        from fleetgym.agents.learners.asynchronous.records import summary_writer
+        from fleetgym.agents.learners.asynchronous.records import log_scalars, summary_writer
 
         writer = summary_writer(args.tensorboard)
 
@@ -290,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
             postfix.update(img=f"{imagined.imagined_share:.2f}", H=imagined.horizon)
         bar.set_postfix(**postfix)
         if writer is not None:
-            log_round(writer, record, imagined)
+            log_scalars(writer, record.stats, record.total_steps, record.wall_s, imagined)
         return False
 
     started = time.perf_counter()

@@ -48,30 +48,39 @@ def summary_writer(folder: Path) -> Any:
     return SummaryWriter(str(folder))
 
 
+def log_scalars(writer: Any, stats: Any, step: int, wall_s: float, imagination: Any = None) -> None:
+    """The scalars every update writes, sync or async: return, losses, KL, clip fraction,
+    env steps/s, and with ``imagination`` (an ImaginationRecord) its ``imagination/...``."""
+    for name, value in (
+        ("rollout/ep_rew_mean", stats.mean_return),
+        ("train/loss", stats.loss),
+        ("train/policy_loss", stats.policy_loss),
+        ("train/value_loss", stats.value_loss),
+        ("train/entropy", stats.entropy),
+        ("train/approx_kl", stats.kl),
+        ("train/clip_fraction", stats.clip_fraction),
+        ("time/steps_per_s", step / wall_s if wall_s else 0.0),
+    ):
+        writer.add_scalar(name, value, step)
+    if imagination is not None:
+        for name, value in imagination_scalars(imagination).items():
+            writer.add_scalar(name, value, step)
+
+
 def log_update(writer: Any, record: UpdateRecord) -> None:
     """Write one update's scalars (and its lag histogram) at its env-step count."""
     s, step = record.stats, record.total_steps
+    log_scalars(writer, s, step, record.wall_s, record.imagination)
     for name, value in (
-        ("rollout/ep_rew_mean", s.mean_return),
-        ("train/loss", s.loss),
-        ("train/policy_loss", s.policy_loss),
-        ("train/value_loss", s.value_loss),
-        ("train/entropy", s.entropy),
-        ("train/approx_kl", s.kl),
-        ("train/clip_fraction", s.clip_fraction),
         ("lag/p50", s.lag_p50),
         ("lag/p99", s.lag_p99),
         ("lag/max", s.lag_max),
         ("lag/dropped_samples", s.dropped_samples),
         ("time/learner_utilisation", record.learner_utilisation),
-        ("time/steps_per_s", step / record.wall_s if record.wall_s else 0.0),
     ):
         writer.add_scalar(name, value, step)
     if len(s.lags):
         writer.add_histogram("lag/histogram", s.lags, step)
-    if record.imagination is not None:
-        for name, value in imagination_scalars(record.imagination).items():
-            writer.add_scalar(name, value, step)
 
 
-__all__ = ["UpdateRecord", "log_update", "summary_writer"]
+__all__ = ["UpdateRecord", "log_scalars", "log_update", "summary_writer"]
