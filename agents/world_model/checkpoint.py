@@ -16,7 +16,7 @@ import torch
 from fleetgym.agents.files import check_path, load_torch_file
 from fleetgym.validation import quote
 
-__all__ = ["FORMAT", "check_state", "read_model"]
+__all__ = ["FORMAT", "apply_state", "check_state", "model_state", "read_model"]
 
 FORMAT = "fleetgym.world_model/1"
 _KEYS = (
@@ -57,6 +57,36 @@ def _keys(state: Any, where: str) -> dict[str, Any]:
     if missing:
         raise ValueError(f"{where}: expected the keys {list(_KEYS)}, actual missing {missing}")
     return state
+
+
+def model_state(model: Any) -> dict[str, Any]:
+    """What :meth:`WorldModel.state` returns: tensors and plain values only."""
+    return {
+        "format": FORMAT,
+        "config": json.dumps(model.config(), sort_keys=True),
+        "net": {k: v.detach().clone() for k, v in model.net.state_dict().items()},
+        "optimizer": model.optimizer.state_dict(),
+        "normaliser": {
+            k: torch.from_numpy(getattr(model, k).copy())
+            for k in ("in_mean", "in_std", "out_mean", "out_std")
+        },
+        "elites": list(model.elites),
+        "version": int(model.version),
+        "generator": model.generator.get_state(),
+        "rng": json.dumps(model.rng.bit_generator.state),
+    }
+
+
+def apply_state(model: Any, checked: dict[str, Any]) -> None:
+    """Give ``model`` the parts :func:`check_state` returned."""
+    model.net.load_state_dict(checked["net"])
+    model.optimizer.load_state_dict(checked["optimizer"])
+    for k, v in checked["normaliser"].items():
+        setattr(model, k, v)
+    model.elites = checked["elites"]
+    model.version = checked["version"]
+    model.generator.set_state(checked["generator"])
+    model.rng.bit_generator.state = checked["rng"]
 
 
 def check_state(model: Any, state: Any, where: str) -> dict[str, Any]:

@@ -12,7 +12,6 @@ disagreement as the per-step uncertainty.
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import math
 import time
@@ -27,6 +26,7 @@ import torch
 
 from fleetgym.agents.files import check_path
 from fleetgym.agents.world_model.buffer import TransitionBuffer
+from fleetgym.agents.world_model.checkpoint import apply_state, check_state, model_state
 from fleetgym.agents.world_model.ensemble import EnsembleMLP, gaussian_nll
 from fleetgym.agents.world_model.spaces import SpaceCodec
 from fleetgym.validation import check_bool, check_float, check_int, quote
@@ -521,20 +521,7 @@ class WorldModel:
 
     def state(self) -> dict[str, Any]:
         """Tensors and plain values only (loads with ``torch.load(weights_only=True)``)."""
-        return {
-            "format": "fleetgym.world_model/1",
-            "config": json.dumps(self.config(), sort_keys=True),
-            "net": {k: v.detach().clone() for k, v in self.net.state_dict().items()},
-            "optimizer": self.optimizer.state_dict(),
-            "normaliser": {
-                k: torch.from_numpy(getattr(self, k).copy())
-                for k in ("in_mean", "in_std", "out_mean", "out_std")
-            },
-            "elites": list(self.elites),
-            "version": int(self.version),
-            "generator": self.generator.get_state(),
-            "rng": json.dumps(self.rng.bit_generator.state),
-        }
+        return model_state(self)
 
     def load_state(self, state: Any, where: str = "state") -> None:
         """Take a :meth:`state` back; everything is checked before anything is applied.
@@ -543,17 +530,7 @@ class WorldModel:
             ValueError: Naming ``where``, for another format, another model's spaces or
                 sizes, missing keys, non-finite weights or bad elites.
         """
-        from fleetgym.agents.world_model.checkpoint import check_state
-
-        checked = check_state(self, state, where)
-        self.net.load_state_dict(checked["net"])
-        self.optimizer.load_state_dict(checked["optimizer"])
-        for k, v in checked["normaliser"].items():
-            setattr(self, k, v)
-        self.elites = checked["elites"]
-        self.version = checked["version"]
-        self.generator.set_state(checked["generator"])
-        self.rng.bit_generator.state = checked["rng"]
+        apply_state(self, check_state(self, state, where))
 
     def save(self, path: str | Path) -> Path:
         """Write the model with ``torch.save`` (tensors and plain values only)."""
