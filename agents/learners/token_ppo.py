@@ -53,6 +53,7 @@ from fleetgym.agents.learners.losses import (
 from fleetgym.agents.learners.ppo import compute_gae
 from fleetgym.agents.policies.running_stats import RunningMeanStd
 from fleetgym.agents.rollout.token_rollout import (
+    TokenEnvSpec,
     TokenRollout,
     TokenRolloutCollector,
     env_action,
@@ -186,6 +187,23 @@ def _rows(tensor: torch.Tensor | None, index: Any) -> torch.Tensor | None:
     return None if tensor is None else tensor[index]
 
 
+def build_token_policy(
+    config: TokenPPOConfig, spec: TokenEnvSpec, backbone_module: nn.Module | None = None
+) -> TokenPolicy:
+    """A fresh :class:`TokenPolicy` of ``config``'s sizes for an env of ``spec`` (torch's RNG)."""
+    c = config
+    backbone = backbone_module
+    if backbone is None and c.backbone == "llama":
+        backbone = llama_backbone(c.hidden_size, c.layers, c.heads, c.vocab_size, seed=None)
+    elif backbone is None:
+        backbone = TinyCausalTransformer(c.hidden_size, c.layers, c.heads, c.vocab_size)
+    return TokenPolicy(
+        backbone, spec.tokenizer, obs_dim=spec.obs_dim, chunk=c.chunk,
+        instruction_length=spec.instruction_length, value_head=c.value_head,
+        max_steps=spec.max_steps,
+    )  # fmt: skip
+
+
 class TokenPPO:
     """PPO for a token policy on a Box or Discrete env, with the ratio level as a switch.
 
@@ -243,12 +261,7 @@ class TokenPPO:
         probe.close()
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
-            backbone = backbone_module if backbone_module is not None else self._backbone()
-            self.policy = TokenPolicy(
-                backbone, spec.tokenizer, obs_dim=spec.obs_dim, chunk=cfg.chunk,
-                instruction_length=spec.instruction_length, value_head=cfg.value_head,
-                max_steps=spec.max_steps,
-            )  # fmt: skip
+            self.policy = build_token_policy(cfg, spec, backbone_module)
         self.optimizer = torch.optim.Adam(
             [p for p in self.policy.parameters() if p.requires_grad], lr=cfg.lr, eps=1e-5
         )
@@ -262,12 +275,6 @@ class TokenPPO:
         self.history: list[TokenUpdateStats] = []
         self.num_updates = 0
         self._wall = 0.0
-
-    def _backbone(self) -> nn.Module:
-        c = self.config
-        if c.backbone == "llama":
-            return llama_backbone(c.hidden_size, c.layers, c.heads, c.vocab_size, seed=None)
-        return TinyCausalTransformer(c.hidden_size, c.layers, c.heads, c.vocab_size)
 
     @property
     def env_steps(self) -> int:
@@ -463,20 +470,16 @@ class TokenPPO:
         """
         path = check_path("path", path)
         stats = self.collector.obs_stats
-        torch.save(
-            {
-                "kind": FILE_KIND,
-                "config": json.dumps(dataclasses.asdict(self.config), sort_keys=True),
-                "policy": self.policy.state_dict(),
-                "obs_mean": torch.from_numpy(np.asarray(stats.mean, np.float64)),
-                "obs_var": torch.from_numpy(np.asarray(stats.var, np.float64)),
-                "obs_count": float(stats.count),
-                "return_var": float(self.return_stats.var),
-                "return_count": float(self.return_stats.count),
-                "num_updates": self.num_updates,
-            },
-            path,
-        )
+        ret = self.return_stats
+        state = {
+            "kind": FILE_KIND, "config": json.dumps(dataclasses.asdict(self.config), sort_keys=True),
+            "policy": self.policy.state_dict(), "num_updates": self.num_updates,
+            "obs_mean": torch.from_numpy(np.asarray(stats.mean, np.float64)),
+            "obs_var": torch.from_numpy(np.asarray(stats.var, np.float64)),
+            "obs_count": float(stats.count), "return_var": float(ret.var),
+            "return_count": float(ret.count),
+        }  # fmt: skip
+        torch.save(state, path)
         return path
 
     def load(self, path: str | Path) -> None:

@@ -187,8 +187,20 @@ class TokenPolicy(nn.Module):
         step: torch.Tensor | None = None,
         deterministic: bool = False,
         generator: torch.Generator | None = None,
+        uniforms: torch.Tensor | None = None,
     ) -> TokenSample:
-        """Decode one decision per row autoregressively with the KV cache."""
+        """Decode one decision per row autoregressively with the KV cache.
+
+        With ``uniforms`` ``(B, K D)`` in ``[0, 1)``, token ``j`` of row ``b`` is drawn by
+        inverse CDF of the restricted distribution at ``uniforms[b, j]`` (what an inference
+        server does with a request's noise: a row's tokens do not depend on its batch);
+        otherwise by ``torch.multinomial`` with ``generator``.
+        """
+        n = self.tokens_per_decision
+        if uniforms is not None and tuple(uniforms.shape) != (obs.shape[0], n):
+            raise ValueError(
+                f"uniforms: expected shape ({obs.shape[0]}, {n}), actual {tuple(uniforms.shape)}"
+            )
         hidden, past = self.backbone(self._prefix(obs, instruction))
         current = hidden[:, -1:]
         emitting, tokens, log_probs = [], [], []
@@ -197,6 +209,11 @@ class TokenPolicy(nn.Module):
             dist = self.head.log_probs(current[:, 0])
             if deterministic:
                 bins = dist.argmax(-1)
+            elif uniforms is not None:
+                cdf = dist.exp().cumsum(-1)
+                u = uniforms[:, j : j + 1].to(cdf.dtype)
+                top = self.tokenizer.num_bins - 1  # a CDF rounded below 1 < u
+                bins = torch.searchsorted(cdf, u, right=True)[:, 0].clamp(max=top)
             else:
                 bins = torch.multinomial(dist.exp(), 1, generator=generator)[:, 0]
             tokens.append(bins + self.tokenizer.offset)

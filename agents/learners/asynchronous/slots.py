@@ -139,7 +139,7 @@ class AsyncActorSlots:
                     self.ray_group, self.workload, slot, self.seed, incarnation, self.actor_factory
                 )
             elif self.server is not None:
-                actor = ServedActor(self.workload, slot, self.seed, incarnation, self.server)
+                actor = self._served_actor(slot, incarnation)
             else:
                 actor = self.actor_factory(self.workload, slot, self.seed, incarnation)
             self._actors[slot] = actor
@@ -153,14 +153,23 @@ class AsyncActorSlots:
         from fleetgym.agents.inference import InferenceServer
 
         version, weights = self._behaviour()
-        policy = self.workload.make_policy()
-        policy.load_weights(weights)
         self.server = InferenceServer(
-            policy, max_batch=self.n_actors, max_wait_ms=5.0, policy_version=version
-        )
+            self._served_model(weights), max_batch=self.n_actors, max_wait_ms=5.0,
+            policy_version=version,
+        )  # fmt: skip
         if self.actors == "process":
             # Worker processes reach it on a loopback socket (observations in shared memory).
             self.server_address = self.server.listen()
+
+    def _served_model(self, weights: Weights) -> Any:
+        """Hook: what the inference server serves (the workload's policy with ``weights``)."""
+        policy = self.workload.make_policy()
+        policy.load_weights(weights)
+        return policy
+
+    def _served_actor(self, slot: int, incarnation: int) -> Any:
+        """Hook: an actor slot acting through :attr:`server`."""
+        return ServedActor(self.workload, slot, self.seed, incarnation, self.server)
 
     def prewarm(self) -> float:
         """Build every actor slot now instead of at its first rollout (in parallel).

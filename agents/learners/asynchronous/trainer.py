@@ -257,14 +257,7 @@ class AsyncPPO:
         self.tensorboard_log = None if tensorboard_log is None else Path(tensorboard_log)
         self.actor_factory: ActorFactory = actor_factory or _default_actor
         self.hyperparameters = dict(hyperparameters)
-        self.learner = CompensatedPPOLearner(
-            self.workload,
-            self.config,
-            self.max_policy_lag,
-            seed=self.seed,
-            imagination=imagination,
-            **hyperparameters,
-        )
+        self.learner = self._make_learner(imagination)
         self.ring = WeightRing(self.lag_injection + 1)
         ray_group = None
         if self.actors == "ray":  # last: a cluster this trainer starts is closed by close()
@@ -272,22 +265,27 @@ class AsyncPPO:
 
             ray_group = RayActorGroup(self.n_actors, address, ray_actor_options)
         #: The actor slots this trainer owns (their actors, threads and inference server).
-        self.slots = AsyncActorSlots(
-            self.workload,
-            self.seed,
-            self.n_actors,
-            self.steps_per_actor,
-            self.batch_trajectories,
-            self._behaviour,
-            self.inference,
-            self.actors,
-            self.actor_factory,
-            ray_group,
-        )
+        self.slots = self._make_slots(ray_group)
         self._publish()
         self.num_timesteps = 0
         self.history: list[UpdateRecord] = []
         self.max_outstanding = 0
+
+    # ----------------------------------------------------------------- hooks
+    def _make_learner(self, imagination: Any) -> Any:
+        """Hook: the learner (``update``, ``get_weights``, ``policy_version``, ``episodes_seen``)."""
+        return CompensatedPPOLearner(
+            self.workload, self.config, self.max_policy_lag, seed=self.seed,
+            imagination=imagination, **self.hyperparameters,
+        )  # fmt: skip
+
+    def _make_slots(self, ray_group: Any) -> AsyncActorSlots:
+        """Hook: the actor slots (their actors, threads and inference server)."""
+        return AsyncActorSlots(
+            self.workload, self.seed, self.n_actors, self.steps_per_actor,
+            self.batch_trajectories, self._behaviour, self.inference, self.actors,
+            self.actor_factory, ray_group,
+        )  # fmt: skip
 
     # ----------------------------------------------------------------- weights
     def _behaviour(self) -> tuple[int, Weights]:
@@ -308,17 +306,8 @@ class AsyncPPO:
         return self.slots.actor_failures
 
     def prewarm(self) -> float:
-        """Build every actor slot now instead of at its first rollout (in parallel).
-
-        With ``actors="process"`` this starts the worker processes, so that ``learn``'s
-        wall time (and its env steps/s) leaves their start-up out.
-
-        Returns:
-            Seconds it took.
-
-        Raises:
-            FleetError: If a slot cannot be built (the first error).
-        """
+        """Build every actor slot now, in parallel; returns the seconds it took (see
+        :meth:`AsyncActorSlots.prewarm`: worker processes start outside ``learn``'s time)."""
         return self.slots.prewarm()
 
     @property
@@ -386,7 +375,7 @@ class AsyncPPO:
                 self._publish()
                 if pipe is not None:
                     pipe.release(len(batch))
-                steps = sum(len(t) for t in batch)
+                steps = sum(getattr(t, "env_steps", len(t)) for t in batch)  # K per decision
                 done += steps
                 self.num_timesteps += steps
                 record = UpdateRecord(

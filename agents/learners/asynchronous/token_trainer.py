@@ -1,0 +1,201 @@
+"""The token policy trained through the asynchronous trainer (:class:`TokenAsyncPPO`).
+
+:class:`TokenAsyncPPO` is :class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO`
+(its training loop, admission tickets and lag bound, weight ring and lag injection, actor
+restarts, records and TensorBoard scalars) with three hooks filled in:
+
+* the learner is a :class:`~fleetgym.agents.learners.asynchronous.token_learner.TokenLagLearner`
+  (token-level PPO with ``ratio_level`` ``"token"`` / ``"action"`` / ``"chunk"`` and
+  ``loss`` ``"ppo"`` / ``"gipo"`` / ``"vtrace"``, through
+  :func:`~fleetgym.agents.learners.losses.level_policy_loss`);
+* the actor slots build :class:`~fleetgym.agents.learners.asynchronous.token_actor.TokenActor`
+  actors, in threads or (``actors="process"``, local inference) in worker processes;
+* with ``inference="server"`` the slots serve a
+  :class:`~fleetgym.agents.inference.token_model.TokenPolicyModel`: the server batches the
+  actors' decisions and decodes ``K D`` tokens per request with a KV cache, sampling the
+  slim head's restricted distribution the learner recomputes.
+
+An update's ``total_steps`` counts env steps (``K`` per decision unless an episode ended
+inside a chunk). Not supported here: Ray actors, worker processes acting through the
+server, imagination, decoupled (proximal) clipping and value recomputation (see
+:mod:`~fleetgym.agents.learners.asynchronous.token_learner`).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fleetgym.agents.inference.token_model import TokenPolicyModel, load_token_policy_weights
+from fleetgym.agents.learners.asynchronous.slots import AsyncActorSlots
+from fleetgym.agents.learners.asynchronous.token_actor import TokenActor
+from fleetgym.agents.learners.asynchronous.token_learner import TokenLagLearner
+from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
+from fleetgym.agents.learners.token_ppo import TokenPPOConfig
+from fleetgym.agents.types import Weights
+from fleetgym.validation import check_choice
+
+#: The token hyperparameters :class:`TokenAsyncPPO` takes as keywords (AsyncPPO's own
+#: ``loss``, ``sigma`` and ``target_kl`` fill the rest of the TokenPPOConfig).
+TOKEN_FIELDS = tuple(
+    f.name
+    for f in dataclasses.fields(TokenPPOConfig)
+    if f.name not in ("loss", "sigma", "target_kl", "n_envs", "n_steps")
+)
+
+
+class TokenActorSlots(AsyncActorSlots):
+    """Actor slots of token actors; the inference server serves the token policy.
+
+    Args:
+        policy: The learner's token policy (copied for the server, never shared).
+        **kwargs: As :class:`~fleetgym.agents.learners.asynchronous.slots.AsyncActorSlots`.
+    """
+
+    def __init__(self, *args: Any, policy: Any, config: TokenPPOConfig, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._policy, self._config = policy, config
+
+    def _served_model(self, weights: Weights) -> TokenPolicyModel:
+        policy = copy.deepcopy(self._policy)
+        load_token_policy_weights(policy, weights)
+        return TokenPolicyModel(policy)
+
+    def _served_actor(self, slot: int, incarnation: int) -> TokenActor:
+        client = self.server.connect(slots=1)
+        return TokenActor(self.workload, slot, self.seed, incarnation, self._config, client)
+
+
+class TokenAsyncPPO(AsyncPPO):
+    """Asynchronous PPO of a token policy, with the ratio level as a switch.
+
+    Models AcceRL's asynchronous VLA training at laptop scale: token actors (their own
+    policy copy, or one batching inference server decoding every actor's tokens) keep
+    collecting while the token-level learner trains, with a bounded policy lag.
+
+    Example:
+        >>> model = TokenAsyncPPO("CartPole-v1", ratio_level="token", loss="gipo", n_actors=2,
+        ...                       steps_per_actor=16, epochs=1, hidden_size=16, layers=1,
+        ...                       heads=2, vocab_size=64, num_bins=16, seed=0)
+        >>> _ = model.learn(64)
+        >>> model.num_timesteps, model.learner.policy_version
+        (64, 2)
+        >>> model.predict(np.zeros(4, np.float32))[0].shape
+        ()
+        >>> model.close()
+
+    Args:
+        workload: A :class:`~fleetgym.agents.workloads.Workload` or its name (Box or
+            Discrete actions; see :func:`~fleetgym.agents.rollout.token_rollout.token_env_spec`).
+        ratio_level: ``"token"``, ``"action"`` or ``"chunk"``.
+        loss: ``"ppo"``, ``"gipo"`` or ``"vtrace"``.
+        inference: ``"local"`` or ``"server"`` (the token policy served, batched).
+        actors: ``"thread"`` or ``"process"`` (``inference="local"`` only).
+        target_kl: ``"auto"`` (the loss's default), a number, or ``None`` (none).
+        token_config: A whole :class:`~fleetgym.agents.learners.token_ppo.TokenPPOConfig`
+            (its ``loss``, ``sigma`` and ``target_kl`` are replaced by this trainer's).
+        **kwargs: AsyncPPO's arguments (``sigma``, ``max_policy_lag``, ``n_actors``,
+            ``steps_per_actor`` in decisions, ``batch_trajectories``, ``lag_injection``,
+            ``concurrent``, ``seed``, ``tensorboard_log``) and the token hyperparameters
+            of :data:`TOKEN_FIELDS` (``chunk``, ``value_head``, ``hidden_size``, ``lr``,
+            ``epochs`` ...).
+
+    Raises:
+        ValueError: For an unknown ratio level, ``actors="ray"``, ``actors="process"``
+            with ``inference="server"``, or an AsyncPPO argument this trainer does not
+            take (``imagination``, ``proximal_clip``, ``recompute_values``,
+            ``actor_factory``); and as AsyncPPO and TokenPPOConfig.
+        TypeError: For an unknown keyword, or ``token_config`` with token keywords.
+    """
+
+    def __init__(
+        self,
+        workload: Any,
+        ratio_level: str = "token",
+        loss: str = "ppo",
+        inference: str = "local",
+        actors: str = "thread",
+        target_kl: float | str | None = "auto",
+        token_config: TokenPPOConfig | None = None,
+        **kwargs: Any,
+    ) -> None:
+        check_choice("actors", actors, ("thread", "process"))
+        if actors == "process" and inference == "server":
+            raise ValueError(
+                "inference: expected 'local' with actors='process' (token worker processes "
+                "act with their own policy copy), actual 'server'"
+            )
+        refused = sorted(
+            {"imagination", "proximal_clip", "recompute_values", "actor_factory"} & set(kwargs)
+        )
+        if refused:
+            raise ValueError(f"TokenAsyncPPO: expected none of {refused}, actual given")
+        token = {k: kwargs.pop(k) for k in list(kwargs) if k in TOKEN_FIELDS}
+        if token_config is not None and token:
+            raise TypeError(
+                f"TokenAsyncPPO: expected token_config= or token keywords, actual both "
+                f"({sorted(token)})"
+            )
+        if target_kl == "auto":
+            kl: float | None = None  # TokenPPOConfig: the loss's default
+        else:
+            kl = 0.0 if target_kl is None else target_kl  # type: ignore[assignment]
+        base = token_config if token_config is not None else TokenPPOConfig(**token)
+        self.token_config = dataclasses.replace(
+            base, ratio_level=ratio_level, loss=loss, sigma=kwargs.get("sigma", base.sigma),
+            target_kl=kl,
+        )  # fmt: skip
+        factory = functools.partial(TokenActor, config=self.token_config)
+        super().__init__(
+            workload, loss=loss, inference=inference, actors=actors, target_kl=target_kl,
+            recompute_values=False, global_advantage_norm=False,
+            actor_factory=factory if inference == "local" else None, **kwargs,
+        )  # fmt: skip
+
+    @property
+    def ratio_level(self) -> str:
+        """The ratio level of the learner's loss."""
+        return self.token_config.ratio_level
+
+    def _make_learner(self, imagination: Any) -> TokenLagLearner:
+        return TokenLagLearner(self.workload, self.token_config, self.max_policy_lag, self.seed)
+
+    def _make_slots(self, ray_group: Any) -> TokenActorSlots:
+        return TokenActorSlots(
+            self.workload, self.seed, self.n_actors, self.steps_per_actor,
+            self.batch_trajectories, self._behaviour, self.inference, self.actors,
+            self.actor_factory, ray_group, policy=self.learner.policy, config=self.token_config,
+        )  # fmt: skip
+
+    def predict(
+        self, observation: np.ndarray, deterministic: bool = True
+    ) -> tuple[np.ndarray, None]:
+        """The action for one observation (TokenPPO's ``predict``: a chunk ``(K, D)`` if
+        ``chunk > 1``)."""
+        return self.learner.predict(observation, deterministic=deterministic)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the learner's policy, observation statistics and config (a TokenPPO file,
+        loaded by ``model.learner.load(path)`` into a trainer of the same config)."""
+        return self.learner.save(path)
+
+    @classmethod
+    def load(cls, path: str | Path, **overrides: Any) -> AsyncPPO:
+        """Not offered: build a TokenAsyncPPO of the same config and call
+        ``model.learner.load(path)``.
+
+        Raises:
+            NotImplementedError: Always.
+        """
+        raise NotImplementedError(
+            "TokenAsyncPPO.load: expected TokenAsyncPPO(...).learner.load(path) (the file "
+            "holds the policy, not the trainer's settings)"
+        )
+
+
+__all__ = ["TOKEN_FIELDS", "TokenActorSlots", "TokenAsyncPPO"]
