@@ -14,6 +14,9 @@ from fleetgym.validation import quote
 
 __all__ = ["ActionCheck"]
 
+#: Each signed integer dtype's unsigned twin (same size), for one-reduction range checks.
+_UNSIGNED = {np.dtype(f"i{size}"): np.dtype(f"u{size}") for size in (1, 2, 4, 8)}
+
 
 def _safe_contains(space: gym.Space[Any], action: Any) -> bool:
     try:
@@ -56,6 +59,7 @@ class ActionCheck:
         "_hi",
         "_low",
         "_high",
+        "_max",
         "_kinds",
         "_array",
     )
@@ -75,6 +79,7 @@ class ActionCheck:
         self._low: Any = None
         self._high: Any = None
         self._kinds = "iub"
+        self._max = np.maximum.reduce
         if isinstance(space, spaces.Discrete):
             self._lo, self._hi = int(space.start), int(space.start + space.n)
             self._low, self._high = self._lo, self._hi - 1
@@ -125,6 +130,11 @@ class ActionCheck:
         if x.size == 0:
             return True
         if self._discrete:
+            unsigned = _UNSIGNED.get(x.dtype) if self._lo == 0 else None
+            if unsigned is not None:
+                # One reduction checks both bounds: negative integers viewed as unsigned
+                # are larger than any valid action.
+                return bool(self._max(x.view(unsigned)) < self._hi)
             return bool(self._lo <= x.min() and x.max() < self._hi)
         if self._box:
             return x.dtype.kind != "f" or bool(np.isfinite(x).all())

@@ -262,9 +262,17 @@ class VectorLinks:
         self.mask = size - 1
         self.samplers: list[DelaySampler | None] = [None] * m
         rows = np.arange(m)
-        self.kbuf = np.zeros(m * block, dtype=np.int64)  # row j: [j * block, (j + 1) * block)
-        self.rowoff = rows * block
-        self.flatpos = self.rowoff + block  # at the row's end: refill before next use
+        # Row j's pre-drawn delays (whole ticks) are kbuf[j * 2 * block + pos : ... + fill]:
+        # room for two blocks, so that a row with less than a block left is topped up
+        # (its rest moved to the front, a new block drawn behind it) together with the
+        # others, in one refill every ~block ticks, instead of one refill each time some
+        # row runs out. Every row still draws its stream block by block, in order.
+        cap = 2 * block
+        self.kbuf = np.zeros(m * cap, dtype=np.int64)
+        self.rowoff = rows * cap
+        self.flatpos = self.rowoff.copy()
+        self.fill = np.zeros(m, dtype=np.int64)  # delays drawn into each row's buffer
+        self._span = np.arange(block)
         # Calendar by arrival tick (slot `size` is the trash slot of lost packets): the
         # newest global send tick arriving then, and how many packets arrive.
         self.cal_max = np.full((m, size + 1), -1, dtype=np.int64)
@@ -335,7 +343,8 @@ class VectorLinks:
 
     def set_sampler(self, row: int, sampler: DelaySampler) -> None:
         self.samplers[row] = sampler
-        self.flatpos[row] = self.rowoff[row] + self.block
+        self.flatpos[row] = self.rowoff[row]
+        self.fill[row] = 0
         self.left = 0
 
     def unsend(self, mask: np.ndarray) -> None:
@@ -343,27 +352,38 @@ class VectorLinks:
         self.flatpos -= mask  # only lowers positions: `left` stays a lower bound
 
     def _refill(self) -> None:
+        """Top up every row with less than a block left: move its rest to the front of
+        its buffer and draw the next block of its stream behind it."""
         block = self.block
+        kb = self.kbuf.reshape(self.fill.size, 2 * block)
         pos = self.flatpos - self.rowoff
-        rows = np.flatnonzero(pos >= block)
-        # One stream per row (each its own generator), then the conversion to whole
-        # ticks for all refilled rows at once.
-        raw = np.empty((rows.size, block))
-        for i, j in enumerate(rows.tolist()):
-            sampler = self.samplers[j]
-            assert sampler is not None
-            raw[i] = sampler.next(block)
-        rel = np.divide(raw, self.step_ms, out=raw)
-        rel += self.offsets[rows, None]  # a lost packet stays at inf
-        # Lost (inf) and beyond-horizon packets never arrive.
-        far = rel >= self.h
-        rel[far] = 0.0
-        k = np.floor(rel, out=rel).astype(np.int64)
-        k[far] = _LOST
-        self.kbuf.reshape(-1, block)[rows] = k
-        self.flatpos[rows] = self.rowoff[rows]
-        pos[rows] = 0
-        self.left = block - int(pos.max())
+        rest = self.fill - pos
+        rows = np.flatnonzero(rest < block)
+        span = self._span
+        if rows.size:
+            # One stream per row (each its own generator), then the conversion to whole
+            # ticks for all refilled rows at once.
+            raw = np.empty((rows.size, block))
+            for i, j in enumerate(rows.tolist()):
+                sampler = self.samplers[j]
+                assert sampler is not None
+                raw[i] = sampler.next(block)
+            rel = np.divide(raw, self.step_ms, out=raw)
+            rel += self.offsets[rows, None]  # a lost packet stays at inf
+            # Lost (inf) and beyond-horizon packets never arrive.
+            far = rel >= self.h
+            rel[far] = 0.0
+            k = np.floor(rel, out=rel).astype(np.int64)
+            k[far] = _LOST
+            r2 = rows[:, None]
+            kept = rest[rows]
+            # The rest (< block values; what lies past it in the gather is overwritten).
+            kb[r2, span] = kb[r2, np.minimum(pos[rows, None] + span, 2 * block - 1)]
+            kb[r2, kept[:, None] + span] = k
+            self.flatpos[rows] = self.rowoff[rows]
+            self.fill[rows] = kept + block
+            rest[rows] = kept + block
+        self.left = int(rest.min())
 
     def tick(self, g: int) -> tuple[np.ndarray, np.ndarray]:
         """Every row sends its packet at global tick ``g`` and processes tick ``g``.
@@ -421,13 +441,16 @@ class VectorLinks:
         self.cal_act_flat[self._fi[:n]] = actions
         return self.cal_act[:, self._r]
 
-    def store_observations(self, obs: np.ndarray) -> None:
+    def store_observations(self, obs: np.ndarray) -> np.ndarray | None:
         """Queue this tick's observations (the newest arriving this tick are then in
-        :meth:`arrived_observations`, also as :meth:`arrived_items`)."""
+        :meth:`arrived_observations`, also as :meth:`arrived_items`); return ``obs`` as
+        opaque elements (:meth:`items`) where it :meth:`fits`, else None."""
         if self.obs_item is not None and self.fits(obs):
-            self.cal_obs_items_flat[self._fi[self.n :]] = self.items(obs)
-        else:
-            self.cal_obs_flat[self._fi[self.n :]] = obs
+            items = self.items(obs)
+            self.cal_obs_items_flat[self._fi[self.n :]] = items
+            return items
+        self.cal_obs_flat[self._fi[self.n :]] = obs
+        return None
 
     def fits(self, obs: np.ndarray) -> bool:
         """True if ``obs`` can be viewed as opaque elements (:meth:`items`)."""

@@ -221,20 +221,28 @@ class NetworkShimVectorWrapper(VectorWrapper):
         self._links.set_sampler(i, down)
         self._links.set_sampler(self._n + i, up)
 
-    def _start_episodes(self, mask: np.ndarray, mask2: np.ndarray, obs: np.ndarray, g: int) -> None:
+    def _start_episodes(
+        self,
+        mask: np.ndarray,
+        mask2: np.ndarray,
+        obs: np.ndarray,
+        g: int,
+        items: np.ndarray | None = None,
+    ) -> None:
         """The sub-envs in ``mask`` (``mask2``: their 2n rows) start an episode at step ``g``.
 
         Its first action will be sent at global tick ``g``; as the reset observation
         counts as sent at tick 0 and "no action yet" as sent at tick -1, both
-        directions' freshest packet is at global tick ``g - 1``.
+        directions' freshest packet is at global tick ``g - 1``. ``items``: ``obs`` as
+        opaque elements, where the caller has them already.
         """
         links = self._links
         links.start(mask2, g - 1)
         act_mask = mask if self._act_bcast is None else mask.reshape(self._act_bcast)
         np.copyto(self._applied, self._start, where=act_mask)
         assert self._obs is not None
-        if self._obs_items is not None and links.fits(obs):
-            np.copyto(self._obs_items, links.items(obs), where=mask)
+        if self._obs_items is not None and (items is not None or links.fits(obs)):
+            np.copyto(self._obs_items, links.items(obs) if items is None else items, where=mask)
         else:
             bcast = self._obs_bcast
             np.copyto(self._obs, obs, where=mask if bcast is None else mask.reshape(bcast))
@@ -306,7 +314,7 @@ class NetworkShimVectorWrapper(VectorWrapper):
         applied = self._applied.copy()
         obs, reward, terminated, truncated, info = self.env.step(applied)
         up_new = delivered[n:]
-        links.store_observations(obs)
+        items = links.store_observations(obs)
         if self._obs_items is not None:
             np.copyto(self._obs_items, links.arrived_items(), where=up_new)
         else:
@@ -323,7 +331,7 @@ class NetworkShimVectorWrapper(VectorWrapper):
             if len(self._profiles) > 1:
                 for i in np.flatnonzero(restarting).tolist():
                     self._new_episode(i)
-            self._start_episodes(restarting, restart2, obs, g + 1)
+            self._start_episodes(restarting, restart2, obs, g + 1, items)
             if full:
                 keep = ~restart2
                 held &= keep[:n]
