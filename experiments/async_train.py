@@ -7,7 +7,9 @@ learner trains (:class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO`
 and ``--max-policy-lag``. ``--backend`` places the actors: ``inprocess`` (the default)
 runs each slot's env in a thread of the learner's process (``actors="thread"``),
 ``process`` in a worker process per slot (``actors="process"``), ``ray`` in a Ray actor
-per slot on a local Ray cluster this command starts (``actors="ray"``, local inference only).
+per slot on a local Ray cluster this command starts, or with ``--address HOST:PORT`` on
+the cluster running there (``actors="ray"``, local inference only; an address nothing
+answers at is refused within 5 s).
 ``--inference server`` has the actors act through one inference server. ``--log`` writes
 one CSV row per update and ``--plot`` the mean return after each update; ``--sequential``
 (a synchronous in-process option) is refused.
@@ -17,6 +19,7 @@ Example::
     fleetgym train --mode async --loss ppo --workload CartPole-v1 --actors 4 --backend process
     fleetgym train --mode async --workload CartPole-v1 --backend process --inference server
     fleetgym train --mode async --workload CartPole-v1 --actors 2 --backend ray
+    fleetgym train --mode async --backend ray --address 127.0.0.1:6379
 """
 
 from __future__ import annotations
@@ -142,6 +145,7 @@ def run(
             steps_per_actor=steps_per_actor,
             seed=args.seed,
             imagination=imagination_config(args),
+            address=getattr(args, "address", None),
             tensorboard_log=getattr(args, "tensorboard", None),
             **overrides,
         )
@@ -154,6 +158,10 @@ def run(
         f"{steps_per_actor} steps per rollout, loss {model.config.label}, max policy lag "
         f"{args.max_policy_lag}, target {target:g}, budget {budget} env steps, seed {args.seed}"
     )
+    group = model.slots.ray_group
+    if group is not None:
+        joined = "started a local" if group.local else "joined the"
+        print(f"{joined} Ray cluster at {group.address}; each actor slot {group.actor_options}")
     started = time.perf_counter()
     try:
         model.learn(budget, progress_bar=not args.no_progress, target=target)

@@ -28,7 +28,7 @@ from fleetgym.agents.fleet import BACKENDS, make_fleet
 from fleetgym.agents.fleet.base import MAX_ACTORS_LIMIT, MAX_STEPS_PER_ACTOR
 from fleetgym.agents.learners.training import evaluate_policy, train
 from fleetgym.agents.workloads import COUNT_LIMITS, WORKLOADS, get_workload
-from fleetgym.errors import UnknownWorkloadError, UnsupportedSpaceError
+from fleetgym.errors import FleetError, UnknownWorkloadError, UnsupportedSpaceError
 from fleetgym.experiments import async_train
 from fleetgym.experiments.argtypes import (
     UsageError,
@@ -78,6 +78,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--backend", choices=BACKENDS, default="inprocess", help="fleet backend (default inprocess)"
+    )
+    parser.add_argument(
+        "--address",
+        default=None,
+        metavar="HOST:PORT",
+        help="--backend ray: join the Ray cluster there (one CPU per actor) instead of "
+        "starting a local one; refused at once if nothing answers",
     )
     parser.add_argument(
         "--rounds",
@@ -214,6 +221,8 @@ def run(args: argparse.Namespace) -> int:
             check_output_file(f"--{flag}", getattr(args, flag))
     if args.tensorboard is not None:
         check_output_dir("--tensorboard", args.tensorboard)
+    if args.address is not None and args.backend != "ray":
+        raise UsageError(f"--address: expected --backend ray, actual --backend {args.backend}")
     if args.mode == "async":
         if args.sequential:
             raise UsageError(
@@ -240,12 +249,17 @@ def run(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {}
     if args.backend == "inprocess":
         options["batched"] = not args.sequential
+    if args.address is not None:
+        options["address"] = args.address
     try:
         fleet: Any = make_fleet(
             workload, backend=args.backend, max_actors=args.actors, seed=args.seed, **options
         )
     except (ValueError, TypeError) as error:
         raise UsageError(str(error)) from None
+    except FleetError as error:  # a Ray cluster that cannot be joined or cannot place them
+        print(f"fleetgym train: {error}", file=sys.stderr)
+        return 2
     print(
         f"training {workload.name}: {args.actors} actors x {steps_per_actor} steps per round, "
         f"backend {args.backend}, target {target:g}, budget {rounds} rounds, seed {args.seed}"

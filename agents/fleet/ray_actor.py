@@ -3,7 +3,8 @@ the start of a local cluster.
 
 :class:`RayActorHost` is what runs inside each Ray actor process (a plain class, made a Ray
 actor by the fleet, so importing this module does not import Ray); :func:`init_local_ray`
-starts a new single-machine cluster on 127.0.0.1.
+starts a new single-machine cluster on 127.0.0.1; :func:`check_reachable` refuses at once a
+cluster address nothing answers at.
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ from typing import Any
 
 from fleetgym.agents.fleet.base import Actor, ActorFactory
 from fleetgym.agents.types import Trajectory, Weights
+from fleetgym.errors import FleetError
+
+#: Seconds the check that something listens at a Ray address may take.
+CONNECT_CHECK_S = 5.0
 
 
 def _import_ray() -> Any:
@@ -64,6 +69,35 @@ def init_local_ray(**kwargs: Any) -> None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = previous
+
+
+def check_reachable(address: Any, timeout: float = CONNECT_CHECK_S) -> None:
+    """Refuse at once a ``host:port`` nothing listens at (``ray.init`` would retry for minutes).
+
+    A bare TCP connect, closed at once (nothing is sent); other address forms (``"auto"``,
+    ``ray://...``) are left to Ray.
+
+    Example:
+        >>> check_reachable("127.0.0.1:1", timeout=1.0)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        fleetgym.errors.FleetError: address: expected a Ray cluster to join at '127.0.0.1:1', actual nothing answers there within 1 s (...)
+
+    Raises:
+        FleetError: If nothing accepts a connection there within ``timeout`` seconds.
+    """
+    import socket
+
+    host, sep, port = str(address).rpartition(":")
+    if not sep or "/" in str(address) or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except (OSError, ValueError, OverflowError) as exc:
+        raise FleetError(
+            f"address: expected a Ray cluster to join at {address!r}, actual nothing answers "
+            f"there within {timeout:g} s ({exc})"
+        ) from exc
 
 
 class RayActorHost:

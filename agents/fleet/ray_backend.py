@@ -47,7 +47,12 @@ from fleetgym.agents.fleet.base import (
     ActorFactory,
     RoundParts,
 )
-from fleetgym.agents.fleet.ray_actor import RayActorHost, _import_ray, init_local_ray
+from fleetgym.agents.fleet.ray_actor import (
+    RayActorHost,
+    _import_ray,
+    check_reachable,
+    init_local_ray,
+)
 from fleetgym.agents.fleet.ray_cluster import (
     actor_request,
     alive_node_resources,
@@ -110,7 +115,8 @@ class RayFleet(RaySlotPool):
         ImportError: If Ray is not installed.
         TypeError, ValueError: On an argument of the wrong type or range.
         FleetError: If the cluster cannot place ``max_actors`` actors of
-            ``actor_options`` (the message names the CPUs and the option that fits).
+            ``actor_options`` (the message names the CPUs and the option that fits), or
+            nothing answers at ``address`` (a ``host:port``, checked within 5 s).
     """
 
     def __init__(
@@ -157,6 +163,7 @@ class RayFleet(RaySlotPool):
                 kwargs.setdefault("num_cpus", os.cpu_count() or 1)
                 init_local_ray(**kwargs)
             else:
+                check_reachable(address)
                 ray.init(address=address, **kwargs)
         self.address = str(ray.get_runtime_context().gcs_address)
         nodes = alive_node_resources(ray.nodes())

@@ -49,7 +49,12 @@ from typing import Any
 import numpy as np
 
 from fleetgym.agents.fleet.base import DEFAULT_ACTOR_TIMEOUT_S, DEFAULT_STARTUP_TIMEOUT_S
-from fleetgym.agents.fleet.ray_actor import RayActorHost, _import_ray, init_local_ray
+from fleetgym.agents.fleet.ray_actor import (
+    RayActorHost,
+    _import_ray,
+    check_reachable,
+    init_local_ray,
+)
 from fleetgym.agents.fleet.ray_cluster import (
     actor_request,
     alive_node_resources,
@@ -96,28 +101,6 @@ def check_ray_options(
 
 #: Longest a wait blocks before it looks at the cluster's room (seconds).
 ROOM_POLL_S = 1.0
-#: Seconds the check that something listens at a Ray address may take.
-CONNECT_CHECK_S = 5.0
-
-
-def _check_reachable(address: Any) -> None:
-    """Refuse at once a ``host:port`` nothing listens at (``ray.init`` would retry for long).
-
-    A bare TCP connect, closed at once (nothing is sent); other address forms (``"auto"``,
-    ``ray://...``) are left to Ray.
-    """
-    import socket
-
-    host, sep, port = str(address).rpartition(":")
-    if not sep or "/" in address or not port.isdigit():
-        return
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_CHECK_S).close()
-    except (OSError, ValueError, OverflowError) as exc:
-        raise FleetError(
-            f"address: expected a Ray cluster to join at {address!r}, actual nothing answers "
-            f"there within {CONNECT_CHECK_S:g} s ({exc})"
-        ) from exc
 
 
 class NoRoomError(FleetError):
@@ -202,12 +185,13 @@ class RayActorGroup:
         self.startup_timeout = startup_timeout
         self.actor_timeout = actor_timeout
         self.owns_ray = not ray.is_initialized()
-        local = self.owns_ray and address in (None, "local")
+        #: Whether this group started a local cluster (else it joined one).
+        self.local = local = self.owns_ray and address in (None, "local")
         if self.owns_ray:
             kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
             kwargs.update(init_kwargs or {})
             if not local:
-                _check_reachable(address)
+                check_reachable(address)
             try:
                 if local:
                     kwargs.setdefault("num_cpus", os.cpu_count() or 1)

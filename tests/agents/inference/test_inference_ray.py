@@ -6,6 +6,8 @@ Skipped when Ray is not installed. Few tests: starting Ray costs seconds.
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 
 import numpy as np
@@ -98,3 +100,59 @@ def test_ray_client_errors_reach_that_client_only(cluster):
             bad.submit(np.zeros((1, 4), np.float32))
     finally:
         ray.kill(server)
+
+
+def _kill_when_served(server, requests: int) -> threading.Thread:
+    """A thread that kills ``server`` once it has answered ``requests`` requests (so the
+    kill lands inside a round that makes far more)."""
+
+    def watch() -> None:
+        while ray.get(server.metrics.remote(), timeout=60)["requests"] < requests:
+            time.sleep(0.01)
+        ray.kill(server, no_restart=True)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_dead_server_actor_is_replaced_and_the_round_goes_on(cluster, weights, caplog):
+    with make_fleet(
+        WORKLOAD, "ray", max_actors=2, seed=5, inference="server",
+        inference_options={"max_wait_ms": 1.0},
+    ) as fleet:  # fmt: skip
+        assert fleet.run_round(weights, 2, 8, policy_version=1).complete
+        first = fleet.server
+        steps = 1500  # 3,000 requests in the round; the server dies after 100
+        killer = _kill_when_served(first, 100)
+        with caplog.at_level(logging.WARNING, logger="fleetgym.agents.fleet"):
+            result = fleet.run_round(weights, 2, steps, policy_version=2)
+        killer.join(timeout=60)
+        assert not killer.is_alive()
+        # detected, replaced once, the round's weights published to the new server
+        assert fleet.server is not first and fleet.server_restarts == 1
+        assert "the inference server actor died" in caplog.text
+        # the broken rollouts are the round's faults, re-run through the new server
+        assert result.complete and len(result.trajectories) == 2
+        assert result.failures and {f.kind for f in result.failures} <= {"error", "crash"}
+        assert all(f.restarted for f in result.failures)
+        for trajectory in result.trajectories:
+            assert len(trajectory) == steps and trajectory.policy_versions.tolist() == [2] * steps
+        metrics = fleet.metrics()
+        assert metrics["server_restarts"] == 1 and metrics["policy_version"] == 2
+        # the next round runs on the new server without a fault
+        after = fleet.run_round(weights, 2, 8, policy_version=3)
+        assert after.complete and after.failures == []
+        assert {int(v) for t in after.trajectories for v in t.policy_versions} == {3}
+
+        # killed between rounds: the round's weights do not reach it; replaced before any
+        # rollout, so no rollout fails
+        second = fleet.server
+        ray.kill(second, no_restart=True)
+        with pytest.raises(ray.exceptions.RayActorError):
+            for _ in range(60):  # ray.kill is asynchronous
+                ray.get(second.spec.remote(), timeout=60)
+                time.sleep(0.5)
+        again = fleet.run_round(weights, 2, 8, policy_version=4)
+        assert fleet.server_restarts == 2 and again.complete and again.failures == []
+        assert {int(v) for t in again.trajectories for v in t.policy_versions} == {4}
