@@ -195,7 +195,7 @@ class TokenActor:
         env_steps = 0
         for t in range(steps):
             raw_obs[t], obs[t], step_index[t] = self._raw, normalize_obs(self._raw, stats), self._t
-            if instructions is not None:
+            if instructions is not None and self._ids is not None:
                 instructions[t] = self._ids
             tokens[t], log_probs[t], values[t], version = self._decide(
                 obs[t], self._t, self._ids, self.rng.random(n)

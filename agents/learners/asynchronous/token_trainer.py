@@ -48,6 +48,12 @@ TOKEN_FIELDS = tuple(
     if f.name not in ("loss", "sigma", "target_kl", "n_envs", "n_steps")
 )
 
+#: The AsyncPPO arguments :class:`TokenAsyncPPO` passes on as keywords.
+ASYNC_FIELDS = (
+    "sigma", "max_policy_lag", "n_actors", "steps_per_actor", "batch_trajectories",
+    "lag_injection", "concurrent", "seed", "tensorboard_log",
+)  # fmt: skip
+
 
 class TokenActorSlots(AsyncActorSlots):
     """Actor slots of token actors; the inference server serves the token policy.
@@ -136,6 +142,12 @@ class TokenAsyncPPO(AsyncPPO):
         if refused:
             raise ValueError(f"TokenAsyncPPO: expected none of {refused}, actual given")
         token = {k: kwargs.pop(k) for k in list(kwargs) if k in TOKEN_FIELDS}
+        unknown = sorted(set(kwargs) - set(ASYNC_FIELDS))
+        if unknown:
+            raise TypeError(
+                f"TokenAsyncPPO: expected keywords among {sorted(ASYNC_FIELDS + TOKEN_FIELDS)}, "
+                f"actual unknown {unknown}"
+            )
         if token_config is not None and token:
             raise TypeError(
                 f"TokenAsyncPPO: expected token_config= or token keywords, actual both "
@@ -198,4 +210,4 @@ class TokenAsyncPPO(AsyncPPO):
         )
 
 
-__all__ = ["TOKEN_FIELDS", "TokenActorSlots", "TokenAsyncPPO"]
+__all__ = ["ASYNC_FIELDS", "TOKEN_FIELDS", "TokenActorSlots", "TokenAsyncPPO"]

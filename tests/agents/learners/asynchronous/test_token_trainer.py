@@ -1,0 +1,151 @@
+"""TokenAsyncPPO: every ratio level x loss trains through AsyncPPO's loop; the inference
+server serves the token policy (its behaviour log-probs are the learner's at the same
+weights, its batches hold several actors); the lag bound holds; worker processes;
+determinism without threads; save and the learner's load; bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from fleetgym.agents.learners.asynchronous.token_actor import TokenTrajectory
+from fleetgym.agents.learners.asynchronous.token_trainer import TokenAsyncPPO
+
+TINY = dict(hidden_size=16, layers=1, heads=2, vocab_size=64, num_bins=16, epochs=1,
+            minibatch_size=16)  # fmt: skip
+
+
+def _params(model):
+    return [p.detach().clone() for p in model.learner.policy.parameters()]
+
+
+@pytest.mark.parametrize("loss", ["ppo", "gipo", "vtrace"])
+@pytest.mark.parametrize("level", ["token", "action", "chunk"])
+def test_every_level_and_loss_trains_through_the_async_loop(level, loss):
+    model = TokenAsyncPPO(
+        "Hopper-v5", ratio_level=level, loss=loss, chunk=2, n_actors=2, steps_per_actor=8,
+        concurrent=False, seed=0, **TINY,
+    )  # fmt: skip
+    before = _params(model)
+    model.learn(40)
+    assert model.ratio_level == level and model.learner.config.loss == loss
+    assert model.learner.policy_version == len(model.history) >= 2
+    # Env steps, not decisions: K = 2 actions per decision (fewer where an episode ended).
+    record = model.history[-1]
+    assert 16 < record.total_steps - model.history[-2].total_steps <= 32
+    after = _params(model)
+    assert all(torch.isfinite(p).all() for p in after)
+    assert any(not torch.equal(a, b) for a, b in zip(before, after, strict=True))
+    s = record.stats
+    assert np.isfinite([s.loss, s.policy_loss, s.value_loss, s.entropy, s.kl]).all()
+    model.close()
+
+
+def test_the_server_answers_the_learners_log_probs_at_the_same_weights():
+    model = TokenAsyncPPO(
+        "Hopper-v5", inference="server", chunk=2, n_actors=3, steps_per_actor=6,
+        concurrent=False, seed=1, **TINY,
+    )  # fmt: skip
+    model.slots.start_server()
+    batch = model.slots.next_batch(None)
+    assert all(isinstance(t, TokenTrajectory) for t in batch)
+    for traj in batch:
+        assert traj.policy_versions.tolist() == [0] * 6
+        with torch.no_grad():
+            ev = model.learner.policy.evaluate(
+                torch.from_numpy(traj.obs), torch.from_numpy(traj.actions),
+                step=torch.from_numpy(traj.steps),
+            )  # fmt: skip
+        np.testing.assert_allclose(traj.log_probs, ev.log_probs.numpy(), atol=1e-5)
+        np.testing.assert_allclose(traj.values, ev.values.numpy(), atol=1e-5)
+    model.close()
+
+
+def test_served_actors_train_concurrently_within_the_lag_bound():
+    model = TokenAsyncPPO(
+        "CartPole-v1", inference="server", n_actors=4, steps_per_actor=16, max_policy_lag=1,
+        seed=0, **TINY,
+    )  # fmt: skip
+    model.learn(256)
+    metrics = model.slots.server.metrics() if model.slots.server is not None else None
+    assert model.num_timesteps >= 256 and model.actor_failures == 0
+    for record in model.history:
+        s = record.stats
+        kept_lags = s.lags[s.lags <= 1]
+        assert len(kept_lags) + s.dropped_samples == len(s.lags)
+        assert s.num_samples == len(s.lags) - s.dropped_samples
+    assert metrics is None or metrics["requests"] > 0
+    model.close()
+
+
+def test_the_server_batches_several_actors_decisions():
+    model = TokenAsyncPPO(
+        "CartPole-v1", inference="server", n_actors=4, steps_per_actor=32, seed=0, **TINY
+    )
+    model.slots.start_server()
+    server = model.slots.server
+    model.learn(256)
+    figures = server.metrics()
+    assert figures["requests"] >= 256 and figures["mean_batch"] > 1.0
+    assert max(figures["batch_histogram"]) <= 4
+    model.close()
+
+
+def test_without_threads_a_seed_is_deterministic():
+    runs = []
+    for _ in range(2):
+        model = TokenAsyncPPO(
+            "CartPole-v1", n_actors=2, steps_per_actor=16, concurrent=False, seed=3, **TINY
+        )
+        model.learn(64)
+        runs.append((_params(model), [r.stats.loss for r in model.history]))
+        model.close()
+    assert runs[0][1] == runs[1][1]
+    assert all(torch.equal(a, b) for a, b in zip(runs[0][0], runs[1][0], strict=True))
+
+
+def test_worker_processes_collect_for_the_token_learner():
+    model = TokenAsyncPPO(
+        "CartPole-v1", actors="process", n_actors=2, steps_per_actor=16, seed=0, **TINY
+    )
+    try:
+        model.learn(64)
+        assert model.num_timesteps >= 64 and model.actor_failures == 0
+        assert all(np.isfinite(r.stats.loss) for r in model.history)
+    finally:
+        model.close()
+
+
+def test_save_writes_the_policy_the_learner_loads(tmp_path):
+    model = TokenAsyncPPO("CartPole-v1", n_actors=1, steps_per_actor=8, concurrent=False,
+                          **TINY)  # fmt: skip
+    model.learn(16)
+    path = model.save(tmp_path / "token.pt")
+    other = TokenAsyncPPO("CartPole-v1", n_actors=1, steps_per_actor=8, seed=5, **TINY)
+    other.learner.load(path)
+    obs = np.array([0.01, -0.02, 0.03, 0.0], np.float32)
+    assert model.predict(obs)[0] == other.predict(obs)[0]
+    with pytest.raises(NotImplementedError, match=r"learner.load\(path\)"):
+        TokenAsyncPPO.load(path)
+    model.close()
+    other.close()
+
+
+def test_bad_input_is_refused():
+    with pytest.raises(ValueError, match="actors: expected one of"):
+        TokenAsyncPPO("CartPole-v1", actors="ray", **TINY)
+    with pytest.raises(ValueError, match="expected 'local' with actors='process'"):
+        TokenAsyncPPO("CartPole-v1", actors="process", inference="server", **TINY)
+    with pytest.raises(ValueError, match=r"expected none of \['imagination'\]"):
+        TokenAsyncPPO("CartPole-v1", imagination=True, **TINY)
+    with pytest.raises(ValueError, match="ratio_level: expected one of"):
+        TokenAsyncPPO("CartPole-v1", ratio_level="joint", **TINY)
+    with pytest.raises(TypeError, match="token_config= or token keywords"):
+        from fleetgym.agents.learners.token_ppo import TokenPPOConfig
+
+        TokenAsyncPPO("CartPole-v1", token_config=TokenPPOConfig(), chunk=2)
+    with pytest.raises(ValueError, match="loss: expected one of"):
+        TokenAsyncPPO("CartPole-v1", loss="a2c", **TINY)
+    with pytest.raises(TypeError, match=r"actual unknown \['not_a_setting'\]"):
+        TokenAsyncPPO("CartPole-v1", not_a_setting=1, **TINY)
