@@ -11,6 +11,11 @@ the figure a learned forward model is judged against.
 states (same equations, same order of operations, in float64 as the env keeps its state).
 It reads the physical constants from the env it is built for, so a modified CartPole
 (another pole length, another ``tau``) gets its own dynamics.
+
+:class:`MujocoStateDynamics` steps a private instance of a MuJoCo env from the state the
+observation holds, for the locomotion envs whose observation is the joint state without the
+root's horizontal position (Hopper, Walker2d, HalfCheetah, Swimmer: their physics does not
+depend on where the robot stands). :func:`true_dynamics` picks the one an env needs.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from gymnasium import spaces
 from fleetgym.errors import UnsupportedSpaceError
 from fleetgym.validation import quote
 
-__all__ = ["CartPoleDynamics"]
+__all__ = ["CartPoleDynamics", "MujocoStateDynamics", "true_dynamics"]
 
 _CONSTANTS = ("gravity", "masscart", "masspole", "length", "force_mag", "tau")
 
@@ -177,3 +182,119 @@ class CartPoleDynamics:
         for i in range(acts.shape[1]):
             state = self.step(state, acts[:, i])
         return state
+
+
+#: MuJoCo envs whose observation is ``qpos[k:]`` then ``qvel`` (clipped or not), with the
+#: number ``k`` of root positions left out (the robot's place on a flat floor).
+_STATE_ENVS = {"Hopper": 1, "Walker2d": 1, "HalfCheetah": 1, "Swimmer": 2}
+
+
+class MujocoStateDynamics:
+    """A MuJoCo locomotion env's own physics as a predictor (no model error).
+
+    Models the env's step exactly: the observation is turned back into the simulator's
+    state (the left-out root position set to 0, which these envs' physics does not depend
+    on), then each action is applied with the env's own ``do_simulation`` and frame skip
+    in a private instance of the env. What is not recovered: velocities the observation
+    clips (Hopper and Walker2d clip them to ±10) and the float32 rounding of the
+    observation. Termination is not modelled.
+
+    It follows the predictor protocol of :mod:`fleetgym.wrappers.predictive` for one case
+    at a time: ``obs`` of the env's shape, ``actions`` ``(n, *action_shape)`` applied in
+    order, ``ages`` unused; it returns the observation after the ``n`` steps.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> env = gym.make("Hopper-v5")
+        >>> obs, _ = env.reset(seed=0)
+        >>> model = MujocoStateDynamics.from_env(env)
+        >>> action = np.full(3, 0.5, dtype=np.float32)
+        >>> nxt, *_ = env.step(action)
+        >>> bool(np.allclose(model(obs, action[None], None), nxt, atol=1e-5))
+        True
+
+    Args:
+        env_id: A registered ID of one of the supported envs.
+        env_kwargs: Its ``gym.make`` keyword arguments (as in the env's spec).
+
+    Raises:
+        UnsupportedSpaceError: For an env whose observation is not its joint state.
+    """
+
+    batched = False
+
+    def __init__(self, env_id: str, env_kwargs: dict[str, Any] | None = None) -> None:
+        kwargs = dict(env_kwargs or {})
+        family = env_id.split("/")[-1].split("-")[0]
+        skip = _STATE_ENVS.get(family)
+        if skip is None or not kwargs.get("exclude_current_positions_from_observation", True):
+            raise UnsupportedSpaceError(
+                "MujocoStateDynamics: expected one of "
+                f"{', '.join(f'{name}-v*' for name in _STATE_ENVS)} with the root position "
+                f"left out of the observation, actual {quote(env_id)}"
+            )
+        self.env_id = env_id
+        self._env = gym.make(env_id, **kwargs).unwrapped
+        sim = self._env
+        self._nq, self._nv = int(sim.model.nq), int(sim.model.nv)  # type: ignore[attr-defined]
+        self._skip = skip
+        self.observation_space = sim.observation_space
+        self.action_space = sim.action_space
+        size = self._nq - skip + self._nv
+        if self.observation_space.shape != (size,):
+            raise UnsupportedSpaceError(
+                f"MujocoStateDynamics: expected an observation of qpos[{skip}:] and qvel "
+                f"({size} values) for {env_id}, actual shape {self.observation_space.shape}"
+            )
+
+    @classmethod
+    def from_env(cls, env: gym.Env[Any, Any]) -> MujocoStateDynamics:
+        """The physics of the env ``env`` wraps (its ID and keyword arguments).
+
+        Over ``fleetgym/Remote-v0``: a local instance of the env ID the server reports.
+
+        Raises:
+            UnsupportedSpaceError: For an env without a spec or of another family.
+        """
+        inner = env.unwrapped
+        remote_id = getattr(inner, "remote_env_id", None)
+        if remote_id is not None:
+            return cls(remote_id)
+        spec = inner.spec
+        if spec is None:
+            raise UnsupportedSpaceError(
+                f"MujocoStateDynamics: expected an env made by gym.make (with a spec), "
+                f"actual {type(inner).__name__}"
+            )
+        return cls(spec.id, spec.kwargs)
+
+    def __call__(self, obs: np.ndarray, actions: np.ndarray, ages: Any) -> np.ndarray:
+        """The observation after applying ``actions[i]`` for i = 0..n-1 from ``obs``."""
+        sim: Any = self._env
+        x = np.asarray(obs, dtype=np.float64).ravel()
+        split = self._nq - self._skip
+        qpos = np.concatenate([np.zeros(self._skip), x[:split]])
+        sim.set_state(qpos, x[split:])
+        for action in np.asarray(actions, dtype=np.float64).reshape(-1, *self.action_space.shape):
+            sim.do_simulation(action, sim.frame_skip)
+        return np.asarray(sim._get_obs(), dtype=np.float64)
+
+
+def true_dynamics(env: gym.Env[Any, Any]) -> CartPoleDynamics | MujocoStateDynamics:
+    """The env's own dynamics as a predictor: CartPole's equations or a MuJoCo twin.
+
+    Raises:
+        UnsupportedSpaceError: For an env that is neither.
+    """
+    inner = env.unwrapped
+    if all(hasattr(inner, name) for name in _CONSTANTS) or (
+        getattr(inner, "remote_env_id", "") or ""
+    ).startswith("CartPole"):
+        return CartPoleDynamics.from_env(env)
+    try:
+        return MujocoStateDynamics.from_env(env)
+    except UnsupportedSpaceError as error:
+        raise UnsupportedSpaceError(
+            "predictor 'true-dynamics': expected a CartPole or a MuJoCo locomotion env "
+            f"({', '.join(_STATE_ENVS)}), actual {type(inner).__name__} ({error})"
+        ) from None

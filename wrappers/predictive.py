@@ -127,7 +127,8 @@ class PredictiveObservation(
             keeps ``info``) with a Box observation space.
         predictor: A :class:`Predictor` (see the module docstring), or
             ``"true-dynamics"``: the env's own equations
-            (:class:`~fleetgym.wrappers.dynamics.CartPoleDynamics`, CartPole only).
+            (:func:`~fleetgym.wrappers.dynamics.true_dynamics`: CartPole, or Hopper,
+            Walker2d, HalfCheetah and Swimmer through a private MuJoCo instance).
         lookahead: Extra ticks to predict beyond the current one, or ``"action"``: the
             most likely action age, so the estimate is the state the next action meets.
         applied_ids: Use the applied action's id carried by the observation packet.
@@ -178,9 +179,9 @@ class PredictiveObservation(
             )
         if predictor == "true-dynamics":
             # Imported here: the env's own equations are one predictor among others.
-            from fleetgym.wrappers.dynamics import CartPoleDynamics
+            from fleetgym.wrappers.dynamics import true_dynamics
 
-            predictor = CartPoleDynamics.from_env(env)
+            predictor = true_dynamics(env)
         elif not callable(predictor):
             raise TypeError(
                 f"predictor: expected a callable or 'true-dynamics', actual {quote(predictor)}"

@@ -282,3 +282,41 @@ def test_make_robust_env_predictor_only_with_predictive():
         make_robust_env("CartPole-v1", "wifi-normal", predictor="true-dynamics")
     with pytest.raises(ValueError, match="compensation"):
         make_robust_env("CartPole-v1", "wifi-normal", compensation="magic")
+
+
+@pytest.mark.parametrize("env_id", ["Hopper-v5", "HalfCheetah-v5"])
+def test_mujoco_dynamics_recover_the_current_obs_under_a_constant_delay(env_id: str):
+    """A constant 3 + 2 tick delay: once the action delay is known, rolling the delivered
+    observation through the actions in flight with the env's physics gives the current
+    observation (to float rounding: MuJoCo's warm start differs between instances)."""
+    period = gym.make(env_id).unwrapped.dt * 1000.0
+    shim = NetworkShimWrapper(
+        gym.make(env_id),
+        uplink=FixedDelay(3 * period),
+        downlink=FixedDelay(2 * period),
+        info="full",
+    )
+    env = PredictiveObservation(shim, "true-dynamics")
+    obs, info = env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    errors = []
+    for _ in range(40):
+        action = rng.uniform(-0.3, 0.3, env.action_space.shape).astype(np.float32)
+        obs, _, terminated, truncated, info = env.step(action)
+        errors.append(float(np.abs(obs - info["true_obs"]).max()))
+        if terminated or truncated:
+            break
+    assert len(errors) > 10
+    assert max(errors[8:]) < 1e-6
+    assert info["obs_age_steps"] == 3
+
+
+def test_mujoco_dynamics_refuse_envs_whose_obs_is_not_the_joint_state():
+    from fleetgym.wrappers.dynamics import MujocoStateDynamics
+
+    with pytest.raises(UnsupportedSpaceError, match="root position"):
+        MujocoStateDynamics("Hopper-v5", {"exclude_current_positions_from_observation": False})
+    with pytest.raises(UnsupportedSpaceError, match="Ant"):
+        MujocoStateDynamics("Ant-v5")
+    with pytest.raises(UnsupportedSpaceError, match="CartPole or a MuJoCo"):
+        PredictiveObservation(NetworkShimWrapper(gym.make("Pendulum-v1")), "true-dynamics")
