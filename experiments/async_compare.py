@@ -1,28 +1,37 @@
 """Asynchronous against synchronous training: env steps/s, wall time to target, learner utilisation.
 
-Three trainers with the same actors (``--actors`` slots of ``rollout_steps`` env steps,
+Four trainers with the same actors (``--actors`` slots of ``rollout_steps`` env steps,
 one update per ``--actors`` trajectories, the workload's PPO hyperparameters) and the same
 cores:
 
-* ``sync-fleet`` -- the synchronous path: :func:`fleetgym.agents.learners.training.train` with a
-  process fleet (one worker process per actor) and
-  :class:`~fleetgym.agents.learners.ppo.PPOLearner`;
+* ``sync-default`` -- what ``fleetgym train`` runs by default:
+  :func:`fleetgym.agents.learners.training.train` on the in-process fleet, every slot
+  stepped in lockstep with one batched policy forward per step
+  (:class:`~fleetgym.agents.learners.ppo.PPOLearner`);
+* ``sync-fleet`` -- the same loop on a process fleet (one worker process per actor);
 * ``sync-threads`` -- :class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO` with
   ``max_policy_lag=0`` (actor threads wait for every update: synchronous PPO on the
   asynchronous trainer's own machinery);
 * ``async`` -- :class:`AsyncPPO` with ``--loss`` (PPO-clip by default), value recomputation,
   global normalisation and ``max_policy_lag=--lag``.
 
-``--actor-modes thread process`` runs the ``AsyncPPO`` trainers once with actor threads
-and once with a worker process per actor slot (``actors="process"``; the table labels
-those rows ``(process actors)``). ``--inference server`` makes the ``AsyncPPO`` actors act
+``--actor-modes thread process ray`` runs the ``AsyncPPO`` trainers once with actor
+threads, once with a worker process per actor slot (``actors="process"``; the table labels
+those rows ``(process actors)``) and once with a Ray actor per slot on a local Ray cluster
+(``actors="ray"``, ``(Ray actors)``). ``--actor-counts 8 16 32 64`` repeats everything at
+each number of actor slots (``--actors`` is the single count otherwise). ``--inference server`` makes the ``AsyncPPO`` actors act
 through the trainer's inference server (in-process for threads, a loopback socket with
 observations in shared memory for processes; rows labelled ``served``).
 
 Workloads: ``uniform`` (the plain env) and ``heterogeneous`` (each actor's env steps cost
 an extra log-normal delay, ``--delay-ms`` median and ``--delay-sigma`` spread: a long tail
 of slow actors). Each run stops at the workload's target return or after ``--steps`` env
-steps. Prints a Markdown table; ``--out`` also writes it with a JSON of the runs.
+steps. Every run records its env steps/s, its wall time (the time to the target when it
+got there), the learner's busy share of it and the CPU seconds of this process and its
+descendants (worker processes, a local Ray cluster) over the run. Prints Markdown tables
+(:mod:`~fleetgym.experiments.overlap_report`: the runs, and the paired per-seed ratios
+against the synchronous trainers); ``--out`` also writes them with a JSON of the runs and
+a PNG against the number of actors.
 
 Example::
 
@@ -32,18 +41,48 @@ Example::
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
+import math
+import os
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
-from fleetgym.experiments.tables import markdown_table
+from fleetgym.experiments.overlap_report import ACTOR_MODES, MODES, figure, ratio_table, table
 
-MODES = ("sync-fleet", "sync-threads", "async")
-ACTOR_MODES = ("thread", "process")
+__all__ = ["ACTOR_MODES", "MODES", "WORKLOADS", "main", "run_mode", "table", "tree_cpu_seconds"]
 WORKLOADS = ("uniform", "heterogeneous")
+
+
+def tree_cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and its live descendants (Linux /proc).
+
+    Covers actor worker processes and the processes of a local Ray cluster this process
+    started (the raylet's workers are its descendants); returns NaN where /proc is missing.
+    """
+    proc = Path("/proc")
+    if not (proc / "self" / "stat").is_file():
+        return math.nan
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    cpu: dict[int, float] = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+        except OSError:  # the process ended meanwhile
+            continue
+        pid = int(entry.name)
+        children.setdefault(int(fields[1]), []).append(pid)
+        cpu[pid] = (int(fields[11]) + int(fields[12])) / tick
+    total, todo = 0.0, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        total += cpu.get(pid, 0.0)
+        todo += children.get(pid, [])
+    return total
 
 
 def _workload(name: str, kind: str, delay_ms: float, sigma: float) -> Any:
@@ -74,8 +113,9 @@ def run_mode(
     ``proximal_clip`` (``loss="ppo"``, ``async`` mode only) clips around the learner's
     policy at each update's start (decoupled PPO, see ``LossConfig``).
 
-    ``actor_mode`` places an :class:`AsyncPPO` run's actors (``"thread"`` or ``"process"``);
-    ``sync-fleet`` always runs a process fleet.
+    ``actor_mode`` places an :class:`AsyncPPO` run's actors (``"thread"``, ``"process"``
+    or ``"ray"``: a local Ray cluster, started before and shut down after the timed part);
+    ``sync-fleet`` always runs a process fleet, ``sync-default`` the in-process one.
 
     With ``save_dir`` an :class:`AsyncPPO` run is also saved, reloaded with
     :meth:`AsyncPPO.load`, and both policies are scored over ``eval_episodes``
@@ -84,19 +124,23 @@ def run_mode(
     from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
 
     target = workload.target_return
-    started = time.perf_counter()
     extra: dict[str, Any] = {}
-    if mode == "sync-fleet":
+    if mode in ("sync-fleet", "sync-default"):
         from fleetgym.agents.fleet import make_fleet
         from fleetgym.agents.learners.ppo import PPOLearner
         from fleetgym.agents.learners.training import train
 
         learner = PPOLearner(workload, seed=seed)
         rounds = -(-steps // (actors * workload.rollout_steps))
-        with make_fleet(workload, backend="process", max_actors=actors, seed=seed) as fleet:
-            started = time.perf_counter()  # the worker processes are up
+        backend = "process" if mode == "sync-fleet" else "inprocess"
+        fleet: Any = make_fleet(workload, backend=backend, max_actors=actors, seed=seed)
+        with fleet:
+            fleet.prewarm(actors)  # envs built (and worker processes up), as AsyncPPO's
+            cpu = tree_cpu_seconds()
+            started = time.perf_counter()
             history = train(workload, fleet, learner, actors, rounds, target=target)
-        wall = time.perf_counter() - started
+            wall = time.perf_counter() - started
+            cpu = tree_cpu_seconds() - cpu
         busy = sum(r.stats.update_time_s for r in history.rounds)
         done, final = history.total_steps, history.final_return
         reached = history.reached_target
@@ -114,8 +158,10 @@ def run_mode(
             inference=inference,
             seed=seed,
         )
-        model.prewarm()  # the actors (worker processes) are up, as for sync-fleet
+        model.prewarm()  # the actors (worker processes, Ray actors) are up, as for sync-fleet
+        cpu = tree_cpu_seconds()
         model.learn(steps, target=target)
+        cpu = tree_cpu_seconds() - cpu
         model.close()
         last = model.history[-1]
         wall, busy = last.wall_s, last.learner_busy_s
@@ -128,13 +174,15 @@ def run_mode(
             extra.update(_save_reload_score(model, save_dir / f"{name}-{seed}.pt", eval_episodes))
     return {
         "mode": mode,
-        "actor_mode": "process" if mode == "sync-fleet" else actor_mode,
-        "inference": "local" if mode == "sync-fleet" else inference,
+        "actor_mode": {"sync-fleet": "process", "sync-default": "inprocess"}.get(mode, actor_mode),
+        "inference": "local" if mode in ("sync-fleet", "sync-default") else inference,
+        "actors": actors,
         "seed": seed,
         "steps": done,
         "wall_s": wall,
         "steps_per_s": done / wall,
         "learner_utilisation": busy / wall,
+        "cpu_s": cpu,
         "final_return": final,
         "reached_target": bool(reached),
         **extra,
@@ -158,51 +206,6 @@ def _save_reload_score(model: Any, path: Path, episodes: int) -> dict[str, float
     return scores
 
 
-def _fmt(values: list[float], spec: str) -> str:
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return format(mean, spec)
-    return f"{format(mean, spec)} ± {format(statistics.pstdev(values), spec)}"
-
-
-def _label(mode: str, actor_mode: str, inference: str) -> str:
-    """A table row's trainer: the mode, then where its actors run and act, if not the default."""
-    notes = [] if mode == "sync-fleet" else (["process actors"] if actor_mode != "thread" else [])
-    notes += ["served"] if mode != "sync-fleet" and inference == "server" else []
-    return f"{mode} ({', '.join(notes)})" if notes else mode
-
-
-def table(results: dict[str, list[dict[str, Any]]]) -> list[str]:
-    """Markdown lines: per workload and mode, the means (± std over seeds)."""
-    rows = []
-    for kind, runs in results.items():
-        for mode, actor_mode, inference in itertools.product(
-            MODES, ACTOR_MODES, ("local", "server")
-        ):
-            mine = [
-                r
-                for r in runs
-                if (r["mode"], r.get("actor_mode", "thread"), r.get("inference", "local"))
-                == (mode, actor_mode, inference)
-            ]
-            if not mine:
-                continue
-            reached = [r["wall_s"] for r in mine if r["reached_target"]]
-            rows.append(
-                [
-                    kind,
-                    _label(mode, actor_mode, inference),
-                    _fmt([r["steps_per_s"] for r in mine], ".0f"),
-                    _fmt([r["learner_utilisation"] for r in mine], ".2f"),
-                    _fmt([r["final_return"] for r in mine], ".0f"),
-                    f"{len(reached)}/{len(mine)}"
-                    + (f" ({_fmt(reached, '.0f')} s)" if reached else ""),
-                ]
-            )
-    header = ["workload", "trainer", "env steps/s", "learner utilisation", "final return"]
-    return markdown_table([*header, "reached target (wall)"], rows)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the comparison and print (and optionally write) the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -210,6 +213,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kinds", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     parser.add_argument("--actors", type=int, default=8)
+    parser.add_argument(
+        "--actor-counts",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="N",
+        help="run everything at each of these numbers of actor slots (e.g. 8 16 32 64; "
+        "default: --actors)",
+    )
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument(
@@ -238,8 +250,17 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         choices=ACTOR_MODES,
         default=["thread"],
-        help="where AsyncPPO's actors run: threads, a worker process each, or both "
-        "(default thread)",
+        help="where AsyncPPO's actors run: threads, a worker process each, a Ray actor each "
+        "(a local Ray cluster), or several of them (default thread)",
+    )
+    parser.add_argument(
+        "--sync-actor-modes",
+        nargs="+",
+        choices=ACTOR_MODES,
+        default=None,
+        help="where sync-threads' actors run (default: every --actor-modes); e.g. "
+        "'--actor-modes thread ray --sync-actor-modes thread' runs the synchronous reference "
+        "once per seed",
     )
     parser.add_argument(
         "--inference",
@@ -251,6 +272,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.proximal_clip and args.loss != "ppo":
         parser.error(f"--proximal-clip: expected --loss ppo, actual {args.loss}")
+    counts = args.actor_counts or [args.actors]
+    sync_actor_modes = args.sync_actor_modes or args.actor_modes
+    if min(counts) < 1:
+        parser.error(f"--actors / --actor-counts: expected counts >= 1, actual {counts}")
 
     import torch
 
@@ -258,32 +283,43 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, list[dict[str, Any]]] = {}
     for kind in args.kinds:
         workload = _workload(args.workload, kind, args.delay_ms, args.delay_sigma)
-        for seed in range(args.first_seed, args.first_seed + args.seeds):
-            for mode, actor_mode in [(m, a) for m in args.modes for a in args.actor_modes]:
-                if mode == "sync-fleet" and actor_mode != args.actor_modes[0]:
-                    continue  # a process fleet either way: run it once
-                run = run_mode(
-                    mode,
-                    workload,
-                    args.actors,
-                    seed,
-                    args.steps,
-                    args.lag,
-                    args.loss,
-                    None if args.save_dir is None else args.save_dir / kind,
-                    args.eval_episodes,
-                    actor_mode,
-                    args.inference,
-                    args.proximal_clip,
-                )
-                results.setdefault(kind, []).append(run)
-                print(json.dumps({"workload": kind, **run}), flush=True)
+        cells = [
+            (n, seed, mode, actor_mode)
+            for n in counts
+            for seed in range(args.first_seed, args.first_seed + args.seeds)
+            for mode in args.modes
+            for actor_mode in args.actor_modes
+            # the synchronous fleets place their actors themselves: run them once
+            if not (mode in ("sync-fleet", "sync-default") and actor_mode != args.actor_modes[0])
+            and not (mode == "sync-threads" and actor_mode not in sync_actor_modes)
+        ]
+        for n, seed, mode, actor_mode in cells:
+            run = run_mode(
+                mode,
+                workload,
+                n,
+                seed,
+                args.steps,
+                args.lag,
+                args.loss,
+                None if args.save_dir is None else args.save_dir / kind,
+                args.eval_episodes,
+                actor_mode,
+                args.inference,
+                args.proximal_clip,
+            )
+            results.setdefault(kind, []).append(run)
+            print(json.dumps({"workload": kind, **run}), flush=True)
     lines = table(results)
+    ratios = ratio_table(results)
+    if ratios:
+        lines += ["", *ratios]
     print("\n".join(lines))
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "async_compare.md").write_text("\n".join(lines) + "\n")
         (args.out / "async_compare.json").write_text(json.dumps(results, indent=1))
+        figure(results, args.out / "async_compare.png", args.workload)
     return 0
 
 

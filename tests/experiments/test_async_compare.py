@@ -71,3 +71,46 @@ def test_proximal_clip_needs_ppo(capsys):
     with pytest.raises(SystemExit):
         async_compare.main(["--loss", "gipo", "--proximal-clip"])
     assert "--proximal-clip: expected --loss ppo, actual gipo" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(240)
+def test_actor_count_sweep_against_the_default_sync_trainer(tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = ["--steps", "64", "--actor-counts", "1", "2", "--kinds", "heterogeneous"]
+    argv += ["--modes", "sync-default", "sync-threads", "async", "--delay-ms", "0.1"]
+    assert async_compare.main([*argv, "--out", str(out)]) == 0
+    runs = json.loads((out / "async_compare.json").read_text())["heterogeneous"]
+    assert [(r["actors"], r["mode"]) for r in runs] == [
+        (n, mode) for n in (1, 2) for mode in ("sync-default", "sync-threads", "async")
+    ]
+    assert all(r["steps"] >= 64 and r["cpu_s"] > 0 for r in runs)
+    assert runs[0]["actor_mode"] == "inprocess"
+    printed = capsys.readouterr().out
+    assert "| heterogeneous | sync-default | 2 |" in printed
+    # the paired ratios: the async trainer against both synchronous references, per count
+    for n in (1, 2):
+        for reference in ("sync-default", "sync-threads"):
+            assert f"| heterogeneous | {n} | async | {reference} |" in printed
+    assert (out / "async_compare.png").stat().st_size > 0
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(240)
+def test_ray_actors_run_beside_a_thread_reference_once(capsys):
+    pytest.importorskip("ray")
+    argv = ["--steps", "64", "--actors", "2", "--kinds", "uniform", "--modes", "sync-threads"]
+    argv += ["async", "--actor-modes", "thread", "ray", "--sync-actor-modes", "thread"]
+    assert async_compare.main(argv) == 0
+    runs = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
+    assert [(r["mode"], r["actor_mode"]) for r in runs] == [
+        ("sync-threads", "thread"),
+        ("async", "thread"),
+        ("async", "ray"),
+    ]
+    assert runs[2]["cpu_s"] > 0  # the Ray actors' processes are counted
+
+
+def test_tree_cpu_seconds_counts_this_process():
+    before = async_compare.tree_cpu_seconds()
+    sum(i * i for i in range(2_000_000))
+    assert async_compare.tree_cpu_seconds() > before
