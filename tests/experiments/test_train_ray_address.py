@@ -60,4 +60,5 @@ def test_an_address_nothing_answers_at_is_refused(mode, capsys):
 def test_address_needs_the_ray_backend(capsys):
     argv = ["train", "--mode", "async", "--address", "127.0.0.1:6379", *SMALL]
     assert main(argv) == 2
-    assert "--address: expected --backend ray, actual --backend inprocess" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--address: expected --backend ray, actual --backend inprocess" in err
