@@ -15,6 +15,9 @@ API in brief::
 
 * :mod:`~fleetgym.agents.inference.model`: what is served (:class:`ModelSpec`: the fixed
   per-request layout; :class:`ActorCriticModel` for the workloads' policies).
+* :mod:`~fleetgym.agents.inference.token_model`: ``TokenPolicyModel``, a token policy
+  served (batched autoregressive decoding of ``K D`` tokens per request, KV cache, the
+  learner's restricted distribution).
 * :mod:`~fleetgym.agents.inference.batching`: the batching rule and the adaptive wait.
 * :mod:`~fleetgym.agents.inference.server`: the server thread and in-process clients.
 * :mod:`~fleetgym.agents.inference.transport` and :mod:`~fleetgym.agents.inference.remote`:

@@ -14,6 +14,12 @@
   environment runs in a worker process.
 * :mod:`~fleetgym.agents.learners.asynchronous.ray_actor`: actor slots as Ray actors on a
   Ray cluster (joined or started), weights through Ray's object store.
+* :mod:`~fleetgym.agents.learners.asynchronous.token_trainer`: ``TokenAsyncPPO``, the
+  token policy trained through AsyncPPO's loop (ratio level token / action / chunk, every
+  loss), its actors acting locally or through the inference server;
+  :mod:`~fleetgym.agents.learners.asynchronous.token_learner` (its learner: TokenPPO's
+  update on lagged trajectories) and
+  :mod:`~fleetgym.agents.learners.asynchronous.token_actor` (its actor slots).
 """
 
 from __future__ import annotations

@@ -46,6 +46,25 @@ def test_cached_decoding_matches_the_teacher_forced_pass(kind, value_head):
     assert torch.all(ev.entropy > 0) and torch.all(ev.entropy <= np.log(256) + 1e-9)
 
 
+@pytest.mark.parametrize("kind", ["tiny", "llama"])
+def test_uniform_draws_pick_the_inverse_cdf_bin(kind):
+    policy = _policy(kind)
+    obs = torch.randn(4, 11)
+    low = policy.act(obs, uniforms=torch.zeros(4, 3))
+    high = policy.act(obs, uniforms=torch.full((4, 3), 1.0 - 1e-12))
+    again = policy.act(obs, uniforms=torch.full((4, 3), 0.5))
+    assert torch.equal(again.tokens, policy.act(obs, uniforms=torch.full((4, 3), 0.5)).tokens)
+    # u = 0 takes the first bin of nonzero mass, u -> 1 the last one (clamped into the window).
+    assert int(low.tokens.min()) >= VOCAB - 256 and int(high.tokens.max()) <= VOCAB - 1
+    # The first token sees the same distribution in all three: its bin grows with u.
+    first = [s.tokens[:, 0, 0] for s in (low, again, high)]
+    assert bool((first[0] <= first[1]).all() and (first[1] <= first[2]).all())
+    ev = policy.evaluate(obs, again.tokens)
+    assert torch.allclose(ev.log_probs, again.log_probs, atol=1e-5)
+    with pytest.raises(ValueError, match=r"uniforms: expected shape \(4, 3\), actual \(4, 2\)"):
+        policy.act(obs, uniforms=torch.zeros(4, 2))
+
+
 def test_sampling_and_evaluation_share_one_softmax(monkeypatch):
     policy = _policy()
     calls = []

@@ -92,6 +92,17 @@ def test_the_server_batches_several_actors_decisions():
     model.close()
 
 
+def test_a_llama_backbone_trains_through_the_server():
+    pytest.importorskip("transformers")
+    model = TokenAsyncPPO(
+        "Hopper-v5", inference="server", backbone="llama", n_actors=2, steps_per_actor=8,
+        seed=0, **TINY,
+    )  # fmt: skip
+    model.learn(32)
+    assert model.num_timesteps >= 32 and np.isfinite(model.history[-1].stats.loss)
+    model.close()
+
+
 def test_without_threads_a_seed_is_deterministic():
     runs = []
     for _ in range(2):
