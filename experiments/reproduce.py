@@ -8,7 +8,12 @@ Runs, in order:
 2. the actor-scheduling comparison
    (:func:`fleetgym.experiments.schedule.compare.quick_scheduler_report`): the shipped
    learned scheduler against every baseline, with the actors-per-round and time-cost
-   plots.
+   plots;
+3. AcceRL's asynchronous training (:mod:`fleetgym.experiments.async_compare`,
+   :mod:`fleetgym.experiments.lag_sweep`): asynchronous against synchronous PPO on the
+   long-tail workload whose actors wait (env steps/s, wall time to the target, learner
+   utilisation), and final return against an injected policy lag (the lag sweep's quick
+   grid).
 
 Each part writes into its own folder under ``--out``; ``report.md`` links them all.
 ``--full`` runs the paper-scale versions (hours on a laptop).
@@ -17,6 +22,7 @@ Each part writes into its own folder under ``--out``; ``report.md`` links them a
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -24,7 +30,20 @@ from typing import Any
 from fleetgym.experiments.argtypes import UsageError, check_output_dir, output_path
 from fleetgym.experiments.calf import experiment as calf_experiment
 
-PARTS = ("calf", "schedule")
+PARTS = ("calf", "schedule", "accerl")
+#: The ``accerl`` part's budgets: the comparison's workloads, seeds and env-step budget
+#: (runs stop at the target), and the lag sweep's arguments.
+ACCERL_SCALES: dict[str, dict[str, Any]] = {
+    "quick": dict(
+        kinds=["heterogeneous"], seeds=1, steps=150_000, lag_sweep=["--quick", "--jobs", "2"]
+    ),
+    "full": dict(
+        kinds=["heterogeneous", "uniform"],
+        seeds=5,
+        steps=150_000,
+        lag_sweep=["--seeds", "3", "--steps", "9600", "--jobs", "2"],
+    ),
+}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -125,12 +144,76 @@ def _run_schedule(out: Path, full: bool, progress: bool) -> list[str]:
     return lines
 
 
+def _body(md: Path) -> list[str]:
+    """A part's Markdown, its own title dropped and its headings one level down."""
+    lines = md.read_text().splitlines()
+    if lines and lines[0].startswith("# "):
+        lines = lines[1:]
+    return [("##" + line) if line.startswith("#") else line for line in lines]
+
+
+def _run_accerl(out: Path, full: bool, progress: bool) -> list[str]:
+    from fleetgym.experiments import async_compare, lag_sweep
+    from fleetgym.experiments.overlap_report import paired_ratios
+
+    scale = ACCERL_SCALES["full" if full else "quick"]
+    rel = out.relative_to(out.parent).as_posix()
+    compare = [
+        "--kinds", *scale["kinds"], "--seeds", str(scale["seeds"]), "--steps",
+        str(scale["steps"]), "--actors", "8", "--modes", "sync-default", "sync-threads",
+        "async", "--out", str(out / "overlap"),
+    ]  # fmt: skip
+    async_compare.main(compare)
+    results = json.loads((out / "overlap" / "async_compare.json").read_text())
+    lines = [
+        "## Asynchronous training (AcceRL): overlap on the long tail, and policy lag",
+        "",
+        "Actors that wait: CartPole-v1 whose env steps each sleep a log-normal delay drawn "
+        "once per actor (median 1 ms, sigma 1; `heterogeneous`), 8 actors x 128 env steps "
+        "per rollout, one update per 8 rollouts, every run until the target 475 (mean "
+        f"return of the last 100 episodes) or {scale['steps']:,} env steps, "
+        f"{scale['seeds']} seed(s). `sync-default` is what `fleetgym train` runs by default "
+        "(in-process lockstep fleet); `sync-threads` the same actor threads as `async`, "
+        "waiting for every update; `async` is AsyncPPO (PPO-clip, `max_policy_lag=4`).",
+        "",
+        "Command: `python -m fleetgym.experiments.async_compare " + " ".join(compare[:-2]) + "`",
+        "",
+        *_body(out / "overlap" / "async_compare.md"),
+        "",
+    ]
+    for kind, runs in results.items():
+        for reference in ("sync-default", "sync-threads"):
+            ratios = paired_ratios(runs, "async", reference, 8)
+            if ratios["wall"]:
+                lines.append(
+                    f"- {kind}: async reached the target in {min(ratios['wall']):.2f}-"
+                    f"{max(ratios['wall']):.2f}x less wall time than {reference} "
+                    f"({len(ratios['wall'])} paired seed(s))."
+                )
+    lines += ["", f"![async against sync]({rel}/overlap/async_compare.png)", ""]
+    parser = argparse.ArgumentParser()
+    lag_sweep.configure(parser)
+    sweep = ["--env", "CartPole-v1", *scale["lag_sweep"], "--out", str(out / "lag")]
+    lag_sweep.run(parser.parse_args(sweep))
+    lines += [
+        "### Final return against an injected policy lag",
+        "",
+        "Command: `fleetgym lag-sweep " + " ".join(sweep[:-2]) + "`",
+        "",
+        *_body(out / "lag" / "lag_sweep.md"),
+        "",
+        f"![final return against the injected lag]({rel}/lag/lag_sweep.png)",
+        "",
+    ]
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the selected parts and write ``report.md``."""
     parts = _parts(args.only)
     out = check_output_dir("--out", args.out)
     progress = not args.no_progress
-    runners = {"calf": _run_calf, "schedule": _run_schedule}
+    runners = {"calf": _run_calf, "schedule": _run_schedule, "accerl": _run_accerl}
     scale = "full" if args.full else "quick"
     report = [
         f"# fleetgym reproduce ({scale})",
