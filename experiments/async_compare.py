@@ -246,6 +246,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument(
+        "--merge",
+        nargs="+",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="train nothing: combine the async_compare.json of these earlier runs (e.g. a "
+        "sweep run in parts) into one set of tables and one figure in --out",
+    )
+    parser.add_argument(
         "--actor-modes",
         nargs="+",
         choices=ACTOR_MODES,
@@ -272,6 +281,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.proximal_clip and args.loss != "ppo":
         parser.error(f"--proximal-clip: expected --loss ppo, actual {args.loss}")
+    if args.merge:
+        if args.out is None:
+            parser.error("--merge: expected --out DIR for the combined tables and figure")
+        return _write(merge(args.merge), args.out, args.workload)
     counts = args.actor_counts or [args.actors]
     sync_actor_modes = args.sync_actor_modes or args.actor_modes
     if min(counts) < 1:
@@ -310,16 +323,37 @@ def main(argv: list[str] | None = None) -> int:
             )
             results.setdefault(kind, []).append(run)
             print(json.dumps({"workload": kind, **run}), flush=True)
+    return _write(results, args.out, args.workload)
+
+
+def merge(folders: list[Path]) -> dict[str, list[dict[str, Any]]]:
+    """The runs of several earlier comparisons (their ``async_compare.json``), by workload.
+
+    Raises:
+        FileNotFoundError: If a folder has no ``async_compare.json``.
+    """
+    merged: dict[str, list[dict[str, Any]]] = {}
+    for folder in folders:
+        path = folder / "async_compare.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"--merge: expected {path}, actual no such file")
+        for kind, runs in json.loads(path.read_text()).items():
+            merged.setdefault(kind, []).extend(runs)
+    return merged
+
+
+def _write(results: dict[str, list[dict[str, Any]]], out: Path | None, workload: str) -> int:
+    """Print the tables; with ``out``, also write them, the runs (JSON) and the figure."""
     lines = table(results)
     ratios = ratio_table(results)
     if ratios:
         lines += ["", *ratios]
     print("\n".join(lines))
-    if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "async_compare.md").write_text("\n".join(lines) + "\n")
-        (args.out / "async_compare.json").write_text(json.dumps(results, indent=1))
-        figure(results, args.out / "async_compare.png", args.workload)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "async_compare.md").write_text("\n".join(lines) + "\n")
+        (out / "async_compare.json").write_text(json.dumps(results, indent=1))
+        figure(results, out / "async_compare.png", workload)
     return 0
 
 

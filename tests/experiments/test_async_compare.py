@@ -114,3 +114,21 @@ def test_tree_cpu_seconds_counts_this_process():
     before = async_compare.tree_cpu_seconds()
     sum(i * i for i in range(2_000_000))
     assert async_compare.tree_cpu_seconds() > before
+
+
+def test_merge_combines_earlier_runs(tmp_path, capsys):
+    run = dict(mode="async", actor_mode="thread", inference="local", seed=0, steps=10)
+    run.update(wall_s=1.0, steps_per_s=10.0, learner_utilisation=0.9, cpu_s=1.0)
+    run.update(final_return=500.0, reached_target=True)
+    for name, actors in (("a", 8), ("b", 16)):
+        (tmp_path / name).mkdir()
+        body = {"heterogeneous": [dict(run, actors=actors)]}
+        (tmp_path / name / "async_compare.json").write_text(json.dumps(body))
+    argv = ["--merge", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "all")]
+    assert async_compare.main(argv) == 0
+    merged = json.loads((tmp_path / "all" / "async_compare.json").read_text())
+    assert [r["actors"] for r in merged["heterogeneous"]] == [8, 16]
+    assert "| heterogeneous | async | 16 |" in capsys.readouterr().out
+    assert (tmp_path / "all" / "async_compare.png").is_file()
+    with pytest.raises(FileNotFoundError, match="expected .*async_compare.json"):
+        async_compare.main(["--merge", str(tmp_path / "none"), "--out", str(tmp_path / "x")])
