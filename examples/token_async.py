@@ -1,6 +1,6 @@
 """The token policy trained through AsyncPPO with the inference server, next to the MLP policy.
 
-Trains, per seed, :class:`fleetgym.agents.learners.asynchronous.AsyncPPO` (the workload's
+Trains, per seed, :class:`fleetgym.agents.learners.asynchronous.trainer.AsyncPPO` (the workload's
 MLP Gaussian or categorical policy) and
 :class:`fleetgym.agents.learners.asynchronous.token_trainer.TokenAsyncPPO` (a causal
 transformer emitting one token per action dimension, slim head, ``--chunk`` actions per
@@ -10,8 +10,11 @@ decision) on the same workload, actor threads acting through one in-process
 forward time and latency, the learner's utilisation, the process's CPU seconds and the
 last mean return. Writes ``runs.csv``, ``summary.md`` and ``throughput.png``.
 
-    nice -n 10 python examples/token_async.py --env Hopper-v5 --steps 8192 --actors 4 \
+    nice -n 10 python examples/token_async.py --env Hopper-v5 --steps 16384 --actors 4 \
         --seeds 0 1 2 3 4 --out fleetgym-out/token_async_hopper
+    # the learner light (one epoch each), so that collection and serving set the pace:
+    nice -n 10 python examples/token_async.py --env Hopper-v5 --steps 16384 --actors 4 \
+        --epochs 1 --mlp-epochs 1 --seeds 0 1 2 3 4 --out fleetgym-out/token_async_hopper_e1
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ def run(kind: str, args: argparse.Namespace, seed: int) -> dict:
         max_policy_lag=args.max_policy_lag, seed=seed,
     )  # fmt: skip
     if kind == "mlp":
-        model = AsyncPPO(args.env, **common)
+        epochs = {} if args.mlp_epochs is None else {"epochs": args.mlp_epochs}
+        model = AsyncPPO(args.env, **common, **epochs)
     else:
         model = TokenAsyncPPO(
             args.env, ratio_level=args.ratio_level, chunk=args.chunk, hidden_size=args.hidden,
@@ -69,7 +73,8 @@ def run(kind: str, args: argparse.Namespace, seed: int) -> dict:
 def summarise(rows: list[dict], args: argparse.Namespace) -> str:
     lines = [
         f"{args.env}, {args.actors} actor threads through one inference server, "
-        f"{args.steps} env steps per run, {len(args.seeds)} seeds (mean +- std)",
+        f"{args.steps} env steps per run, {len(args.seeds)} seeds (mean +- std); token "
+        f"epochs {args.epochs}, MLP epochs {args.mlp_epochs or 'the workload default'}",
         "",
         "| policy | env steps/s | mean server batch | forward ms | latency p50 / p99 ms "
         "| learner util. | CPU s per run | last mean return |",
@@ -144,6 +149,7 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=32000)
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--minibatch", type=int, default=128)
+    parser.add_argument("--mlp-epochs", type=int, help="the MLP's epochs (default: the workload's)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--out", type=Path, default=Path("fleetgym-out/token_async"))
     args = parser.parse_args()
