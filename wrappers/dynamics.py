@@ -280,13 +280,18 @@ class MujocoStateDynamics:
         return np.asarray(sim._get_obs(), dtype=np.float64)
 
 
-def true_dynamics(env: gym.Env[Any, Any]) -> CartPoleDynamics | MujocoStateDynamics:
-    """The env's own dynamics as a predictor: CartPole's equations or a MuJoCo twin.
+def true_dynamics(env: gym.Env[Any, Any]) -> Any:
+    """The env's own dynamics as a predictor: CartPole's equations, a MuJoCo twin, or a
+    fixed-layout MiniGrid task's (:class:`~fleetgym.wrappers.grid_dynamics.MiniGridStateDynamics`).
 
     Raises:
-        UnsupportedSpaceError: For an env that is neither.
+        UnsupportedSpaceError: For an env that is none of these.
     """
     inner = env.unwrapped
+    if type(inner).__module__.startswith("minigrid."):
+        from fleetgym.wrappers.grid_dynamics import MiniGridStateDynamics
+
+        return MiniGridStateDynamics.from_env(env)
     if all(hasattr(inner, name) for name in _CONSTANTS) or (
         getattr(inner, "remote_env_id", "") or ""
     ).startswith("CartPole"):
@@ -295,6 +300,6 @@ def true_dynamics(env: gym.Env[Any, Any]) -> CartPoleDynamics | MujocoStateDynam
         return MujocoStateDynamics.from_env(env)
     except UnsupportedSpaceError as error:
         raise UnsupportedSpaceError(
-            "predictor 'true-dynamics': expected a CartPole or a MuJoCo locomotion env "
-            f"({', '.join(_STATE_ENVS)}), actual {type(inner).__name__} ({error})"
+            "predictor 'true-dynamics': expected a CartPole, a MuJoCo locomotion env "
+            f"({', '.join(_STATE_ENVS)}) or a fixed-layout MiniGrid task, actual {type(inner).__name__} ({error})"
         ) from None

@@ -318,5 +318,5 @@ def test_mujoco_dynamics_refuse_envs_whose_obs_is_not_the_joint_state():
         MujocoStateDynamics("Hopper-v5", {"exclude_current_positions_from_observation": False})
     with pytest.raises(UnsupportedSpaceError, match="Ant"):
         MujocoStateDynamics("Ant-v5")
-    with pytest.raises(UnsupportedSpaceError, match="CartPole or a MuJoCo"):
+    with pytest.raises(UnsupportedSpaceError, match="CartPole, a MuJoCo"):
         PredictiveObservation(NetworkShimWrapper(gym.make("Pendulum-v1")), "true-dynamics")
