@@ -48,6 +48,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "real env steps to a target with and without a world model",
     ),
     "calibrate": ("fleetgym.experiments.calibrate", "measure a workload's compute model (cached)"),
+    "plan": ("fleetgym.experiments.plan.cli", "simulate the pipeline at scale (calibrated)"),
 }
 
 
