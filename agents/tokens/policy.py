@@ -211,7 +211,7 @@ class TokenPolicy(nn.Module):
                 bins = dist.argmax(-1)
             elif uniforms is not None:
                 cdf = dist.exp().cumsum(-1)
-                u = uniforms[:, j : j + 1].to(cdf.dtype)
+                u = uniforms[:, j : j + 1].to(cdf.dtype).contiguous()
                 top = self.tokenizer.num_bins - 1  # a CDF rounded below 1 < u
                 bins = torch.searchsorted(cdf, u, right=True)[:, 0].clamp(max=top)
             else:
