@@ -58,6 +58,19 @@ ASYNC_FIELDS = (
 class TokenActorSlots(AsyncActorSlots):
     """Actor slots of token actors; the inference server serves the token policy.
 
+    Models the actor side of :class:`TokenAsyncPPO`: AsyncActorSlots with the server's
+    model a :class:`~fleetgym.agents.inference.token_model.TokenPolicyModel` and each
+    served slot a :class:`~fleetgym.agents.learners.asynchronous.token_actor.TokenActor`.
+
+    Example:
+        >>> model = TokenAsyncPPO("CartPole-v1", inference="server", n_actors=2,
+        ...                       steps_per_actor=4, concurrent=False, hidden_size=16,
+        ...                       layers=1, heads=2, vocab_size=64, num_bins=16)
+        >>> model.slots.start_server()
+        >>> [len(t) for t in model.slots.next_batch(None)], model.slots.server.spec.output_names
+        ([4, 4], ('tokens', 'log_prob', 'value'))
+        >>> model.close()
+
     Args:
         policy: The learner's token policy (copied for the server, never shared).
         **kwargs: As :class:`~fleetgym.agents.learners.asynchronous.slots.AsyncActorSlots`.

@@ -103,6 +103,19 @@ def test_a_llama_backbone_trains_through_the_server():
     model.close()
 
 
+def test_injected_lag_tensorboard_and_larger_batches(tmp_path):
+    model = TokenAsyncPPO(
+        "CartPole-v1", n_actors=2, batch_trajectories=3, steps_per_actor=8, lag_injection=1,
+        max_policy_lag=1, concurrent=False, tensorboard_log=tmp_path / "tb", seed=0, **TINY,
+    )  # fmt: skip
+    model.learn(72)
+    assert [r.stats.num_samples for r in model.history] == [24, 24, 24]
+    # Actors act with the weights from one update ago: lag 1 from the second update on.
+    assert [r.stats.lag_max for r in model.history] == [0, 1, 1]
+    assert any((tmp_path / "tb").iterdir())
+    model.close()
+
+
 def test_without_threads_a_seed_is_deterministic():
     runs = []
     for _ in range(2):
