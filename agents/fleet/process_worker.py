@@ -276,14 +276,22 @@ def _served_rollouts(
         # different sizes must always find a contiguous run of free slots.
         client = _CLIENTS[address] = RemoteClient(address, slots=2 * len(actors) + 2)
     cpu_started, started = time.process_time(), time.perf_counter()
-    # An actor may wrap the RolloutWorker the served rollout steps (``served_worker``) and
-    # finish its trajectory afterwards (``finish``: e.g. relabel it, attach s_n).
-    workers = [getattr(actor, "served_worker", actor) for actor in actors]
-    served = served_rollout(workers, client, spec["steps"], spec["policy_version"], spec["groups"])
-    trajectories: list[Trajectory] = [
-        actor.finish(traj) if hasattr(actor, "finish") else traj
-        for actor, traj in zip(actors, served, strict=True)
-    ]
+    trajectories: list[Trajectory]
+    if all(callable(getattr(actor, "served_rollout", None)) for actor in actors):
+        # Actors with a served loop of their own (a token policy's) step themselves.
+        steps, version = spec["steps"], spec["policy_version"]
+        trajectories = [actor.served_rollout(client, steps, version) for actor in actors]
+    else:
+        # An actor may wrap the RolloutWorker the served rollout steps (``served_worker``)
+        # and finish its trajectory afterwards (``finish``: e.g. relabel it, attach s_n).
+        workers = [getattr(actor, "served_worker", actor) for actor in actors]
+        served = served_rollout(
+            workers, client, spec["steps"], spec["policy_version"], spec["groups"]
+        )
+        trajectories = [
+            actor.finish(traj) if hasattr(actor, "finish") else traj
+            for actor, traj in zip(actors, served, strict=True)
+        ]
     share = 1.0 / len(actors)
     wall = (time.perf_counter() - started) * share
     cpu = (time.process_time() - cpu_started) * share

@@ -13,16 +13,20 @@ behaviour log-probabilities the server answers are the learner's at the same wei
 to float rounding, so importance ratios start at 1 (tested).
 
 Request layout (fixed, so remote clients use shared-memory slots): ``obs`` is one float32
-row ``[observation (obs_dim), step, instruction ids (L)]`` (:func:`pack_token_request`;
+row ``[raw observation (obs_dim), step, instruction ids (L)]`` (:func:`pack_token_request`;
 ids are integers below ``2**24``, exact in float32); ``noise`` is ``K D`` uniforms in
-``[0, 1)``; the answer is ``tokens`` ``(K, D)`` int64, ``log_prob`` ``(K, D)`` float32 and
-``value`` float32: the value head reads the hidden states that emit the tokens, so a
-value is that of the decision sampled with the request's noise (a bootstrap request
-draws its noise as any other).
+``[0, 1)``; the answer is ``tokens`` ``(K, D)`` int64, ``log_prob`` ``(K, D)`` float32,
+``value`` float32 and ``policy_obs`` ``(obs_dim,)`` float32, the normalised observation the
+policy saw (what a learner re-evaluates). The value head reads the hidden states that emit
+the tokens, so a value is that of the decision sampled with the request's noise (a
+bootstrap request draws its noise as any other).
 
-Weights are the policy's ``state_dict`` as numpy arrays (:func:`token_policy_weights`);
-keys under :data:`OBS_STATS_PREFIX` (the observation statistics a trainer publishes with
-them, applied by the actors) are not the network's and are skipped when loading.
+Weights are the policy's ``state_dict`` as numpy arrays (:func:`token_policy_weights`),
+optionally with the observation statistics under :data:`OBS_STATS_PREFIX` (``mean`` and
+``var``, what a trainer publishes with them): with them the model standardises each
+observation and clips it to ``[-OBS_CLIP, OBS_CLIP]`` (:func:`normalize_obs`), without them
+it passes the observation through. The statistics thus change with the weights, between
+batches, and every actor (local or served, thread or process) sees the same ones.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import numpy as np
 
 from fleetgym.agents.inference.batching import check_device
 from fleetgym.agents.inference.model import ArraySpec, ModelSpec
+from fleetgym.agents.rollout.token_rollout import OBS_CLIP
 from fleetgym.agents.types import Weights
 from fleetgym.validation import quote
 
@@ -40,6 +45,27 @@ from fleetgym.validation import quote
 OBS_STATS_PREFIX = "obs_rms."
 #: Instruction ids travel as float32, exact below this bound.
 MAX_INSTRUCTION_ID = 2**24
+
+
+def obs_statistics(weights: Weights) -> tuple[np.ndarray, np.ndarray] | None:
+    """The ``(mean, var)`` published with ``weights``, or ``None`` (no normalisation)."""
+    mean = weights.get(OBS_STATS_PREFIX + "mean")
+    var = weights.get(OBS_STATS_PREFIX + "var")
+    return None if mean is None or var is None else (np.asarray(mean), np.asarray(var))
+
+
+def normalize_obs(raw: np.ndarray, stats: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+    """``raw`` as the policy sees it: standardised and clipped (float32), or as is.
+
+    Example:
+        >>> normalize_obs(np.array([3.0, 1e9]), (np.ones(2), np.full(2, 4.0)))
+        array([ 1., 10.], dtype=float32)
+    """
+    raw = np.asarray(raw, np.float64)
+    if stats is None:
+        return raw.astype(np.float32)
+    scaled = (raw - stats[0]) / np.sqrt(stats[1] + 1e-8)
+    return np.clip(scaled, -OBS_CLIP, OBS_CLIP).astype(np.float32)
 
 
 def token_policy_weights(policy: Any) -> Weights:
@@ -134,8 +160,8 @@ class TokenPolicyModel:
         >>> model = TokenPolicyModel(TokenPolicy(net, tok, obs_dim=4, chunk=2))
         >>> request = pack_token_request(np.zeros((5, 4)), np.zeros(5))
         >>> out = model.forward(request, np.full((5, 6), 0.5))
-        >>> out["tokens"].shape, out["log_prob"].shape, out["value"].shape
-        ((5, 2, 3), (5, 2, 3), (5,))
+        >>> out["tokens"].shape, out["log_prob"].shape, out["value"].shape, out["policy_obs"].shape
+        ((5, 2, 3), (5, 2, 3), (5,), (5, 4))
 
     Args:
         policy: The token policy (its current weights are served until the next swap).
@@ -162,27 +188,46 @@ class TokenPolicyModel:
                 ("tokens", ArraySpec((k, d), "<i8")),
                 ("log_prob", ArraySpec((k, d), "<f4")),
                 ("value", ArraySpec((), "<f4")),
+                ("policy_obs", ArraySpec((self._obs_dim,), "<f4")),
             ),
         )
+        #: The observation statistics in force (``None``: observations pass through).
+        self.stats: tuple[np.ndarray, np.ndarray] | None = None
 
     def load_weights(self, weights: Weights) -> None:
-        """Load numpy weights (see :func:`load_token_policy_weights`)."""
+        """Load numpy weights (see :func:`load_token_policy_weights`) and their statistics.
+
+        Raises:
+            ValueError: If the statistics are not of the observation's length.
+        """
+        stats = obs_statistics(weights) if isinstance(weights, dict) else None
+        if stats is not None and {stats[0].shape, stats[1].shape} != {(self._obs_dim,)}:
+            raise ValueError(
+                f"weights: expected observation statistics of shape ({self._obs_dim},), "
+                f"actual {stats[0].shape} and {stats[1].shape}"
+            )
         load_token_policy_weights(self.policy, weights)
+        self.stats = stats
 
     def forward(self, obs: np.ndarray, noise: np.ndarray) -> dict[str, np.ndarray]:
         """Decode one decision per request: ``K D`` tokens with the KV cache."""
         import torch
 
-        x = torch.from_numpy(np.ascontiguousarray(obs, np.float32)).to(self.device)
         o = self._obs_dim
-        instruction = x[:, o + 1 :].round().long() if self._length else None
+        seen = normalize_obs(obs[:, :o], self.stats)
+        rest = torch.from_numpy(np.ascontiguousarray(obs[:, o:], np.float32)).to(self.device)
+        instruction = rest[:, 1:].round().long() if self._length else None
         uniforms = torch.from_numpy(np.ascontiguousarray(noise, np.float64)).to(self.device)
         with torch.inference_mode():
-            sample = self.policy.act(x[:, :o], instruction, step=x[:, o], uniforms=uniforms)
+            sample = self.policy.act(
+                torch.from_numpy(seen).to(self.device), instruction, step=rest[:, 0],
+                uniforms=uniforms,
+            )  # fmt: skip
         return {
             "tokens": sample.tokens.cpu().numpy().astype(np.int64),
             "log_prob": sample.log_probs.cpu().numpy().astype(np.float32),
             "value": sample.values.cpu().numpy().astype(np.float32),
+            "policy_obs": seen,
         }
 
 
@@ -190,6 +235,8 @@ __all__ = [
     "OBS_STATS_PREFIX",
     "TokenPolicyModel",
     "load_token_policy_weights",
+    "normalize_obs",
+    "obs_statistics",
     "pack_token_request",
     "token_policy_weights",
 ]

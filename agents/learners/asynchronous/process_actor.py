@@ -44,7 +44,9 @@ class _SlotActor:
     """Inside the worker: the slot's actor, labelled slot 0 of its one-slot fleet.
 
     With an inference server the worker steps :attr:`served_worker` itself (its actions come
-    from the server) and hands the trajectory to :meth:`finish`.
+    from the server) and hands the trajectory to :meth:`finish`, or, for an actor with a
+    served loop of its own (``served_rollout(client, steps, version)``: a token actor), runs
+    that loop.
     """
 
     def __init__(self, actor: Any) -> None:
@@ -65,6 +67,15 @@ class _SlotActor:
 
     def rollout(self, weights: Weights, steps: int, policy_version: int) -> Trajectory:
         return self.finish(self.actor.rollout(weights, steps, policy_version))
+
+    @property
+    def served_rollout(self) -> Any:
+        """The slot actor's own served loop, finished (``None`` if it has none: the worker
+        then steps :attr:`served_worker` through the fleet's served rollout)."""
+        own = getattr(self.actor, "served_rollout", None)
+        if own is None:
+            return None
+        return lambda client, steps, version: self.finish(own(client, steps, version))
 
 
 class _ServedSlotFleet(ProcessFleet):

@@ -12,11 +12,12 @@ generator and the token is the inverse CDF of the restricted distribution at tha
 so an actor's tokens do not depend on where they were decoded (up to float rounding of
 the batch).
 
-Observations are normalised on the actor with the statistics published with the weights
-(keys under :data:`~fleetgym.agents.inference.token_model.OBS_STATS_PREFIX`): the
-trajectory keeps both the normalised observation the policy saw (what the learner
-re-evaluates, so ratios start at 1) and the raw one (what the learner folds into the next
-statistics).
+Observations are normalised where the tokens are decoded, by the
+:class:`~fleetgym.agents.inference.token_model.TokenPolicyModel` (local or the server's),
+with the statistics published with the weights; the trajectory keeps both the normalised
+observation the policy saw (the model's ``policy_obs``: what the learner re-evaluates, so
+ratios start at 1) and the raw one (what the learner folds into the next statistics).
+A local actor runs the same model class the server runs, on its own copy of the weights.
 
 Seeding: slot ``i`` of a trainer seeded ``s``, incarnation ``k``, builds its env and
 generator from ``SeedSequence([s, i, k])``, as
@@ -30,20 +31,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import torch
 
-from fleetgym.agents.inference.token_model import (
-    OBS_STATS_PREFIX,
-    load_token_policy_weights,
-    pack_token_request,
-)
+from fleetgym.agents.inference.token_model import TokenPolicyModel, pack_token_request
 from fleetgym.agents.learners.token_ppo import TokenPPOConfig, build_token_policy
-from fleetgym.agents.rollout.token_rollout import (
-    OBS_CLIP,
-    ObservationAdapter,
-    env_action,
-    token_env_spec,
-)
+from fleetgym.agents.rollout.token_rollout import ObservationAdapter, env_action, token_env_spec
 from fleetgym.agents.types import Trajectory, Weights
 from fleetgym.agents.workloads import Workload
 
@@ -67,22 +58,6 @@ class TokenTrajectory(Trajectory):
     policy_versions: np.ndarray | None = None
 
 
-def obs_statistics(weights: Weights) -> tuple[np.ndarray, np.ndarray] | None:
-    """The ``(mean, var)`` published with ``weights``, or ``None`` (no normalisation)."""
-    mean = weights.get(OBS_STATS_PREFIX + "mean")
-    var = weights.get(OBS_STATS_PREFIX + "var")
-    return None if mean is None or var is None else (np.asarray(mean), np.asarray(var))
-
-
-def normalize_obs(raw: np.ndarray, stats: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
-    """``raw`` as the policy sees it: standardised and clipped (float32), or as is."""
-    raw = np.asarray(raw, np.float64)
-    if stats is None:
-        return raw.astype(np.float32)
-    scaled = (raw - stats[0]) / np.sqrt(stats[1] + 1e-8)
-    return np.clip(scaled, -OBS_CLIP, OBS_CLIP).astype(np.float32)
-
-
 class TokenActor:
     """One asynchronous actor slot stepping its env with a token policy.
 
@@ -94,7 +69,7 @@ class TokenActor:
         >>> from fleetgym.agents.workloads import get_workload
         >>> cfg = TokenPPOConfig(hidden_size=16, layers=1, heads=2, vocab_size=64, num_bins=8)
         >>> actor = TokenActor(get_workload("CartPole-v1"), 0, 0, 0, config=cfg)
-        >>> weights = {k: v.detach().numpy() for k, v in actor.policy.state_dict().items()}
+        >>> weights = {k: v.detach().numpy() for k, v in actor.local_model().policy.state_dict().items()}
         >>> traj = actor.rollout(weights, 16, policy_version=3)
         >>> traj.actions.shape, traj.log_probs.shape, traj.env_steps, traj.policy_version
         ((16, 1, 1), (16, 1, 1), 16, 3)
@@ -108,7 +83,9 @@ class TokenActor:
         config: The token policy's sizes, chunk and discount (a
             :class:`~fleetgym.agents.learners.token_ppo.TokenPPOConfig`).
         client: An inference client of a server serving the token policy (``None``: the
-            actor builds a policy copy and loads the weights it is given).
+            actor decodes with its own :class:`TokenPolicyModel`, built at its first
+            local rollout, and loads the weights it is given; see also
+            :meth:`served_rollout`).
 
     Raises:
         TypeError: If ``config`` is not a TokenPPOConfig.
@@ -127,6 +104,7 @@ class TokenActor:
         if not isinstance(config, TokenPPOConfig):
             raise TypeError(f"config: expected a TokenPPOConfig, actual {type(config).__name__}")
         self.config, self.actor_id, self.client = config, actor_id, client
+        self._own_client = client is not None
         sequence = np.random.SeedSequence([int(seed), int(actor_id), int(incarnation)])
         env_seed, rng_seed = sequence.generate_state(2, np.uint32)
         self.seed = int(env_seed)
@@ -135,34 +113,30 @@ class TokenActor:
         self.spec = token_env_spec(self.env, config.num_bins, config.vocab_size)
         self.adapter = ObservationAdapter(self.env.observation_space)
         self.tokens_per_decision = config.chunk * self.spec.tokenizer.dims
-        self.policy = None
-        if client is None:
-            self.policy = build_token_policy(config, self.spec).eval()
+        self._model: TokenPolicyModel | None = None
         self._loaded: int | None = None
         self._raw, self._ids = self.adapter(self.env.reset(seed=self.seed)[0])
         self._t, self._return = 0, 0.0
 
+    def local_model(self) -> TokenPolicyModel:
+        """The actor's own model (built on first use, random weights until loaded)."""
+        if self._model is None:
+            self._model = TokenPolicyModel(build_token_policy(self.config, self.spec))
+        return self._model
+
     def _decide(
-        self, obs: np.ndarray, step: int, ids: np.ndarray | None, noise: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, float, int | None]:
-        """Tokens ``(K, D)``, their log-probs, the value and the answering version."""
-        if self.client is not None:
-            reply = self.client.infer(pack_token_request(obs[None], np.array([step]),
-                                                         None if ids is None else ids[None]),
-                                      noise[None])  # fmt: skip
-            out = reply.outputs
-            version = int(reply.policy_versions[0])
-            return out["tokens"][0], out["log_prob"][0], float(out["value"][0]), version
-        assert self.policy is not None
-        sample = self.policy.act(
-            torch.from_numpy(obs[None]),
-            None if ids is None else torch.from_numpy(ids[None]),
-            step=torch.full((1,), float(step)),
-            uniforms=torch.from_numpy(noise[None]),
+        self, raw: np.ndarray, step: int, ids: np.ndarray | None, noise: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], int | None]:
+        """One decision's answer (tokens, log-probs, value, the observation the policy saw)
+        and the answering version (``None`` when local)."""
+        request = pack_token_request(
+            raw[None], np.array([step]), None if ids is None else ids[None]
         )
-        return (
-            sample.tokens[0].numpy(), sample.log_probs[0].numpy(), float(sample.values[0]), None
-        )  # fmt: skip
+        if self.client is None:
+            out = self.local_model().forward(request, noise[None])
+            return {k: v[0] for k, v in out.items()}, None
+        reply = self.client.infer(request, noise[None])
+        return {k: v[0] for k, v in reply.outputs.items()}, int(reply.policy_versions[0])
 
     def _actions(self, tokens: np.ndarray) -> np.ndarray:
         """The ``K`` env actions ``(K, D)`` of one decision's tokens."""
@@ -171,15 +145,16 @@ class TokenActor:
         return np.asarray(self.spec.tokenizer.decode(tokens))
 
     def rollout(self, weights: Weights, steps: int, policy_version: int) -> TokenTrajectory:
-        """``steps`` decisions with ``weights`` (its observation statistics at least).
+        """``steps`` decisions: with ``weights`` locally, or through the client (whose
+        server holds the weights; ``weights`` is then ignored).
 
         Raises:
-            ValueError: If the env returns a non-finite observation or reward.
+            ValueError: If the env returns a non-finite observation or reward, or the
+                weights do not fit the policy.
         """
-        if self.policy is not None and self._loaded != policy_version:
-            load_token_policy_weights(self.policy, weights)
+        if self.client is None and self._loaded != policy_version:
+            self.local_model().load_weights(weights)
             self._loaded = policy_version
-        stats = obs_statistics(weights) if self.config.normalize_obs else None
         k, d, n = self.config.chunk, self.spec.tokenizer.dims, self.tokens_per_decision
         obs = np.zeros((steps, self.adapter.obs_dim), np.float32)
         raw_obs = np.zeros((steps, self.adapter.obs_dim))
@@ -194,12 +169,12 @@ class TokenActor:
         lengths: list[int] = []
         env_steps = 0
         for t in range(steps):
-            raw_obs[t], obs[t], step_index[t] = self._raw, normalize_obs(self._raw, stats), self._t
+            raw_obs[t], step_index[t] = self._raw, self._t
             if instructions is not None and self._ids is not None:
                 instructions[t] = self._ids
-            tokens[t], log_probs[t], values[t], version = self._decide(
-                obs[t], self._t, self._ids, self.rng.random(n)
-            )
+            out, version = self._decide(self._raw, self._t, self._ids, self.rng.random(n))
+            obs[t], tokens[t], log_probs[t] = out["policy_obs"], out["tokens"], out["log_prob"]
+            values[t] = out["value"]
             versions[t] = policy_version if version is None else version
             for j, action in enumerate(self._actions(tokens[t])):
                 observed, reward, term, trunc, _ = self.env.step(env_action(action, self.spec))
@@ -217,31 +192,34 @@ class TokenActor:
                     returns.append(self._return)
                     lengths.append(self._t)
                     if not term:  # the value of the cut-off observation bootstraps it
-                        truncation_values[t] = self._decide(
-                            normalize_obs(raw, stats), self._t, ids, self.rng.random(n)
-                        )[2]
+                        cut, _ = self._decide(raw, self._t, ids, self.rng.random(n))
+                        truncation_values[t] = cut["value"]
                     raw, ids = self.adapter(self.env.reset()[0])
                     self._t, self._return = 0, 0.0
                     break
             self._raw, self._ids = raw, ids
         # Bootstrap values read the hidden states of sampled tokens, as the learner's do.
-        last = self._decide(
-            normalize_obs(self._raw, stats), self._t, self._ids, self.rng.random(n)
-        )[2]
+        last, _ = self._decide(self._raw, self._t, self._ids, self.rng.random(n))
         return TokenTrajectory(
             obs=obs, actions=tokens, log_probs=log_probs, values=values, rewards=rewards,
             terminated=terminated, truncated=truncated, truncation_values=truncation_values,
-            last_value=last, episode_returns=returns, episode_lengths=lengths,
+            last_value=float(last["value"]), episode_returns=returns, episode_lengths=lengths,
             actor_id=self.actor_id, policy_version=policy_version, seed=self.seed,
             steps=step_index, raw_obs=raw_obs, instructions=instructions, env_steps=env_steps,
             policy_versions=versions if self.client is not None else None,
         )  # fmt: skip
 
+    def served_rollout(self, client: Any, steps: int, policy_version: int) -> TokenTrajectory:
+        """``steps`` decisions through ``client`` (a worker process's client of the
+        trainer's server, which this actor does not close)."""
+        self.client = client
+        return self.rollout({}, steps, policy_version)
+
     def close(self) -> None:
-        """Close the env (and the inference client)."""
-        if self.client is not None:
+        """Close the env (and the inference client it was built with)."""
+        if self._own_client and self.client is not None:
             self.client.close()
         self.env.close()
 
 
-__all__ = ["TokenActor", "TokenTrajectory", "normalize_obs", "obs_statistics"]
+__all__ = ["TokenActor", "TokenTrajectory"]

@@ -9,15 +9,15 @@ restarts, records and TensorBoard scalars) with three hooks filled in:
   ``loss`` ``"ppo"`` / ``"gipo"`` / ``"vtrace"``, through
   :func:`~fleetgym.agents.learners.losses.level_policy_loss`);
 * the actor slots build :class:`~fleetgym.agents.learners.asynchronous.token_actor.TokenActor`
-  actors, in threads or (``actors="process"``, local inference) in worker processes;
+  actors, in threads or (``actors="process"``) in worker processes;
 * with ``inference="server"`` the slots serve a
   :class:`~fleetgym.agents.inference.token_model.TokenPolicyModel`: the server batches the
   actors' decisions and decodes ``K D`` tokens per request with a KV cache, sampling the
   slim head's restricted distribution the learner recomputes.
 
 An update's ``total_steps`` counts env steps (``K`` per decision unless an episode ended
-inside a chunk). Not supported here: Ray actors, worker processes acting through the
-server, imagination, decoupled (proximal) clipping and value recomputation (see
+inside a chunk). Not supported here: Ray actors, imagination, decoupled (proximal)
+clipping and value recomputation (see
 :mod:`~fleetgym.agents.learners.asynchronous.token_learner`).
 """
 
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from fleetgym.agents.inference.token_model import TokenPolicyModel, load_token_policy_weights
+from fleetgym.agents.inference.token_model import TokenPolicyModel
 from fleetgym.agents.learners.asynchronous.slots import AsyncActorSlots
 from fleetgym.agents.learners.asynchronous.token_actor import TokenActor
 from fleetgym.agents.learners.asynchronous.token_learner import TokenLagLearner
@@ -68,7 +68,7 @@ class TokenActorSlots(AsyncActorSlots):
         ...                       layers=1, heads=2, vocab_size=64, num_bins=16)
         >>> model.slots.start_server()
         >>> [len(t) for t in model.slots.next_batch(None)], model.slots.server.spec.output_names
-        ([4, 4], ('tokens', 'log_prob', 'value'))
+        ([4, 4], ('tokens', 'log_prob', 'value', 'policy_obs'))
         >>> model.close()
 
     Args:
@@ -81,9 +81,9 @@ class TokenActorSlots(AsyncActorSlots):
         self._policy, self._config = policy, config
 
     def _served_model(self, weights: Weights) -> TokenPolicyModel:
-        policy = copy.deepcopy(self._policy)
-        load_token_policy_weights(policy, weights)
-        return TokenPolicyModel(policy)
+        model = TokenPolicyModel(copy.deepcopy(self._policy))
+        model.load_weights(weights)  # the network and the observation statistics
+        return model
 
     def _served_actor(self, slot: int, incarnation: int) -> TokenActor:
         client = self.server.connect(slots=1)
@@ -114,7 +114,8 @@ class TokenAsyncPPO(AsyncPPO):
         ratio_level: ``"token"``, ``"action"`` or ``"chunk"``.
         loss: ``"ppo"``, ``"gipo"`` or ``"vtrace"``.
         inference: ``"local"`` or ``"server"`` (the token policy served, batched).
-        actors: ``"thread"`` or ``"process"`` (``inference="local"`` only).
+        actors: ``"thread"`` or ``"process"`` (worker processes; with ``inference="server"``
+            they reach the server on a loopback socket, observations in shared memory).
         target_kl: ``"auto"`` (the loss's default), a number, or ``None`` (none).
         token_config: A whole :class:`~fleetgym.agents.learners.token_ppo.TokenPPOConfig`
             (its ``loss``, ``sigma`` and ``target_kl`` are replaced by this trainer's).
@@ -125,8 +126,8 @@ class TokenAsyncPPO(AsyncPPO):
             ``epochs`` ...).
 
     Raises:
-        ValueError: For an unknown ratio level, ``actors="ray"``, ``actors="process"``
-            with ``inference="server"``, or an AsyncPPO argument this trainer does not
+        ValueError: For an unknown ratio level, ``actors="ray"``, or an AsyncPPO argument
+            this trainer does not
             take (``imagination``, ``proximal_clip``, ``recompute_values``,
             ``actor_factory``); and as AsyncPPO and TokenPPOConfig.
         TypeError: For an unknown keyword, or ``token_config`` with token keywords.
@@ -144,11 +145,6 @@ class TokenAsyncPPO(AsyncPPO):
         **kwargs: Any,
     ) -> None:
         check_choice("actors", actors, ("thread", "process"))
-        if actors == "process" and inference == "server":
-            raise ValueError(
-                "inference: expected 'local' with actors='process' (token worker processes "
-                "act with their own policy copy), actual 'server'"
-            )
         refused = sorted(
             {"imagination", "proximal_clip", "recompute_values", "actor_factory"} & set(kwargs)
         )
@@ -175,7 +171,9 @@ class TokenAsyncPPO(AsyncPPO):
             base, ratio_level=ratio_level, loss=loss, sigma=kwargs.get("sigma", base.sigma),
             target_kl=kl,
         )  # fmt: skip
-        factory = functools.partial(TokenActor, config=self.token_config)
+        #: Builds a slot's TokenActor (in a worker process too: a picklable partial).
+        self.token_actor_factory = functools.partial(TokenActor, config=self.token_config)
+        factory = self.token_actor_factory
         super().__init__(
             workload, loss=loss, inference=inference, actors=actors, target_kl=target_kl,
             recompute_values=False, global_advantage_norm=False,
@@ -194,7 +192,8 @@ class TokenAsyncPPO(AsyncPPO):
         return TokenActorSlots(
             self.workload, self.seed, self.n_actors, self.steps_per_actor,
             self.batch_trajectories, self._behaviour, self.inference, self.actors,
-            self.actor_factory, ray_group, policy=self.learner.policy, config=self.token_config,
+            self.token_actor_factory, ray_group, policy=self.learner.policy,
+            config=self.token_config,
         )  # fmt: skip
 
     def predict(

@@ -11,11 +11,9 @@ import torch
 from fleetgym.agents.inference import InferenceServer
 from fleetgym.agents.inference.token_model import (
     OBS_STATS_PREFIX,
-    TokenPolicyModel,
-    load_token_policy_weights,
     token_policy_weights,
 )
-from fleetgym.agents.learners.asynchronous.token_actor import TokenActor, normalize_obs
+from fleetgym.agents.learners.asynchronous.token_actor import TokenActor
 from fleetgym.agents.learners.token_ppo import TokenPPOConfig
 from fleetgym.agents.workloads import get_workload
 
@@ -24,15 +22,18 @@ HOPPER = get_workload("Hopper-v5")
 
 
 def _weights(actor: TokenActor) -> dict:
-    return token_policy_weights(actor.policy)
+    return token_policy_weights(actor.local_model().policy)
 
 
 def test_local_and_served_actors_decode_the_same_tokens_with_the_learners_log_probs():
     local = TokenActor(HOPPER, 1, 0, 0, CFG)
     weights = _weights(local)
-    served_policy = TokenActor(HOPPER, 5, 0, 0, CFG).policy  # another copy, then the weights
-    load_token_policy_weights(served_policy, weights)
-    with InferenceServer(TokenPolicyModel(served_policy), max_batch=2, max_wait_ms=1.0) as server:
+    weights.update(
+        {OBS_STATS_PREFIX + "mean": np.full(11, 0.1), OBS_STATS_PREFIX + "var": np.full(11, 2.0)}
+    )
+    served_model = TokenActor(HOPPER, 5, 0, 0, CFG).local_model()  # another copy, then the weights
+    served_model.load_weights(weights)
+    with InferenceServer(served_model, max_batch=2, max_wait_ms=1.0) as server:
         served = TokenActor(HOPPER, 1, 0, 0, CFG, client=server.connect(slots=1))
         a = local.rollout(weights, 12, 4)
         b = served.rollout(weights, 12, 4)
@@ -42,8 +43,9 @@ def test_local_and_served_actors_decode_the_same_tokens_with_the_learners_log_pr
     assert a.policy_versions is None
     np.testing.assert_array_equal(a.actions, b.actions)
     np.testing.assert_allclose(a.log_probs, b.log_probs, atol=1e-5)
+    np.testing.assert_allclose(a.obs, b.obs)
     with torch.no_grad():
-        ev = local.policy.evaluate(
+        ev = local.local_model().policy.evaluate(
             torch.from_numpy(b.obs), torch.from_numpy(b.actions), step=torch.from_numpy(b.steps)
         )
     np.testing.assert_allclose(b.log_probs, ev.log_probs.numpy(), atol=1e-5)
@@ -72,7 +74,7 @@ def test_seeding_is_by_seed_slot_and_incarnation():
     for key in [(0, 0, 0), (0, 0, 0), (0, 1, 0), (0, 0, 1)]:
         actor = TokenActor(HOPPER, key[1], key[0], key[2], CFG)
         torch.manual_seed(0)
-        weights = token_policy_weights(TokenActor(HOPPER, 0, 0, 0, CFG).policy)
+        weights = _weights(TokenActor(HOPPER, 0, 0, 0, CFG))
         runs.setdefault(key, []).append(actor.rollout(weights, 8, 0).actions)
         actor.close()
     np.testing.assert_array_equal(*runs[(0, 0, 0)])
@@ -87,7 +89,9 @@ def test_published_statistics_normalise_the_observations():
     weights.update({OBS_STATS_PREFIX + "mean": mean, OBS_STATS_PREFIX + "var": var})
     traj = actor.rollout(weights, 4, 0)
     np.testing.assert_allclose(traj.obs, (traj.raw_obs - 0.5) / np.sqrt(4.0 + 1e-8), atol=1e-6)
-    np.testing.assert_array_equal(normalize_obs(np.full(2, 1e9), (np.zeros(2), np.ones(2))), 10.0)
+    bad = {**weights, OBS_STATS_PREFIX + "var": np.ones(3)}
+    with pytest.raises(ValueError, match=r"observation statistics of shape \(11,\)"):
+        actor.rollout(bad, 4, 1)
     actor.close()
 
 

@@ -129,14 +129,18 @@ def test_without_threads_a_seed_is_deterministic():
     assert all(torch.equal(a, b) for a, b in zip(runs[0][0], runs[1][0], strict=True))
 
 
-def test_worker_processes_collect_for_the_token_learner():
+@pytest.mark.parametrize("inference", ["local", "server"])
+def test_worker_processes_collect_for_the_token_learner(inference):
     model = TokenAsyncPPO(
-        "CartPole-v1", actors="process", n_actors=2, steps_per_actor=16, seed=0, **TINY
-    )
+        "Hopper-v5", actors="process", inference=inference, n_actors=2, steps_per_actor=16,
+        seed=0, **TINY,
+    )  # fmt: skip
     try:
         model.learn(64)
         assert model.num_timesteps >= 64 and model.actor_failures == 0
         assert all(np.isfinite(r.stats.loss) for r in model.history)
+        if inference == "server":
+            assert model.slots.server.metrics()["requests"] >= 64
     finally:
         model.close()
 
@@ -159,8 +163,6 @@ def test_save_writes_the_policy_the_learner_loads(tmp_path):
 def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="actors: expected one of"):
         TokenAsyncPPO("CartPole-v1", actors="ray", **TINY)
-    with pytest.raises(ValueError, match="expected 'local' with actors='process'"):
-        TokenAsyncPPO("CartPole-v1", actors="process", inference="server", **TINY)
     with pytest.raises(ValueError, match=r"expected none of \['imagination'\]"):
         TokenAsyncPPO("CartPole-v1", imagination=True, **TINY)
     with pytest.raises(ValueError, match="ratio_level: expected one of"):
