@@ -69,8 +69,8 @@ class TokenActor:
         >>> from fleetgym.agents.workloads import get_workload
         >>> cfg = TokenPPOConfig(hidden_size=16, layers=1, heads=2, vocab_size=64, num_bins=8)
         >>> actor = TokenActor(get_workload("CartPole-v1"), 0, 0, 0, config=cfg)
-        >>> weights = {k: v.detach().numpy() for k, v in actor.local_model().policy.state_dict().items()}
-        >>> traj = actor.rollout(weights, 16, policy_version=3)
+        >>> state = actor.local_model().policy.state_dict()
+        >>> traj = actor.rollout({k: v.numpy() for k, v in state.items()}, 16, policy_version=3)
         >>> traj.actions.shape, traj.log_probs.shape, traj.env_steps, traj.policy_version
         ((16, 1, 1), (16, 1, 1), 16, 3)
         >>> actor.close()
