@@ -151,6 +151,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     predict.add_argument("--seed", type=int_in(0, 2**31), default=0, help="seed (default 0)")
     predict.add_argument("--no-accerl", action="store_true", help="leave AcceRL's shape out")
     predict.add_argument(
+        "--match-accerl",
+        action="store_true",
+        help="also find the device speed-up where AcceRL's shape runs synchronously at 23 %% "
+        "learner utilisation (AcceRL's figure) and simulate it there",
+    )
+    predict.add_argument(
         "--out", type=output_folder, default=None, help="folder for plan.md/json/png"
     )
 
@@ -335,7 +341,12 @@ def _validate(args: argparse.Namespace) -> int:
 def _predict(args: argparse.Namespace) -> int:
     from fleetgym.experiments.plan.calibration import load_calibrations
     from fleetgym.experiments.plan.plot import plot_predictions
-    from fleetgym.experiments.plan.predict import DEFAULT_ACTORS, accerl_points, grid_points
+    from fleetgym.experiments.plan.predict import (
+        DEFAULT_ACTORS,
+        accerl_points,
+        grid_points,
+        match_accerl,
+    )
 
     path = None if args.calibration is None else check_input_file("--calibration", args.calibration)
     if args.out is not None:
@@ -364,6 +375,15 @@ def _predict(args: argparse.Namespace) -> int:
     points = grid_points(cals, actors=actors, **common)
     if not args.no_accerl:
         points += accerl_points(cals, **common)
+    if args.match_accerl:
+        points += match_accerl(
+            cals,
+            lag=args.lag,
+            delay_ms=args.delay_ms,
+            delay_sigma=args.delay_sigma,
+            updates=args.updates,
+            seed=args.seed,
+        )
     lines = prediction_table(points)
     print("\n".join(lines))
     if args.out is not None:

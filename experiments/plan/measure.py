@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["measure_contention", "measure_workload", "trajectories"]
+__all__ = ["measure_contention", "measure_trainer_update", "measure_workload", "trajectories"]
 
 #: Quantiles of the env step time kept in a calibration.
 QUANTILES = 200
@@ -162,6 +162,56 @@ def measure_workload(
         "load_average": [load_before, _load()],
         "estimator": estimator,
     }
+
+
+def measure_trainer_update(
+    name: str, mode: str, n_actors: int, lag: int = 4, repeats: int = 3, seed: int = 0
+) -> float:
+    """Median seconds of one update of the learner ``async_compare``'s ``mode`` trains with.
+
+    ``"sync-threads"``: :class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO`'s
+    learner with ``max_policy_lag=0``, plain PPO; ``"async"``: ``max_policy_lag=lag``,
+    value recomputation and global advantage normalisation (an extra forward pass over the
+    batch). One batch of ``n_actors`` real trajectories (with their next observations, as
+    the trainer's actors hand them over), stamped with the learner's version before each
+    update so that no sample counts as stale.
+    """
+    import dataclasses
+
+    import torch
+
+    from fleetgym.agents.learners.asynchronous.pipeline import with_next_obs
+    from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
+    from fleetgym.agents.rollout import RolloutWorker
+    from fleetgym.agents.workloads import get_workload
+
+    torch.set_num_threads(1)
+    workload = get_workload(name)
+    synchronous = mode == "sync-threads"
+    model = AsyncPPO(
+        workload,
+        loss="ppo",
+        max_policy_lag=0 if synchronous else lag,
+        n_actors=n_actors,
+        recompute_values=not synchronous,
+        global_advantage_norm=not synchronous,
+        seed=seed,
+    )
+    workers = [RolloutWorker(workload, i, seed) for i in range(n_actors)]
+    weights = workers[0].policy.get_weights()
+    batch = [with_next_obs(w.rollout(weights, workload.rollout_steps, 0), w.obs) for w in workers]
+    for w in workers:
+        w.close()
+    learner = model.learner
+
+    def update() -> None:
+        version = learner.policy_version
+        learner.update([dataclasses.replace(t, policy_version=version) for t in batch])
+
+    update()  # warm-up
+    seconds = _median_time(update, repeats)
+    model.close()
+    return seconds
 
 
 def measure_contention(

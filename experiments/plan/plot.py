@@ -45,8 +45,9 @@ def plot_predictions(points: list[Any], path: Path) -> Path:
                 )
                 bottom.plot(xs, [p.result.learner_utilisation for p in mine], line, color=color)
             for p in points:
-                if (p.workload, p.kind, p.mode, p.shape) == (name, kind, mode, "AcceRL"):
-                    marker = "*" if mode == "async" else "x"
+                if (p.workload, p.kind, p.mode) == (name, kind, mode) and p.shape != "grid":
+                    matched = p.shape != "AcceRL"  # at the matched device speed-up
+                    marker = ("D" if matched else "*") if mode == "async" else "x"
                     top.plot([p.n_actors], [p.result.env_steps_per_s], marker, color=color, ms=10)
                     bottom.plot(
                         [p.n_actors], [p.result.learner_utilisation], marker, color=color, ms=10
@@ -61,8 +62,8 @@ def plot_predictions(points: list[Any], path: Path) -> Path:
             bottom.set_ylabel("learner utilisation")
             top.legend(fontsize=7)
     fig.suptitle(
-        "Simulated pipeline (calibrated on this machine); stars/crosses: AcceRL's shape "
-        "(async/sync, 8 trainers, 16 servers)",
+        "Simulated pipeline (calibrated on this machine); markers: AcceRL's shape (8 trainers, "
+        "16 servers; x sync, * async, diamond async at the devices matching its 23 %)",
         fontsize=9,
     )
     fig.tight_layout()

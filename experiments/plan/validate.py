@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from fleetgym.agents.planning import PipelineShape, SimulationResult, simulate
+from fleetgym.agents.planning import LearnerTimes, PipelineShape, SimulationResult, simulate
 from fleetgym.experiments.plan.calibration import actor_times, learner_times
 
 __all__ = [
@@ -65,10 +65,13 @@ def predict_run(
         switch_s=contention["switch_s"],
     )
     updates = max(1, math.ceil(steps / (n_actors * rollout)))
+    learner = learner_times(cal)
+    if f"update_{mode}_s" in cal:  # the trainer's own learner, timed at this very batch
+        learner = LearnerTimes(fixed_s=cal[f"update_{mode}_s"], per_sample_s=0.0)
     return simulate(
         shape,
         actor_times(cal, delays_s=delays_s),
-        learner_times(cal),
+        learner,
         updates=updates,
         warmup_updates=0,
         seed=seed,
@@ -127,7 +130,9 @@ def measure_and_validate(
     """Measured runs and their predictions, each run calibrated just before and after it.
 
     A shared machine's load moves every figure, so the env step, policy forward and
-    update are measured again (a second or two) around every run, with the contention of
+    update (:func:`~fleetgym.experiments.plan.measure.measure_trainer_update`: the
+    trainer's own learner for each mode, at the run's batch) are measured again (a few
+    seconds) around every run, with the contention of
     as many actor threads with the run's own waits
     (:func:`~fleetgym.experiments.plan.measure.measure_contention`): calibration, the
     synchronous run, calibration, the asynchronous run, calibration. Each prediction uses
@@ -136,7 +141,11 @@ def measure_and_validate(
     :func:`validation_rows` (one per run).
     """
     from fleetgym.agents.workloads import get_workload
-    from fleetgym.experiments.plan.measure import measure_contention, measure_workload
+    from fleetgym.experiments.plan.measure import (
+        measure_contention,
+        measure_trainer_update,
+        measure_workload,
+    )
 
     base = get_workload("CartPole-v1")
     runs, rows = [], []
@@ -157,6 +166,8 @@ def measure_and_validate(
                         update_repeats=2,
                         batch_sizes=(1, 2),
                     )
+                    for m in ("sync-threads", "async"):
+                        cal[f"update_{m}_s"] = measure_trainer_update("CartPole-v1", m, n, lag, 2)
                     if not any(w):  # no waits: no hand-over to measure
                         return cal, {"switch_s": 0.0}
                     return cal, measure_contention("CartPole-v1", w, repeats=2)
