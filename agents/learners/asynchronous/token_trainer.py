@@ -40,19 +40,16 @@ from fleetgym.agents.learners.token_ppo import TokenPPOConfig
 from fleetgym.agents.types import Weights
 from fleetgym.validation import check_choice
 
-#: The token hyperparameters :class:`TokenAsyncPPO` takes as keywords (AsyncPPO's own
-#: ``loss``, ``sigma`` and ``target_kl`` fill the rest of the TokenPPOConfig).
+#: The token hyperparameters :class:`TokenAsyncPPO` takes as keywords (its own
+#: ``ratio_level``, ``loss``, ``sigma`` and ``target_kl`` fill the rest of the TokenPPOConfig).
 TOKEN_FIELDS = tuple(
     f.name
     for f in dataclasses.fields(TokenPPOConfig)
-    if f.name not in ("loss", "sigma", "target_kl", "n_envs", "n_steps")
+    if f.name not in ("ratio_level", "loss", "sigma", "target_kl", "n_envs", "n_steps")
 )
 
-#: The AsyncPPO arguments :class:`TokenAsyncPPO` passes on as keywords.
-ASYNC_FIELDS = (
-    "sigma", "max_policy_lag", "n_actors", "steps_per_actor", "batch_trajectories",
-    "lag_injection", "concurrent", "seed", "tensorboard_log",
-)  # fmt: skip
+#: AsyncPPO arguments :class:`TokenAsyncPPO` refuses (not supported for token policies).
+REFUSED = ("imagination", "proximal_clip", "recompute_values", "actor_factory", "address")
 
 
 class TokenActorSlots(AsyncActorSlots):
@@ -117,19 +114,19 @@ class TokenAsyncPPO(AsyncPPO):
         actors: ``"thread"`` or ``"process"`` (worker processes; with ``inference="server"``
             they reach the server on a loopback socket, observations in shared memory).
         target_kl: ``"auto"`` (the loss's default), a number, or ``None`` (none).
+        sigma, max_policy_lag, n_actors, batch_trajectories, lag_injection, concurrent,
+            seed, tensorboard_log: As :class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO`.
+        steps_per_actor: Decisions per rollout (default: the workload's ``rollout_steps``).
         token_config: A whole :class:`~fleetgym.agents.learners.token_ppo.TokenPPOConfig`
-            (its ``loss``, ``sigma`` and ``target_kl`` are replaced by this trainer's).
-        **kwargs: AsyncPPO's arguments (``sigma``, ``max_policy_lag``, ``n_actors``,
-            ``steps_per_actor`` in decisions, ``batch_trajectories``, ``lag_injection``,
-            ``concurrent``, ``seed``, ``tensorboard_log``) and the token hyperparameters
-            of :data:`TOKEN_FIELDS` (``chunk``, ``value_head``, ``hidden_size``, ``lr``,
-            ``epochs`` ...).
+            (its ``ratio_level``, ``loss``, ``sigma`` and ``target_kl`` are replaced by
+            this trainer's).
+        **token_hyperparameters: The token hyperparameters of :data:`TOKEN_FIELDS`
+            (``chunk``, ``value_head``, ``backbone``, ``hidden_size``, ``lr``, ``epochs`` ...).
 
     Raises:
         ValueError: For an unknown ratio level, ``actors="ray"``, or an AsyncPPO argument
-            this trainer does not
-            take (``imagination``, ``proximal_clip``, ``recompute_values``,
-            ``actor_factory``); and as AsyncPPO and TokenPPOConfig.
+            this trainer does not take (:data:`REFUSED`); and as AsyncPPO and
+            TokenPPOConfig do.
         TypeError: For an unknown keyword, or ``token_config`` with token keywords.
     """
 
@@ -138,46 +135,53 @@ class TokenAsyncPPO(AsyncPPO):
         workload: Any,
         ratio_level: str = "token",
         loss: str = "ppo",
+        sigma: float = 0.8,
+        max_policy_lag: int | None = 8,
+        n_actors: int = 4,
+        steps_per_actor: int | None = None,
+        batch_trajectories: int | None = None,
+        target_kl: float | str | None = "auto",
+        lag_injection: int = 0,
+        concurrent: bool = True,
         inference: str = "local",
         actors: str = "thread",
-        target_kl: float | str | None = "auto",
+        seed: int = 0,
+        tensorboard_log: str | Path | None = None,
         token_config: TokenPPOConfig | None = None,
-        **kwargs: Any,
+        **token_hyperparameters: Any,
     ) -> None:
         check_choice("actors", actors, ("thread", "process"))
-        refused = sorted(
-            {"imagination", "proximal_clip", "recompute_values", "actor_factory"} & set(kwargs)
-        )
+        refused = sorted(set(REFUSED) & set(token_hyperparameters))
         if refused:
             raise ValueError(f"TokenAsyncPPO: expected none of {refused}, actual given")
-        token = {k: kwargs.pop(k) for k in list(kwargs) if k in TOKEN_FIELDS}
-        unknown = sorted(set(kwargs) - set(ASYNC_FIELDS))
+        unknown = sorted(set(token_hyperparameters) - set(TOKEN_FIELDS))
         if unknown:
             raise TypeError(
-                f"TokenAsyncPPO: expected keywords among {sorted(ASYNC_FIELDS + TOKEN_FIELDS)}, "
+                f"TokenAsyncPPO: expected token hyperparameters among {sorted(TOKEN_FIELDS)}, "
                 f"actual unknown {unknown}"
             )
-        if token_config is not None and token:
+        if token_config is not None and token_hyperparameters:
             raise TypeError(
                 f"TokenAsyncPPO: expected token_config= or token keywords, actual both "
-                f"({sorted(token)})"
+                f"({sorted(token_hyperparameters)})"
             )
         if target_kl == "auto":
             kl: float | None = None  # TokenPPOConfig: the loss's default
         else:
             kl = 0.0 if target_kl is None else target_kl  # type: ignore[assignment]
-        base = token_config if token_config is not None else TokenPPOConfig(**token)
+        base = token_config if token_config is not None else TokenPPOConfig(**token_hyperparameters)
         self.token_config = dataclasses.replace(
-            base, ratio_level=ratio_level, loss=loss, sigma=kwargs.get("sigma", base.sigma),
-            target_kl=kl,
-        )  # fmt: skip
+            base, ratio_level=ratio_level, loss=loss, sigma=sigma, target_kl=kl
+        )
         #: Builds a slot's TokenActor (in a worker process too: a picklable partial).
         self.token_actor_factory = functools.partial(TokenActor, config=self.token_config)
-        factory = self.token_actor_factory
         super().__init__(
-            workload, loss=loss, inference=inference, actors=actors, target_kl=target_kl,
-            recompute_values=False, global_advantage_norm=False,
-            actor_factory=factory if inference == "local" else None, **kwargs,
+            workload, loss=loss, sigma=sigma, max_policy_lag=max_policy_lag, n_actors=n_actors,
+            steps_per_actor=steps_per_actor, batch_trajectories=batch_trajectories,
+            recompute_values=False, global_advantage_norm=False, target_kl=target_kl,
+            lag_injection=lag_injection, concurrent=concurrent, inference=inference,
+            actors=actors, seed=seed, tensorboard_log=tensorboard_log,
+            actor_factory=self.token_actor_factory if inference == "local" else None,
         )  # fmt: skip
 
     @property
@@ -222,4 +226,4 @@ class TokenAsyncPPO(AsyncPPO):
         )
 
 
-__all__ = ["ASYNC_FIELDS", "TOKEN_FIELDS", "TokenActorSlots", "TokenAsyncPPO"]
+__all__ = ["REFUSED", "TOKEN_FIELDS", "TokenActorSlots", "TokenAsyncPPO"]

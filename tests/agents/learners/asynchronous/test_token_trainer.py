@@ -173,5 +173,7 @@ def test_bad_input_is_refused():
         TokenAsyncPPO("CartPole-v1", token_config=TokenPPOConfig(), chunk=2)
     with pytest.raises(ValueError, match="loss: expected one of"):
         TokenAsyncPPO("CartPole-v1", loss="a2c", **TINY)
+    with pytest.raises(ValueError, match=r"expected none of \['address'\]"):
+        TokenAsyncPPO("CartPole-v1", address="127.0.0.1:6379", **TINY)
     with pytest.raises(TypeError, match=r"actual unknown \['not_a_setting'\]"):
         TokenAsyncPPO("CartPole-v1", not_a_setting=1, **TINY)
