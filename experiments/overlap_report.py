@@ -172,7 +172,7 @@ def figure(results: dict[str, list[dict[str, Any]]], path: Path, workload: str) 
     actors, one line per trainer (solid: long tail, dashed: uniform), means over seeds."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(13, 3.8))
+    fig = Figure(figsize=(13, 4.8))
     axes = fig.subplots(1, 3)
     metrics = (
         ("env steps/s", lambda rs: [r["steps_per_s"] for r in rs]),
@@ -181,7 +181,7 @@ def figure(results: dict[str, list[dict[str, Any]]], path: Path, workload: str) 
     )
     colours: dict[str, str] = {}
     for kind, runs in results.items():
-        style = "--" if kind == "uniform" else "-"
+        style, marker = ("--", "s") if kind == "uniform" else ("-", "o")
         by_name: dict[str, list[tuple[int, list[dict[str, Any]]]]] = {}
         for (actors, name), mine in _groups(runs).items():
             by_name.setdefault(name, []).append((actors, mine))
@@ -195,7 +195,7 @@ def figure(results: dict[str, list[dict[str, Any]]], path: Path, workload: str) 
                         xs.append(actors)
                         ys.append(statistics.fmean(got))
                 if xs:
-                    ax.plot(xs, ys, style, marker="o", color=colour, label=f"{name}, {kind}")
+                    ax.plot(xs, ys, style, marker=marker, color=colour, label=f"{name}, {kind}")
     for ax, (title, _) in zip(axes, metrics, strict=True):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("actors")
@@ -203,9 +203,10 @@ def figure(results: dict[str, list[dict[str, Any]]], path: Path, workload: str) 
         ax.grid(alpha=0.3)
     axes[1].set_yscale("log")
     axes[2].set_ylim(0, 1.05)
-    axes[0].legend(fontsize=7, loc="best")
-    fig.suptitle(f"{workload}: asynchronous against synchronous training")
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, frameon=False)
+    fig.suptitle(f"{workload}: asynchronous against synchronous training (means over seeds)")
+    fig.tight_layout(rect=(0, 0.04 + 0.035 * math.ceil(len(labels) / 4), 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     return path
