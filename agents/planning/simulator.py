@@ -136,17 +136,31 @@ class _Draws:
         self._samples = np.asarray(samples, np.float64)
         self._rng = rng
         self._block = np.empty(0)
+        self._list: list[float] = []
         self._next = 0
 
     def take(self, n: int) -> np.ndarray:
         if len(self._samples) == 1:
             return np.full(n, self._samples[0])
         if self._next + n > len(self._block):
-            self._block = self._rng.choice(self._samples, max(65536, n))
-            self._next = 0
+            self._refill(n)
         out = self._block[self._next : self._next + n]
         self._next += n
         return out
+
+    def one(self) -> float:
+        """One draw (the same stream as :meth:`take`, without an array)."""
+        if len(self._samples) == 1:
+            return float(self._samples[0])
+        if self._next >= len(self._block):
+            self._refill(1)
+        self._next += 1
+        return self._list[self._next - 1]
+
+    def _refill(self, n: int) -> None:
+        self._block = self._rng.choice(self._samples, max(65536, n))
+        self._list = self._block.tolist()
+        self._next = 0
 
 
 class _Simulation:
@@ -172,7 +186,7 @@ class _Simulation:
         )
         self.updates, self.warmup = updates, warmup
         rng = np.random.default_rng(seed)
-        self.delays = actor.actor_delays(shape.n_actors, rng)
+        self.delays: list[float] = actor.actor_delays(shape.n_actors, rng).tolist()
         self.draws = _Draws(actor.step_s, rng)
         self.served = shape.inference == "server"
         self.per_step = self.served or shape.cpu_slots is not None
@@ -269,11 +283,11 @@ class _Simulation:
             self.push(start + float(per_step), _DONE, a)
 
     def step(self, now: float, a: int) -> None:
-        compute = float(self.draws.take(1)[0])
+        compute = self.draws.one()
         if not self.served:
             compute += self.actor.policy_s
-        woke = self.served or self.delays[a] > 0.0
-        after = self.compute(now, compute, woke) + float(self.delays[a])
+        delay = self.delays[a]
+        after = self.compute(now, compute, self.served or delay > 0.0) + delay
         self.steps_done[a] += 1
         if self.steps_done[a] >= self.shape.steps_per_actor:
             self.push(after, _DONE, a)

@@ -27,6 +27,7 @@ import argparse
 import json
 import math
 import statistics
+import sys
 from typing import Any
 
 from fleetgym.experiments.argtypes import (
@@ -372,9 +373,18 @@ def _predict(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     actors = tuple(args.actors) if args.actors else DEFAULT_ACTORS
-    points = grid_points(cals, actors=actors, **common)
+
+    def progress(p: Any) -> None:  # one line per simulated point, on stderr
+        print(
+            f"{p.workload} {p.kind} {p.shape} {p.n_actors} {p.mode}: "
+            f"{p.result.env_steps_per_s:.0f} steps/s",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    points = grid_points(cals, actors=actors, progress=progress, **common)
     if not args.no_accerl:
-        points += accerl_points(cals, **common)
+        points += accerl_points(cals, progress=progress, **common)
     if args.match_accerl:
         points += match_accerl(
             cals,
@@ -383,6 +393,7 @@ def _predict(args: argparse.Namespace) -> int:
             delay_sigma=args.delay_sigma,
             updates=args.updates,
             seed=args.seed,
+            progress=progress,
         )
     lines = prediction_table(points)
     print("\n".join(lines))
