@@ -30,7 +30,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["measure_contention", "measure_trainer_update", "measure_workload", "trajectories"]
+__all__ = [
+    "measure_contention",
+    "measure_trainer_update",
+    "measure_workload",
+    "trainer_update",
+    "trajectories",
+]
 
 #: Quantiles of the env step time kept in a calibration.
 QUANTILES = 200
@@ -164,17 +170,17 @@ def measure_workload(
     }
 
 
-def measure_trainer_update(
-    name: str, mode: str, n_actors: int, lag: int = 4, repeats: int = 3, seed: int = 0
-) -> float:
-    """Median seconds of one update of the learner ``async_compare``'s ``mode`` trains with.
+def trainer_update(
+    name: str, mode: str, n_actors: int, lag: int = 4, seed: int = 0
+) -> tuple[Any, Any]:
+    """One update of the learner ``async_compare``'s ``mode`` trains with, as a callable.
 
     ``"sync-threads"``: :class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO`'s
     learner with ``max_policy_lag=0``, plain PPO; ``"async"``: ``max_policy_lag=lag``,
     value recomputation and global advantage normalisation (an extra forward pass over the
     batch). One batch of ``n_actors`` real trajectories (with their next observations, as
     the trainer's actors hand them over), stamped with the learner's version before each
-    update so that no sample counts as stale.
+    update so that no sample counts as stale. Returns ``(update, close)``.
     """
     import dataclasses
 
@@ -209,8 +215,16 @@ def measure_trainer_update(
         learner.update([dataclasses.replace(t, policy_version=version) for t in batch])
 
     update()  # warm-up
+    return update, model.close
+
+
+def measure_trainer_update(
+    name: str, mode: str, n_actors: int, lag: int = 4, repeats: int = 3, seed: int = 0
+) -> float:
+    """Median seconds of one update of :func:`trainer_update`'s learner."""
+    update, close = trainer_update(name, mode, n_actors, lag, seed)
     seconds = _median_time(update, repeats)
-    model.close()
+    close()
     return seconds
 
 
@@ -218,29 +232,25 @@ def measure_contention(
     name: str = "CartPole-v1",
     delays_s: tuple[float, ...] = (0.001,) * 8,
     repeats: int = 3,
+    lag: int = 4,
 ) -> dict[str, Any]:
     """What actor threads stepping beside an update cost it, per actor step (the GIL).
 
     One actor thread per entry of ``delays_s`` steps a worker's env and policy, sleeping
     that many seconds per step (the long-tail workload's wait; 0: CPU-bound, no wait),
-    while the learner updates on ``len(delays_s)`` trajectories. The update's extra time
+    while the asynchronous trainer's learner (:func:`trainer_update`, ``"async"``)
+    updates on ``len(delays_s)`` trajectories. The update's extra time
     over the same update alone, per actor step that ran during it, is ``cost_per_step_s``;
     less the step's own compute it is ``switch_s``, what taking the GIL back after a wait
     costs (0 without waits: threads that run on are counted by their compute alone).
     """
-    import torch
-
-    from fleetgym.agents.learners.ppo import PPOLearner
     from fleetgym.agents.rollout import RolloutWorker
     from fleetgym.agents.workloads import get_workload
 
-    torch.set_num_threads(1)
     workload = get_workload(name)
     threads = len(delays_s)
-    batch = trajectories(workload, threads)
-    learner = PPOLearner(workload, seed=0)
-    learner.update(batch)
-    alone = _median_time(lambda: learner.update(batch), repeats)
+    update, close = trainer_update(name, "async", threads, lag)
+    alone = _median_time(update, repeats)
     solo = RolloutWorker(workload, threads, 1)
     weights = solo.policy.get_weights()
     solo.rollout(weights, workload.rollout_steps, 0)
@@ -271,7 +281,7 @@ def measure_contention(
         time.sleep(0.1)
         before = sum(w.total_steps for w in workers)
         began = time.perf_counter()
-        learner.update(batch)
+        update()
         took = time.perf_counter() - began
         done = sum(w.total_steps for w in workers) - before
         stop.set()
@@ -280,6 +290,7 @@ def measure_contention(
         results.append((took, done))
     for w in workers:
         w.close()
+    close()
     took = statistics.median(r[0] for r in results)
     steps = statistics.median(r[1] for r in results)
     cost = max(took - alone, 0.0) / max(steps, 1)

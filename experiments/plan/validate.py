@@ -170,7 +170,7 @@ def measure_and_validate(
                         cal[f"update_{m}_s"] = measure_trainer_update("CartPole-v1", m, n, lag, 2)
                     if not any(w):  # no waits: no hand-over to measure
                         return cal, {"switch_s": 0.0}
-                    return cal, measure_contention("CartPole-v1", w, repeats=2)
+                    return cal, measure_contention("CartPole-v1", w, repeats=2, lag=lag)
 
                 for repeat in range(repeats):
                     before = calibrate()
