@@ -276,9 +276,7 @@ def main() -> None:
     p = sub.add_parser("evaluate")
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--episodes", type=int, default=10)
-    p.add_argument(
-        "--conditions", nargs="+", default=["clean", "rtt-5", "rtt-9", "wifi-normal"]
-    )
+    p.add_argument("--conditions", nargs="+", default=["clean", "rtt-5", "rtt-9", "wifi-normal"])
     p.add_argument("--transitions", type=int, default=50_000, help="0: no learned model")
     p.add_argument("--out", type=Path, default=OUT / "evaluate.json")
     p = sub.add_parser("plot")

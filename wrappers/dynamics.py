@@ -275,7 +275,8 @@ class MujocoStateDynamics:
         split = self._nq - self._skip
         qpos = np.concatenate([np.zeros(self._skip), x[:split]])
         sim.set_state(qpos, x[split:])
-        for action in np.asarray(actions, dtype=np.float64).reshape(-1, *self.action_space.shape):
+        shape = self.action_space.shape or ()
+        for action in np.asarray(actions, dtype=np.float64).reshape(-1, *shape):
             sim.do_simulation(action, sim.frame_skip)
         return np.asarray(sim._get_obs(), dtype=np.float64)
 
