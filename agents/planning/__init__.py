@@ -7,9 +7,9 @@ measured runs (``fleetgym plan``, docs/plan.md).
 * :mod:`~fleetgym.agents.planning.model`: what is simulated, each part a frozen,
   validated dataclass (:class:`ActorTimes`, :class:`ServerTimes`, :class:`LearnerTimes`,
   :class:`NetworkLinks`, :class:`PipelineShape`).
-* :mod:`~fleetgym.agents.planning.simulator`: :func:`simulate`, the event loop, and
-  :class:`SimulationResult` (env steps/s, learner utilisation, server batch sizes, the
-  policy-lag distribution).
+* :mod:`~fleetgym.agents.planning.simulator`: :func:`simulate`, the event loop.
+* :mod:`~fleetgym.agents.planning.result`: :class:`SimulationResult` (env steps/s,
+  learner utilisation, server batch sizes, the policy-lag distribution).
 
 Why a room of ``agents/`` and not of ``experiments/``: the simulator models the
 asynchronous trainer's own invariants (the admission bound of
@@ -29,7 +29,8 @@ from fleetgym.agents.planning.model import (
     PipelineShape,
     ServerTimes,
 )
-from fleetgym.agents.planning.simulator import SimulationResult, simulate
+from fleetgym.agents.planning.result import SimulationResult
+from fleetgym.agents.planning.simulator import simulate
 
 __all__ = [
     "ActorTimes",
