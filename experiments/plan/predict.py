@@ -60,7 +60,16 @@ LATENCY_S = 50e-6
 
 @dataclass(frozen=True)
 class Point:
-    """One predicted point and its result."""
+    """One predicted point: which workload, workload kind, shape, actors and mode, and its result.
+
+    Example:
+        >>> from fleetgym.agents.planning import ActorTimes, LearnerTimes, PipelineShape, simulate
+        >>> result = simulate(PipelineShape(2, 10), ActorTimes(step_s=(0.001,)),
+        ...                   LearnerTimes(0.01, 0.0), updates=3)
+        >>> p = Point("CartPole-v1", "uniform", "grid", 2, "sync", result)
+        >>> p.n_actors, round(p.result.env_steps_per_s)
+        (2, 1000)
+    """
 
     workload: str
     kind: str
