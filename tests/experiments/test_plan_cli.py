@@ -148,3 +148,30 @@ def test_bad_calibration_files_exit_2(tmp_path, capsys):
 def test_plan_without_an_action_prints_help(capsys):
     assert main(["plan"]) == 2
     assert "measure" in capsys.readouterr().out
+
+
+def test_measure_refuses_an_unwritable_out(tmp_path, capsys):
+    assert main(["plan", "measure", "--out", str(tmp_path)]) == 2  # a folder, not a file
+    assert "--out: expected a writable file path" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_measure_writes_a_calibration_predict_reads(tmp_path, capsys):
+    out = tmp_path / "cal.json"
+    assert main(["plan", "measure", "--workloads", "CartPole-v1", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert set(data["workloads"]) == {"CartPole-v1"} and data["workloads"]["CartPole-v1"]
+    argv = [
+        "plan",
+        "predict",
+        "--calibration",
+        str(out),
+        "--workloads",
+        "CartPole-v1",
+        "--actors",
+        "4",
+        "--updates",
+        "3",
+        "--no-accerl",
+    ]
+    assert main(argv) == 0
