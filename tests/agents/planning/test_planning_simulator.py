@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fleetgym.agents.planning import (
     ActorTimes,
@@ -195,3 +197,57 @@ def test_bad_parts_are_named():
         simulate(PipelineShape(1, 1), _actor(), LearnerTimes(0.0, 0.0), links=3)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="delays_s: expected at least 3 per-actor waits, actual 2"):
         simulate(PipelineShape(3, 1), _actor(delays=(0.0, 0.0)), LearnerTimes(0.0, 0.0))
+
+
+# ---------------------------------------------------------------------- invariants
+
+
+@given(
+    n_actors=st.integers(1, 12),
+    steps=st.integers(1, 20),
+    lag=st.integers(0, 3),
+    served=st.booleans(),
+    slots=st.sampled_from([None, 1, 2]),
+    sigma=st.sampled_from([0.0, 1.0]),
+    fixed=st.sampled_from([0.0, 1e-3, 0.05]),
+    seed=st.integers(0, 3),
+)
+def test_invariants_hold_on_any_small_pipeline(
+    n_actors, steps, lag, served, slots, sigma, fixed, seed
+):
+    shape = PipelineShape(
+        n_actors,
+        steps,
+        max_policy_lag=lag,
+        inference="server" if served else "local",
+        cpu_slots=slots,
+        switch_s=1e-4,
+    )
+    actor = ActorTimes(step_s=(1e-4, 5e-4, 2e-3), policy_s=1e-4, delay_s=5e-4, delay_sigma=sigma)
+    server = ServerTimes(batch_sizes=(1, 16), forward_s=(1e-4, 4e-4), max_batch=8)
+    links = NetworkLinks(
+        latency_s=1e-4,
+        actor_bandwidth_Bps=1e7,
+        step_bytes=100.0,
+        weight_bytes=1e4,
+        actors_per_node=3,
+    )
+    result = simulate(
+        shape,
+        actor,
+        LearnerTimes(fixed, 1e-5),
+        server if served else None,
+        links,
+        updates=4,
+        warmup_updates=1,
+        seed=seed,
+    )
+    assert 0.0 <= result.learner_utilisation <= 1.0 + 1e-9
+    assert result.env_steps == 3 * n_actors * steps and result.env_steps_per_s > 0
+    assert result.max_outstanding <= shape.capacity
+    assert min(result.lag_samples) >= 0 and sum(result.lag_samples.values()) == result.env_steps
+    stale = sum(n for k, n in result.lag_samples.items() if k > lag)
+    assert result.dropped_fraction == pytest.approx(stale / result.env_steps)
+    if lag == 0 and not served:
+        assert set(result.lag_samples) == {0}  # a barrier: nothing is ever stale
+    assert all(1 <= b <= server.max_batch for b in result.server_batches)
