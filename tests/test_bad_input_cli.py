@@ -75,6 +75,7 @@ CASES: dict[tuple[str, ...], dict[str, list[str]]] = {
         "--eval-episodes": ["-1", "abc"],
         "--imagination": ["share=2", "nope", "horizon=0", "colour=red", "hidden_sizes=ax2"],
         "--tensorboard": ["", "{file}", "{file}/sub"],
+        "--address": ["127.0.0.1:6379"],  # without --backend ray
     },
     ("imagination",): {
         "--env": ["nope", ""],
