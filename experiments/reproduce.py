@@ -149,6 +149,8 @@ def _body(md: Path) -> list[str]:
     lines = md.read_text().splitlines()
     if lines and lines[0].startswith("# "):
         lines = lines[1:]
+    while lines and not lines[0].strip():
+        lines = lines[1:]
     return [("##" + line) if line.startswith("#") else line for line in lines]
 
 
@@ -184,11 +186,12 @@ def _run_accerl(out: Path, full: bool, progress: bool) -> list[str]:
     for kind, runs in results.items():
         for reference in ("sync-default", "sync-threads"):
             ratios = paired_ratios(runs, "async", reference, 8)
-            if ratios["wall"]:
+            wall = ratios["wall"]
+            if wall:
+                spread = f"{min(wall):.2f}x" + (f"-{max(wall):.2f}x" if len(wall) > 1 else "")
                 lines.append(
-                    f"- {kind}: async reached the target in {min(ratios['wall']):.2f}-"
-                    f"{max(ratios['wall']):.2f}x less wall time than {reference} "
-                    f"({len(ratios['wall'])} paired seed(s))."
+                    f"- {kind}: async reached the target in {spread} less wall time than "
+                    f"{reference} ({len(wall)} paired seed{'s' if len(wall) > 1 else ''})."
                 )
     lines += ["", f"![async against sync]({rel}/overlap/async_compare.png)", ""]
     parser = argparse.ArgumentParser()
@@ -218,7 +221,10 @@ def run(args: argparse.Namespace) -> int:
     report = [
         f"# fleetgym reproduce ({scale})",
         "",
-        "Command: `fleetgym reproduce" + (" --full" if args.full else "") + "`.",
+        "Command: `fleetgym reproduce"
+        + (" --full" if args.full else "")
+        + (f" --only {','.join(parts)}" if parts != list(PARTS) else "")
+        + "`.",
         "",
     ]
     timings: list[str] = []

@@ -21,6 +21,7 @@ def test_accerl_part_writes_its_tables_and_figures(tmp_path, monkeypatch):
     argv = ["reproduce", "--only", "accerl", "--out", str(tmp_path), "--no-progress"]
     assert cli.main(argv) == 0
     report = (tmp_path / "report.md").read_text()
+    assert "Command: `fleetgym reproduce --only accerl`." in report
     assert "## Asynchronous training (AcceRL)" in report
     for trainer in ("sync-default", "sync-threads", "async"):
         assert f"| heterogeneous | {trainer} | 8 |" in report
