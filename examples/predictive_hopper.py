@@ -236,7 +236,7 @@ def plot(path: Path, out: Path) -> None:
     from matplotlib.figure import Figure
 
     rows = json.loads(path.read_text())
-    fig = Figure(figsize=(10.0, 4.6))
+    fig = Figure(figsize=(11.5, 4.6))
     ax = fig.subplots()
     pattern = re.compile(r"rtt-(\d+)(-jitter)?")
     clean = [r["return"] for r in rows if r["condition"] == "clean" and r["input"] == "delayed"]
@@ -260,7 +260,7 @@ def plot(path: Path, out: Path) -> None:
     ax.set_xlabel("round trip (ticks of 8 ms; ceil(N/2) on the observation path)")
     ax.set_ylabel("return (mean over seeds)")
     ax.set_title("Hopper-v5: a clean-trained PPO policy under delay, by input")
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
