@@ -11,6 +11,13 @@ and ``curves.png``.
 
     nice -n 5 python examples/token_value_heads.py --steps 50000 --seeds 0 1 2 3 4 \
         --out fleetgym-out/token_value_heads
+
+``--levels`` and ``--chunk`` set ``TokenPPO``'s ``ratio_level`` and ``chunk`` (``K`` actions
+per decision): with one token per action ``"token"`` and ``"action"`` are the same ratios,
+``"chunk"`` differs for ``K > 1``.
+
+    nice -n 5 python examples/token_value_heads.py --steps 50000 --seeds 0 1 2 3 4 \
+        --heads attention --levels token chunk --chunk 2 --out fleetgym-out/token_levels_babyai
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ ENV = "BabyAI-GoToRedBallGrey-v0"
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--heads", nargs="+", default=["attention", "mean", "first"])
+    p.add_argument("--levels", nargs="+", default=["token"], help="TokenPPO ratio_level(s)")
+    p.add_argument("--chunk", type=int, default=1, help="actions K per decision")
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--steps", type=int, default=50_000)
     p.add_argument("--eval-episodes", type=int, default=50)
@@ -40,24 +49,31 @@ def main() -> None:
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
     runs, curves = [], []
-    for head in args.heads:
+    configs = [(head, level) for head in args.heads for level in args.levels]
+    for head, level in configs:
         for seed in args.seeds:
             start = time.perf_counter()
-            model = TokenPPO(ENV, seed=seed, value_head=head, normalize_reward=False)
+            model = TokenPPO(
+                ENV, seed=seed, value_head=head, normalize_reward=False,
+                ratio_level=level, chunk=args.chunk,
+            )  # fmt: skip
             recent: list[float] = []
             while model.env_steps < args.steps:
                 rollout = model.collector.collect(model.policy, model.config.n_steps)
                 stats = model.update(rollout)
                 recent = (recent + [float(r > 0) for r in rollout.episode_returns])[-100:]
                 curves.append({
-                    "head": head, "seed": seed, "env_steps": stats.env_steps,
+                    "head": head, "level": level, "chunk": args.chunk, "seed": seed, "env_steps": stats.env_steps,
                     "wall_s": round(stats.wall_s, 2), "success_last100": float(np.mean(recent)),
                     "value_error": stats.value_error, "mean_return": stats.mean_return,
                 })  # fmt: skip
             returns = np.array(model.evaluate(args.eval_episodes, deterministic=False))
-            tail = [c["value_error"] for c in curves if c["head"] == head and c["seed"] == seed]
+            tail = [
+                c["value_error"] for c in curves
+                if (c["head"], c["level"], c["seed"]) == (head, level, seed)
+            ]  # fmt: skip
             row = {
-                "head": head, "seed": seed, "env_steps": model.env_steps,
+                "head": head, "level": level, "chunk": args.chunk, "seed": seed, "env_steps": model.env_steps,
                 "train_success_last100": round(float(np.mean(recent)), 3),
                 "eval_success": round(float(np.mean(returns > 0)), 3),
                 "eval_return": round(float(returns.mean()), 3),
@@ -72,21 +88,23 @@ def main() -> None:
             writer.writeheader()
             writer.writerows(rows)
     lines = [
-        f"# TokenPPO value heads on {ENV}: {args.steps} env steps, seeds {args.seeds}",
+        f"# TokenPPO value heads on {ENV}: {args.steps} env steps, seeds {args.seeds}, "
+        f"chunk {args.chunk}",
         "",
-        "| value head | train success (last 100 episodes) | eval success (50 sampled) "
+        "| value head | ratio level | train success (last 100 episodes) "
+        f"| eval success ({args.eval_episodes} sampled) "
         "| eval return | value RMSE (last 10 updates) |",
-        "|---|---|---|---|---|",
+        "|---|---|---|---|---|---|",
     ]
-    for head in args.heads:
-        mine = [r for r in runs if r["head"] == head]
+    for head, level in configs:
+        mine = [r for r in runs if (r["head"], r["level"]) == (head, level)]
 
         def ms(key: str, rows: list[dict] = mine) -> str:
             v = np.array([r[key] for r in rows], float)
             return f"{v.mean():.3f} ± {v.std():.3f}"
 
         lines.append(
-            f"| {head} | {ms('train_success_last100')} | {ms('eval_success')} | "
+            f"| {head} | {level} | {ms('train_success_last100')} | {ms('eval_success')} | "
             f"{ms('eval_return')} | {ms('value_error_last10')} |"
         )
     (args.out / "summary.md").write_text("\n".join(lines) + "\n")
@@ -97,10 +115,11 @@ def main() -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for i, head in enumerate(args.heads):
+    for i, (head, level) in enumerate(configs):
         for seed in args.seeds:
-            c = [r for r in curves if r["head"] == head and r["seed"] == seed]
-            label = head if seed == args.seeds[0] else None
+            c = [r for r in curves if (r["head"], r["level"], r["seed"]) == (head, level, seed)]
+            name = head if len(args.levels) == 1 else f"{head}, {level} (K = {args.chunk})"
+            label = name if seed == args.seeds[0] else None
             for ax, key in zip(axes, ("success_last100", "value_error"), strict=True):
                 ax.plot([r["env_steps"] for r in c], [r[key] for r in c], f"C{i}", label=label)
     axes[0].set_ylabel("success (last 100 training episodes)")
