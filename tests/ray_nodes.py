@@ -64,6 +64,15 @@ def pids_under(directory: str) -> list[int]:
         found |= children
 
 
+def raylet_pid(directory: str) -> int:
+    """The PID of the raylet of the node whose temp dir is ``directory``."""
+    for pid in pids_under(directory):
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:  # noqa: PTH123
+            if Path(cmdline.read().split(b"\0")[0].decode()).name == "raylet":
+                return pid
+    raise AssertionError(f"no raylet found for the node in {directory}")
+
+
 def _ray_start(args: list[str], tries: int = 3) -> None:
     ray_cli = str(Path(sys.executable).parent / "ray")
     for attempt in range(tries):

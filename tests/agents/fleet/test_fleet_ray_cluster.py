@@ -16,17 +16,13 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
-import time
-from pathlib import Path
 
 import pytest
+from ray_nodes import pids_under, ray_nodes, raylet_pid
 
 from fleetgym.agents.workloads import get_workload
 
@@ -72,57 +68,8 @@ def test_own_local_cluster_fits_max_actors(weights, caplog, max_actors):
 
 
 # -- a two-node cluster on loopback -------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _pids_under(directory: str) -> list[int]:
-    """A node's processes: those whose command line names ``directory`` (its temp dir), and
-    their descendants (Ray workers retitle themselves ``ray::...``)."""
-    named, parent = set(), {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                if directory.encode() in cmdline.read():
-                    named.add(int(entry))
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z":  # a zombie has exited already
-            parent[int(entry)] = int(fields[1])
-    found = named & set(parent)
-    while True:
-        children = {pid for pid, ppid in parent.items() if ppid in found} - found
-        if not children:
-            return sorted(found)
-        found |= children
-
-
-def _raylet_pid(directory: str) -> int:
-    for pid in _pids_under(directory):
-        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:  # noqa: PTH123
-            if Path(cmdline.read().split(b"\0")[0].decode()).name == "raylet":
-                return pid
-    raise AssertionError(f"no raylet found for the node in {directory}")
-
-
-def _ray_start(ray_cli: str, args: list[str], env: dict[str, str], tries: int = 3) -> None:
-    """``ray start`` with a fresh agent port per try: a port found free can be taken by
-    another process before Ray binds it, which fails the start on a busy machine."""
-    for attempt in range(tries):
-        port = ["--dashboard-agent-listen-port", str(_free_port())]
-        done = subprocess.run(
-            [ray_cli, "start", *args, *port], env=env, capture_output=True, text=True, timeout=150
-        )
-        if done.returncode == 0:
-            return
-        if attempt == tries - 1:
-            raise AssertionError(f"ray start {' '.join(args)} failed:\n{done.stderr[-3000:]}")
+#: Set in the child interpreter that runs the two-node test (see the test below).
+FRESH = "FLEETGYM_TEST_FRESH_INTERPRETER"
 
 
 @pytest.fixture
@@ -130,52 +77,9 @@ def two_node_cluster(monkeypatch):
     """``ray start`` a head and a second node on 127.0.0.1, one CPU each; yields the address."""
     if not os.environ.get(FRESH):
         pytest.skip("runs in a child interpreter (test_lost_node_in_a_fresh_interpreter)")
-    ray_cli = str(Path(sys.executable).parent / "ray")
-    # A loopback test cluster: no token to share between its nodes; a node death is
-    # noticed within about 2 s instead of Ray's default tens of seconds.
-    env = {
-        **os.environ,
-        "RAY_AUTH_MODE": "disabled",
-        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1",  # a multi-node cluster, on any OS
-        "RAY_USAGE_STATS_ENABLED": "0",
-        "RAY_health_check_period_ms": "500",
-        "RAY_health_check_timeout_ms": "500",
-        "RAY_health_check_failure_threshold": "3",
-    }
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
-    dirs = [
-        tempfile.mkdtemp(prefix="fleetgym-ray-head-"),
-        tempfile.mkdtemp(prefix="fleetgym-ray-node-"),
-    ]
-    port = _free_port()
-    common = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--disable-usage-stats"]
-    common += ["--include-log-monitor", "false"]
-    head = ["--head", "--port", str(port), "--include-dashboard", "false"]
-    head += ["--ray-client-server-port", str(_free_port())]
-    node = ["--address", f"127.0.0.1:{port}"]
-    try:
-        for directory, args in zip(dirs, (head, node), strict=True):
-            _ray_start(ray_cli, [*args, "--temp-dir", directory, *common], env)
-        yield f"127.0.0.1:{port}", dirs
-    finally:
-        for directory in reversed(dirs):
-            for pid in _pids_under(directory):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-        for _ in range(200):
-            if not any(_pids_under(d) for d in dirs):
-                break
-            time.sleep(0.05)
-        left = [pid for d in dirs for pid in _pids_under(d)]
-        for directory in dirs:
-            shutil.rmtree(directory, ignore_errors=True)
-        assert left == [], f"Ray processes left running: {left}"
-
-
-#: Set in the child interpreter that runs the two-node test (see the test below).
-FRESH = "FLEETGYM_TEST_FRESH_INTERPRETER"
+    with ray_nodes([1, 1]) as cluster:
+        yield cluster
 
 
 @pytest.mark.timeout(480)
@@ -201,9 +105,9 @@ def test_lost_node_rollout_reruns_on_the_surviving_actor(two_node_cluster, weigh
     address, dirs = two_node_cluster
     with RayFleet(WORKLOAD, max_actors=2, address=address, actor_options={"num_cpus": 1}) as fleet:
         fleet.prewarm(2)  # one actor per node: each needs its node's only CPU
-        node_pids = set(_pids_under(dirs[1]))
+        node_pids = set(pids_under(dirs[1]))
         [lost] = [s for s, pid in fleet.worker_pids().items() if pid in node_pids]
-        raylet = _raylet_pid(dirs[1])
+        raylet = raylet_pid(dirs[1])
         steps = 20_000  # seconds of work per actor here, so the kill lands mid-round
         killer = threading.Timer(0.5, os.kill, (raylet, signal.SIGKILL))
         killer.start()

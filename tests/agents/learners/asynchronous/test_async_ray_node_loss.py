@@ -5,26 +5,23 @@ node of 1 CPU, each with its own temp dir; 3 actor slots of one CPU each fill it
 slot's Ray actor is on the second node. Its raylet is killed by PID mid-``learn``: that
 slot's rollout fails (counted), its replacement has no room (the two survivors hold the
 head's CPUs), so the slot is parked, the lost capacity logged, and training goes on with
-two slots. As in tests/agents/fleet/test_fleet_ray_cluster.py (whose helpers this copies),
-the test runs in a child interpreter that never started a local cluster (token
-authentication), and teardown kills the nodes' processes by PID, never ``ray stop``.
+two slots. The nodes come from tests/ray_nodes.py; the test runs in a child interpreter that never
+started a local cluster (token authentication), and teardown kills the nodes' processes by
+PID, never ``ray stop``.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
+from ray_nodes import pids_under, ray_nodes, raylet_pid
 
 from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
 from fleetgym.agents.workloads import get_workload
@@ -37,101 +34,14 @@ pytestmark = pytest.mark.ray
 FRESH = "FLEETGYM_TEST_FRESH_INTERPRETER"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _pids_under(directory: str) -> list[int]:
-    """A node's processes: those whose command line names its temp dir, and descendants."""
-    named, parent = set(), {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                if directory.encode() in cmdline.read():
-                    named.add(int(entry))
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z":
-            parent[int(entry)] = int(fields[1])
-    found = named & set(parent)
-    while True:
-        children = {pid for pid, ppid in parent.items() if ppid in found} - found
-        if not children:
-            return sorted(found)
-        found |= children
-
-
-def _raylet_pid(directory: str) -> int:
-    for pid in _pids_under(directory):
-        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:  # noqa: PTH123
-            if Path(cmdline.read().split(b"\0")[0].decode()).name == "raylet":
-                return pid
-    raise AssertionError(f"no raylet found for the node in {directory}")
-
-
-def _ray_start(ray_cli: str, args: list[str], env: dict[str, str], tries: int = 3) -> None:
-    for attempt in range(tries):
-        port = ["--dashboard-agent-listen-port", str(_free_port())]
-        done = subprocess.run(
-            [ray_cli, "start", *args, *port], env=env, capture_output=True, text=True, timeout=150
-        )
-        if done.returncode == 0:
-            return
-        if attempt == tries - 1:
-            raise AssertionError(f"ray start {' '.join(args)} failed:\n{done.stderr[-3000:]}")
-
-
 @pytest.fixture
 def two_node_cluster(monkeypatch):
     """A head of 2 CPUs and a second node of 1 CPU on 127.0.0.1; yields (address, dirs)."""
     if not os.environ.get(FRESH):
         pytest.skip("runs in a child interpreter (test_node_loss_in_a_fresh_interpreter)")
-    ray_cli = str(Path(sys.executable).parent / "ray")
-    env = {
-        **os.environ,
-        "RAY_AUTH_MODE": "disabled",
-        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1",
-        "RAY_USAGE_STATS_ENABLED": "0",
-        "RAY_health_check_period_ms": "500",
-        "RAY_health_check_timeout_ms": "500",
-        "RAY_health_check_failure_threshold": "3",
-    }
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
-    dirs = [
-        tempfile.mkdtemp(prefix="fleetgym-ray-head-"),
-        tempfile.mkdtemp(prefix="fleetgym-ray-node-"),
-    ]
-    port = _free_port()
-    common = ["--node-ip-address", "127.0.0.1", "--disable-usage-stats"]
-    common += ["--include-log-monitor", "false"]
-    head = ["--head", "--port", str(port), "--include-dashboard", "false", "--num-cpus", "2"]
-    head += ["--ray-client-server-port", str(_free_port())]
-    node = ["--address", f"127.0.0.1:{port}", "--num-cpus", "1"]
-    try:
-        for directory, args in zip(dirs, (head, node), strict=True):
-            _ray_start(ray_cli, [*args, "--temp-dir", directory, *common], env)
-        yield f"127.0.0.1:{port}", dirs
-    finally:
-        for directory in reversed(dirs):
-            for pid in _pids_under(directory):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-        for _ in range(200):
-            if not any(_pids_under(d) for d in dirs):
-                break
-            time.sleep(0.05)
-        left = [pid for d in dirs for pid in _pids_under(d)]
-        for directory in dirs:
-            shutil.rmtree(directory, ignore_errors=True)
-        assert left == [], f"Ray processes left running: {left}"
+    with ray_nodes([2, 1]) as cluster:
+        yield cluster
 
 
 @pytest.mark.timeout(480)
@@ -177,9 +87,9 @@ def test_lost_node_parks_its_slot_and_training_goes_on(two_node_cluster, caplog)
 
     def kill_node(record):
         if record.update == 1:
-            node_pids = set(_pids_under(dirs[1]))
+            node_pids = set(pids_under(dirs[1]))
             lost.extend(s for s, a in model.slots._actors.items() if a.pid in node_pids)
-            os.kill(_raylet_pid(dirs[1]), signal.SIGKILL)
+            os.kill(raylet_pid(dirs[1]), signal.SIGKILL)
             state["killed"] = time.monotonic()
         elif record.update > 1:
             assert time.monotonic() - state["killed"] < 120, "no slot parked within 120 s"
