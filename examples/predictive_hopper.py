@@ -16,8 +16,14 @@ with each input a deployer can give it without retraining:
 Subcommands::
 
     python examples/predictive_hopper.py train --seed 0 --steps 1000000
+    python examples/predictive_hopper.py train --seed 0 --under rtt-9 --compensation augmented
     python examples/predictive_hopper.py evaluate --seeds 0 1 2 --episodes 10
+    python examples/predictive_hopper.py baselines --seeds 0 --under rtt-5 rtt-9
     python examples/predictive_hopper.py plot fleetgym-out/predictive_hopper/evaluate.json docs/predictive_sweep_hopper.png
+
+The baselines of the delayed-RL literature (the augmented state, the history stack) are
+trained under the constant delay they face (``train --under rtt-N --compensation ...``,
+written to ``seed<S>-<compensation>-<rtt-N>/``) and run by ``baselines``.
 
 ``train`` writes ``fleetgym-out/predictive_hopper/seed<S>/`` (the SB3 model and the
 observation normaliser's statistics as ``.npz``); ``evaluate`` prints a Markdown table and
@@ -72,14 +78,61 @@ def _zoo_ppo(env: Any, seed: int) -> Any:
     )
 
 
-def train(seed: int, steps: int) -> None:
+#: The baselines of the delayed-RL literature, trained under the delay they face.
+BASELINES = ("augmented", "history")
+
+
+def _run_dir(seed: int, under: str | None = None, compensation: str | None = None) -> Path:
+    return OUT / (f"seed{seed}" if under is None else f"seed{seed}-{compensation}-{under}")
+
+
+def _layout(under: str, compensation: str) -> dict[str, int]:
+    """k frames and m sent actions of a baseline trained under ``rtt-N[-jitter]``: the
+    augmented state is the delivered frame and the N + 1 actions sent since it was
+    emitted; the history stack also keeps the ceil(N/2) + 1 frames up to that age."""
+    n = int(under.split("-")[1])
+    return {
+        "history_length": 1 if compensation == "augmented" else (n + 1) // 2 + 1,
+        "action_history_length": n + 1,
+    }
+
+
+def _baseline_env(under: str, compensation: str, condition: str) -> gym.Env:
+    """A baseline's input stack (its layout fixed by ``under``) behind ``condition``."""
+    from fleetgym.wrappers.compensation import make_robust_env
+
+    kwargs = _condition(condition)
+    return make_robust_env(
+        gym.make(ENV_ID),
+        kwargs.pop("profile", None),
+        step_ms=PERIOD_MS,
+        compensation="history",
+        info="full",
+        **_layout(under, compensation),
+        **kwargs,
+    )
+
+
+def train(seed: int, steps: int, under: str | None = None, compensation: str | None = None) -> None:
+    """The clean policy (``under=None``), or a baseline trained under ``under``."""
     import torch
     from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
     torch.set_num_threads(1)
-    out = OUT / f"seed{seed}"
+    if (under is None) != (compensation is None):
+        raise SystemExit("train: --under and --compensation go together")
+    if under is not None and (compensation not in BASELINES or not under.startswith("rtt-")):
+        raise SystemExit(f"train: expected --compensation in {BASELINES} under rtt-N[-jitter]")
+    out = _run_dir(seed, under, compensation)
     out.mkdir(parents=True, exist_ok=True)
-    venv = VecNormalize(DummyVecEnv([lambda: gym.make(ENV_ID)]), gamma=0.999)
+    make = (
+        (lambda: gym.make(ENV_ID))
+        if under is None
+        else (
+            lambda: _baseline_env(under, compensation, under)  # type: ignore[arg-type]
+        )
+    )
+    venv = VecNormalize(DummyVecEnv([make]), gamma=0.999)
     venv.seed(seed)
     model = _zoo_ppo(venv, seed)
     start = time.process_time()
@@ -93,10 +146,10 @@ def train(seed: int, steps: int) -> None:
 class CleanPolicy:
     """The trained policy on raw observations (the normaliser applied here)."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, path: Path | None = None) -> None:
         from stable_baselines3 import PPO
 
-        path = OUT / f"seed{seed}"
+        path = path or OUT / f"seed{seed}"
         self.model = PPO.load(path / "model.zip", device="cpu")
         norm = np.load(path / "obs_norm.npz")
         self.mean, self.std = norm["mean"], np.sqrt(norm["var"] + 1e-8)
@@ -213,6 +266,42 @@ def evaluate(
     _table(rows)
 
 
+def evaluate_baselines(
+    seeds: list[int], episodes: int, unders: list[str], conditions: list[str], out: Path
+) -> None:
+    """Each baseline trained under each of ``unders``, run under ``conditions``."""
+    rows = []
+    for seed in seeds:
+        for under in unders:
+            for comp in BASELINES:
+                path = _run_dir(seed, under, comp)
+                if not (path / "model.zip").exists():
+                    print(f"skipped: no {path}")
+                    continue
+                policy = CleanPolicy(seed, path)
+                for cond in conditions:
+                    env = _baseline_env(under, comp, cond)
+                    got = [
+                        _episode(env, policy, 10_000 + 100 * seed + e, False)
+                        for e in range(episodes)
+                    ]
+                    ret, vel = np.mean([g[0] for g in got]), np.mean([g[1] for g in got])
+                    inp = f"{comp} (trained under {under})"
+                    rows.append(
+                        {
+                            "seed": seed,
+                            "condition": cond,
+                            "input": inp,
+                            "return": ret,
+                            "velocity": vel,
+                        }
+                    )
+                    print(f"seed {seed} {cond:>12} {inp}: return {ret:7.1f}, velocity {vel:5.2f}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rows, indent=1))
+    _table(rows)
+
+
 def _table(rows: list[dict[str, Any]]) -> None:
     conds = list(dict.fromkeys(r["condition"] for r in rows))
     inputs = list(dict.fromkeys(r["input"] for r in rows))
@@ -273,6 +362,14 @@ def main() -> None:
     p = sub.add_parser("train")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--steps", type=int, default=1_000_000)
+    p.add_argument("--under", default=None, help="train a baseline under rtt-N[-jitter]")
+    p.add_argument("--compensation", choices=BASELINES, default=None)
+    p = sub.add_parser("baselines")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument("--episodes", type=int, default=10)
+    p.add_argument("--under", nargs="+", default=["rtt-5", "rtt-9"])
+    p.add_argument("--conditions", nargs="+", default=["clean", "rtt-5", "rtt-9"])
+    p.add_argument("--out", type=Path, default=OUT / "baselines.json")
     p = sub.add_parser("evaluate")
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--episodes", type=int, default=10)
@@ -284,7 +381,9 @@ def main() -> None:
     p.add_argument("png", type=Path)
     args = parser.parse_args()
     if args.cmd == "train":
-        train(args.seed, args.steps)
+        train(args.seed, args.steps, args.under, args.compensation)
+    elif args.cmd == "baselines":
+        evaluate_baselines(args.seeds, args.episodes, args.under, args.conditions, args.out)
     elif args.cmd == "plot":
         plot(args.results, args.png)
     else:

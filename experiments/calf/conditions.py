@@ -297,7 +297,8 @@ class Regime:
 #: ``predictive`` the most likely schedule of the actions in flight, ``-dist`` 16
 #: schedules drawn from the action ages seen, ``-noid`` without the applied action's id
 #: in the observation packet, ``-ahead`` further, to the tick the next action meets);
-#: ``learned`` the same with the learned world model; ``oracle`` the true current
+#: ``-ahead-dist`` both; ``learned`` the same with the learned world model (and its
+#: ``-dist`` / ``-ahead`` variants); ``oracle`` the true current
 #: state (non-causal).
 COMPENSATIONS: dict[str, str] = {
     "+comp": "history",
@@ -306,7 +307,10 @@ COMPENSATIONS: dict[str, str] = {
     "+ceiling-dist": "predictive-dist",
     "+ceiling-noid": "predictive-noid",
     "+ceiling-ahead": "predictive-ahead",
+    "+ceiling-ahead-dist": "predictive-ahead-dist",
     "+predict": "learned",
+    "+predict-dist": "learned-dist",
+    "+predict-ahead": "learned-ahead",
     "+oracle": "oracle",
 }
 

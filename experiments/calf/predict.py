@@ -12,7 +12,9 @@ names the predictor and how it is used:
   action age, measured once per network by Monte-Carlo through the shim);
 - ``predictive-ahead``: predicting further, to the tick the next action meets
   (``lookahead="action"``);
-- ``learned``: the learned predictor of the layout (a world model fitted per seed);
+- ``predictive-ahead-dist``: both;
+- ``learned``: the learned predictor of the layout (a world model fitted per seed), with
+  the same variants (``learned-dist``, ``learned-ahead``, ...);
 - ``oracle``: non-causal. The policy's input is the env's true current state
   (``info["true_obs"]``, which no remote agent has): what a perfect predictor of the
   current observation would give. It still cannot know when its next action will arrive.
@@ -95,6 +97,17 @@ def median_action_age(shim_kwargs: dict[str, Any]) -> int:
     return _median_action_age(tuple(sorted((k, _hashable(v)) for k, v in shim_kwargs.items())))
 
 
+#: A predictive compensation's variant (the part after ``predictive-`` / ``learned-``) ->
+#: the :class:`~fleetgym.wrappers.predictive.PredictiveObservation` options it sets.
+VARIANT_OPTIONS: dict[str, dict[str, Any]] = {
+    "": {},
+    "dist": {"samples": 16},
+    "noid": {"applied_ids": False},
+    "ahead": {"lookahead": "action"},
+    "ahead-dist": {"lookahead": "action", "samples": 16},
+}
+
+
 def predictive_env(
     base: gym.Env[Any, Any], shim_kwargs: dict[str, Any], layout: Any
 ) -> gym.Env[Any, Any]:
@@ -113,22 +126,18 @@ def predictive_env(
     kwargs = dict(shim_kwargs)
     if comp == "oracle":
         return TrueStateObservation(NetworkShimWrapper(base, **{**kwargs, "info": "full"}))
+    base_comp, _, variant = comp.partition("-")
+    if base_comp not in ("predictive", "learned") or variant not in VARIANT_OPTIONS:
+        raise ValueError(f"compensation: expected a predictive one, actual {comp!r}")
     # The prior of the action age: the network's median, which a deployer knows from
     # its profile (the applied ids refine it as packets arrive).
     options: dict[str, Any] = {"action_delay": median_action_age(kwargs)}
+    options.update(VARIANT_OPTIONS[variant])
     predictor: Any = "true-dynamics"
-    if comp == "predictive-dist":
-        options["samples"] = 16
-    elif comp == "predictive-noid":
-        options["applied_ids"] = False
-    elif comp == "predictive-ahead":
-        options["lookahead"] = "action"
-    elif comp == "learned":
+    if base_comp == "learned":
         if layout.predictor is None:
             raise ValueError("layout.predictor: expected a learned predictor, actual None")
         predictor = layout.predictor
-    elif comp != "predictive":
-        raise ValueError(f"compensation: expected a predictive one, actual {comp!r}")
     profile = kwargs.pop("profile", None)
     return make_robust_env(
         base,

@@ -51,7 +51,7 @@ def policy_layout(
 ) -> InputLayout:
     """:func:`layout_for`, with the learned predictor of ``+predict`` fitted for ``seed``."""
     layout = layout_for(regime, setup, quantile)
-    if layout.compensation == "learned":
+    if layout.compensation.startswith("learned"):
         layout = dataclasses.replace(layout, predictor=learned_predictor(setup, seed))
     return layout
 

@@ -28,6 +28,9 @@ from fleetgym.wrappers.predictive import PredictiveObservation
         ("baseline+ceiling-ahead", "sim-clean", "predictive-ahead"),
         ("wifi-degraded+ceiling-noid", "wifi-degraded", "predictive-noid"),
         ("net-aware+predict", "wifi-normal", "learned"),
+        ("net-aware+predict-dist", "wifi-normal", "learned-dist"),
+        ("baseline+predict-ahead", "sim-clean", "learned-ahead"),
+        ("net-aware+ceiling-ahead-dist", "wifi-normal", "predictive-ahead-dist"),
         ("net-aware+aug", "wifi-normal", "augmented"),
         ("baseline+oracle", "sim-clean", "oracle"),
     ],
@@ -98,3 +101,34 @@ def test_the_world_model_adapter_rolls_the_model_and_checks_spaces():
     assert obs.shape == (5,) and np.all(np.isfinite(obs))
     with pytest.raises(UnsupportedSpaceError, match="observation_space"):
         PredictiveObservation(NetworkShimWrapper(gym.make("Acrobot-v1")), predictor)
+
+
+@pytest.mark.parametrize(
+    ("compensation", "samples", "ahead"),
+    [
+        ("predictive-dist", 16, False),
+        ("learned-ahead", 0, True),
+        ("predictive-ahead-dist", 16, True),
+    ],
+)
+def test_variants_set_the_wrappers_options(compensation: str, samples: int, ahead: bool):
+    from fleetgym.wrappers.dynamics import CartPoleDynamics
+
+    setup = env_setup("CartPole-v1")
+    learned = CartPoleDynamics() if compensation.startswith("learned") else None
+    layout = InputLayout(True, compensation=compensation, predictor=learned)
+    env = make_condition_env(setup, resolve_condition("wifi-normal"), layout)
+    while not isinstance(env, PredictiveObservation):
+        env = env.env
+    assert env.samples == samples and (env.lookahead is None) == ahead
+    if learned is not None:
+        assert env.predictor is learned
+
+
+def test_unknown_variants_and_a_missing_predictor_are_refused():
+    setup = env_setup("CartPole-v1")
+    wifi = resolve_condition("wifi-normal")
+    with pytest.raises(ValueError, match="predictive-sideways"):
+        make_condition_env(setup, wifi, InputLayout(True, compensation="predictive-sideways"))
+    with pytest.raises(ValueError, match="layout.predictor"):
+        make_condition_env(setup, wifi, InputLayout(True, compensation="learned-dist"))
