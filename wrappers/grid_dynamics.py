@@ -97,15 +97,33 @@ class MiniGridStateDynamics:
         view = env.agent_view_size
         self.observation_space = gym.spaces.Box(0, 255, (view * view * 3,), np.uint8)
         self.action_space = env.action_space
-        self._poses: dict[bytes, list[tuple[tuple[int, int], int]]] = {}
-        for x in range(env.width):
-            for y in range(env.height):
-                cell = env.grid.get(x, y)
-                if cell is not None and not cell.can_overlap():
-                    continue
-                for heading in range(4):
-                    key = self._view((x, y), heading).tobytes()
-                    self._poses.setdefault(key, []).append(((x, y), heading))
+        # Every pose the agent can hold, its view, and the pose each action leads to: in
+        # a layout that never changes the env's step is a function of the pose alone, so
+        # it is tabulated once here with the env's own step.
+        poses = [
+            ((x, y), heading)
+            for x in range(env.width)
+            for y in range(env.height)
+            if (cell := env.grid.get(x, y)) is None or cell.can_overlap()
+            for heading in range(4)
+        ]
+        self._pose_list = poses
+        index = {pose: i for i, pose in enumerate(poses)}
+        views = [self._view(*pose).tobytes() for pose in poses]
+        view_ids: dict[bytes, int] = {}
+        self._views = [np.frombuffer(v, dtype=np.uint8) for v in dict.fromkeys(views)]
+        self._view_of = np.array([view_ids.setdefault(v, len(view_ids)) for v in views])
+        self._poses: dict[bytes, np.ndarray] = {
+            key: np.flatnonzero(self._view_of == i) for key, i in view_ids.items()
+        }
+        n_actions = int(env.action_space.n)
+        self._next = np.empty((len(poses), n_actions), dtype=np.intp)
+        for i, pose in enumerate(poses):
+            for action in range(n_actions):
+                env.agent_pos, env.agent_dir = pose
+                env.step_count = 0  # never truncated: only the pose matters here
+                env.step(action)
+                self._next[i, action] = index[(tuple(int(c) for c in env.agent_pos), env.agent_dir)]
         #: Poses whose view another pose shares (a wall in front looks the same from
         #: several cells).
         self.ambiguous = sum(len(p) for p in self._poses.values() if len(p) > 1)
@@ -148,17 +166,14 @@ class MiniGridStateDynamics:
         if poses is None:
             self.unmatched += 1
             return np.asarray(obs)
-        env = self._env
-        plan = np.asarray(actions).reshape(-1).tolist()
+        plan = np.asarray(actions).reshape(-1).astype(np.intp)
         # Every pose the view allows, rolled forward; the view most of them reach (the
         # first of them on a tie): exact wherever the ambiguity does not matter.
-        outcomes: dict[bytes, int] = {}
-        for pose in poses:
-            env.agent_pos, env.agent_dir = pose
-            for action in plan:
-                env.step_count = 0  # never truncated: only the pose matters here
-                env.step(int(action))
-            key = np.asarray(env.gen_obs()["image"], dtype=np.uint8).tobytes()
-            outcomes[key] = outcomes.get(key, 0) + 1
+        reached = poses
+        for action in plan:
+            reached = self._next[reached, action]
+        outcomes: dict[int, int] = {}
+        for view_id in self._view_of[reached].tolist():
+            outcomes[view_id] = outcomes.get(view_id, 0) + 1
         best = max(outcomes, key=outcomes.__getitem__)
-        return np.frombuffer(best, dtype=np.uint8).astype(np.asarray(obs).dtype)
+        return self._views[best].astype(np.asarray(obs).dtype)
