@@ -18,6 +18,7 @@ Two parts:
 Run (about 3 minutes on one busy core for ``error``)::
 
     python examples/predictive_figures.py sweep docs/predictive-sweep.png fleetgym-out/sweep/calf_CartPole-v1_summary.csv
+    python examples/predictive_figures.py sweep docs/predictive_sweep_minigrid.png fleetgym-out/minigrid_sweep/calf_MiniGrid-Empty-5x5-v0_summary.csv
     python examples/predictive_figures.py error docs/predictive-error.png
 """
 
@@ -66,7 +67,9 @@ def sweep(summaries: list[Path], out: Path, only: list[str] | None = None) -> No
                 x, y, yerr=s, fmt=style, color=color, marker="o", ms=3, capsize=2, label=label
             )
     ax.set_xlabel("round-trip delay (ticks of 20 ms)")
-    ax.set_ylabel("CartPole-v1 return (mean ± seed std)")
+    # calf_<env>_summary.csv: the env's name is in the file's.
+    env = summaries[0].stem.removeprefix("calf_").removesuffix("_summary")
+    ax.set_ylabel(f"{env} return (mean ± seed std)")
     ax.set_title("Return of each compensation against delay (dashed: ±10 ms jitter each way)")
     ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
