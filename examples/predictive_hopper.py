@@ -317,38 +317,43 @@ def _table(rows: list[dict[str, Any]]) -> None:
         print(f"| {inp} | " + " | ".join(cells) + " |")
 
 
-def plot(path: Path, out: Path) -> None:
+def plot(paths: list[Path], out: Path) -> None:
     """Return against the round trip (``rtt-N`` conditions) per input, one line each,
-    constant (solid) and jittered (dashed), mean over seeds with its spread."""
+    constant (solid) and jittered (dashed): each seed's return over its clean-trained
+    policy's on the clean env, mean over seeds with its spread. ``paths``: ``evaluate``'s
+    JSON first (it holds the clean reference), then any ``baselines`` JSON."""
     import re
 
     from matplotlib.figure import Figure
 
-    rows = json.loads(path.read_text())
+    rows = [r for path in paths for r in json.loads(path.read_text())]
+    clean = {
+        r["seed"]: r["return"]
+        for r in rows
+        if r["condition"] == "clean" and r["input"] == "delayed"
+    }
     fig = Figure(figsize=(11.5, 4.6))
     ax = fig.subplots()
     pattern = re.compile(r"rtt-(\d+)(-jitter)?")
-    clean = [r["return"] for r in rows if r["condition"] == "clean" and r["input"] == "delayed"]
     for i, inp in enumerate(dict.fromkeys(r["input"] for r in rows)):
         for jitter, style in ((False, "-"), (True, "--")):
             pts: dict[int, list[float]] = {}
             for r in rows:
                 m = pattern.fullmatch(r["condition"])
-                if r["input"] == inp and m and bool(m.group(2)) == jitter:
-                    pts.setdefault(int(m.group(1)), []).append(r["return"])
+                if r["input"] == inp and m and bool(m.group(2)) == jitter and r["seed"] in clean:
+                    pts.setdefault(int(m.group(1)), []).append(r["return"] / clean[r["seed"]])
             if not pts:
                 continue
             xs = sorted(pts)
             mean = np.array([np.mean(pts[x]) for x in xs])
             std = np.array([np.std(pts[x]) for x in xs])
             label = inp + (" (jitter)" if jitter else "")
-            ax.plot(xs, mean, style, color=f"C{i}", marker="o", ms=3, label=label)
-            ax.fill_between(xs, mean - std, mean + std, color=f"C{i}", alpha=0.12)
-    if clean:
-        ax.axhline(np.mean(clean), color="k", lw=0.8, ls=":", label="clean env, clean policy")
+            ax.plot(xs, mean, style, color=f"C{i % 10}", marker="o", ms=3, label=label)
+            ax.fill_between(xs, mean - std, mean + std, color=f"C{i % 10}", alpha=0.08)
+    ax.axhline(1.0, color="k", lw=0.8, ls=":", label="clean env, clean policy")
     ax.set_xlabel("round trip (ticks of 8 ms; ceil(N/2) on the observation path)")
-    ax.set_ylabel("return (mean over seeds)")
-    ax.set_title("Hopper-v5: a clean-trained PPO policy under delay, by input")
+    ax.set_ylabel("return / clean policy's clean return (mean over seeds)")
+    ax.set_title(f"Hopper-v5 under delay, by input ({len(clean)} seeds)")
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -377,7 +382,7 @@ def main() -> None:
     p.add_argument("--transitions", type=int, default=50_000, help="0: no learned model")
     p.add_argument("--out", type=Path, default=OUT / "evaluate.json")
     p = sub.add_parser("plot")
-    p.add_argument("results", type=Path)
+    p.add_argument("results", type=Path, nargs="+", help="evaluate's JSON, then baselines'")
     p.add_argument("png", type=Path)
     args = parser.parse_args()
     if args.cmd == "train":
