@@ -116,6 +116,10 @@ class MiniGridStateDynamics:
         self._poses: dict[bytes, np.ndarray] = {
             key: np.flatnonzero(self._view_of == i) for key, i in view_ids.items()
         }
+        if not isinstance(env.action_space, gym.spaces.Discrete):
+            raise UnsupportedSpaceError(
+                f"MiniGridStateDynamics: expected a Discrete action space, actual {env.action_space}"
+            )
         n_actions = int(env.action_space.n)
         self._next = np.empty((len(poses), n_actions), dtype=np.intp)
         for i, pose in enumerate(poses):
@@ -123,7 +127,8 @@ class MiniGridStateDynamics:
                 env.agent_pos, env.agent_dir = pose
                 env.step_count = 0  # never truncated: only the pose matters here
                 env.step(action)
-                self._next[i, action] = index[(tuple(int(c) for c in env.agent_pos), env.agent_dir)]
+                x, y = env.agent_pos
+                self._next[i, action] = index[((int(x), int(y)), int(env.agent_dir))]
         #: Poses whose view another pose shares (a wall in front looks the same from
         #: several cells).
         self.ambiguous = sum(len(p) for p in self._poses.values() if len(p) > 1)
