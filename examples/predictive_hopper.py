@@ -317,11 +317,13 @@ def _table(rows: list[dict[str, Any]]) -> None:
         print(f"| {inp} | " + " | ".join(cells) + " |")
 
 
-def plot(paths: list[Path], out: Path) -> None:
+def plot(paths: list[Path], out: Path, min_clean: float = 500.0) -> None:
     """Return against the round trip (``rtt-N`` conditions) per input, one line each,
     constant (solid) and jittered (dashed): each seed's return over its clean-trained
     policy's on the clean env, mean over seeds with its spread. ``paths``: ``evaluate``'s
-    JSON first (it holds the clean reference), then any ``baselines`` JSON."""
+    JSON first (it holds the clean reference), then any ``baselines`` JSON. Seeds whose
+    clean policy scores below ``min_clean`` on the clean env are left out (a policy that
+    falls anyway makes the ratio meaningless)."""
     import re
 
     from matplotlib.figure import Figure
@@ -330,7 +332,7 @@ def plot(paths: list[Path], out: Path) -> None:
     clean = {
         r["seed"]: r["return"]
         for r in rows
-        if r["condition"] == "clean" and r["input"] == "delayed"
+        if r["condition"] == "clean" and r["input"] == "delayed" and r["return"] >= min_clean
     }
     fig = Figure(figsize=(11.5, 4.6))
     ax = fig.subplots()
@@ -353,7 +355,10 @@ def plot(paths: list[Path], out: Path) -> None:
     ax.axhline(1.0, color="k", lw=0.8, ls=":", label="clean env, clean policy")
     ax.set_xlabel("round trip (ticks of 8 ms; ceil(N/2) on the observation path)")
     ax.set_ylabel("return / clean policy's clean return (mean over seeds)")
-    ax.set_title(f"Hopper-v5 under delay, by input ({len(clean)} seeds)")
+    seeds = ", ".join(str(k) for k in sorted(clean))
+    ax.set_title(
+        f"Hopper-v5 under delay, by input (seeds whose clean return >= {min_clean:g}: {seeds})"
+    )
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -384,13 +389,14 @@ def main() -> None:
     p = sub.add_parser("plot")
     p.add_argument("results", type=Path, nargs="+", help="evaluate's JSON, then baselines'")
     p.add_argument("png", type=Path)
+    p.add_argument("--min-clean", type=float, default=500.0, help="leave out seeds below it")
     args = parser.parse_args()
     if args.cmd == "train":
         train(args.seed, args.steps, args.under, args.compensation)
     elif args.cmd == "baselines":
         evaluate_baselines(args.seeds, args.episodes, args.under, args.conditions, args.out)
     elif args.cmd == "plot":
-        plot(args.results, args.png)
+        plot(args.results, args.png, args.min_clean)
     else:
         evaluate(args.seeds, args.episodes, args.conditions, args.transitions, args.out)
 
