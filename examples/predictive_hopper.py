@@ -252,15 +252,21 @@ def evaluate(
                     env = PredictiveObservation(shim, model, lookahead=lookahead)
                 elif kind == "predict":
                     env = PredictiveObservation(shim, learned, lookahead=lookahead)
-                got = [
-                    _episode(env, policy, 10_000 + 100 * seed + e, inp == "oracle")
-                    for e in range(episodes)
-                ]
-                ret, vel = np.mean([g[0] for g in got]), np.mean([g[1] for g in got])
-                rows.append(
-                    {"seed": seed, "condition": cond, "input": inp, "return": ret, "velocity": vel}
-                )
-                print(f"seed {seed} {cond:>12} {inp:>8}: return {ret:7.1f}, velocity {vel:5.2f}")
+                rows.append(_cell(env, policy, seed, episodes, cond, inp, inp == "oracle"))
+    _save(rows, out)
+
+
+def _cell(
+    env: gym.Env, policy: CleanPolicy, seed: int, episodes: int, cond: str, inp: str, oracle: bool
+) -> dict[str, Any]:
+    """One table cell: the mean return and forward velocity of ``episodes`` seeded episodes."""
+    got = [_episode(env, policy, 10_000 + 100 * seed + e, oracle) for e in range(episodes)]
+    ret, vel = np.mean([g[0] for g in got]), np.mean([g[1] for g in got])
+    print(f"seed {seed} {cond:>12} {inp:>8}: return {ret:7.1f}, velocity {vel:5.2f}")
+    return {"seed": seed, "condition": cond, "input": inp, "return": ret, "velocity": vel}
+
+
+def _save(rows: list[dict[str, Any]], out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(rows, indent=1))
     _table(rows)
@@ -279,27 +285,11 @@ def evaluate_baselines(
                     print(f"skipped: no {path}")
                     continue
                 policy = CleanPolicy(seed, path)
+                inp = f"{comp} (trained under {under})"
                 for cond in conditions:
                     env = _baseline_env(under, comp, cond)
-                    got = [
-                        _episode(env, policy, 10_000 + 100 * seed + e, False)
-                        for e in range(episodes)
-                    ]
-                    ret, vel = np.mean([g[0] for g in got]), np.mean([g[1] for g in got])
-                    inp = f"{comp} (trained under {under})"
-                    rows.append(
-                        {
-                            "seed": seed,
-                            "condition": cond,
-                            "input": inp,
-                            "return": ret,
-                            "velocity": vel,
-                        }
-                    )
-                    print(f"seed {seed} {cond:>12} {inp}: return {ret:7.1f}, velocity {vel:5.2f}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(rows, indent=1))
-    _table(rows)
+                    rows.append(_cell(env, policy, seed, episodes, cond, inp, False))
+    _save(rows, out)
 
 
 def _table(rows: list[dict[str, Any]]) -> None:

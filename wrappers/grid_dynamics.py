@@ -94,6 +94,10 @@ class MiniGridStateDynamics:
                 f"actual {quote(env_id)} with {', '.join(changing)} (their state is not in "
                 "the agent's pose)"
             )
+        if not isinstance(env.action_space, gym.spaces.Discrete):
+            raise UnsupportedSpaceError(
+                f"MiniGridStateDynamics: expected a Discrete action space, actual {env.action_space}"
+            )
         view = env.agent_view_size
         self.observation_space = gym.spaces.Box(0, 255, (view * view * 3,), np.uint8)
         self.action_space = env.action_space
@@ -116,10 +120,6 @@ class MiniGridStateDynamics:
         self._poses: dict[bytes, np.ndarray] = {
             key: np.flatnonzero(self._view_of == i) for key, i in view_ids.items()
         }
-        if not isinstance(env.action_space, gym.spaces.Discrete):
-            raise UnsupportedSpaceError(
-                f"MiniGridStateDynamics: expected a Discrete action space, actual {env.action_space}"
-            )
         n_actions = int(env.action_space.n)
         self._next = np.empty((len(poses), n_actions), dtype=np.intp)
         for i, pose in enumerate(poses):

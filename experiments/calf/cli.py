@@ -62,9 +62,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "(baseline: none, delay-only: fixed 50 ms, net-aware: wifi-normal), '+comp' adds "
         "the compensation inputs, '+aug' the augmented state, '+ceiling' the prediction with "
         "the true dynamics (-dist, -noid, -ahead, -ahead-dist: its variants), '+predict' "
-        "with a learned world model (-dist, -ahead), '+oracle' the true state (default: the three with and without +comp; "
-        "with --quick baseline, net-aware, net-aware+comp, net-aware+ceiling, "
-        "net-aware+predict); any condition name also trains under it",
+        "with a learned world model (-dist, -ahead), '+oracle' the true state (default: "
+        "the three with and without +comp; with --quick baseline, net-aware, "
+        "net-aware+comp, net-aware+ceiling, net-aware+predict); any condition name also trains under it",
     )
     parser.add_argument(
         "--conditions",
