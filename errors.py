@@ -1,12 +1,26 @@
 """Typed exceptions raised by fleetgym.
 
-Each subclasses the closest built-in (``ValueError``) and, where it fits, a
-``gymnasium.error.Error`` so callers can catch either family.
+Each subclasses the closest built-in (``ValueError``, ``ImportError``, ...) and
+``gymnasium.error.Error``, so callers can catch either family.
 """
 
 from __future__ import annotations
 
 from gymnasium import error as gym_error
+
+__all__ = [
+    "DependencyNotInstalled",
+    "FleetError",
+    "FleetgymError",
+    "InvalidActionError",
+    "MissingArgumentError",
+    "ProtocolError",
+    "RemoteEnvError",
+    "TraceFormatError",
+    "UnknownProfileError",
+    "UnknownWorkloadError",
+    "UnsupportedSpaceError",
+]
 
 
 class FleetgymError(gym_error.Error):
@@ -55,3 +69,17 @@ class ProtocolError(FleetgymError, ValueError):
 
 class RemoteEnvError(FleetgymError, ConnectionError):
     """A remote env server that cannot be reached, stopped answering or refused a request."""
+
+
+class DependencyNotInstalled(FleetgymError, ImportError):
+    """A feature used without the optional extra it needs; the message names the
+    package that is missing and the ``pip install "fleetgym[<extra>]"`` that adds it."""
+
+    def __init__(self, feature: str, package: str, extra: str) -> None:
+        super().__init__(
+            f'{feature} needs {package}, which is not installed: pip install "fleetgym[{extra}]"',
+            name=package,
+        )
+        self.feature = feature
+        self.package = package
+        self.extra = extra

@@ -56,6 +56,7 @@ from fleetgym.agents.schedulers.observation import (
 )
 from fleetgym.agents.types import ActorFleet, Learner, RoundResult, UpdateStats
 from fleetgym.agents.workloads import get_workload
+from fleetgym.extras import require
 from fleetgym.meta_env.cost_model import RoundAccountant, RoundBill
 from fleetgym.meta_env.presets import (
     MAX_SCALE,
@@ -206,6 +207,8 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         learner_factory: LearnerFactory | None = None,
     ) -> None:
         super().__init__()
+        if fleet_factory is None or learner_factory is None:  # real rounds train a policy
+            require("torch", "ActorSchedulingEnv (its rounds train the workload's policy)")
         self.workload = get_workload(workload)
         self.timing = check_choice("timing", timing, TIMINGS)
         # Modelled timing of a workload without a shipped compute model measures one.

@@ -7,13 +7,13 @@ shim itself is in :mod:`fleetgym.wrappers.network_shim`.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
 
 from fleetgym.errors import MissingArgumentError
+from fleetgym.extras import require
 from fleetgym.validation import quote
 from fleetgym.wrappers.network_shim import NetworkShimWrapper
 from fleetgym.wrappers.profiles import NetworkProfile
@@ -44,16 +44,10 @@ def _ensure_registered(env_id: str) -> None:
     if ":" in env_id or env_id in gym.registry:
         return  # gym.make imports the module of "module:ID" itself
     if env_id.startswith(("MiniGrid-", "BabyAI-")):
-        try:
-            importlib.import_module("minigrid")  # registers its IDs on import
-        except ImportError:
-            pass  # gym.make reports the unknown ID
+        require("minigrid", f"the env {env_id!r}")  # registers its IDs on import
         return
-    try:
-        import ale_py
-    except ImportError:
-        return
-    gym.register_envs(ale_py)
+    if env_id.startswith("ALE/") or "NoFrameskip" in env_id:
+        gym.register_envs(require("ale_py", f"the env {env_id!r}"))
 
 
 def make_network_shim_env(

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleetgym.agents.fleet.base import FleetBase
+from fleetgym.agents.fleet.base import ActorFactory, FleetBase
 from fleetgym.agents.fleet.inprocess import InProcessFleet
 from fleetgym.agents.fleet.process import ProcessFleet
 
@@ -102,6 +102,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ActorFactory",
     "BACKENDS",
     "INFERENCE_MODES",
     "FleetBase",

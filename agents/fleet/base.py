@@ -22,6 +22,7 @@ import numpy as np
 
 from fleetgym.agents.types import ActorFailure, ActorTiming, RoundResult, Trajectory, Weights
 from fleetgym.errors import FleetError
+from fleetgym.extras import require
 from fleetgym.validation import check_int, check_timeout
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -176,6 +177,8 @@ class FleetBase:
                 f"-> actor, "
                 f"actual {type(actor_factory).__name__}"
             )
+        if actor_factory is None:  # the default actors run the workload's torch policy
+            require("torch", f"{type(self).__name__} (its default actors)")
         self.actor_factory: ActorFactory = actor_factory or default_actor_factory
         self.max_retries = check_int("max_retries", max_retries, 0)
         if on_incomplete not in ("partial", "raise"):

@@ -15,7 +15,7 @@ API in brief::
 
 * :mod:`~fleetgym.agents.inference.model`: what is served (:class:`ModelSpec`: the fixed
   per-request layout; :class:`ActorCriticModel` for the workloads' policies).
-* :mod:`~fleetgym.agents.inference.token_model`: ``TokenPolicyModel``, a token policy
+* :mod:`~fleetgym.agents.inference.token_model`: :class:`TokenPolicyModel`, a token policy
   served (batched autoregressive decoding of ``K D`` tokens per request, KV cache, the
   learner's restricted distribution).
 * :mod:`~fleetgym.agents.inference.batching`: the batching rule and the adaptive wait.
@@ -34,6 +34,8 @@ Importing this package imports numpy only; torch loads with an ActorCriticPolicy
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fleetgym.agents.inference.batching import InferenceConfig, RequestQueue, auto_wait
 from fleetgym.agents.inference.channels import (
     InferenceClient,
@@ -45,6 +47,13 @@ from fleetgym.agents.inference.channels import (
 from fleetgym.agents.inference.model import ActorCriticModel, ArraySpec, ModelSpec, ServedModel
 from fleetgym.agents.inference.remote import RemoteClient
 from fleetgym.agents.inference.server import InferenceServer, LocalClient
+from fleetgym.extras import lazy_exports
+
+# Torch loads with the token policy it serves.
+__getattr__, __dir__ = lazy_exports(__name__, {"TokenPolicyModel": "token_model"})
+
+if TYPE_CHECKING:
+    from fleetgym.agents.inference.token_model import TokenPolicyModel
 
 __all__ = [
     "ActorCriticModel",
@@ -61,5 +70,6 @@ __all__ = [
     "RequestQueue",
     "ServedModel",
     "Ticket",
+    "TokenPolicyModel",
     "auto_wait",
 ]

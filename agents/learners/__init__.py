@@ -1,21 +1,137 @@
 """Learners: what turns trajectories into new weights, and the loops that drive them.
 
-* :mod:`~fleetgym.agents.learners.ppo`: :class:`~fleetgym.agents.learners.ppo.PPOLearner`
-  (PPO-clip with GAE) and its hyperparameters.
-* :mod:`~fleetgym.agents.learners.training`: the synchronous loop (one fleet round, one
-  update) behind ``fleetgym train``.
-* :mod:`~fleetgym.agents.learners.losses`: the policy losses (PPO-clip, GIPO, V-trace) and
-  their configuration.
-* :mod:`~fleetgym.agents.learners.lag`: policy-lag bookkeeping (the weight ring, per-sample
-  versions) and the lag-compensated learner.
-* :mod:`~fleetgym.agents.learners.token_ppo`: :class:`~fleetgym.agents.learners.token_ppo.TokenPPO`,
-  PPO for a token policy (:mod:`fleetgym.agents.tokens`) on a Box env, with the ratio level
-  (token, action, chunk) and the loss (PPO-clip, GIPO, V-trace) as switches.
-* :mod:`~fleetgym.agents.learners.asynchronous`: the asynchronous trainer
-  (:class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO`), its actor slots, its
-  trajectory pipeline and its worker-process actors.
+* :class:`PPOLearner` (PPO-clip with GAE) and its :data:`HYPERPARAMETERS`;
+* :func:`train`, the synchronous loop (one fleet round, one update) behind
+  ``fleetgym train``, and :func:`evaluate_policy`;
+* the policy losses (PPO-clip, GIPO, V-trace) and :class:`LossConfig`;
+* policy-lag bookkeeping (:class:`WeightRing`, per-sample versions) and the
+  lag-compensated learner :class:`CompensatedPPOLearner`;
+* :class:`TokenPPO`, PPO for a token policy (:mod:`fleetgym.agents.tokens`) on a Box env,
+  with the ratio level (token, action, chunk) and the loss as switches;
+* :class:`AsyncPPO`, the asynchronous trainer (actors keep collecting while the learner
+  trains; threads, processes or Ray), and :class:`TokenAsyncPPO`, the token policy
+  trained through its loop.
 
-Depends on every other room of :mod:`fleetgym.agents` but the schedulers.
+Every name needs the ``agents`` extra (torch); the package itself imports without it,
+and a name used without torch raises :class:`~fleetgym.errors.DependencyNotInstalled`.
+
+Example:
+    >>> from fleetgym.agents.learners import LossConfig
+    >>> LossConfig("gipo", sigma=0.5).label
+    'gipo(sigma=0.5)'
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fleetgym.extras import lazy_exports
+
+_EXPORTS = {
+    # the synchronous learner and loop
+    "HYPERPARAMETERS": "ppo",
+    "Batch": "ppo",
+    "PPOLearner": "ppo",
+    "compute_gae": "ppo",
+    "RoundRecord": "training",
+    "TrainingHistory": "training",
+    "evaluate_policy": "training",
+    "train": "training",
+    # losses
+    "DEFAULT_SIGMA": "losses",
+    "DEFAULT_TARGET_KL": "losses",
+    "LOSSES": "losses",
+    "RATIO_LEVELS": "losses",
+    "LossConfig": "losses",
+    "gaussian_weight": "losses",
+    "gipo_loss": "losses",
+    "kl_estimate": "losses",
+    "ppo_clip_loss": "losses",
+    "vtrace": "losses",
+    "vtrace_policy_loss": "losses",
+    # policy lag
+    "CompensatedPPOLearner": "lag",
+    "LagUpdateStats": "lag",
+    "ObservedTrajectory": "lag",
+    "WeightRing": "lag",
+    "behaviour_versions": "lag",
+    # token PPO
+    "TokenPPO": "token_ppo",
+    "TokenPPOConfig": "token_ppo",
+    "TokenUpdateStats": "token_ppo",
+    # the asynchronous trainer
+    "AsyncPPO": "asynchronous.trainer",
+    "UpdateRecord": "asynchronous.records",
+    "ProcessActor": "asynchronous.process_actor",
+    "TokenAsyncPPO": "asynchronous.token_trainer",
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:
+    from fleetgym.agents.learners.asynchronous.process_actor import ProcessActor
+    from fleetgym.agents.learners.asynchronous.records import UpdateRecord
+    from fleetgym.agents.learners.asynchronous.token_trainer import TokenAsyncPPO
+    from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
+    from fleetgym.agents.learners.lag import (
+        CompensatedPPOLearner,
+        LagUpdateStats,
+        ObservedTrajectory,
+        WeightRing,
+        behaviour_versions,
+    )
+    from fleetgym.agents.learners.losses import (
+        DEFAULT_SIGMA,
+        DEFAULT_TARGET_KL,
+        LOSSES,
+        RATIO_LEVELS,
+        LossConfig,
+        gaussian_weight,
+        gipo_loss,
+        kl_estimate,
+        ppo_clip_loss,
+        vtrace,
+        vtrace_policy_loss,
+    )
+    from fleetgym.agents.learners.ppo import HYPERPARAMETERS, Batch, PPOLearner, compute_gae
+    from fleetgym.agents.learners.token_ppo import TokenPPO, TokenPPOConfig, TokenUpdateStats
+    from fleetgym.agents.learners.training import (
+        RoundRecord,
+        TrainingHistory,
+        evaluate_policy,
+        train,
+    )
+
+__all__ = [
+    "AsyncPPO",
+    "Batch",
+    "CompensatedPPOLearner",
+    "DEFAULT_SIGMA",
+    "DEFAULT_TARGET_KL",
+    "HYPERPARAMETERS",
+    "LOSSES",
+    "LagUpdateStats",
+    "LossConfig",
+    "ObservedTrajectory",
+    "PPOLearner",
+    "ProcessActor",
+    "RATIO_LEVELS",
+    "RoundRecord",
+    "TokenAsyncPPO",
+    "TokenPPO",
+    "TokenPPOConfig",
+    "TokenUpdateStats",
+    "TrainingHistory",
+    "UpdateRecord",
+    "WeightRing",
+    "behaviour_versions",
+    "compute_gae",
+    "evaluate_policy",
+    "gaussian_weight",
+    "gipo_loss",
+    "kl_estimate",
+    "ppo_clip_loss",
+    "train",
+    "vtrace",
+    "vtrace_policy_loss",
+]

@@ -12,6 +12,14 @@ Depends on :mod:`fleetgym.agents.fleet` (its size limit) only.
 
 from __future__ import annotations
 
+from fleetgym.agents.schedulers.actions import (
+    ACTION_MODES,
+    MappedScheduler,
+    SchedulerActionWrapper,
+    action_space_for,
+    fleet_sizes,
+    num_actors_for,
+)
 from fleetgym.agents.schedulers.baselines import (
     BASELINE_NAMES,
     MAX_WINDOW,
@@ -32,8 +40,17 @@ from fleetgym.agents.schedulers.baselines import (
     ServerBasedScheduler,
     make_baseline,
 )
+from fleetgym.agents.schedulers.observation import normalize_observation, raw_observation
 
 __all__ = [
+    "ACTION_MODES",
+    "MappedScheduler",
+    "SchedulerActionWrapper",
+    "action_space_for",
+    "fleet_sizes",
+    "normalize_observation",
+    "num_actors_for",
+    "raw_observation",
     "AdaptScheduler",
     "BASELINE_NAMES",
     "BaseScheduler",

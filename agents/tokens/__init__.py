@@ -18,18 +18,83 @@
 The ratio levels (token, action, chunk) of its updates are in
 :mod:`fleetgym.agents.learners.losses`. Depends on :mod:`fleetgym.agents.policies` and
 :mod:`fleetgym.agents.types` at most; the learners may import it. Importing the package
-imports neither torch nor ``transformers``; the torch modules are imported by path.
+imports neither torch nor ``transformers``: the torch names load on first use and need the
+``agents`` extra (``llama_backbone`` the ``tokens`` extra).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from fleetgym.agents.tokens.missions import MissionVocabulary
 from fleetgym.agents.tokens.tokenizer import DEFAULT_BINS, OUT_OF_RANGE, ActionTokenizer
 from fleetgym.agents.tokens.wrapper import TOKEN_SPACES, TokenizedActions
+from fleetgym.extras import lazy_exports
+
+_LAZY = {
+    "CausalBackbone": "backbones",
+    "HFBackbone": "backbones",
+    "TinyCausalTransformer": "backbones",
+    "as_backbone": "backbones",
+    "llama_backbone": "backbones",
+    "SlimActionHead": "head",
+    "action_log_softmax": "head",
+    "head_parameter_count": "head",
+    "TokenEvaluation": "policy",
+    "TokenPolicy": "policy",
+    "TokenSample": "policy",
+    "VALUE_HEADS": "value_heads",
+    "AttentionPoolValue": "value_heads",
+    "FirstTokenValue": "value_heads",
+    "MeanPoolValue": "value_heads",
+    "make_value_head": "value_heads",
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+
+if TYPE_CHECKING:
+    from fleetgym.agents.tokens.backbones import (
+        CausalBackbone,
+        HFBackbone,
+        TinyCausalTransformer,
+        as_backbone,
+        llama_backbone,
+    )
+    from fleetgym.agents.tokens.head import (
+        SlimActionHead,
+        action_log_softmax,
+        head_parameter_count,
+    )
+    from fleetgym.agents.tokens.policy import TokenEvaluation, TokenPolicy, TokenSample
+    from fleetgym.agents.tokens.value_heads import (
+        VALUE_HEADS,
+        AttentionPoolValue,
+        FirstTokenValue,
+        MeanPoolValue,
+        make_value_head,
+    )
 
 __all__ = [
-    "DEFAULT_BINS",
-    "OUT_OF_RANGE",
-    "TOKEN_SPACES",
     "ActionTokenizer",
+    "AttentionPoolValue",
+    "CausalBackbone",
+    "DEFAULT_BINS",
+    "FirstTokenValue",
+    "HFBackbone",
+    "MeanPoolValue",
+    "MissionVocabulary",
+    "OUT_OF_RANGE",
+    "SlimActionHead",
+    "TOKEN_SPACES",
+    "TinyCausalTransformer",
+    "TokenEvaluation",
+    "TokenPolicy",
+    "TokenSample",
     "TokenizedActions",
+    "VALUE_HEADS",
+    "action_log_softmax",
+    "as_backbone",
+    "head_parameter_count",
+    "llama_backbone",
+    "make_value_head",
 ]

@@ -24,15 +24,20 @@ Spaces and what the policy sees:
 
 from __future__ import annotations
 
+import copy
 import difflib
 import importlib
 import json
 import math
-from collections.abc import Iterable
+import numbers
+import random
+import warnings
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 from gymnasium.envs.registration import EnvSpec
 
 from fleetgym.agents.workloads.spaces import (
@@ -46,7 +51,7 @@ from fleetgym.agents.workloads.spaces import (
     joint_sizes,
     observation_preprocessing,
 )
-from fleetgym.errors import UnknownWorkloadError
+from fleetgym.errors import FleetgymError, UnknownWorkloadError
 from fleetgym.validation import quote
 
 __all__ = [
@@ -54,10 +59,12 @@ __all__ = [
     "FRAME_STACK",
     "MAX_JOINT_ACTIONS",
     "PREPROCESSINGS",
+    "EnvAPIError",
     "EnvSource",
     "JointDiscreteAction",
     "build_env",
     "check_action_space",
+    "check_env_api",
     "describe_env",
     "infer_fields",
     "observation_preprocessing",
@@ -194,7 +201,9 @@ def resolve_source(
     Raises:
         UnknownWorkloadError: an ID that is not registered (lists close matches).
         ValueError: a callable that cannot be imported back by path (a lambda, a local
-            function), or env kwargs that are not plain data.
+            function), env kwargs that are not plain data, or an
+            ``env_kwargs["max_episode_steps"]`` (the time limit, honoured as
+            ``gym.make``'s) that is not an int >= 1.
         TypeError: env kwargs that are not a dict of keyword names; anything else.
     """
     if env_kwargs is not None and not isinstance(env_kwargs, dict):
@@ -203,6 +212,25 @@ def resolve_source(
     bad = [key for key in extra if not isinstance(key, str) or not key.isidentifier()]
     if bad:
         raise TypeError(f"env_kwargs: expected keyword names, actual keys {quote(bad)}")
+    # gym.make's time limit, not a keyword of the env: it becomes the source's own field.
+    limit = _check_time_limit(extra.pop("max_episode_steps", None))
+    resolved = _resolve(source, extra, known)
+    return resolved if limit is None else replace(resolved, max_episode_steps=limit)
+
+
+def _check_time_limit(value: Any) -> int | None:
+    """``env_kwargs["max_episode_steps"]``: an int >= 1, or None (the registration's)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(
+            "env_kwargs['max_episode_steps']: expected an int >= 1 or None, "
+            f"actual {type(value).__name__} {quote(value)}"
+        )
+    return int(value)
+
+
+def _resolve(source: Any, extra: dict[str, Any], known: Iterable[str]) -> EnvSource:
     if isinstance(source, EnvSpec):
         return _spec_source(source, source.id, extra)
     if isinstance(source, str):
@@ -341,6 +369,125 @@ def build_error(source: EnvSource, error: Exception) -> Exception:
     return TypeError(message) if isinstance(error, TypeError) else ValueError(message)
 
 
+class EnvAPIError(FleetgymError, ValueError):
+    """An env that does not follow the Gymnasium API: its ``reset`` or ``step`` returns
+    the wrong number of values, or observations of another shape than its observation
+    space's; the message names the env and what is wrong."""
+
+
+#: The wrappers ``gym.make`` adds around every env: the probe looks beneath them (a
+#: ``TimeLimit`` would fail on an old-API step before the step's values could be read).
+_MAKE_WRAPPERS = (
+    gym.wrappers.TimeLimit,
+    gym.wrappers.OrderEnforcing,
+    gym.wrappers.PassiveEnvChecker,
+)
+
+
+def _mismatch(space: gym.Space, obs: Any) -> str | None:
+    """Why ``obs`` does not have the structure and shape of ``space`` (None: it has)."""
+    if isinstance(space, gym.spaces.Dict):
+        if not isinstance(obs, Mapping) or set(obs) != set(space.spaces):
+            keys = sorted(map(str, obs)) if isinstance(obs, Mapping) else type(obs).__name__
+            return f"keys {quote(keys)}, expected {sorted(space.spaces)}"
+        for key, part in space.spaces.items():
+            why = _mismatch(part, obs[key])
+            if why is not None:
+                return f"[{key!r}]: {why}"
+        return None
+    if isinstance(space, gym.spaces.Tuple):
+        if not isinstance(obs, (tuple, list)) or len(obs) != len(space.spaces):
+            return f"{quote(obs, 60)}, expected a tuple of {len(space.spaces)}"
+        for i, (part, value) in enumerate(zip(space.spaces, obs, strict=True)):
+            why = _mismatch(part, value)
+            if why is not None:
+                return f"[{i}]: {why}"
+        return None
+    if isinstance(
+        space,
+        (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary),
+    ):
+        try:
+            array = np.asarray(obs)
+        except Exception:  # ragged nested lists, objects numpy cannot hold
+            return f"{quote(obs, 60)}, expected an array of shape {space.shape}"
+        if array.dtype.kind not in "biuf":
+            return f"{quote(obs, 60)}, expected numbers of shape {space.shape}"
+        if array.shape != space.shape:
+            return f"shape {array.shape}, expected {space.shape}"
+    return None  # other spaces: their preprocessing refuses them
+
+
+def _values(result: Any) -> str:
+    """How many values ``reset`` or ``step`` returned, in words."""
+    if not isinstance(result, tuple):
+        return f"a single {type(result).__name__}"
+    return f"{len(result)} values"
+
+
+def check_env_api(env: gym.Env, name: str) -> None:
+    """Reset ``env`` and step it once, as Gymnasium's env checker does, and refuse an env
+    whose ``reset`` does not return ``(obs, info)``, whose ``step`` does not return the
+    five values of the Gymnasium API (the old Gym API returns four), or whose
+    observations have another shape than its observation space's.
+
+    Meant for a probe instance the caller then closes: it is reset with seed 0 and its
+    action space's generator is not used (a copy draws the action); NumPy's and Python's
+    global generators are left as they were. An env whose ``reset`` or ``step`` raises is
+    not judged here (the rollout reports it, naming the step).
+
+    Raises:
+        EnvAPIError: the message names the env (``name``) and what is wrong.
+    """
+    inner = env
+    while isinstance(inner, _MAKE_WRAPPERS):
+        inner = inner.env
+
+    def refuse(what: str) -> EnvAPIError:
+        return EnvAPIError(
+            f"workload: expected an env that follows the Gymnasium API, actual {quote(name)} "
+            f"({what})"
+        )
+
+    # The global generators an env might draw from, restored after the probe.
+    saved = np.random.get_state(), random.getstate()  # noqa: NPY002
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                result = inner.reset(seed=0)
+            except Exception:
+                return
+            if not isinstance(result, tuple) or len(result) != 2:
+                old = "" if isinstance(result, tuple) else " (the old Gym API: obs alone)"
+                raise refuse(
+                    f"its reset returns {_values(result)}{old}, not the two (obs, info) of "
+                    "Gymnasium's reset"
+                )
+            why = _mismatch(env.observation_space, result[0])
+            if why is not None:
+                raise refuse(f"the observation of its reset has {why} by its observation_space")
+            try:
+                action_space = copy.deepcopy(env.action_space)
+                action_space.seed(0)
+                result = inner.step(action_space.sample())
+            except Exception:
+                return
+            if not isinstance(result, tuple) or len(result) != 5:
+                four = isinstance(result, tuple) and len(result) == 4
+                old = " (obs, reward, done, info: the old Gym API)" if four else ""
+                raise refuse(
+                    f"its step returns {_values(result)}{old}, not the five (obs, reward, "
+                    "terminated, truncated, info) of Gymnasium's step"
+                )
+            why = _mismatch(env.observation_space, result[0])
+            if why is not None:
+                raise refuse(f"the observation of its step has {why} by its observation_space")
+    finally:
+        np.random.set_state(saved[0])  # noqa: NPY002
+        random.setstate(saved[1])
+
+
 def infer_fields(source: EnvSource) -> dict[str, Any]:
     """Workload fields inferred from the spaces of the env of ``source``.
 
@@ -352,6 +499,8 @@ def infer_fields(source: EnvSource) -> dict[str, Any]:
         TypeError, ValueError: building the env raised (a ``TypeError``, e.g. a keyword
             the env does not take, stays one; anything else is a ``ValueError``); the
             message names the workload and quotes the error.
+        EnvAPIError: the env does not follow the Gymnasium API (see
+            :func:`check_env_api`).
     """
     ale = _is_ale(source)
     if ale:
@@ -366,10 +515,10 @@ def infer_fields(source: EnvSource) -> dict[str, Any]:
         raise build_error(source, error) from error
     try:
         preprocessing = "atari" if ale else observation_preprocessing(env.observation_space)
-        action_space = env.action_space
+        discrete = check_action_space(env.action_space)
+        check_env_api(env, source.env_id)
     finally:
         env.close()
-    discrete = check_action_space(action_space)
     threshold = source.reward_threshold
     return dict(
         env_id=source.env_id,

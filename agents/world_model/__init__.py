@@ -8,27 +8,59 @@
   states, that any learner (SB3's included) trains in;
 * :class:`ImaginationConfig` / :class:`Imagination` -- the imagination buffer a learner
   mixes into its updates (horizon and share from measured model error).
+
+The models need the ``agents`` extra (torch); the package imports without it.
 """
 
-from fleetgym.agents.world_model.buffer import TransitionBuffer, collect_transitions
-from fleetgym.agents.world_model.imagination import (
-    Imagination,
-    ImaginationConfig,
-    ImaginationRecord,
-    ImaginedTrajectory,
-    linear_schedule,
-    multistep_error,
-    validation_schedule,
-)
-from fleetgym.agents.world_model.imagined_env import ImaginedEnv, ImaginedVectorEnv
-from fleetgym.agents.world_model.model import (
-    FitReport,
-    ModelDivergedError,
-    StepPrediction,
-    WorldModel,
-)
-from fleetgym.agents.world_model.spaces import SpaceCodec, check_model_spaces
-from fleetgym.agents.world_model.success import SuccessRewardModel
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fleetgym.extras import lazy_exports
+
+_EXPORTS = {
+    "TransitionBuffer": "buffer",
+    "collect_transitions": "buffer",
+    "Imagination": "imagination",
+    "ImaginationConfig": "imagination",
+    "ImaginationRecord": "imagination",
+    "ImaginedTrajectory": "imagination",
+    "linear_schedule": "imagination",
+    "multistep_error": "imagination",
+    "validation_schedule": "imagination",
+    "ImaginedEnv": "imagined_env",
+    "ImaginedVectorEnv": "imagined_env",
+    "FitReport": "model",
+    "ModelDivergedError": "model",
+    "StepPrediction": "model",
+    "WorldModel": "model",
+    "SpaceCodec": "spaces",
+    "check_model_spaces": "spaces",
+    "SuccessRewardModel": "success",
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:
+    from fleetgym.agents.world_model.buffer import TransitionBuffer, collect_transitions
+    from fleetgym.agents.world_model.imagination import (
+        Imagination,
+        ImaginationConfig,
+        ImaginationRecord,
+        ImaginedTrajectory,
+        linear_schedule,
+        multistep_error,
+        validation_schedule,
+    )
+    from fleetgym.agents.world_model.imagined_env import ImaginedEnv, ImaginedVectorEnv
+    from fleetgym.agents.world_model.model import (
+        FitReport,
+        ModelDivergedError,
+        StepPrediction,
+        WorldModel,
+    )
+    from fleetgym.agents.world_model.spaces import SpaceCodec, check_model_spaces
+    from fleetgym.agents.world_model.success import SuccessRewardModel
 
 __all__ = [
     "FitReport",
@@ -38,15 +70,15 @@ __all__ = [
     "ImaginedEnv",
     "ImaginedTrajectory",
     "ImaginedVectorEnv",
+    "ModelDivergedError",
+    "SpaceCodec",
+    "StepPrediction",
     "SuccessRewardModel",
+    "TransitionBuffer",
+    "WorldModel",
+    "check_model_spaces",
     "collect_transitions",
     "linear_schedule",
     "multistep_error",
     "validation_schedule",
-    "ModelDivergedError",
-    "SpaceCodec",
-    "StepPrediction",
-    "TransitionBuffer",
-    "WorldModel",
-    "check_model_spaces",
 ]
