@@ -18,6 +18,7 @@ from typing import NoReturn
 
 from fleetgym import __version__
 from fleetgym.experiments.argtypes import UsageError
+from fleetgym.extras import missing_extra
 
 #: subcommand -> (module implementing it, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -69,7 +70,8 @@ class _Parser(argparse.ArgumentParser):
 EXIT_CODES = """exit codes:
   0    done (a training command: its target was reached)
   1    ran to the end without reaching its target (train: --rounds / --max-steps spent)
-  2    usage error: a bad argument, name or path, or a command without its action
+  2    usage error: a bad argument, name or path, a command without its action, or a
+       command whose optional extra is not installed (the message names it)
   3    crashed (an unexpected error; its traceback is on stderr)
   130  interrupted (Ctrl-C)"""
 
@@ -134,6 +136,16 @@ def _missing_action(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     return False
 
 
+def _command_prog(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    """The ``prog`` of the (nested) subcommand ``args`` selects: ``fleetgym schedule evaluate``."""
+    while True:
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        name = None if sub is None else getattr(args, sub.dest, None)
+        if sub is None or name not in sub.choices:
+            return parser.prog
+        parser = sub.choices[name]
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole argument parser (every subcommand configured)."""
     parser = _Parser(
@@ -171,7 +183,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(module.run(args) or 0)
     except UsageError as error:
         # A value found unusable before any work started: one line, like argparse.
-        print(f"fleetgym {args.command}: error: {error}", file=sys.stderr)
+        print(f"{_command_prog(parser, args)}: error: {error}", file=sys.stderr)
+        return 2
+    except ImportError as error:
+        missing = missing_extra(error, f"fleetgym {args.command}")
+        if missing is None:
+            traceback.print_exc()
+            return EXIT_CRASH
+        # An optional dependency this command needs is not installed: name the extra.
+        print(f"{_command_prog(parser, args)}: error: {missing}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -81,6 +81,23 @@ def non_negative_int(text: str) -> int:
     return int_in(0, MAX_SEED)(text)
 
 
+def seed_range(first: int, count: int, flags: str = "--first-seed/--seeds") -> range:
+    """The seeds ``first .. first + count - 1`` of ``--first-seed F --seeds N``.
+
+    Example:
+        >>> list(seed_range(3, 2))
+        [3, 4]
+
+    Raises:
+        UsageError: The last seed would exceed :data:`MAX_SEED`.
+    """
+    if first + count - 1 > MAX_SEED:
+        raise UsageError(
+            f"{flags}: expected seeds up to {MAX_SEED}, actual {first}..{first + count - 1}"
+        )
+    return range(first, first + count)
+
+
 def env_kwarg(text: str) -> tuple[str, Any]:
     """``KEY=VALUE``, the value parsed as JSON when it can be (else kept as a string).
 

@@ -2,22 +2,26 @@
 
 Runs :func:`~fleetgym.experiments.calf.experiment.run_calf` and prints its Markdown
 report. ``--quick`` is a few minutes on 2 cores (1 seed, five regimes, small budgets);
-the default is the full experiment (5 seeds, six regimes).
+the default is the full experiment (5 seeds, six regimes). Every argument is checked
+(:func:`~fleetgym.experiments.calf.experiment.prepare_calf`) before any training starts:
+a bad one exits 2; an error during the run is a crash (exit 3, with its traceback).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 
 from fleetgym.errors import FleetgymError
 from fleetgym.experiments.argtypes import (
+    UsageError,
     check_output_dir,
+    non_negative_int,
     output_path,
     positive_int,
+    seed_range,
     step_ms,
 )
-from fleetgym.experiments.calf.experiment import run_calf
+from fleetgym.experiments.calf.experiment import execute_calf, prepare_calf
 
 __all__ = ["configure", "run"]
 
@@ -47,7 +51,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--seeds",
         type=positive_int,
         default=None,
-        help="number of seeds (default 1 with --quick, else 5)",
+        help="number of seeds, FIRST..FIRST+N-1 (default: 1 with --quick, else 5)",
+    )
+    parser.add_argument(
+        "--first-seed",
+        type=non_negative_int,
+        default=0,
+        metavar="FIRST",
+        help="the first seed: --seeds N runs FIRST..FIRST+N-1",
     )
     parser.add_argument(
         "--out",
@@ -123,13 +134,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the subcommand; prints the Markdown report and where the files are."""
+    """Run the subcommand; prints the Markdown report and where the files are.
+
+    Raises:
+        UsageError: A bad argument, found before any training starts.
+    """
     check_output_dir("--out", args.out)
+    count = args.seeds if args.seeds is not None else (1 if args.quick else 5)
     try:
-        results = run_calf(
+        plan = prepare_calf(
             args.env,
             quick=args.quick,
-            seeds=args.seeds,
+            seeds=list(seed_range(args.first_seed, count)),
             out_dir=args.out,
             regimes=_split(args.regimes),
             conditions=_split(args.conditions),
@@ -144,9 +160,9 @@ def run(args: argparse.Namespace) -> int:
             timing=args.timing,
         )
     except (ValueError, TypeError, FleetgymError) as exc:
-        # Bad arguments end with one line, not a traceback.
-        print(f"fleetgym calf: error: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
+    # The work itself catches nothing: a failure an hour in is a crash with its traceback.
+    results = execute_calf(plan)
     print(results.files[0].read_text())
     for path in results.files:
         print(f"wrote {path}")

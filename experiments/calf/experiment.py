@@ -14,6 +14,7 @@ import dataclasses
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -40,11 +41,11 @@ from fleetgym.experiments.calf.evaluate import (
     evaluate_policy,
 )
 from fleetgym.experiments.calf.report import write_outputs
-from fleetgym.experiments.calf.setup import env_setup
+from fleetgym.experiments.calf.setup import EnvSetup, env_setup
 from fleetgym.experiments.calf.train import TrainedPolicy, policy_layout, train_regime
 from fleetgym.validation import check_bool, check_int
 
-__all__ = ["run_calf"]
+__all__ = ["CalfPlan", "execute_calf", "prepare_calf", "run_calf"]
 
 
 def _seed_list(seeds: int | Sequence[int] | None, quick: bool) -> list[int]:
@@ -84,6 +85,110 @@ def _clean_identity(regime: Regime) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class CalfPlan:
+    """A checked CALF run (:func:`prepare_calf`): everything :func:`execute_calf` needs."""
+
+    env: str
+    setup: EnvSetup
+    seeds: list[int]
+    regimes: list[Regime]
+    conditions: list[NetworkCondition]
+    variants: list[NetworkCondition]
+    variant_regimes: frozenset[str]
+    timesteps: int
+    episodes: int
+    ablation: bool
+    out: Path
+    progress: bool
+
+
+def _check_algo_installed(setup: EnvSetup) -> None:
+    """RecurrentPPO comes from sb3-contrib: a missing package is found before training."""
+    if setup.algo == "recurrent-ppo":
+        import importlib.util
+
+        if importlib.util.find_spec("sb3_contrib") is None:
+            raise ValueError(
+                "algo: expected the sb3-contrib package for recurrent-ppo "
+                "(pip install sb3-contrib), actual not installed"
+            )
+
+
+def prepare_calf(
+    env: str = "CartPole-v1",
+    *,
+    quick: bool = False,
+    seeds: int | Sequence[int] | None = None,
+    out_dir: str | os.PathLike[str] = "fleetgym-out/calf",
+    regimes: Sequence[str] | None = None,
+    conditions: Sequence[str] | None = None,
+    timesteps: int | None = None,
+    episodes: int | None = None,
+    ablation: bool = True,
+    variants: Sequence[str] | None = None,
+    variant_regimes: Sequence[str] | None = None,
+    step_ms: float | None = None,
+    algo: str | None = None,
+    progress: bool = True,
+    timing: str | None = None,
+) -> CalfPlan:
+    """Check every argument of :func:`run_calf` and resolve its names, training nothing.
+
+    Takes :func:`run_calf`'s arguments; ``fleetgym calf`` calls it first, so that a bad
+    name or combination is a usage error before any work starts.
+
+    Raises:
+        ValueError, TypeError: on a bad argument.
+    """
+    quick = check_bool("quick", quick)
+    ablation = check_bool("ablation", ablation)
+    progress = check_bool("progress", progress)
+    setup = env_setup(env, algo=algo, step_ms=step_ms, timing=timing)
+    _check_algo_installed(setup)
+    seed_list = _seed_list(seeds, quick)
+    regime_objs = [
+        regime_by_name(name) for name in (regimes or (QUICK_REGIMES if quick else DEFAULT_REGIMES))
+    ]
+    if not regimes and not env.startswith("CartPole"):
+        # The predictive regimes' predictors (true dynamics, the fitted world model) are
+        # built for CartPole's flat observation; elsewhere they are run when asked for.
+        regime_objs = [r for r in regime_objs if r.compensation in ("history", "augmented")]
+    if not regime_objs:
+        raise ValueError(f"regimes: expected at least one regime, actual {regimes!r}")
+    cond_objs = _grid(conditions)
+    if variants is None:
+        variants = () if quick else DEGRADED_VARIANTS
+    variant_objs = [resolve_condition(c) for c in variants]
+    names = list(VARIANT_REGIMES if variant_regimes is None else variant_regimes)
+    for name in names:
+        regime_by_name(name)  # a misspelt name would silently match no regime
+    total = check_int(
+        "timesteps",
+        timesteps
+        if timesteps is not None
+        else (setup.quick_timesteps if quick else setup.total_timesteps),
+        low=1,
+    )
+    n_episodes = check_int(
+        "episodes", episodes if episodes is not None else (20 if quick else 50), low=1
+    )
+    return CalfPlan(
+        env=env,
+        setup=setup,
+        seeds=seed_list,
+        regimes=regime_objs,
+        conditions=cond_objs,
+        variants=variant_objs,
+        variant_regimes=frozenset(names),
+        timesteps=total,
+        episodes=n_episodes,
+        ablation=ablation,
+        out=Path(out_dir),
+        progress=progress,
+    )
+
+
 def run_calf(
     env: str = "CartPole-v1",
     *,
@@ -103,6 +208,8 @@ def run_calf(
     timing: str | None = None,
 ) -> CalfResults:
     """Runs the CALF experiment and writes its report (see the module docstring).
+
+    :func:`prepare_calf` checks the arguments, :func:`execute_calf` does the work.
 
     Args:
         env: ``CartPole-v1`` or a MiniGrid ID (e.g. ``MiniGrid-Empty-5x5-v0``).
@@ -133,30 +240,39 @@ def run_calf(
     Raises:
         ValueError, TypeError: on a bad argument.
     """
-    quick = check_bool("quick", quick)
-    setup = env_setup(env, algo=algo, step_ms=step_ms, timing=timing)
-    seed_list = _seed_list(seeds, quick)
-    regime_objs = [
-        regime_by_name(name) for name in (regimes or (QUICK_REGIMES if quick else DEFAULT_REGIMES))
-    ]
-    if not regimes and not env.startswith("CartPole"):
-        # The predictive regimes' predictors (true dynamics, the fitted world model) are
-        # built for CartPole's flat observation; elsewhere they are run when asked for.
-        regime_objs = [r for r in regime_objs if r.compensation in ("history", "augmented")]
-    cond_objs = _grid(conditions)
-    if variants is None:
-        variants = () if quick else DEGRADED_VARIANTS
-    variant_objs = [resolve_condition(c) for c in variants]
-    v_regimes = set(VARIANT_REGIMES if variant_regimes is None else variant_regimes)
-    total = (
-        timesteps
-        if timesteps is not None
-        else (setup.quick_timesteps if quick else setup.total_timesteps)
+    return execute_calf(
+        prepare_calf(
+            env,
+            quick=quick,
+            seeds=seeds,
+            out_dir=out_dir,
+            regimes=regimes,
+            conditions=conditions,
+            timesteps=timesteps,
+            episodes=episodes,
+            ablation=ablation,
+            variants=variants,
+            variant_regimes=variant_regimes,
+            step_ms=step_ms,
+            algo=algo,
+            progress=progress,
+            timing=timing,
+        )
     )
-    n_episodes = check_int(
-        "episodes", episodes if episodes is not None else (20 if quick else 50), low=1
+
+
+def execute_calf(plan: CalfPlan) -> CalfResults:
+    """Train, evaluate and report a :class:`CalfPlan`; an error here is a crash, not a
+    usage error (the arguments were checked by :func:`prepare_calf`)."""
+    env, setup, seed_list = plan.env, plan.setup, plan.seeds
+    regime_objs, cond_objs, variant_objs = plan.regimes, plan.conditions, plan.variants
+    v_regimes, total, n_episodes, ablation = (
+        plan.variant_regimes,
+        plan.timesteps,
+        plan.episodes,
+        plan.ablation,
     )
-    out = Path(out_dir)
+    out = plan.out
     out.mkdir(parents=True, exist_ok=True)
 
     start = time.perf_counter()
@@ -164,7 +280,7 @@ def run_calf(
     train_wall: dict[str, float] = {}
     layouts: dict[str, tuple[int, int]] = {}
     jobs = [(s, r) for s in seed_list for r in regime_objs]
-    bar = tqdm(jobs, desc=f"calf {env}", unit="policy", disable=not progress)
+    bar = tqdm(jobs, desc=f"calf {env}", unit="policy", disable=not plan.progress)
     plain: dict[tuple[int, str], TrainedPolicy] = {}
     for seed, regime in bar:
         bar.set_postfix_str(f"train {regime.name} seed {seed}")
