@@ -11,6 +11,9 @@ continues it on another workload.
 Example:
     fleetgym schedule evaluate --workload CartPole-v1 --scheduler adapt --seeds 5
     fleetgym schedule evaluate --scheduler all --seeds 3 --out fleetgym-out/baselines
+
+Every argument (names, paths, the env's keyword arguments) is checked before any episode
+runs: a bad one exits 2. An error during the work is a crash (exit 3, with its traceback).
     fleetgym schedule evaluate --scheduler learned:runs/scheduler.zip --scheduler max
 """
 
@@ -18,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +32,7 @@ from tqdm.auto import tqdm
 from fleetgym.agents.fleet.base import MAX_ACTORS_LIMIT
 from fleetgym.errors import FleetgymError
 from fleetgym.experiments.argtypes import (
+    UsageError,
     check_input_file,
     check_output_dir,
     env_kwarg,
@@ -35,12 +41,15 @@ from fleetgym.experiments.argtypes import (
     non_negative_int,
     output_path,
     positive_int,
+    seed_range,
 )
 from fleetgym.experiments.schedule.cli_common import (
     MAX_EPISODES,
     add_env_arguments,
     add_ppo_arguments,
+    checkpoint_meta,
     env_config_from_args,
+    known_baselines,
     ppo_config,
     setup_torch,
     usable_env,
@@ -63,6 +72,11 @@ from fleetgym.meta_env import scheduling_defaults
 
 __all__ = ["configure", "env_config_from_args", "finetune", "run", "train"]
 
+logger = logging.getLogger(__name__)
+
+#: First workload seed of the evaluations after training (held out from its seeds).
+FIRST_EVAL_SEED = 1000
+
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``fleetgym schedule train``."""
@@ -73,7 +87,11 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of PPO and the envs")
     parser.add_argument(
-        "--out", type=output_path, default="fleetgym-out/scheduler", help="output directory"
+        "--out",
+        type=output_path,
+        default="fleetgym-out/schedule/train",
+        help="output folder: NAME.zip, NAME_episodes.csv, NAME_summary.json, "
+        "NAME_training.png, checkpoints/, tb/ and (with --eval-seeds) evaluation/",
     )
     parser.add_argument("--name", default="scheduler", help="file stem of the model")
     parser.add_argument(
@@ -88,7 +106,20 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         "--eval-seeds",
         type=non_negative_int,
         default=0,
-        help="after training, compare with every baseline over this many seeds (0: skip)",
+        help="after training, compare with every baseline over this many workload seeds, "
+        "FIRST..FIRST+N-1 (0: skip)",
+    )
+    _add_first_eval_seed(parser)
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def _add_first_eval_seed(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--first-eval-seed",
+        type=non_negative_int,
+        default=FIRST_EVAL_SEED,
+        metavar="FIRST",
+        help="the first evaluation seed: --eval-seeds N runs FIRST..FIRST+N-1",
     )
 
 
@@ -108,9 +139,13 @@ def add_finetune_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--lr", type=learning_rate, default=None, help="new learning rate (default: keep)"
     )
-    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of PPO and the envs")
     parser.add_argument(
-        "--out", type=output_path, default="fleetgym-out/finetune", help="output directory"
+        "--out",
+        type=output_path,
+        default="fleetgym-out/schedule/finetune",
+        help="output folder: finetuned.zip and its files (with --compare: finetuned/, "
+        "scratch/, evaluation/, transfer.json)",
     )
     parser.add_argument("--no-tensorboard", action="store_true", help="do not write TB logs")
     parser.add_argument(
@@ -125,14 +160,19 @@ def add_finetune_arguments(parser: argparse.ArgumentParser) -> None:
         help="a scheduler trained from scratch on this workload (e.g. 100 episodes) to compare",
     )
     parser.add_argument(
-        "--eval-seeds", type=positive_int, default=5, help="evaluation seeds of --compare"
+        "--eval-seeds",
+        type=positive_int,
+        default=5,
+        help="--compare: evaluation workload seeds, FIRST..FIRST+N-1",
     )
+    _add_first_eval_seed(parser)
     parser.add_argument(
         "--baselines",
         default=None,
         help="comma-separated baselines of --compare (default: every heuristic and the "
         "Fixed(n) sweep)",
     )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
 def _split_names(text: str) -> list[str]:
@@ -149,17 +189,26 @@ def _configure_evaluate(p: argparse.ArgumentParser) -> None:
         "phase:16x9>8x5>16 (16 actors for 9 rounds, 8 for 5, then 16) (repeatable or "
         "comma-separated; default: all)",
     )
-    p.add_argument("--seeds", type=positive_int, default=5, help="episodes per scheduler")
     p.add_argument(
-        "--first-seed", type=non_negative_int, default=0, help="seeds are FIRST..FIRST+N-1"
+        "--seeds",
+        type=positive_int,
+        default=5,
+        help="workload seeds FIRST..FIRST+N-1, one episode per scheduler each",
+    )
+    p.add_argument(
+        "--first-seed",
+        type=non_negative_int,
+        default=0,
+        metavar="FIRST",
+        help="the first workload seed: --seeds N runs FIRST..FIRST+N-1",
     )
     p.add_argument(
         "--timing",
         choices=("modeled", "measured"),
         default="modeled",
-        help="modeled (default): deterministic compute model; measured: this machine's",
+        help="modeled: deterministic compute model; measured: this machine's",
     )
-    p.add_argument("--preset", choices=("fast", "paper"), default="fast", help="env defaults")
+    p.add_argument("--preset", choices=("fast", "paper"), default="fast", help="the env's defaults")
     p.add_argument(
         "--max-actors",
         type=int_in(1, MAX_ACTORS_LIMIT),
@@ -176,7 +225,10 @@ def _configure_evaluate(p: argparse.ArgumentParser) -> None:
         help="extra env keyword argument (VALUE parsed as JSON if it can be), repeatable",
     )
     p.add_argument(
-        "--out", type=output_path, default="fleetgym-out/schedule-eval", help="output folder"
+        "--out",
+        type=output_path,
+        default="fleetgym-out/schedule/evaluate",
+        help="output folder: episodes.csv, summary.csv, summary.md, schedules.png",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -215,10 +267,20 @@ def train(args: argparse.Namespace) -> int:
     env_id, env_kwargs = env_config_from_args(args)
     # Every usage error before any work: hyperparameters, files, the env.
     config = ppo_config(args)
+    if not args.name.strip():
+        raise UsageError(f"--name: expected a non-empty file stem, actual {args.name!r}")
     if args.resume is not None:
-        check_input_file("--resume", args.resume, ".zip")
+        resume = check_input_file("--resume", args.resume, ".zip")
+        seen = int(checkpoint_meta("--resume", resume).get("episodes", 0))
+        if seen >= args.episodes:
+            raise UsageError(
+                f"--episodes: expected more than the {seen} episodes --resume {resume} has "
+                f"seen, actual {args.episodes}"
+            )
+    eval_seeds = seed_range(args.first_eval_seed, args.eval_seeds, "--first-eval-seed/--eval-seeds")
     check_output_dir("--out", args.out)
     usable_env(env_id, env_kwargs, config)
+    progress = not args.no_progress
     result = train_scheduler(
         args.out,
         env_id=env_id,
@@ -229,18 +291,25 @@ def train(args: argparse.Namespace) -> int:
         resume_from=args.resume,
         checkpoint_every=args.checkpoint_every,
         tensorboard=not args.no_tensorboard,
+        progress=progress,
         name=args.name,
     )
-    plot_training_curve(result.records, Path(args.out) / f"{args.name}_training.png")
+    curve = Path(args.out) / f"{args.name}_training.png"
+    plot_training_curve(result.records, curve)
+    logger.info("wrote %s", curve)
     summary = result.summary()
     print(json.dumps(summary, indent=2))
     if args.eval_seeds > 0:
+        logger.info(
+            "evaluating against every baseline on seeds %d..%d", eval_seeds[0], eval_seeds[-1]
+        )
         comparison = compare_schedulers(
             Path(args.out) / "evaluation",
             learned={"learned": result.model_path},
             env_id=env_id,
             env_kwargs=env_kwargs,
-            seeds=range(1000, 1000 + args.eval_seeds),
+            seeds=eval_seeds,
+            progress=progress,
         )
         print(comparison["markdown"])
         print(json.dumps(comparison.get("ratios", {}), indent=1))
@@ -258,30 +327,41 @@ def finetune(args: argparse.Namespace) -> int:
 
     setup_torch()
     env_id, env_kwargs = env_config_from_args(args)
-    check_input_file("--from", args.from_checkpoint, ".zip")
+    source = check_input_file("--from", args.from_checkpoint, ".zip")
+    checkpoint_meta("--from", source)
+    scratch = None
     if args.scratch is not None:
-        check_input_file("--scratch", args.scratch, ".zip")
+        scratch = check_input_file("--scratch", args.scratch, ".zip")
+        checkpoint_meta("--scratch", scratch)
+    baselines = None if args.baselines is None else _split_names(args.baselines)
+    if baselines is not None:
+        known_baselines(
+            "--baselines", baselines, int(env_kwargs.get("max_actors", args.max_actors))
+        )
+    eval_seeds = seed_range(args.first_eval_seed, args.eval_seeds, "--first-eval-seed/--eval-seeds")
     check_output_dir("--out", args.out)
     usable_env(env_id, env_kwargs)
-    if args.compare or args.scratch:
+    progress = not args.no_progress
+    if args.compare or scratch is not None:
         comparison = transfer_experiment(
-            args.from_checkpoint,
+            source,
             args.out,
             env_id=env_id,
             env_kwargs=env_kwargs,
             episodes=args.episodes,
             seed=args.seed,
             learning_rate=args.lr,
-            scratch_checkpoint=args.scratch,
-            eval_seeds=range(1000, 1000 + max(1, args.eval_seeds)),
-            heuristics=None if args.baselines is None else _split_names(args.baselines),
-            fixed_sweep=None if args.baselines is None else (),
+            scratch_checkpoint=scratch,
+            eval_seeds=eval_seeds,
+            heuristics=baselines,
+            fixed_sweep=None if baselines is None else (),
             tensorboard=not args.no_tensorboard,
+            progress=progress,
         )
         print(comparison["markdown"])
         return 0
     result = finetune_scheduler(
-        args.from_checkpoint,
+        source,
         args.out,
         env_id=env_id,
         env_kwargs=env_kwargs,
@@ -289,6 +369,7 @@ def finetune(args: argparse.Namespace) -> int:
         seed=args.seed,
         learning_rate=args.lr,
         tensorboard=not args.no_tensorboard,
+        progress=progress,
     )
     print(json.dumps(result.summary(), indent=2))
     return 0
@@ -312,10 +393,14 @@ def _run_evaluate(args: argparse.Namespace) -> int:
                 env_kwargs.get("workload", args.workload), env_kwargs.get("preset", args.preset)
             ).target_return
         )
-    schedulers = resolve_schedulers(
-        args.scheduler or ["all"], max_actors=args.max_actors, target_return=target
-    )
-    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    try:
+        schedulers = resolve_schedulers(
+            args.scheduler or ["all"], max_actors=args.max_actors, target_return=target
+        )
+    except (FleetgymError, ValueError, TypeError, KeyError, OSError, zipfile.BadZipFile) as exc:
+        # Bad names or checkpoints: a usage error, before any episode runs.
+        raise UsageError(f"--scheduler: {exc}") from None
+    seeds = list(seed_range(args.first_seed, args.seeds))
     results: list[EpisodeResult] = []
     with tqdm(
         total=len(schedulers) * len(seeds),
@@ -337,7 +422,12 @@ def _run_evaluate(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Dispatch ``evaluate``, ``train``, ``finetune``, ``search`` or ``seeds``."""
+    """Dispatch ``evaluate``, ``train``, ``finetune``, ``search`` or ``seeds``.
+
+    Raises:
+        UsageError: A bad argument, found before any work starts (exit 2); an error
+            during the work is not caught (a crash: exit 3 with its traceback).
+    """
     command = getattr(args, "schedule_command", None)
     if command is None:
         print(
@@ -345,12 +435,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     if command == "evaluate":
-        try:
-            return _run_evaluate(args)
-        except (FleetgymError, ValueError, TypeError, FileNotFoundError) as exc:
-            # Bad names, paths or env arguments: a one-line message, not a traceback.
-            print(f"fleetgym schedule evaluate: {exc}", file=sys.stderr)
-            return 2
+        return _run_evaluate(args)
     if command == "search":
         return search(args)
     if command == "seeds":

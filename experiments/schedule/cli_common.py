@@ -10,6 +10,10 @@ makes the env once so that a bad argument is a usage error before any work start
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import zipfile
+from collections.abc import Sequence
 from typing import Any
 
 from fleetgym.agents.fleet.base import MAX_ACTORS_LIMIT
@@ -35,9 +39,12 @@ __all__ = [
     "MAX_EPISODES",
     "add_env_arguments",
     "add_ppo_arguments",
+    "checkpoint_meta",
     "env_config_from_args",
+    "known_baselines",
     "ppo_config",
     "setup_torch",
+    "start_size",
     "usable_env",
 ]
 
@@ -56,17 +63,17 @@ def add_env_arguments(parser: argparse.ArgumentParser) -> None:
         "--timing",
         choices=("modeled", "measured"),
         default="modeled",
-        help="modeled: deterministic per-step compute model (default, reproducible); "
+        help="modeled: deterministic per-step compute model (reproducible); "
         "measured: real measured compute times",
     )
     parser.add_argument(
-        "--preset", choices=("fast", "paper"), default="fast", help="env defaults (fast)"
+        "--preset", choices=("fast", "paper"), default="fast", help="the env's defaults"
     )
     parser.add_argument(
         "--max-actors",
         type=int_in(1, MAX_ACTORS_LIMIT),
         default=32,
-        help="most actors per round, I_max (default 32)",
+        help="most actors per round, I_max",
     )
     parser.add_argument(
         "--env-id",
@@ -164,14 +171,15 @@ def add_ppo_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--start-search",
-        type=int_in(1, 4096),
+        type=start_size,
         nargs="*",
         default=None,
         metavar="N",
         help="with --actions step and --paired-seeds: before training, race these fleet "
         "sizes as constant fleets on the paired seeds and start from the best (overrides "
-        "--start-actors; default: "
-        f"{' '.join(map(str, DEFAULT_START_SEARCH))} up to --max-actors unless --start-actors is given; none: off)",
+        "--start-actors; 'none' or no sizes: off; default: "
+        f"{' '.join(map(str, DEFAULT_START_SEARCH))} up to --max-actors unless "
+        "--start-actors is given)",
     )
     parser.add_argument(
         "--start-search-seeds",
@@ -200,6 +208,63 @@ def add_ppo_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="state-dependent exploration (with --actions log2)",
     )
+
+
+def start_size(text: str) -> int | str:
+    """A ``--start-search`` item: a fleet size in [1, 4096], or ``none`` (no race).
+
+    Example:
+        >>> start_size("8"), start_size("None")
+        (8, 'none')
+    """
+    if text.strip().lower() == "none":
+        return "none"
+    return int_in(1, 4096)(text)
+
+
+def _start_search(values: Sequence[int | str] | None) -> tuple[int, ...] | None:
+    """``--start-search`` as the config's tuple: ``none`` (alone) and no sizes mean off."""
+    if values is None:
+        return None
+    if "none" in values:
+        if len(values) > 1:
+            raise UsageError(
+                "--start-search: expected 'none' alone or fleet sizes, actual "
+                + " ".join(map(str, values))
+            )
+        return ()
+    return tuple(int(v) for v in values)
+
+
+def checkpoint_meta(flag: str, path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The fleetgym metadata of the scheduler zip ``path``, read before any work.
+
+    Raises:
+        UsageError: It is not a scheduler checkpoint written by fleetgym.
+    """
+    from fleetgym.experiments.schedule.checkpoint import read_scheduler_meta
+
+    try:
+        return read_scheduler_meta(path)
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as error:
+        raise UsageError(
+            f"{flag}: expected a scheduler checkpoint, actual {str(path)!r} ({error})"
+        ) from None
+
+
+def known_baselines(flag: str, names: Sequence[str], max_actors: int = 32) -> None:
+    """Check baseline names (``max``, ``adapt``, ``fixed:N``, ...) before any work.
+
+    Raises:
+        UsageError: A name is not a baseline.
+    """
+    from fleetgym.agents.schedulers import make_baseline
+
+    for name in names:
+        try:
+            make_baseline(name, max_actors=max_actors)
+        except (FleetgymError, ValueError, TypeError) as error:
+            raise UsageError(f"{flag}: {error}") from None
 
 
 def env_config_from_args(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
@@ -267,7 +332,7 @@ def ppo_config(args: argparse.Namespace) -> SchedulerPPOConfig:
             target_kl=args.target_kl,
             paired_seeds=args.paired_seeds,
             train_starts=tuple(args.train_starts),
-            start_search=None if args.start_search is None else tuple(args.start_search),
+            start_search=_start_search(args.start_search),
             start_search_seeds=args.start_search_seeds,
             check_moves=args.check_moves,
         )

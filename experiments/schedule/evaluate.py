@@ -160,7 +160,7 @@ def evaluate_scheduler(
             )
             if progress is not None:
                 progress.update(1)
-                progress.set_postfix(scheduler=label, seed=seed)
+                progress.set_postfix(scheduler=label, seed=str(seed))
     finally:
         env.close()
     return results

@@ -72,6 +72,7 @@ def check_moves(
     start_actors: int,
     keep_prior: float,
     reference: Mapping[int, np.ndarray] | None = None,
+    progress: bool = False,
 ) -> MovesCheck:
     """Play the saved scheduler on ``seeds``; reset its moves unless they gain on average.
 
@@ -82,25 +83,39 @@ def check_moves(
         start_actors: its start size (the constant fleet it is compared with).
         keep_prior: P(keep) of the reset policy.
         reference: the constant fleet's per-round rewards already run, by seed.
+        progress: a tqdm bar over the episodes played (the scheduler's, then the
+            constant fleet's where ``reference`` lacks a seed).
 
     Raises:
         ValueError: no seeds.
     """
+    from tqdm.auto import tqdm
+
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ValueError("seeds: expected at least one")
-    played = evaluate_scheduler(
-        load_learned_scheduler(model_path), env_kwargs, seeds, env_id=env_id, deterministic=True
-    )
     known = dict(reference or {})
     missing = [s for s in seeds if s not in known]
-    if missing:
-        env = gym.make(env_id, **env_kwargs)
-        try:
-            for s in missing:
-                known[s] = fixed_fleet_rewards(env, start_actors, s, name="start_actors")
-        finally:
-            env.close()
+    with tqdm(
+        total=len(seeds) + len(missing), desc="moves check", unit="ep", disable=not progress
+    ) as bar:
+        played = evaluate_scheduler(
+            load_learned_scheduler(model_path),
+            env_kwargs,
+            seeds,
+            env_id=env_id,
+            deterministic=True,
+            progress=bar,
+        )
+        if missing:
+            env = gym.make(env_id, **env_kwargs)
+            try:
+                for s in missing:
+                    bar.set_postfix(scheduler=f"fixed:{start_actors}", seed=s)
+                    known[s] = fixed_fleet_rewards(env, start_actors, s, name="start_actors")
+                    bar.update(1)
+            finally:
+                env.close()
     diff = np.array([e.total_reward - known[e.seed].sum() for e in played])
     stderr = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
     # (a tolerance for the order of summation: a policy that keeps gains exactly 0)

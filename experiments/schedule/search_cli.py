@@ -18,6 +18,7 @@ from fleetgym.experiments.argtypes import (
     output_path,
     positive_float,
     positive_int,
+    seed_range,
 )
 from fleetgym.experiments.schedule.cli_common import (
     add_env_arguments,
@@ -39,17 +40,24 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
         help="reward per dollar of round cost (0: time only, the paper's reward)",
     )
     parser.add_argument(
-        "--seeds", type=positive_int, default=3, help="workload seeds per candidate"
+        "--seeds",
+        type=positive_int,
+        default=3,
+        help="workload seeds per candidate, FIRST..FIRST+N-1",
     )
     parser.add_argument(
-        "--first-seed", type=non_negative_int, default=1000, help="seeds are FIRST..FIRST+N-1"
+        "--first-seed",
+        type=non_negative_int,
+        default=1000,
+        metavar="FIRST",
+        help="the first workload seed: --seeds N runs FIRST..FIRST+N-1",
     )
     parser.add_argument(
         "--confirm-seeds",
         type=non_negative_int,
         default=2,
-        help="held-out seeds (after the search's) on which the best schedule and the best "
-        "Fixed(n) are re-evaluated (0: skip)",
+        help="held-out seeds right after the search's (FIRST+N..) on which the best "
+        "schedule and the best Fixed(n) are re-evaluated (0: skip)",
     )
     parser.add_argument(
         "--population", type=positive_int, default=9, help="schedules per iteration"
@@ -71,7 +79,10 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-phases", type=positive_int, default=4, help="phases at most")
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the search")
     parser.add_argument(
-        "--out", type=output_path, default="fleetgym-out/schedule-search", help="output folder"
+        "--out",
+        type=output_path,
+        default="fleetgym-out/schedule/search",
+        help="output folder: search.md, the CSVs and the figures",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -90,15 +101,17 @@ def search(args: argparse.Namespace) -> int:
             f"fraction in (0, 1], actual {args.min_phases}, {args.max_phases}, "
             f"{args.elite_frac}"
         )
+    every = seed_range(
+        args.first_seed, args.seeds + args.confirm_seeds, "--first-seed/--seeds/--confirm-seeds"
+    )
     check_output_dir("--out", args.out)
     usable_env(env_id, env_kwargs)
-    first = args.first_seed
     result = search_schedules(
         args.out,
         env_id=env_id,
         env_kwargs=env_kwargs,
-        seeds=range(first, first + args.seeds),
-        confirm_seeds=range(first + args.seeds, first + args.seeds + args.confirm_seeds),
+        seeds=every[: args.seeds],
+        confirm_seeds=every[args.seeds :],
         population=args.population,
         elite_frac=args.elite_frac,
         iterations=args.iterations,

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from fleetgym.agents.schedulers import FixedScheduler
 from fleetgym.agents.schedulers.actions import fleet_sizes
@@ -172,20 +173,25 @@ def _fixed_episodes(
     seeds: Sequence[int],
     sizes: Sequence[int],
     max_actors: int,
+    progress: bool = False,
 ) -> dict[int, list[EpisodeResult]]:
     key = {"env_id": env_id, "env_kwargs": dict(env_kwargs), "seeds": list(seeds)}
     cached: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
     if cached.get("key") != key:
         cached = {"key": key, "episodes": {}}
     episodes = cached["episodes"]
-    for n in sizes:
-        if str(n) not in episodes:
+    todo = [n for n in sizes if str(n) not in episodes]
+    with tqdm(
+        total=len(todo) * len(seeds), desc="Fixed(n)", unit="ep", disable=not progress or not todo
+    ) as bar:
+        for n in todo:
             runs = evaluate_scheduler(
                 FixedScheduler(n, max_actors=max_actors),
                 env_kwargs,
                 seeds,
                 env_id=env_id,
                 name=f"Fixed({n})",
+                progress=bar,
             )
             episodes[str(n)] = [asdict(e) for e in runs]
             path.write_text(json.dumps(cached))
@@ -242,7 +248,9 @@ def seed_study(
     max_actors = int(kwargs.get("max_actors", 32))
     sizes = list(fixed_sizes or fleet_sizes(max_actors))
     eval_kwargs = {**kwargs, "cost_weight": 0.0}
-    fixed = _fixed_episodes(out / "fixed.json", env_id, eval_kwargs, eval_seeds, sizes, max_actors)
+    fixed = _fixed_episodes(
+        out / "fixed.json", env_id, eval_kwargs, eval_seeds, sizes, max_actors, progress
+    )
 
     learned: dict[tuple[float, int], list[EpisodeResult]] = {}
     for w in cost_weights:
@@ -259,13 +267,20 @@ def seed_study(
                 scratch_checkpoint,
                 progress,
             )
-            learned[(w, seed)] = evaluate_scheduler(
-                load_learned_scheduler(model),
-                eval_kwargs,
-                eval_seeds,
-                env_id=env_id,
-                name=f"learned seed {seed}",
-            )
+            with tqdm(
+                total=len(eval_seeds),
+                desc=f"evaluate cw{w:g} seed {seed}",
+                unit="ep",
+                disable=not progress,
+            ) as bar:
+                learned[(w, seed)] = evaluate_scheduler(
+                    load_learned_scheduler(model),
+                    eval_kwargs,
+                    eval_seeds,
+                    env_id=env_id,
+                    name=f"learned seed {seed}",
+                    progress=bar,
+                )
 
     rows: list[StudyRow] = []
     best_fixed: dict[float, str] = {}

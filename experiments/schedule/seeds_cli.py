@@ -24,6 +24,7 @@ from fleetgym.experiments.argtypes import (
     non_negative_int,
     output_path,
     positive_int,
+    seed_range,
 )
 from fleetgym.experiments.schedule.cli_common import (
     MAX_EPISODES,
@@ -46,7 +47,14 @@ def add_seeds_arguments(parser: argparse.ArgumentParser) -> None:
         "--train-seeds",
         type=int_in(1, 1000),
         default=5,
-        help="scheduler training seeds 0..N-1",
+        help="scheduler training seeds FIRST..FIRST+N-1",
+    )
+    parser.add_argument(
+        "--first-train-seed",
+        type=non_negative_int,
+        default=0,
+        metavar="FIRST",
+        help="the first training seed: --train-seeds N trains FIRST..FIRST+N-1",
     )
     parser.add_argument(
         "--cost-weights",
@@ -62,13 +70,18 @@ def add_seeds_arguments(parser: argparse.ArgumentParser) -> None:
         help="training (or fine-tuning) episodes per run",
     )
     parser.add_argument(
-        "--eval-seeds", type=positive_int, default=5, help="workload seeds of the evaluation"
+        "--eval-seeds",
+        type=positive_int,
+        default=5,
+        help="workload seeds of the evaluation, FIRST..FIRST+N-1",
     )
     parser.add_argument(
         "--first-eval-seed",
         type=non_negative_int,
         default=1000,
-        help="evaluation seeds are FIRST..FIRST+N-1 (held out from training)",
+        metavar="FIRST",
+        help="the first evaluation seed: --eval-seeds N runs FIRST..FIRST+N-1 (held out "
+        "from training)",
     )
     parser.add_argument(
         "--fixed",
@@ -92,7 +105,10 @@ def add_seeds_arguments(parser: argparse.ArgumentParser) -> None:
         "instead of its final model; trains nothing",
     )
     parser.add_argument(
-        "--out", type=output_path, default="fleetgym-out/schedule-seeds", help="output folder"
+        "--out",
+        type=output_path,
+        default="fleetgym-out/schedule/seeds",
+        help="output folder: seeds.md, the CSVs, the figures and one folder per run",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
@@ -105,18 +121,34 @@ def seeds(args: argparse.Namespace) -> int:
     env_id, env_kwargs = env_config_from_args(args)
     if "cost_weight" in env_kwargs:
         raise UsageError("--env-kwarg cost_weight: expected --cost-weights instead")
+    train_seeds = seed_range(
+        args.first_train_seed, args.train_seeds, "--first-train-seed/--train-seeds"
+    )
+    eval_seeds = seed_range(args.first_eval_seed, args.eval_seeds, "--first-eval-seed/--eval-seeds")
     check_output_dir("--out", args.out)
     config = ppo_config(args)
     usable_env(env_id, env_kwargs, config)
     source = args.finetune_from
-    if source is not None and "{seed}" not in source and not Path(source).is_file():
-        raise UsageError(f"--finetune-from: expected an existing file, actual {source!r}")
+    if source is not None:
+        # Every run's checkpoint, before the first run trains.
+        for seed in train_seeds:
+            path = source.replace("{seed}", str(seed))
+            if not Path(path).is_file():
+                raise UsageError(f"--finetune-from: expected an existing file, actual {path!r}")
+    if args.scratch_checkpoint is not None:
+        for w in args.cost_weights:
+            for seed in train_seeds:
+                path = Path(args.out) / f"cw{w:g}" / f"seed{seed}" / args.scratch_checkpoint
+                if not path.is_file():
+                    raise UsageError(
+                        f"--scratch-checkpoint: expected an existing file, actual {str(path)!r}"
+                    )
     study = seed_study(
         args.out,
         env_id=env_id,
         env_kwargs=env_kwargs,
-        train_seeds=range(args.train_seeds),
-        eval_seeds=range(args.first_eval_seed, args.first_eval_seed + args.eval_seeds),
+        train_seeds=train_seeds,
+        eval_seeds=eval_seeds,
         cost_weights=args.cost_weights,
         episodes=args.episodes,
         config=config,

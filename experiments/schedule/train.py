@@ -353,8 +353,17 @@ def train_scheduler(
     venv.close()
     final = out / f"{name}.zip"
     save_scheduler(model, final, meta, callback.episodes)
+    logger.info("saved %s", final)
     moves: MovesCheck | None = None
     if config.check_moves:
+        # After the episodes' bar: the deterministic scheduler plays the training pool
+        # (minutes on a slow workload), with a bar of its own.
+        logger.info(
+            "moves check: the trained scheduler against a constant fleet of %d on %d "
+            "training seeds",
+            reference_actors,
+            config.paired_seeds,
+        )
         moves = check_moves(
             final,
             env_id,
@@ -363,6 +372,7 @@ def train_scheduler(
             start_actors=reference_actors,
             keep_prior=config.keep_prior,
             reference=selection.rewards[selection.best] if selection is not None else None,
+            progress=progress,
         )
         logger.info("moves check: %s", moves.summary())
     wall = time.perf_counter() - started

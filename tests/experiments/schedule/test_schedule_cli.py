@@ -150,3 +150,75 @@ def test_cli_train_stores_exploring_starts_and_gae_lambda(tmp_path, capsys):
     with pytest.raises(SystemExit):
         cli.main(bad)
     assert "--gae-lambda: expected a number in [0, 1]" in capsys.readouterr().err
+
+
+def test_evaluate_usage_error_exits_2_before_any_episode(tmp_path, capsys, monkeypatch):
+    from fleetgym.experiments.schedule import cli as schedule_cli
+
+    def no_episode(*args, **kwargs):
+        raise AssertionError("an episode ran before the arguments were checked")
+
+    monkeypatch.setattr(schedule_cli, "evaluate_scheduler", no_episode)
+    argv = ["schedule", "evaluate", "--scheduler", "fixed:2,nope", "--out", str(tmp_path / "o")]
+    assert cli.main([*argv, *TINY_ARGS]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fleetgym schedule evaluate: error: --scheduler:")
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_evaluate_error_inside_the_run_is_a_crash_with_traceback(tmp_path, capsys, monkeypatch):
+    from fleetgym.experiments.schedule import cli as schedule_cli
+
+    def diverged(*args, **kwargs):
+        raise ValueError("a bug an hour in")
+
+    monkeypatch.setattr(schedule_cli, "evaluate_scheduler", diverged)
+    argv = ["schedule", "evaluate", "--scheduler", "fixed:2", "--out", str(tmp_path)]
+    assert cli.main([*argv, *TINY_ARGS]) == 3
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "ValueError: a bug an hour in" in err
+
+
+def test_train_error_inside_the_run_is_a_crash_with_traceback(tmp_path, capsys, monkeypatch):
+    from fleetgym.experiments.schedule import train as schedule_train
+
+    def diverged(*args, **kwargs):
+        raise ValueError("the update diverged")
+
+    monkeypatch.setattr(schedule_train, "train_scheduler", diverged)
+    argv = ["schedule", "train", "--episodes", "1", "--out", str(tmp_path), "--no-tensorboard"]
+    assert cli.main([*argv, *_tiny_cli_env(), "--no-progress"]) == 3
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "ValueError: the update diverged" in err
+
+
+def test_train_usage_errors_exit_2_before_training(tmp_path, capsys, monkeypatch):
+    from fleetgym.experiments.schedule import train as schedule_train
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("training started before the arguments were checked")
+
+    monkeypatch.setattr(schedule_train, "train_scheduler", no_training)
+    not_a_zip = tmp_path / "bogus.zip"
+    not_a_zip.write_text("not a zip\n")
+    cases = {
+        ("--resume", str(not_a_zip)): "--resume: expected a scheduler checkpoint",
+        ("--start-search", "none", "8"): "--start-search: expected 'none' alone",
+        ("--name", " "): "--name: expected a non-empty file stem",
+    }
+    for extra, message in cases.items():
+        argv = ["schedule", "train", *extra, "--out", str(tmp_path / "o"), "--no-progress"]
+        assert cli.main([*argv, *_tiny_cli_env()]) == 2, extra
+        err = capsys.readouterr().err
+        assert f"fleetgym schedule train: error: {message}" in err, err
+        assert len(err.strip().splitlines()) == 1
+
+
+def test_start_search_none_turns_the_race_off(tmp_path, capsys):
+    out = tmp_path / "train"
+    argv = ["schedule", "train", "--episodes", "1", "--n-steps", "2", "--batch-size", "2"]
+    argv += ["--start-search", "none", "--no-check-moves", "--out", str(out)]
+    assert cli.main([*argv, "--no-tensorboard", "--no-progress", *_tiny_cli_env()]) == 0
+    config = checkpoint.read_scheduler_meta(out / "scheduler.zip")["config"]
+    assert config["start_search"] == []
+    assert not (out / "scheduler_start_search.csv").exists()
