@@ -71,7 +71,7 @@ class CalibrationResult:
     Args:
         workload: the workload's name.
         model: the compute model.
-        path: the cache file.
+        path: the cache file (written only where ``stored``).
         cached: read from the cache (True) or measured now (False).
         details: the measured points (seconds at each size).
         stored: the result is in ``path`` (False: measured now, but writing the cache
@@ -295,6 +295,24 @@ def check_learner_overrides(workload: Workload, overrides: Any) -> dict[str, Any
     return checked
 
 
+def _check_writable(given: Any, folder: Path) -> None:
+    """Create the cache folder ``folder`` (in ``given``) and check it can be written.
+
+    Raises:
+        ValueError: If it cannot be created or is not a writable folder.
+    """
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        why = "" if os.access(folder, os.W_OK | os.X_OK) else "it is not writable"
+    except OSError as error:
+        why = f"it cannot be created: {error.strerror or error}"
+    if why:
+        raise ValueError(
+            f"folder: expected a folder the calibration can be cached in, actual "
+            f"{quote(os.fspath(given))} ({why}: {quote(str(folder))})"
+        )
+
+
 def calibrate(
     workload: Any,
     *,
@@ -325,11 +343,14 @@ def calibrate(
         fleetgym.errors.UnknownWorkloadError: an unknown workload.
         TypeError: a value of the wrong type, a learner override that is not a PPO
             hyperparameter.
-        ValueError: a value out of range (an override's value included), checked before
-            anything is measured.
+        ValueError: a value out of range (an override's value included), or a ``folder``
+            whose cache folder cannot be created or written, checked before anything is
+            measured.
 
-    A cache file that cannot be used is measured again (see the module docstring); one
-    that cannot be written leaves ``stored=False`` on the result.
+    A cache file that cannot be used is measured again (see the module docstring). A
+    ``folder`` given here that cannot be written is an error; where the default folder
+    (or a file in either) cannot be written, the result has ``stored=False``: nothing
+    was cached, and ``path`` is only where the file would have gone.
     """
     w = get_workload(workload)
     overrides = check_learner_overrides(w, learner_overrides)
@@ -343,6 +364,8 @@ def calibrate(
         found = _read(path, _key(w, overrides))
         if found is not None:
             return CalibrationResult(w.name, found[0], path, True, found[1])
+    if folder is not None:
+        _check_writable(folder, path.parent)  # a folder the caller named: refused before measuring
     import torch
 
     threads = torch.get_num_threads()

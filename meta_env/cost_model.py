@@ -23,7 +23,7 @@ import numpy as np
 
 from fleetgym.meta_env.pricing import SECONDS_PER_HOUR, PricingPreset
 from fleetgym.meta_env.time_model import ComputeCostModel, LearnerTimeBreakdown, TimeModel
-from fleetgym.validation import check_choice, check_int
+from fleetgym.validation import check_bool, check_choice, check_float, check_int
 
 __all__ = [
     "BILLINGS",
@@ -36,6 +36,13 @@ __all__ = [
 
 #: The billing models: serverless containers, or a server-based VM cluster.
 BILLINGS: tuple[str, ...] = ("serverless", "server")
+
+
+def _check_seconds(name: str, values: Any) -> list[float]:
+    """``values`` (a sequence of times) as floats, each finite and >= 0."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, np.ndarray)):
+        raise TypeError(f"{name}: expected a sequence of seconds, actual {type(values).__name__}")
+    return [check_float(f"{name}[{i}]", t, low=0.0) for i, t in enumerate(values)]
 
 
 def _check_pricing(pricing: Any) -> PricingPreset:
@@ -115,13 +122,23 @@ class ServerlessCostModel:
                 and no pool slot idles unused.
             idle_s: seconds each idle warm container (kept alive after its last round,
                 unused in this one) is billed in this round.
+
+        Raises:
+            TypeError: a value of the wrong type.
+            ValueError: a negative, NaN or infinite time, a negative ``pool``.
         """
+        learner_s = check_float("learner_s", learner_s, low=0.0)
+        actor_s = _check_seconds("actor_s", actor_s)
+        round_s = check_float("round_s", round_s, low=0.0)
+        pool = check_int("pool", pool, low=0)
+        learner_warm = check_bool("learner_warm", learner_warm)
+        keep_alive = check_bool("keep_alive", keep_alive)
+        idle_s = _check_seconds("idle_s", idle_s)
         p = self.pricing
         price_a = p.actor_price_per_s
         learner = (round_s if learner_warm else learner_s) * p.learner_second
         per_actor = tuple(
-            (round_s if keep_alive or i < pool else float(t)) * price_a
-            for i, t in enumerate(actor_s)
+            (round_s if keep_alive or i < pool else t) * price_a for i, t in enumerate(actor_s)
         )
         # Pool slots this round did not use idle for the whole round, billed all the same.
         idle_pool = 0 if keep_alive else max(0, pool - len(actor_s))
@@ -138,7 +155,17 @@ class ServerlessCostModel:
         )
 
     def prewarm_cost(self, time_model: TimeModel, pool: int, learner_warm: bool) -> float:
-        """One-off cost of warming ``pool`` actors (and the learner) before round 1."""
+        """One-off cost of warming ``pool`` actors (and the learner) before round 1.
+
+        Raises:
+            TypeError: ``time_model`` not a :class:`TimeModel`, ``pool`` not an int,
+                ``learner_warm`` not a bool.
+            ValueError: ``pool`` negative.
+        """
+        if not isinstance(time_model, TimeModel):
+            raise TypeError(f"time_model: expected a TimeModel, actual {type(time_model).__name__}")
+        pool = check_int("pool", pool, low=0)
+        learner_warm = check_bool("learner_warm", learner_warm)
         p = self.pricing
         cost = pool * (time_model.cold_start_actor_s * p.actor_price_per_s + p.actor_request)
         if learner_warm:
@@ -179,7 +206,13 @@ class ServerClusterCostModel:
         return self.pricing.server_cluster_price_per_s(self.actors)
 
     def round_cost(self, *, round_s: float) -> RoundCost:
-        """Bill one round of wall time ``round_s`` (learner VM + actor VMs)."""
+        """Bill one round of wall time ``round_s`` (learner VM + actor VMs).
+
+        Raises:
+            TypeError: ``round_s`` is not a number.
+            ValueError: ``round_s`` is negative, NaN or infinite.
+        """
+        round_s = check_float("round_s", round_s, low=0.0)
         p = self.pricing
         learner = round_s * p.server_learner_vm_hour / SECONDS_PER_HOUR
         actors = (
@@ -365,9 +398,13 @@ class RoundAccountant:
             trajectory_bytes: bytes each actor uploads; None: nothing.
 
         Raises:
-            ValueError: ``actor_ids`` or ``trajectory_bytes`` of another length than
-                ``actor_compute_s``, or ``num_actors`` outside ``[0, max_actors]``.
+            TypeError: a value of the wrong type.
+            ValueError: a negative, NaN or infinite time or byte count, ``actor_ids`` or
+                ``trajectory_bytes`` of another length than ``actor_compute_s``, or
+                ``num_actors`` outside ``[0, max_actors]``.
         """
+        actor_compute_s = _check_seconds("actor_compute_s", actor_compute_s)
+        learner_update_s = check_float("learner_update_s", learner_update_s, low=0.0)
         n = len(actor_compute_s)
         ids = list(range(n)) if actor_ids is None else list(actor_ids)
         up = [0] * n if trajectory_bytes is None else list(trajectory_bytes)
@@ -384,7 +421,7 @@ class RoundAccountant:
         actor_times = np.array(
             [
                 tm.actor_time(
-                    float(actor_compute_s[i]),
+                    actor_compute_s[i],
                     weight_bytes=weight_bytes,
                     trajectory_bytes=up[i],
                     warm=server or ids[i] < pool,

@@ -180,7 +180,13 @@ class TimeModel:
         Args:
             max_actors: the fleet's size.
             previous_actors: actors of the previous round (keep-alive).
+
+        Raises:
+            TypeError: a count that is not an int.
+            ValueError: a negative count.
         """
+        max_actors = check_int("max_actors", max_actors, low=0)
+        previous_actors = check_int("previous_actors", previous_actors, low=0)
         if not self.prewarm:
             return 0
         if self.warm_pool is None:
@@ -188,24 +194,44 @@ class TimeModel:
         return min(int(self.warm_pool), max_actors)
 
     def transfer_s(self, nbytes: int) -> float:
-        """Seconds to move ``nbytes`` in one transfer."""
+        """Seconds to move ``nbytes`` in one transfer.
+
+        Raises:
+            TypeError: ``nbytes`` is not a number.
+            ValueError: ``nbytes`` is negative, NaN or infinite.
+        """
+        nbytes = check_float("nbytes", nbytes, low=0.0)
         return self.latency_s + nbytes / self.bandwidth_bytes_per_s
 
     def actor_time(
         self, compute_s: float, *, weight_bytes: int, trajectory_bytes: int, warm: bool = False
     ) -> ActorTimeBreakdown:
-        """One actor's time: cold start, weights down + trajectory up, compute."""
+        """One actor's time: cold start, weights down + trajectory up, compute.
+
+        Raises:
+            TypeError: a value of the wrong type.
+            ValueError: a negative, NaN or infinite time or byte count.
+        """
+        compute_s = check_float("compute_s", compute_s, low=0.0)
+        down = check_float("weight_bytes", weight_bytes, low=0.0)
+        up = check_float("trajectory_bytes", trajectory_bytes, low=0.0)
         return ActorTimeBreakdown(
-            cold_start_s=0.0 if warm else self.cold_start_actor_s,
-            transfer_s=self.transfer_s(weight_bytes) + self.transfer_s(trajectory_bytes),
-            compute_s=float(compute_s),
+            cold_start_s=0.0 if check_bool("warm", warm) else self.cold_start_actor_s,
+            transfer_s=self.transfer_s(down) + self.transfer_s(up),
+            compute_s=compute_s,
         )
 
     def learner_time(self, update_s: float, *, warm: bool = False) -> LearnerTimeBreakdown:
-        """The learner's time: cold start and the update on the learner's device."""
+        """The learner's time: cold start and the update on the learner's device.
+
+        Raises:
+            TypeError: a value of the wrong type.
+            ValueError: ``update_s`` negative, NaN or infinite.
+        """
+        update_s = check_float("update_s", update_s, low=0.0)
         return LearnerTimeBreakdown(
-            cold_start_s=0.0 if warm else self.cold_start_learner_s,
-            update_s=float(update_s) / self.learner_speed_factor,
+            cold_start_s=0.0 if check_bool("warm", warm) else self.cold_start_learner_s,
+            update_s=update_s / self.learner_speed_factor,
         )
 
 
@@ -253,7 +279,17 @@ class ComputeCostModel:
             check_float(f.name, getattr(self, f.name), low=0.0, high=high)
 
     def actor_compute_s(self, steps: int, rng: np.random.Generator, num_actors: int) -> np.ndarray:
-        """Compute seconds of ``num_actors`` rollouts of ``steps`` steps each."""
+        """Compute seconds of ``num_actors`` rollouts of ``steps`` steps each.
+
+        Raises:
+            TypeError: ``steps`` or ``num_actors`` not an int, ``rng`` not a
+                :class:`numpy.random.Generator`.
+            ValueError: ``steps`` or ``num_actors`` negative.
+        """
+        steps = check_int("steps", steps, low=0)
+        num_actors = check_int("num_actors", num_actors, low=0)
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng: expected a numpy Generator, actual {type(rng).__name__}")
         base = self.actor_overhead_s + steps * self.actor_step_s
         if self.actor_jitter_cv == 0.0:
             return np.full(num_actors, base)
@@ -263,5 +299,11 @@ class ComputeCostModel:
         return base * slowdown
 
     def learner_update_s(self, num_samples: int) -> float:
-        """Compute seconds of one update over ``num_samples`` samples."""
+        """Compute seconds of one update over ``num_samples`` samples.
+
+        Raises:
+            TypeError: ``num_samples`` is not an int.
+            ValueError: ``num_samples`` is negative.
+        """
+        num_samples = check_int("num_samples", num_samples, low=0)
         return self.learner_overhead_s + num_samples * self.learner_sample_s

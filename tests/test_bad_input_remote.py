@@ -365,6 +365,19 @@ def test_remote_env_bad_address_before_connecting(address: str) -> None:
     _check_named(caught.value, "address")
 
 
+@pytest.mark.parametrize("bad", [0, 3, True, False, 3.5, b"/etc/hostname", ["a-file"]])
+def test_a_secret_file_that_is_not_a_path_is_refused_never_read(bad: Any) -> None:
+    # An int would otherwise be read as a file descriptor (0: this process's stdin).
+    expected = (
+        rf"^secret_file: expected a path \(str or os\.PathLike.*, actual {type(bad).__name__} "
+    )
+    for make in (lambda: _client(secret_file=bad), lambda: _server(secret_file=bad)):
+        with pytest.raises(TypeError, match=expected) as caught:
+            make()
+        assert repr(bad) in str(caught.value)
+        assert not isinstance(caught.value, ConnectionError)
+
+
 def test_remote_env_other_bad_arguments_before_connecting(tmp_path: Path) -> None:
     secret_file = tmp_path / "secret"
     secret_file.write_bytes(SECRET)

@@ -90,7 +90,8 @@ def check_request(
 
     Raises:
         TypeError: If ``obs`` is not an array of the spec's dtype.
-        ValueError: On a wrong shape, NaN or inf, or more than ``limit`` requests.
+        ValueError: On a wrong shape, NaN or inf, noise outside ``[0, 1)`` where the spec's
+            draws are uniforms, or more than ``limit`` requests.
     """
     if not isinstance(obs, np.ndarray):
         raise TypeError(
@@ -123,6 +124,12 @@ def check_request(
         raise ValueError(f"noise: expected shape {expected}, actual {noise_array.shape}")
     if not checks.all_finite(noise_array):
         raise ValueError("noise: expected finite values, actual NaN or inf")
+    if spec.uniform_noise and not bool(((noise_array >= 0.0) & (noise_array < 1.0)).all()):
+        bad = noise_array[(noise_array < 0.0) | (noise_array >= 1.0)]
+        raise ValueError(
+            f"noise: expected uniform draws in [0, 1), actual {float(bad[0])!r}"
+            f"{f' (and {bad.size - 1} more)' if bad.size > 1 else ''}"
+        )
     return obs, noise_array.reshape(expected)
 
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from fleetgym.agents.inference.batching import check_device
 from fleetgym.agents.types import Weights
-from fleetgym.validation import check_int
+from fleetgym.validation import check_bool, check_int
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fleetgym.agents.policies import ActorCriticPolicy
@@ -73,6 +73,8 @@ class ModelSpec:
         obs: One observation.
         noise: The random draws of one request (float64).
         outputs: ``(name, spec)`` pairs of one answer, in order.
+        uniform_noise: The draws are uniforms in ``[0, 1)`` (inverse-CDF sampling): a
+            client refuses any other value.
 
     Raises:
         TypeError, ValueError: On a malformed layout.
@@ -81,8 +83,10 @@ class ModelSpec:
     obs: ArraySpec
     noise: ArraySpec
     outputs: tuple[tuple[str, ArraySpec], ...]
+    uniform_noise: bool = False
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "uniform_noise", check_bool("uniform_noise", self.uniform_noise))
         if np.dtype(self.noise.dtype) != np.float64:
             raise TypeError(f"noise.dtype: expected float64, actual {self.noise.dtype}")
         if not self.outputs or len(self.outputs) > MAX_OUTPUTS:
@@ -113,6 +117,7 @@ class ModelSpec:
             "obs": one(self.obs),
             "noise": one(self.noise),
             "outputs": [[name, one(a)] for name, a in self.outputs],
+            "uniform_noise": self.uniform_noise,
         }
 
     @classmethod
@@ -131,8 +136,9 @@ class ModelSpec:
                 one(data["obs"]),
                 one(data["noise"]),
                 tuple((str(name), one(d)) for name, d in data["outputs"]),
+                data.get("uniform_noise", False),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ValueError(f"spec: expected a ModelSpec description, actual error {exc}") from exc
 
 
@@ -202,6 +208,7 @@ class ActorCriticModel:
                 ("log_prob", ArraySpec((), "<f4")),
                 ("value", ArraySpec((), "<f4")),
             ),
+            uniform_noise=bool(policy.discrete),
         )
         self._fast: Any = None
         self._refresh()

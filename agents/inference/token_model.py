@@ -190,6 +190,7 @@ class TokenPolicyModel:
                 ("value", ArraySpec((), "<f4")),
                 ("policy_obs", ArraySpec((self._obs_dim,), "<f4")),
             ),
+            uniform_noise=True,
         )
         #: The observation statistics in force (``None``: observations pass through).
         self.stats: tuple[np.ndarray, np.ndarray] | None = None

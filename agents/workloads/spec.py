@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import difflib
 import importlib
+import inspect
 import json
 import math
 import numbers
@@ -418,6 +419,15 @@ def _mismatch(space: gym.Space, obs: Any) -> str | None:
     return None  # other spaces: their preprocessing refuses them
 
 
+def _takes_seed(reset: Any) -> bool:
+    """Whether ``reset`` takes ``seed=`` (True where its signature cannot be read)."""
+    try:
+        parameters = inspect.signature(reset).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.name == "seed" or p.kind is p.VAR_KEYWORD for p in parameters)
+
+
 def _values(result: Any) -> str:
     """How many values ``reset`` or ``step`` returned, in words."""
     if not isinstance(result, tuple):
@@ -454,6 +464,8 @@ def check_env_api(env: gym.Env, name: str) -> None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            if not _takes_seed(inner.reset):
+                raise refuse("its reset takes no seed= (the old Gym API: reset(self))")
             try:
                 result = inner.reset(seed=0)
             except Exception:

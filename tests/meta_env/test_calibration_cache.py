@@ -145,3 +145,25 @@ def test_bad_calibrate_arguments_are_refused_before_measuring(tmp_path: Path) ->
         with pytest.raises(error, match=f"^{prefix}"):
             calibrate("Acrobot-v1", **{"budget_s": BUDGET, **kwargs})
     assert not (tmp_path / "cache").exists()  # nothing measured, nothing written
+
+
+def test_a_given_folder_that_cannot_be_written_is_refused_before_measuring(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import fleetgym.meta_env.calibration as calibration
+
+    def never(*args: Any) -> Any:
+        raise AssertionError("measured although the cache folder cannot be written")
+
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    with monkeypatch.context() as patch:
+        patch.setattr(calibration, "_measure", never)
+        for folder in ("/dev/null/x", a_file, a_file / "below"):
+            with pytest.raises(ValueError, match=r"^folder: expected a folder the") as caught:
+                calibrate("Acrobot-v1", budget_s=BUDGET, folder=folder)
+            message = str(caught.value)
+            assert repr(str(folder)) in message and "cannot be created" in message
+    folder = tmp_path / "new" / "cache"
+    result = calibrate("Acrobot-v1", budget_s=BUDGET, folder=folder)
+    assert result.stored and result.path.is_file() and folder in result.path.parents

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from fleetgym.meta_env.cost_model import (
@@ -206,3 +208,51 @@ def test_accountant_reference_times():
 def test_accountant_errors(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+_BAD_TIMES = [(-1.0, ValueError), (math.nan, ValueError), (math.inf, ValueError), ("1", TypeError)]
+
+
+@pytest.mark.parametrize(("value", "exc"), _BAD_TIMES)
+@pytest.mark.parametrize(
+    ("name", "call"),
+    [
+        ("learner_s", lambda cm, v: cm.round_cost(learner_s=v, actor_s=[1.0], round_s=2.0)),
+        (
+            r"actor_s\[1\]",
+            lambda cm, v: cm.round_cost(learner_s=1.0, actor_s=[1.0, v], round_s=2.0),
+        ),
+        ("round_s", lambda cm, v: cm.round_cost(learner_s=1.0, actor_s=[1.0], round_s=v)),
+        (
+            r"idle_s\[0\]",
+            lambda cm, v: cm.round_cost(learner_s=1.0, actor_s=[], round_s=2.0, idle_s=[v]),
+        ),
+    ],
+)
+def test_serverless_refuses_negative_nan_and_infinite_times(name, call, value, exc):
+    with pytest.raises(exc, match=rf"^{name}: expected .*, actual "):
+        call(ServerlessCostModel(_unit_pricing()), value)
+
+
+@pytest.mark.parametrize(("value", "exc"), _BAD_TIMES)
+def test_server_cluster_and_accountant_refuse_bad_times(value, exc):
+    with pytest.raises(exc, match=r"^round_s: expected a"):
+        ServerClusterCostModel(_unit_pricing(), actors=4).round_cost(round_s=value)
+    with pytest.raises(exc, match=r"^actor_compute_s\[0\]: expected a"):
+        _accountant().account(actor_compute_s=[value], learner_update_s=1.0)
+    with pytest.raises(exc, match=r"^learner_update_s: expected a"):
+        _accountant().account(actor_compute_s=[1.0], learner_update_s=value)
+
+
+def test_serverless_refuses_bad_counts_and_flags():
+    cm = ServerlessCostModel(_unit_pricing())
+    with pytest.raises(ValueError, match=r"^pool: expected an int >= 0, actual -1"):
+        cm.round_cost(learner_s=1.0, actor_s=[1.0], round_s=2.0, pool=-1)
+    with pytest.raises(TypeError, match=r"^actor_s: expected a sequence of seconds, actual float"):
+        cm.round_cost(learner_s=1.0, actor_s=1.0, round_s=2.0)
+    with pytest.raises(TypeError, match=r"^keep_alive: expected a bool, actual str"):
+        cm.round_cost(learner_s=1.0, actor_s=[1.0], round_s=2.0, keep_alive="no")
+    with pytest.raises(ValueError, match=r"^pool: expected an int >= 0, actual -2"):
+        cm.prewarm_cost(TimeModel(), -2, False)
+    with pytest.raises(TypeError, match=r"^time_model: expected a TimeModel, actual str"):
+        cm.prewarm_cost("fast", 2, False)  # type: ignore[arg-type]

@@ -97,3 +97,41 @@ def test_byte_counts():
         seed=0,
     )
     assert trajectory_nbytes(traj) == 80 + 40 + 20 + 20 + 20 + 5 + 5 + 20
+
+
+@pytest.mark.parametrize(
+    ("value", "exc"),
+    [(-1.0, ValueError), (math.nan, ValueError), (math.inf, ValueError), ("1", TypeError)],
+)
+def test_time_model_methods_refuse_negative_nan_and_infinite_inputs(value, exc):
+    tm = TimeModel()
+    calls = {
+        "nbytes": lambda: tm.transfer_s(value),
+        "compute_s": lambda: tm.actor_time(value, weight_bytes=0, trajectory_bytes=0),
+        "weight_bytes": lambda: tm.actor_time(1.0, weight_bytes=value, trajectory_bytes=0),
+        "trajectory_bytes": lambda: tm.actor_time(1.0, weight_bytes=0, trajectory_bytes=value),
+        "update_s": lambda: tm.learner_time(value),
+    }
+    for name, call in calls.items():
+        with pytest.raises(exc, match=rf"^{name}: expected a.*, actual "):
+            call()
+
+
+def test_time_and_compute_models_refuse_bad_counts():
+    tm, rng = TimeModel(prewarm=True), np.random.default_rng(0)
+    cm = ComputeCostModel(1e-3, 0.05, 1e-4, 0.2)
+    cases = [
+        (lambda: tm.pool_size(-1), ValueError, r"^max_actors: expected an int >= 0, actual -1"),
+        (lambda: tm.pool_size(4, -3), ValueError, r"^previous_actors: expected an int >= 0"),
+        (lambda: tm.learner_time(1.0, warm="no"), TypeError, r"^warm: expected a bool"),
+        (lambda: cm.actor_compute_s(-100, rng, 2), ValueError, r"^steps: expected an int >= 0"),
+        (lambda: cm.actor_compute_s(1.5, rng, 2), TypeError, r"^steps: expected an int, actual"),
+        (lambda: cm.actor_compute_s(100, rng, -1), ValueError, r"^num_actors: expected an int"),
+        (lambda: cm.actor_compute_s(100, 0, 2), TypeError, r"^rng: expected a numpy Generator"),
+        (lambda: cm.learner_update_s(-5), ValueError, r"^num_samples: expected an int >= 0"),
+        (lambda: cm.learner_update_s(math.nan), TypeError, r"^num_samples: expected an int"),
+    ]
+    for call, exc, match in cases:
+        with pytest.raises(exc, match=match):
+            call()
+    assert tm.transfer_s(0) == tm.latency_s and cm.actor_compute_s(0, rng, 0).shape == (0,)

@@ -77,7 +77,10 @@ def read_secret(path: str | os.PathLike[str]) -> bytes:
             16 bytes.
     """
     if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"secret_file: expected a path, actual {type(path).__name__}")
+        raise TypeError(
+            "secret_file: expected a path (str or os.PathLike; an int is not read as a file "
+            f"descriptor), actual {type(path).__name__} {quote(path)}"
+        )
     try:
         with open(path, "rb") as handle:
             raw = handle.read(MAX_SECRET_FILE_BYTES + 1)
@@ -146,7 +149,7 @@ class RemoteEnv(gym.Env[Any, Any]):
         profile: str | NetworkProfile | None = None,
         *,
         secret: bytes | None = None,
-        secret_file: str | None = None,
+        secret_file: str | os.PathLike[str] | None = None,
         transport: str = "udp",
         timeout_s: float = 5.0,
         uplink_share: float = 0.5,

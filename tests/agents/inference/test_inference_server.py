@@ -300,3 +300,37 @@ def test_versions_clocks_and_values_are_checked_at_the_entry(echo_model):
         assert np.isfinite(reply.outputs["value"]).all()
         assert server.set_weights(weights, 2**63 - 1) == 2**63 - 1
         assert client.infer(np.zeros(4, np.float32)).policy_versions.tolist() == [2**63 - 1]
+
+
+@pytest.mark.timeout(60)
+def test_uniform_noise_outside_zero_one_is_refused_by_every_client():
+    from fleetgym.agents.inference import ModelSpec, RemoteClient
+
+    policy = get_workload("CartPole-v1").make_policy()  # categorical: the draw is a uniform
+    obs = np.zeros(4, np.float32)
+    with InferenceServer(policy, max_wait_ms=1.0) as server:
+        assert server.spec.uniform_noise
+        assert ModelSpec.from_json(server.spec.to_json()) == server.spec
+        with server.connect() as local, RemoteClient(server.listen(), slots=4) as remote:
+            assert remote.spec.uniform_noise
+            for client in (local, remote):
+                for bad in (5.0, 1.0, -0.25, -0.0 - 1e-300):
+                    with pytest.raises(
+                        ValueError, match=r"^noise: expected uniform draws in \[0, 1\), actual"
+                    ) as caught:
+                        client.submit(obs, np.full(1, bad))
+                    assert repr(bad) in str(caught.value)
+                with pytest.raises(ValueError, match=r"actual 5\.0 \(and 1 more\)"):
+                    client.submit(np.zeros((3, 4), np.float32), [[0.5], [5.0], [7.0]])
+                with pytest.raises(ValueError, match="^noise: expected finite"):
+                    client.submit(obs, np.full(1, np.nan))
+                for good in (0.0, 0.5, np.nextafter(1.0, 0.0)):
+                    assert client.infer(obs, np.full(1, good)).outputs["action"].shape == (1,)
+    gaussian = get_workload("Pendulum-v1").make_policy()  # normals: any finite draw
+    with InferenceServer(gaussian, max_wait_ms=1.0) as server, server.connect() as client:
+        assert not server.spec.uniform_noise
+        client.infer(np.zeros(3, np.float32), np.full(1, 5.0))
+    legacy = {k: v for k, v in server.spec.to_json().items() if k != "uniform_noise"}
+    assert not ModelSpec.from_json(legacy).uniform_noise
+    with pytest.raises(ValueError, match="^spec: expected a ModelSpec description"):
+        ModelSpec.from_json({**server.spec.to_json(), "uniform_noise": "yes"})

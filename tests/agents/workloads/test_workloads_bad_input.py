@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleetgym.agents.workloads import COUNT_LIMITS, Workload, get_workload, workload_spaces
-from fleetgym.errors import UnknownWorkloadError, UnsupportedSpaceError
+from fleetgym.agents.workloads.spec import EnvAPIError
+from fleetgym.errors import FleetgymError, UnknownWorkloadError, UnsupportedSpaceError
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -56,6 +57,62 @@ class _HugeJointAction(_Fine):
     action_space = gym.spaces.MultiDiscrete([100, 100, 100])
 
 
+class _OldStepAPI(_Fine):
+    def step(self, action: Any) -> Any:
+        return np.zeros(2, np.float32), 0.0, False, {}  # obs, reward, done, info
+
+
+class _OldResetAPI(_Fine):
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32)  # obs only
+
+
+class _NoSeedReset(_Fine):
+    def reset(self) -> Any:  # type: ignore[override]
+        return np.zeros(2, np.float32)
+
+
+class _WrongShapeStep(_Fine):
+    def step(self, action: Any) -> Any:
+        return np.zeros(3, np.float32), 0.0, False, False, {}
+
+
+class _WrongShapeReset(_Fine):
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        super().reset(seed=seed)
+        return np.zeros((2, 1), np.float32), {}
+
+
+class _WrongDictKeys(_Fine):
+    observation_space = gym.spaces.Dict({"pos": gym.spaces.Box(-1.0, 1.0, (2,), np.float32)})
+
+    def step(self, action: Any) -> Any:
+        return {"position": np.zeros(2, np.float32)}, 0.0, False, False, {}
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        super().reset(seed=seed)
+        return {"pos": np.zeros(2, np.float32)}, {}
+
+
+class _CountingFine(_Fine):
+    """Counts the instances built and draws from NumPy's global generator when stepped."""
+
+    built = 0
+
+    def __init__(self) -> None:
+        type(self).built += 1
+
+    def step(self, action: Any) -> Any:
+        np.random.random()  # noqa: NPY002 - an env that draws from the global generator
+        return super().step(action)
+
+
+def old_api_builder() -> gym.Env[Any, Any]:
+    """A module-level builder of an env with the old Gym step API."""
+    return _OldStepAPI()
+
+
 def raising_builder() -> gym.Env[Any, Any]:
     """A module-level env builder that raises."""
     raise OSError("the simulator's socket is gone")
@@ -72,6 +129,13 @@ ENVS = {
     "fleetgym-test/BadMatrix-v0": _MatrixAction,
     "fleetgym-test/BadJoint-v0": _HugeJointAction,
     "fleetgym-test/BadFine-v0": _Fine,
+    "fleetgym-test/BadOldStep-v0": _OldStepAPI,
+    "fleetgym-test/BadOldReset-v0": _OldResetAPI,
+    "fleetgym-test/BadNoSeed-v0": _NoSeedReset,
+    "fleetgym-test/BadShapeStep-v0": _WrongShapeStep,
+    "fleetgym-test/BadShapeReset-v0": _WrongShapeReset,
+    "fleetgym-test/BadDictKeys-v0": _WrongDictKeys,
+    "fleetgym-test/CountingFine-v0": _CountingFine,
 }
 
 
@@ -236,3 +300,70 @@ def test_a_workload_whose_env_cannot_be_built_names_it_when_its_spaces_are_read(
 def test_a_wide_delay_spread_stays_a_sleep_that_can_be_slept() -> None:
     w = get_workload("CartPole-v1").with_overrides(step_delay_s=60.0, step_delay_sigma=5.0)
     assert all(0.0 < w.actor_step_delay(seed) <= 3600.0 for seed in range(200))
+
+
+@pytest.mark.parametrize(
+    ("source", "what"),
+    [
+        (
+            "fleetgym-test/BadOldStep-v0",
+            r"its step returns 4 values \(obs, reward, done, info: the old Gym API\)",
+        ),
+        (
+            old_api_builder,
+            r"its step returns 4 values \(obs, reward, done, info: the old Gym API\)",
+        ),
+        (
+            "fleetgym-test/BadOldReset-v0",
+            r"its reset returns a single ndarray \(the old Gym API: obs alone\), not the two",
+        ),
+        ("fleetgym-test/BadNoSeed-v0", r"its reset takes no seed= \(the old Gym API"),
+        (
+            "fleetgym-test/BadShapeStep-v0",
+            r"step has shape \(3,\), expected \(2,\) by its observation_space",
+        ),
+        ("fleetgym-test/BadShapeReset-v0", r"reset has shape \(2, 1\), expected \(2,\)"),
+        ("fleetgym-test/BadDictKeys-v0", r"step has keys \['position'\], expected \['pos'\]"),
+    ],
+)
+def test_an_env_off_the_gymnasium_api_is_refused_naming_it(source: Any, what: str) -> None:
+    for call in (get_workload, Workload.from_env):
+        with pytest.raises(EnvAPIError, match=what) as caught:
+            call(source)
+        _named(caught.value, "workload")
+        name = source if isinstance(source, str) else "old_api_builder"
+        assert name in str(caught.value) and "Gymnasium API" in str(caught.value)
+        assert isinstance(caught.value, FleetgymError) and isinstance(caught.value, ValueError)
+
+
+def test_the_api_probe_leaves_the_generators_alone() -> None:
+    built = _CountingFine.built
+    shared = _CountingFine.action_space.np_random  # a class attribute: every instance's
+    state = np.random.get_state()  # noqa: NPY002
+    before = shared.bit_generator.state, state[1].copy(), state[2]
+    Workload.from_env("fleetgym-test/CountingFine-v0")
+    assert _CountingFine.built == built + 1  # one probe instance, closed again
+    assert shared.bit_generator.state == before[0]
+    state = np.random.get_state()  # noqa: NPY002
+    np.testing.assert_array_equal(state[1], before[1])
+    assert state[2] == before[2]
+
+
+def test_max_episode_steps_in_env_kwargs_is_checked_and_honoured() -> None:
+    for bad in (0, -1, 2.5, True, "20"):
+        with pytest.raises(
+            ValueError, match=r"^env_kwargs\['max_episode_steps'\]: expected an int"
+        ) as caught:
+            Workload.from_env("Pendulum-v1", env_kwargs={"max_episode_steps": bad})
+        assert f"actual {type(bad).__name__} {bad!r}" in str(caught.value)
+    w = Workload.from_env("Pendulum-v1", env_kwargs={"max_episode_steps": 7})
+    assert w.max_episode_steps == 7 and "max_episode_steps" not in w.env_kwargs_json
+    env = w.make_env(seed=0)
+    env.reset(seed=0)
+    truncated = [env.step(env.action_space.sample())[3] for _ in range(7)]
+    assert truncated == [False] * 6 + [True]
+    env.close()
+    assert (
+        Workload.from_env("Pendulum-v1", env_kwargs={"max_episode_steps": None}).max_episode_steps
+        == 200
+    )
