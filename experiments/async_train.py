@@ -11,8 +11,8 @@ per slot on a local Ray cluster this command starts, or with ``--address HOST:PO
 the cluster running there (``actors="ray"``, local inference only; an address nothing
 answers at is refused within 5 s).
 ``--inference server`` has the actors act through one inference server. ``--log`` writes
-one CSV row per update and ``--plot`` the mean return after each update; ``--sequential``
-(a synchronous in-process option) is refused.
+one CSV row per update and ``--plot`` the mean return after each update (into ``--out``);
+``--sequential`` (a synchronous in-process option) is refused.
 
 Example::
 
@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from fleetgym.errors import FleetError
@@ -109,11 +109,18 @@ def run(
     args: argparse.Namespace,
     workload: Any,
     outputs: Callable[[Any, float], None] | None = None,
+    *,
+    save: Path | None = None,
+    tensorboard: Path | None = None,
 ) -> int:
     """Train with :class:`AsyncPPO`; returns 0 when the target was reached, 1 otherwise.
 
     ``outputs(model, target)`` writes ``--log`` and ``--plot`` after the run (``fleetgym
-    train`` passes its writers).
+    train`` passes its writers); ``save`` is where the model is saved and ``tensorboard``
+    the folder of its TensorBoard scalars (``None``: neither).
+
+    Raises:
+        UsageError: A bad argument, found before any actor starts (the trainer refuses it).
     """
     from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
     from fleetgym.agents.learners.training import evaluate_policy
@@ -125,12 +132,10 @@ def run(
     overrides = {} if args.lr is None else {"lr": args.lr}
     backend = getattr(args, "backend", "inprocess")
     if backend not in ACTORS_OF_BACKEND:
-        print(
-            f"fleetgym train: --backend: expected one of {sorted(ACTORS_OF_BACKEND)} with "
-            f"--mode async, actual {backend!r}",
-            file=sys.stderr,
+        raise UsageError(
+            f"--backend: expected one of {sorted(ACTORS_OF_BACKEND)} with --mode async, "
+            f"actual {backend!r}"
         )
-        return 2
     actors = ACTORS_OF_BACKEND[backend]
     try:
         model = AsyncPPO(
@@ -146,12 +151,11 @@ def run(
             seed=args.seed,
             imagination=imagination_config(args),
             address=getattr(args, "address", None),
-            tensorboard_log=getattr(args, "tensorboard", None),
+            tensorboard_log=tensorboard,
             **overrides,
         )
     except (TypeError, ValueError, FleetError) as error:
-        print(f"fleetgym train: {error}", file=sys.stderr)
-        return 2
+        raise UsageError(str(error)) from None
     print(
         f"training {workload.name} asynchronously: {args.actors} actor {ACTOR_NOUN[actors]}"
         f"{' through an inference server' if args.inference == 'server' else ''} x "
@@ -189,12 +193,13 @@ def run(
             f"cluster (a node was lost) and were parked; {model.actor_failures} failed "
             "rollouts were replaced"
         )
-    if args.save is not None:
-        path = model.save(args.save)
+    if save is not None:
+        path = model.save(save)
         print(f"saved the model to {path} (settings in {path.with_suffix('.json')})")
     if outputs is not None and model.history:
         outputs(model, target)
     if args.eval_episodes:
+        print(f"evaluating the final policy over {args.eval_episodes} episodes ...", flush=True)
         returns = evaluate_policy(
             model.learner.policy, workload, args.eval_episodes, seed=args.seed + 10_000
         )

@@ -4,19 +4,24 @@ Synchronous rounds (:func:`fleetgym.agents.learners.training.train`): the learne
 ``--actors`` actors of the chosen backend, each collects ``--steps-per-actor`` steps, the
 learner updates; training stops at the workload's target return (or ``--target``), after
 ``--rounds`` rounds or ``--max-steps`` env steps. A tqdm bar shows progress; at the end
-the command prints steps, wall time and the final mean return, and optionally saves the
-learner and its policy, the per-round log (CSV) and the learning curves (PNG).
+the command prints steps, wall time and the final mean return, and optionally writes into
+the folder ``--out``: the learner and its policy (``--save``: ``learner.pt``,
+``learner.policy.pt``), the per-round log (``--log``: ``log.csv``), the learning curves
+(``--plot``: ``curves.png``) and TensorBoard scalars (``--tensorboard``: ``tb/``).
+
+Every argument is checked before any actor starts (a bad one exits 2); an error during
+training is a crash (exit 3, with its traceback).
 
 Example::
 
-    fleetgym train --workload CartPole-v1 --actors 8 --save runs/cartpole.pt
+    fleetgym train --workload CartPole-v1 --actors 8 --out runs/cartpole --save --plot
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
-import sys
 import time
 import types
 from pathlib import Path
@@ -33,13 +38,43 @@ from fleetgym.experiments import async_train
 from fleetgym.experiments.argtypes import (
     UsageError,
     check_output_dir,
-    check_output_file,
     int_in,
     non_negative_int,
     output_folder,
     positive_int,
 )
 from fleetgym.experiments.tables import write_csv
+
+#: The files ``--save``, ``--log``, ``--plot`` and ``--tensorboard`` write into ``--out``.
+SAVE_NAME, LOG_NAME, PLOT_NAME, TENSORBOARD_NAME = "learner.pt", "log.csv", "curves.png", "tb"
+
+
+@dataclasses.dataclass(frozen=True)
+class Outputs:
+    """Where a run writes what was asked for (``None``: not asked)."""
+
+    save: Path | None = None
+    log: Path | None = None
+    plot: Path | None = None
+    tensorboard: Path | None = None
+
+
+def outputs(args: argparse.Namespace) -> Outputs:
+    """The output paths inside ``--out``; the folder is checked (created) when one is asked.
+
+    Raises:
+        UsageError: ``--out`` cannot be written into.
+    """
+    wanted = {
+        "save": (args.save, SAVE_NAME),
+        "log": (args.log, LOG_NAME),
+        "plot": (args.plot, PLOT_NAME),
+        "tensorboard": (args.tensorboard, TENSORBOARD_NAME),
+    }
+    if not any(flag for flag, _ in wanted.values()):
+        return Outputs()
+    folder = check_output_dir("--out", args.out)
+    return Outputs(**{key: folder / name if flag else None for key, (flag, name) in wanted.items()})
 
 
 def _float(text: str) -> float:
@@ -114,25 +149,28 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "lockstep",
     )
     parser.add_argument(
+        "--out",
+        type=output_folder,
+        default=Path("fleetgym-out/train"),
+        metavar="DIR",
+        help="output folder of --save, --log, --plot and --tensorboard (nothing is written "
+        "without one of them)",
+    )
+    parser.add_argument(
         "--save",
-        type=Path,
-        default=None,
-        metavar="PATH",
-        help="save the learner (and PATH's .policy.pt)",
+        action="store_true",
+        help=f"save the learner to DIR/{SAVE_NAME} and its policy to DIR/learner.policy.pt",
     )
     parser.add_argument(
         "--log",
-        type=Path,
-        default=None,
-        metavar="CSV",
-        help="per-round log (--mode async: one row per update)",
+        action="store_true",
+        help=f"write the per-round log to DIR/{LOG_NAME} (--mode async: one row per update)",
     )
     parser.add_argument(
         "--plot",
-        type=Path,
-        default=None,
-        metavar="PNG",
-        help="learning curves (--mode async: mean return after each update)",
+        action="store_true",
+        help=f"draw the learning curves to DIR/{PLOT_NAME} (--mode async: mean return after "
+        "each update)",
     )
     parser.add_argument(
         "--eval-episodes",
@@ -153,11 +191,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--tensorboard",
-        type=output_folder,
-        default=None,
-        metavar="DIR",
-        help="write TensorBoard scalars (returns, losses, and with --imagination the model's "
-        "validation loss per head, horizon, imagined share, uncertainty) into DIR",
+        action="store_true",
+        help=f"write TensorBoard scalars (returns, losses, and with --imagination the model's "
+        f"validation loss per head, horizon, imagined share, uncertainty) into "
+        f"DIR/{TENSORBOARD_NAME}",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     async_train.configure(parser)
@@ -191,20 +228,24 @@ def plot_curves(path: Path, history: Any, title: str) -> None:
     fig.savefig(path, dpi=120)
 
 
-def _async_outputs(args: argparse.Namespace, model: Any, target: float) -> None:
+def _async_outputs(args: argparse.Namespace, paths: Outputs, model: Any, target: float) -> None:
     """``--log`` (one row per update) and ``--plot`` of an asynchronous run."""
-    if args.log is not None:
-        write_log(args.log, async_train.history_rows(model))
-        print(f"wrote the per-update log to {args.log}")
-    if args.plot is not None:
+    if paths.log is not None:
+        write_log(paths.log, async_train.history_rows(model))
+        print(f"wrote the per-update log to {paths.log}")
+    if paths.plot is not None:
         curves = types.SimpleNamespace(rounds=model.history, target=target)
         title = f"{model.learner.workload.name}, {args.actors} async actors, seed {args.seed}"
-        plot_curves(args.plot, curves, title)
-        print(f"wrote learning curves to {args.plot}")
+        plot_curves(paths.plot, curves, title)
+        print(f"wrote learning curves to {paths.plot}")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Train, report, save; returns 0 when the target was reached, 1 otherwise."""
+    """Train, report, save; returns 0 when the target was reached, 1 otherwise.
+
+    Raises:
+        UsageError: A bad argument, found before any actor starts.
+    """
     # torch (and the learner built on it) only when a command trains.
     import torch
 
@@ -213,14 +254,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         workload = get_workload(args.workload)
     except (UnknownWorkloadError, UnsupportedSpaceError, ValueError) as error:
-        print(f"fleetgym train: {error}", file=sys.stderr)
-        return 2
-    # Output files are checked before any work, not after the whole run.
-    for flag in ("save", "log", "plot"):
-        if getattr(args, flag, None) is not None:
-            check_output_file(f"--{flag}", getattr(args, flag))
-    if args.tensorboard is not None:
-        check_output_dir("--tensorboard", args.tensorboard)
+        raise UsageError(f"--workload: {error}") from None
     if args.address is not None and args.backend != "ray":
         raise UsageError(f"--address: expected --backend ray, actual --backend {args.backend}")
     if args.mode == "async":
@@ -230,8 +264,14 @@ def run(args: argparse.Namespace) -> int:
                 "the other), actual --mode async"
             )
         torch.set_num_threads(1)
+        # Output folder checked before any work, not after the whole run.
+        paths = outputs(args)
         return async_train.run(
-            args, workload, lambda model, target: _async_outputs(args, model, target)
+            args,
+            workload,
+            lambda model, target: _async_outputs(args, paths, model, target),
+            save=paths.save,
+            tensorboard=paths.tensorboard,
         )
     if args.sequential and args.backend != "inprocess":
         raise UsageError(f"--sequential: expected --backend inprocess, actual {args.backend}")
@@ -243,9 +283,10 @@ def run(args: argparse.Namespace) -> int:
     imagination = async_train.imagination_config(args)
     try:
         learner = PPOLearner(workload, seed=args.seed, imagination=imagination, **overrides)
-    except ValueError as error:
-        print(f"fleetgym train: {error}", file=sys.stderr)
-        return 2
+    except (ValueError, TypeError) as error:
+        raise UsageError(str(error)) from None
+    # Output folder checked before any work, not after the whole run.
+    paths = outputs(args)
     options: dict[str, Any] = {}
     if args.backend == "inprocess":
         options["batched"] = not args.sequential
@@ -258,18 +299,17 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, TypeError) as error:
         raise UsageError(str(error)) from None
     except FleetError as error:  # a Ray cluster that cannot be joined or cannot place them
-        print(f"fleetgym train: {error}", file=sys.stderr)
-        return 2
+        raise UsageError(str(error)) from None
     print(
         f"training {workload.name}: {args.actors} actors x {steps_per_actor} steps per round, "
         f"backend {args.backend}, target {target:g}, budget {rounds} rounds, seed {args.seed}"
     )
     bar = tqdm(total=rounds, unit="round", disable=args.no_progress, dynamic_ncols=True)
     writer = None
-    if args.tensorboard is not None:
+    if paths.tensorboard is not None:
         from fleetgym.agents.learners.asynchronous.records import log_scalars, summary_writer
 
-        writer = summary_writer(args.tensorboard)
+        writer = summary_writer(paths.tensorboard)
 
     def progress(record: Any) -> bool:
         bar.update(1)
@@ -311,16 +351,17 @@ def run(args: argparse.Namespace) -> int:
         f"mean return {history.final_return:.1f} after {history.total_steps} env steps, "
         f"{len(history)} rounds, {wall:.1f} s wall ({history.stop_reason})"
     )
-    if args.save is not None:
-        path = learner.save(args.save)
+    if paths.save is not None:
+        path = learner.save(paths.save)
         print(f"saved learner to {path} and policy to {path.with_name(path.stem + '.policy.pt')}")
-    if args.log is not None and history.rounds:
-        write_log(args.log, [r.as_dict() for r in history.rounds])
-        print(f"wrote per-round log to {args.log}")
-    if args.plot is not None and history.rounds:
-        plot_curves(args.plot, history, f"{workload.name}, {args.actors} actors, seed {args.seed}")
-        print(f"wrote learning curves to {args.plot}")
+    if paths.log is not None and history.rounds:
+        write_log(paths.log, [r.as_dict() for r in history.rounds])
+        print(f"wrote per-round log to {paths.log}")
+    if paths.plot is not None and history.rounds:
+        plot_curves(paths.plot, history, f"{workload.name}, {args.actors} actors, seed {args.seed}")
+        print(f"wrote learning curves to {paths.plot}")
     if args.eval_episodes:
+        print(f"evaluating the final policy over {args.eval_episodes} episodes ...", flush=True)
         returns = evaluate_policy(
             learner.policy, workload, args.eval_episodes, seed=args.seed + 10_000
         )

@@ -67,15 +67,15 @@ CASES: dict[tuple[str, ...], dict[str, list[str]]] = {
         "--rounds": BAD_INTS,
         "--steps-per-actor": [*BAD_INTS, "1000000000000"],
         "--workload": ["nope", ""],
-        "--save": ["", "{file}/x.pt", "{dir}"],
-        "--log": ["{file}/x.csv", "{dir}"],
-        "--plot": ["{file}/x.png"],
         "--backend": ["nope"],
         "--seed": ["-1", "abc"],
         "--eval-episodes": ["-1", "abc"],
         "--imagination": ["share=2", "nope", "horizon=0", "colour=red", "hidden_sizes=ax2"],
-        "--tensorboard": ["", "{file}", "{file}/sub"],
         "--address": ["127.0.0.1:6379"],  # without --backend ray
+    },
+    # --out is checked (created) where a file is asked for: --save, --log, --plot, --tensorboard
+    ("train", "--save", "--log", "--plot", "--tensorboard"): {
+        "--out": ["", "{file}", "{file}/sub"]
     },
     ("imagination",): {
         "--env": ["nope", ""],
@@ -147,7 +147,7 @@ CASES: dict[tuple[str, ...], dict[str, list[str]]] = {
         "--calibration": ["{missing}", ""],
         "--out": ["", "{file}"],
     },
-    ("train", "--mode", "async"): {"--log": ["{file}/x.csv", "{dir}"]},
+    ("train", "--mode", "async", "--log"): {"--out": ["", "{file}", "{file}/sub"]},
     # Refused before any Ray cluster starts: Ray actors act with their own policy copy.
     ("train", "--mode", "async", "--backend", "ray"): {"--inference": ["server"]},
 }

@@ -10,7 +10,7 @@ from fleetgym.cli import main
 
 @pytest.mark.timeout(180)
 def test_train_async_runs_saves_and_reloads(tmp_path, capsys):
-    path = tmp_path / "model.pt"
+    path = tmp_path / "learner.pt"
     code = main(
         [
             "train",
@@ -27,8 +27,9 @@ def test_train_async_runs_saves_and_reloads(tmp_path, capsys):
             "--max-policy-lag",
             "2",
             "--no-progress",
+            "--out",
+            str(tmp_path),
             "--save",
-            str(path),
         ]
     )
     out = capsys.readouterr().out
@@ -75,9 +76,10 @@ def test_train_async_backend_process_runs_actor_processes(capsys, inference):
 
 @pytest.mark.timeout(180)
 def test_train_async_proximal_clip_runs_and_is_saved(tmp_path, capsys):
-    path = tmp_path / "prox.pt"
+    path = tmp_path / "learner.pt"
     argv = ["train", "--mode", "async", "--proximal-clip", "--actors", "2"]
-    argv += ["--steps-per-actor", "16", "--max-steps", "32", "--no-progress", "--save", str(path)]
+    argv += ["--steps-per-actor", "16", "--max-steps", "32", "--no-progress"]
+    argv += ["--out", str(tmp_path), "--save"]
     assert main(argv) == 1
     assert "loss ppo-proximal+recompute+global-norm" in capsys.readouterr().out
     assert AsyncPPO.load(path).config.proximal_clip

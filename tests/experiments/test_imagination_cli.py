@@ -59,7 +59,6 @@ def test_train_refuses_a_bad_imagination_spec(spec, message, capsys):
 
 
 def test_train_with_imagination_saves_the_world_model(tmp_path, capsys):
-    save = tmp_path / "learner.pt"
     code = cli.main(
         [
             "train",
@@ -71,10 +70,10 @@ def test_train_with_imagination_saves_the_world_model(tmp_path, capsys):
             "1024",
             "--imagination",
             "warmup=100,max_fit_updates=20,share=0.5",
+            "--out",
+            str(tmp_path),
             "--tensorboard",
-            str(tmp_path / "tb"),
             "--save",
-            str(save),
             "--no-progress",
         ]
     )
