@@ -4,9 +4,10 @@ Reads the trace in any format of ``traces/README.md`` (a ping log reduced to a d
 fleetgym's CSV, a Mahimahi link trace), fits the delay distribution, its AR(1) drift and
 the loss bursts (:mod:`fleetgym.wrappers.profile_fit`, rules in ``docs/profile-fit.md``),
 prints the fit with its goodness-of-fit figures (KS distances; loss-run lengths of the
-trace against each loss model) and writes a profile file that ``profile=`` accepts
-everywhere (``NetworkShimWrapper(env, profile="fit.json")``). ``--plot PNG`` draws the
-delay CDFs and the loss-run histogram; ``--json`` prints the figures as JSON.
+trace against each loss model) and writes the profile file ``--out/NAME.json``, which
+``profile=`` accepts everywhere (``NetworkShimWrapper(env, profile="DIR/NAME.json")``).
+``--plot`` draws the delay CDFs and the loss-run histogram to ``--out/NAME.png``; ``--json``
+prints the figures as JSON.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from typing import Any
 
 from fleetgym.experiments.argtypes import (
     UsageError,
-    check_output_file,
+    check_output_dir,
     non_negative_float,
-    output_path,
+    output_folder,
     positive_float,
 )
 from fleetgym.traces.loaders import TRACE_FORMATS
@@ -30,7 +31,7 @@ from fleetgym.wrappers.profile_fit import DELAY_MODELS, LOSS_MODELS
 
 __all__ = ["add_subcommand", "format_report", "plot_fit", "run"]
 
-#: Folder of the profile file when ``--out`` is not given.
+#: Folder of the profile file (and its plot) when ``--out`` is not given.
 DEFAULT_OUT_DIR = "fleetgym-out/profiles"
 
 
@@ -79,13 +80,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--out",
-        type=output_path,
-        default=None,
-        metavar="JSON",
-        help=f"profile file to write (default: {DEFAULT_OUT_DIR}/NAME.json)",
+        type=output_folder,
+        default=Path(DEFAULT_OUT_DIR),
+        metavar="DIR",
+        help="output folder: the profile file DIR/NAME.json (and DIR/NAME.png with --plot)",
     )
     parser.add_argument(
-        "--name", default=None, help="the profile's name (default: fit-<trace file stem>)"
+        "--name",
+        default=None,
+        help="the profile's name, also the files' stem (default: fit-<trace file stem>)",
     )
     parser.add_argument(
         "--delay-model",
@@ -101,7 +104,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="loss model; auto: Gilbert if losses cluster significantly, else Bernoulli",
     )
     parser.add_argument(
-        "--plot", type=output_path, default=None, metavar="PNG", help="draw the fit to a PNG"
+        "--plot", action="store_true", help="draw the fit to DIR/NAME.png, beside the profile"
     )
     parser.add_argument("--json", action="store_true", help="print the fit's figures as JSON")
 
@@ -119,8 +122,14 @@ def run(args: argparse.Namespace) -> int:
     name = args.name if args.name is not None else f"fit-{_stem(args.trace)}"
     if not name.strip():
         raise UsageError(f"--name: expected a non-empty name, actual {args.name!r}")
-    out = check_output_file("--out", args.out or Path(DEFAULT_OUT_DIR) / f"{name}.json")
-    plot = check_output_file("--plot", args.plot) if args.plot else None
+    if name in (".", "..") or any(sep in name for sep in ("/", "\\", os.sep)):
+        raise UsageError(f"--name: expected a name without a folder, actual {name!r}")
+    folder = check_output_dir("--out", args.out)
+    out = folder / f"{name}.json"
+    plot = folder / f"{name}.png" if args.plot else None
+    for path in (out, plot):
+        if path is not None and (path.is_dir() or (path.exists() and not os.access(path, os.W_OK))):
+            raise UsageError(f"--out: expected {str(path)!r} to be a writable file")
     try:
         fit = fit_profile(
             args.trace,

@@ -26,8 +26,8 @@ def _trace(path: Path, channel, n: int = 3000, seed: int = 0, step: float = 10.0
 
 
 def test_fit_packaged_trace_prints_the_fit_and_writes_a_profile(tmp_path, capsys):
-    out, png = tmp_path / "wifi.json", tmp_path / "wifi.png"
-    assert main(["profiles", "fit", "wifi-office.csv", "--out", str(out), "--plot", str(png)]) == 0
+    out, png = tmp_path / "fit-wifi-office.json", tmp_path / "fit-wifi-office.png"
+    assert main(["profiles", "fit", "wifi-office.csv", "--out", str(tmp_path), "--plot"]) == 0
     text = capsys.readouterr().out
     for needle in ("KS", "<- profile", "burst length", "gilbert", "same fit", "5-9", str(out)):
         assert needle in text
@@ -45,7 +45,7 @@ def test_fit_packaged_trace_prints_the_fit_and_writes_a_profile(tmp_path, capsys
 def test_fit_two_directions_by_subprocess_json(tmp_path):
     up = _trace(tmp_path / "up.csv", LogNormalChannel(6.0, 0.5, 2.0, 0.7, 0.02, 10.0), seed=1)
     down = _trace(tmp_path / "down.csv", GaussianChannel(30.0, 4.0, 0.0, 0.5), seed=2)
-    out = tmp_path / "two.json"
+    out = tmp_path / "lab.json"
     result = subprocess.run(
         [
             sys.executable,
@@ -57,7 +57,7 @@ def test_fit_two_directions_by_subprocess_json(tmp_path):
             "--downlink",
             str(down),
             "--out",
-            str(out),
+            str(tmp_path),
             "--name",
             "lab",
             "--delay-model",
@@ -106,7 +106,7 @@ def test_untraceable_input_is_a_one_line_usage_error(tmp_path, capsys):
     back = _write(tmp_path / "back.csv", "send_ms,delay_ms\n0,5\n10,5\n5,6\n")
     garbage = tmp_path / "garbage.csv"
     garbage.write_bytes(b"\x00\x01\x02")
-    out = ["--out", str(tmp_path / "p.json")]
+    out = ["--out", str(tmp_path / "p")]
     cases = {
         str(lost): "every packet is lost",
         str(short): "too few packets",
@@ -116,17 +116,22 @@ def test_untraceable_input_is_a_one_line_usage_error(tmp_path, capsys):
     }
     for path, reason in cases.items():
         err = _usage_error(["profiles", "fit", path, *out], capsys)
-        assert path in err and reason in err and err.startswith("fleetgym profiles: error:")
+        assert path in err and reason in err and err.startswith("fleetgym profiles fit: error:")
     err = _usage_error(
         ["profiles", "fit", "wifi-office.csv", "--downlink", str(lost), *out], capsys
     )
     assert str(lost) in err
     not_a_folder = _write(tmp_path / "file", "x")
-    err = _usage_error(
-        ["profiles", "fit", "wifi-office.csv", "--out", f"{not_a_folder}/p.json"], capsys
-    )
-    assert "--out" in err
-    assert not (tmp_path / "p.json").exists()
+    for bad in (str(not_a_folder), f"{not_a_folder}/sub"):
+        err = _usage_error(["profiles", "fit", "wifi-office.csv", "--out", bad], capsys)
+        assert "--out" in err
+    assert not (tmp_path / "p").exists() or not list((tmp_path / "p").iterdir())
+
+
+def test_name_with_a_folder_is_a_usage_error(tmp_path, capsys):
+    for name in ("a/b", "..", "."):
+        argv = ["profiles", "fit", "wifi-office.csv", "--out", str(tmp_path), "--name", name]
+        assert "--name: expected a name without a folder" in _usage_error(argv, capsys)
 
 
 def test_empty_name_is_a_usage_error(tmp_path, capsys):
@@ -144,7 +149,8 @@ def test_empty_name_is_a_usage_error(tmp_path, capsys):
         ["--delay-model", "gamma"],
         ["--loss-model", "x"],
         ["--out", ""],
-        ["--plot", " "],
+        ["--out", " "],
+        ["--plot", "x.png"],
     ],
 )
 def test_bad_option_values_are_argparse_errors(argv, tmp_path):
