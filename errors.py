@@ -10,6 +10,7 @@ from gymnasium import error as gym_error
 
 __all__ = [
     "DependencyNotInstalled",
+    "EnvAPIError",
     "FleetError",
     "FleetgymError",
     "InvalidActionError",
@@ -83,3 +84,9 @@ class DependencyNotInstalled(FleetgymError, ImportError):
         self.feature = feature
         self.package = package
         self.extra = extra
+
+
+class EnvAPIError(FleetgymError, ValueError):
+    """An env that does not follow the Gymnasium API: its ``reset`` or ``step`` returns
+    the wrong number of values, or observations of another shape than its observation
+    space's; the message names the env and what is wrong."""

@@ -49,7 +49,11 @@ def missing_extra(error: BaseException, feature: str) -> DependencyNotInstalled 
     :class:`ModuleNotFoundError` for an optional package (else ``None``)."""
     if isinstance(error, DependencyNotInstalled):
         return error
-    if not isinstance(error, ModuleNotFoundError) or not error.name:
+    if not isinstance(error, ModuleNotFoundError):
+        # Gymnasium raises its own DependencyNotInstalled from the ModuleNotFoundError.
+        cause = error.__cause__ or error.__context__
+        return missing_extra(cause, feature) if isinstance(cause, ImportError) else None
+    if not error.name:
         return None
     root = error.name.partition(".")[0]
     if root not in OPTIONAL_MODULES:

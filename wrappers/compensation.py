@@ -356,6 +356,9 @@ def make_robust_env(
         TypeError, ValueError: on a bad argument (also the shim's own validation).
     """
     if isinstance(env, str):
+        from fleetgym.wrappers.shim_env import _ensure_registered
+
+        _ensure_registered(env)  # MiniGrid and ALE IDs, or the extra they need
         base: gym.Env[Any, Any] = gym.make(env, **(env_kwargs or {}))
     elif isinstance(env, gym.Env):
         if env_kwargs:

@@ -52,7 +52,7 @@ from fleetgym.agents.workloads.spaces import (
     joint_sizes,
     observation_preprocessing,
 )
-from fleetgym.errors import FleetgymError, UnknownWorkloadError
+from fleetgym.errors import EnvAPIError, UnknownWorkloadError
 from fleetgym.validation import quote
 
 __all__ = [
@@ -60,7 +60,6 @@ __all__ = [
     "FRAME_STACK",
     "MAX_JOINT_ACTIONS",
     "PREPROCESSINGS",
-    "EnvAPIError",
     "EnvSource",
     "JointDiscreteAction",
     "build_env",
@@ -368,12 +367,6 @@ def build_error(source: EnvSource, error: Exception) -> Exception:
         f"{with_kwargs} (building it raised {type(error).__name__}: {quote(str(error), 300)})"
     )
     return TypeError(message) if isinstance(error, TypeError) else ValueError(message)
-
-
-class EnvAPIError(FleetgymError, ValueError):
-    """An env that does not follow the Gymnasium API: its ``reset`` or ``step`` returns
-    the wrong number of values, or observations of another shape than its observation
-    space's; the message names the env and what is wrong."""
 
 
 #: The wrappers ``gym.make`` adds around every env: the probe looks beneath them (a

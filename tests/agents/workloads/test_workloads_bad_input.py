@@ -18,8 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleetgym.agents.workloads import COUNT_LIMITS, Workload, get_workload, workload_spaces
-from fleetgym.agents.workloads.spec import EnvAPIError
-from fleetgym.errors import FleetgymError, UnknownWorkloadError, UnsupportedSpaceError
+from fleetgym.errors import EnvAPIError, FleetgymError, UnknownWorkloadError, UnsupportedSpaceError
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 
