@@ -30,7 +30,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.signal import lfilter
 
 from fleetgym.validation import check_float
 from fleetgym.wrappers.channel_base import (
@@ -60,6 +59,8 @@ __all__ = [
 
 def _ar1_filter(eps: np.ndarray, rho: float, z_prev: float | None) -> np.ndarray:
     """z_k = rho z_{k-1} + sqrt(1 - rho^2) eps_k: an AR(1) with N(0, 1) marginal."""
+    from scipy.signal import lfilter  # about 1 s to import: paid by the first jittered block
+
     c = math.sqrt(1.0 - rho * rho)
     if z_prev is None:
         # Start in the stationary law: z_0 = eps_0 (divide so that c * x_0 == eps_0).
