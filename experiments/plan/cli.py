@@ -3,7 +3,7 @@
 * ``fleetgym plan measure`` -- measure each workload's env step, policy forward, update
   and server forward per batch size on this machine (the fastest of a few repeats each),
   and the GIL hand-over of actor threads, and write them as a calibration file
-  (``--out``). It measures in a child process whose BLAS runs one thread, as a server
+  (``--out``/``calibration.json``, which ``plan predict --calibration`` reads). It measures in a child process whose BLAS runs one thread, as a server
   on a core of its own would: numpy's multi-threaded BLAS on this shared 2-core machine
   made a batch of 128 a hundred times slower (the other tenants, not the model).
 * ``fleetgym plan validate`` -- run the asynchronous trainer (CartPole, actor threads),
@@ -15,9 +15,13 @@
   table (throughput, learner utilisation, server batch sizes, policy lag) and write it
   with a PNG.
 
+Every argument is checked before any work starts (a bad one exits 2); an error during
+the work is a crash (exit 3, with its traceback).
+
 Example::
 
-    fleetgym plan predict --actors 8 64 1000 --out runs/plan
+    fleetgym plan measure --out runs/cal
+    fleetgym plan predict --calibration runs/cal --actors 8 64 1000 --out runs/plan
     fleetgym plan validate --actors 8 16 --seeds 2 --out runs/plan-validate
 """
 
@@ -28,24 +32,27 @@ import json
 import math
 import statistics
 import sys
+from pathlib import Path
 from typing import Any
 
 from fleetgym.experiments.argtypes import (
     UsageError,
     check_input_file,
     check_output_dir,
-    check_output_file,
     int_in,
     non_negative_float,
+    non_negative_int,
     output_folder,
-    output_path,
     positive_float,
+    seed_range,
 )
 
 __all__ = ["configure", "run"]
 
 #: The workloads of the issue: classic control, MuJoCo and the Atari CNN.
 WORKLOADS = ("CartPole-v1", "Hopper-v5", "QbertNoFrameskip-v4")
+#: The file ``plan measure`` writes into ``--out`` (and ``plan predict`` reads in a folder).
+CALIBRATION_NAME = "calibration.json"
 
 
 def _add_shape(parser: argparse.ArgumentParser) -> None:
@@ -81,8 +88,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="workloads to measure (default all three)",
     )
     measure.add_argument(
-        "--out", type=output_path, required=True, help="calibration file (JSON) to write"
+        "--out",
+        type=output_folder,
+        default=Path("fleetgym-out/plan/measure"),
+        metavar="DIR",
+        help=f"output folder: the calibration file DIR/{CALIBRATION_NAME}",
     )
+    measure.add_argument("--no-progress", action="store_true", help="no progress bar")
     validate = sub.add_parser("validate", help="predicted against measured runs (CartPole)")
     validate.add_argument(
         "--actors",
@@ -98,7 +110,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=["uniform", "heterogeneous"],
         help="workloads: uniform and/or long-tail (heterogeneous) (default both)",
     )
-    validate.add_argument("--seeds", type=int_in(1, 20), default=2, help="seeds (default 2)")
+    validate.add_argument(
+        "--seeds",
+        type=int_in(1, 20),
+        default=2,
+        help="workload seeds FIRST..FIRST+N-1 of every point (default 2)",
+    )
+    validate.add_argument(
+        "--first-seed",
+        type=non_negative_int,
+        default=0,
+        metavar="FIRST",
+        help="the first seed: --seeds N runs FIRST..FIRST+N-1 (default 0)",
+    )
     validate.add_argument(
         "--repeats", type=int_in(1, 20), default=1, help="runs of every point (default 1)"
     )
@@ -110,11 +134,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     _add_shape(validate)
     validate.add_argument(
-        "--out", type=output_folder, default=None, help="folder for the table and runs"
+        "--out",
+        type=output_folder,
+        default=Path("fleetgym-out/plan/validate"),
+        metavar="DIR",
+        help="output folder: plan_validate.md and plan_validate.json",
     )
+    validate.add_argument("--no-progress", action="store_true", help="no progress bar")
     predict = sub.add_parser("predict", help="simulate 8 to 1,000 actors and AcceRL's shape")
     predict.add_argument(
-        "--calibration", default=None, help="calibration file (default: the shipped one)"
+        "--calibration",
+        default=None,
+        metavar="PATH",
+        help=f"calibration file, or the folder of plan measure --out holding {CALIBRATION_NAME} "
+        "(default: the shipped calibration)",
     )
     predict.add_argument(
         "--workloads",
@@ -158,7 +191,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "learner utilisation (AcceRL's figure) and simulate it there",
     )
     predict.add_argument(
-        "--out", type=output_folder, default=None, help="folder for plan.md/json/png"
+        "--out",
+        type=output_folder,
+        default=Path("fleetgym-out/plan/predict"),
+        metavar="DIR",
+        help="output folder: plan.md, plan.json and plan.png",
+    )
+    predict.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar (one line per simulated point on stderr instead)",
     )
 
 
@@ -271,7 +313,12 @@ def _measure(args: argparse.Namespace) -> int:
     import subprocess
     import sys
 
-    out = check_output_file("--out", args.out)
+    from tqdm import tqdm
+
+    folder = check_output_dir("--out", args.out)
+    out = folder / CALIBRATION_NAME
+    if out.is_dir():
+        raise UsageError(f"--out: expected {str(out)!r} to be a writable file, actual a folder")
     if os.environ.get("OPENBLAS_NUM_THREADS") != "1":
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
         command = [
@@ -280,62 +327,84 @@ def _measure(args: argparse.Namespace) -> int:
             "fleetgym.experiments.plan.cli",
             "measure",
             "--out",
-            str(out),
+            str(folder),
             "--workloads",
             *args.workloads,
         ]
-        return subprocess.run(command, env=env, check=False).returncode
+        if args.no_progress:
+            command.append("--no-progress")
+        code = subprocess.run(command, env=env, check=False).returncode
+        if code != 0:  # its traceback is above: a crash, not "did not converge" (1)
+            raise RuntimeError(f"plan measure: the measuring process exited with status {code}")
+        return 0
     from fleetgym.experiments.plan.measure import measure_contention, measure_workload
 
     data: dict[str, Any] = {"workloads": {}}
-    for name in args.workloads:
-        atari = name.endswith("NoFrameskip-v4")
-        data["workloads"][name] = measure_workload(
-            name,
-            env_steps=500 if atari else 2000,
-            update_trajectories=(2, 8) if atari else (4, 16),
-            update_repeats=2 if atari else 3,
-            estimator="min",
-        )
-        print(f"{name}: measured", flush=True)
-    data["contention"] = measure_contention()
+    with tqdm(
+        total=len(args.workloads) + 1, desc="plan measure", unit="step", disable=args.no_progress
+    ) as bar:
+        for name in args.workloads:
+            bar.set_postfix_str(name)
+            atari = name.endswith("NoFrameskip-v4")
+            data["workloads"][name] = measure_workload(
+                name,
+                env_steps=500 if atari else 2000,
+                update_trajectories=(2, 8) if atari else (4, 16),
+                update_repeats=2 if atari else 3,
+                estimator="min",
+            )
+            bar.write(f"{name}: measured")
+            bar.update(1)
+        bar.set_postfix_str("actor threads' contention")
+        data["contention"] = measure_contention()
+        bar.update(1)
     out.write_text(json.dumps(data, indent=1) + "\n")
     print(f"calibration: {out}")
     return 0
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
     from fleetgym.experiments.plan.validate import measure_and_validate
 
-    if args.out is not None:
-        check_output_dir("--out", args.out)
+    seed_range(args.first_seed, args.seeds)
+    out = check_output_dir("--out", args.out)
+    # Every point runs once synchronously and once asynchronously.
+    total = len(args.actors) * len(args.kinds) * args.seeds * args.repeats * 2
+    bar = tqdm(total=total, desc="plan validate", unit="run", disable=args.no_progress)
 
     def log(row: dict[str, Any]) -> None:
-        print(
+        bar.update(1)
+        bar.write(
             f"{row['kind']} {row['actors']} actors {row['mode']} seed {row['seed']}: measured "
             f"{row['measured_steps_per_s']:.0f} steps/s, util {row['measured_utilisation']:.2f};"
-            f" predicted {row['predicted_steps_per_s']:.0f}, {row['predicted_utilisation']:.2f}",
-            flush=True,
+            f" predicted {row['predicted_steps_per_s']:.0f}, {row['predicted_utilisation']:.2f}"
         )
+        sys.stdout.flush()
 
-    runs, rows = measure_and_validate(
-        tuple(args.actors),
-        tuple(args.kinds),
-        args.seeds,
-        args.steps,
-        args.lag,
-        args.delay_ms,
-        args.delay_sigma,
-        log,
-        args.repeats,
-    )
+    try:
+        runs, rows = measure_and_validate(
+            tuple(args.actors),
+            tuple(args.kinds),
+            args.seeds,
+            args.steps,
+            args.lag,
+            args.delay_ms,
+            args.delay_sigma,
+            log,
+            args.repeats,
+            first_seed=args.first_seed,
+        )
+    finally:
+        bar.close()
     lines = validation_table(rows)
     print("\n".join(lines))
-    if args.out is not None:
-        (args.out / "plan_validate.md").write_text("\n".join(lines) + "\n")
-        (args.out / "plan_validate.json").write_text(
-            json.dumps({"runs": runs, "rows": rows}, indent=1, default=str) + "\n"
-        )
+    (out / "plan_validate.md").write_text("\n".join(lines) + "\n")
+    (out / "plan_validate.json").write_text(
+        json.dumps({"runs": runs, "rows": rows}, indent=1, default=str) + "\n"
+    )
+    print(f"wrote {out / 'plan_validate.md'} and {out / 'plan_validate.json'}")
     return 0
 
 
@@ -349,9 +418,11 @@ def _predict(args: argparse.Namespace) -> int:
         match_accerl,
     )
 
-    path = None if args.calibration is None else check_input_file("--calibration", args.calibration)
-    if args.out is not None:
-        check_output_dir("--out", args.out)
+    path = None
+    if args.calibration is not None:
+        given = Path(args.calibration)
+        inside = given / CALIBRATION_NAME
+        path = check_input_file("--calibration", inside if given.is_dir() else given)
     try:
         data = load_calibrations(path)
     except ValueError as error:
@@ -362,6 +433,7 @@ def _predict(args: argparse.Namespace) -> int:
             f"--workloads: expected workloads of the calibration {sorted(data['workloads'])}, "
             f"actual {missing}"
         )
+    out = check_output_dir("--out", args.out)
     cals = {w: data["workloads"][w] for w in args.workloads}
     common = dict(
         lag=args.lag,
@@ -373,35 +445,45 @@ def _predict(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     actors = tuple(args.actors) if args.actors else DEFAULT_ACTORS
+    # A bar counting the simulated points (how many the AcceRL match takes is not known
+    # ahead); without it, one line per point on stderr.
+    from tqdm import tqdm
 
-    def progress(p: Any) -> None:  # one line per simulated point, on stderr
-        print(
-            f"{p.workload} {p.kind} {p.shape} {p.n_actors} {p.mode}: "
-            f"{p.result.env_steps_per_s:.0f} steps/s",
-            file=sys.stderr,
-            flush=True,
-        )
+    bar = tqdm(desc="plan predict", unit="point", disable=args.no_progress)
 
-    points = grid_points(cals, actors=actors, progress=progress, **common)
-    if not args.no_accerl:
-        points += accerl_points(cals, progress=progress, **common)
-    if args.match_accerl:
-        points += match_accerl(
-            cals,
-            lag=args.lag,
-            delay_ms=args.delay_ms,
-            delay_sigma=args.delay_sigma,
-            updates=args.updates,
-            seed=args.seed,
-            progress=progress,
-        )
+    def progress(p: Any) -> None:
+        if args.no_progress:
+            print(
+                f"{p.workload} {p.kind} {p.shape} {p.n_actors} {p.mode}: "
+                f"{p.result.env_steps_per_s:.0f} steps/s",
+                file=sys.stderr,
+                flush=True,
+            )
+        bar.update(1)
+        bar.set_postfix_str(f"{p.workload} {p.kind} {p.shape} {p.n_actors} {p.mode}")
+
+    try:
+        points = grid_points(cals, actors=actors, progress=progress, **common)
+        if not args.no_accerl:
+            points += accerl_points(cals, progress=progress, **common)
+        if args.match_accerl:
+            points += match_accerl(
+                cals,
+                lag=args.lag,
+                delay_ms=args.delay_ms,
+                delay_sigma=args.delay_sigma,
+                updates=args.updates,
+                seed=args.seed,
+                progress=progress,
+            )
+    finally:
+        bar.close()
     lines = prediction_table(points)
     print("\n".join(lines))
-    if args.out is not None:
-        (args.out / "plan.md").write_text("\n".join(lines) + "\n")
-        (args.out / "plan.json").write_text(json.dumps(_records(points), indent=1) + "\n")
-        png = plot_predictions(points, args.out / "plan.png")
-        print(f"wrote {args.out / 'plan.md'}, {args.out / 'plan.json'} and {png}")
+    (out / "plan.md").write_text("\n".join(lines) + "\n")
+    (out / "plan.json").write_text(json.dumps(_records(points), indent=1) + "\n")
+    png = plot_predictions(points, out / "plan.png")
+    print(f"wrote {out / 'plan.md'}, {out / 'plan.json'} and {png}")
     return 0
 
 

@@ -126,6 +126,7 @@ def measure_and_validate(
     sigma: float,
     log: Any = None,
     repeats: int = 1,
+    first_seed: int = 0,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Measured runs and their predictions, each run calibrated just before and after it.
 
@@ -137,8 +138,9 @@ def measure_and_validate(
     (:func:`~fleetgym.experiments.plan.measure.measure_contention`): calibration, the
     synchronous run, calibration, the asynchronous run, calibration. Each prediction uses
     the mean of the calibrations on either side of its run. ``repeats`` runs every point
-    that many times. Returns the runs (with their calibrations) and the rows of
-    :func:`validation_rows` (one per run).
+    that many times. ``seeds`` workload seeds ``first_seed .. first_seed + seeds - 1``
+    run each point. Returns the runs (with their calibrations) and the rows of
+    :func:`validation_rows` (one per run); ``log(row)`` is called after each run.
     """
     from fleetgym.agents.workloads import get_workload
     from fleetgym.experiments.plan.measure import (
@@ -151,7 +153,7 @@ def measure_and_validate(
     runs, rows = [], []
     for n_actors in actors:
         for kind in kinds:
-            for seed in range(seeds):
+            for seed in range(first_seed, first_seed + seeds):
                 waits = (
                     (0.0,) * n_actors
                     if kind == "uniform"

@@ -63,7 +63,7 @@ def test_predict_prints_the_table_and_writes_the_png(tmp_path, calibration_file,
         assert record["env_steps_per_s"] > 0
 
 
-def test_predict_with_the_shipped_calibration(capsys):
+def test_predict_with_the_shipped_calibration(tmp_path, capsys):
     argv = [
         "plan",
         "predict",
@@ -74,9 +74,27 @@ def test_predict_with_the_shipped_calibration(capsys):
         "--updates",
         "3",
         "--no-accerl",
+        "--out",
+        str(tmp_path),
     ]
     assert main(argv) == 0
     assert "| CartPole-v1 | uniform | grid | 8 | sync |" in capsys.readouterr().out
+    assert (tmp_path / "plan.md").is_file()
+
+
+def test_predict_reads_the_calibration_folder_measure_writes(tmp_path, calibration_file, capsys):
+    folder = tmp_path / "measured"
+    folder.mkdir()
+    (folder / "calibration.json").write_text(calibration_file.read_text())
+    argv = ["plan", "predict", "--calibration", str(folder), "--workloads", "CartPole-v1"]
+    argv += ["--actors", "2", "--updates", "3", "--no-accerl", "--no-progress"]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 0
+    assert "| CartPole-v1 | uniform | grid | 2 | sync |" in capsys.readouterr().out
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    argv[3] = str(empty)
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    assert "--calibration: expected an existing file" in capsys.readouterr().err
 
 
 def test_validate_one_tiny_run(tmp_path, capsys):
@@ -89,16 +107,20 @@ def test_validate_one_tiny_run(tmp_path, capsys):
         "uniform",
         "--seeds",
         "1",
+        "--first-seed",
+        "3",
         "--steps",
         "1024",
         "--out",
         str(tmp_path),
+        "--no-progress",
     ]
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "| workload | actors | trainer | seed | measured steps/s | predicted |" in text
     data = json.loads((tmp_path / "plan_validate.json").read_text())
     assert [r["mode"] for r in data["rows"]] == ["sync-threads", "async"]
+    assert [r["seed"] for r in data["rows"]] == [3, 3]
     assert all(r["predicted_steps_per_s"] > 0 for r in data["rows"])
 
 
@@ -120,7 +142,8 @@ def test_validate_one_tiny_run(tmp_path, capsys):
         (["plan", "validate", "--steps", "10"], "--steps: expected an integer >= 1024, actual 10"),
     ],
 )
-def test_bad_arguments_exit_2(argv, message, capsys):
+def test_bad_arguments_exit_2(argv, message, tmp_path, capsys):
+    argv = [*argv, "--out", str(tmp_path)]
     try:
         code = main(argv)
     except SystemExit as stop:  # argparse refuses the value before any work
@@ -132,16 +155,18 @@ def test_bad_arguments_exit_2(argv, message, capsys):
 def test_bad_calibration_files_exit_2(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text("not json")
-    assert main(["plan", "predict", "--calibration", str(bad)]) == 2
+    out = ["--out", str(tmp_path / "out")]
+    assert main(["plan", "predict", "--calibration", str(bad), *out]) == 2
     err = capsys.readouterr().err
     assert "--calibration:" in err and "expected JSON" in err
     partial = tmp_path / "partial.json"
     partial.write_text(json.dumps({"workloads": {"CartPole-v1": fake_calibration()}}))
-    assert main(["plan", "predict", "--calibration", str(partial), "--workloads", "Hopper-v5"]) == 2
+    argv = ["plan", "predict", "--calibration", str(partial), "--workloads", "Hopper-v5", *out]
+    assert main(argv) == 2
     assert "expected workloads of the calibration ['CartPole-v1']" in capsys.readouterr().err
     missing = tmp_path / "missing.json"
     missing.write_text(json.dumps({"workloads": {"CartPole-v1": {"workload": "x"}}}))
-    assert main(["plan", "predict", "--calibration", str(missing)]) == 2
+    assert main(["plan", "predict", "--calibration", str(missing), *out]) == 2
     assert "expected keys" in capsys.readouterr().err
 
 
@@ -151,15 +176,20 @@ def test_plan_without_an_action_prints_help(capsys):
 
 
 def test_measure_refuses_an_unwritable_out(tmp_path, capsys):
-    assert main(["plan", "measure", "--out", str(tmp_path)]) == 2  # a folder, not a file
-    assert "--out: expected a writable file path" in capsys.readouterr().err
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    assert main(["plan", "measure", "--out", str(blocker)]) == 2  # a file, not a folder
+    assert "--out: expected a writable folder" in capsys.readouterr().err
+    (tmp_path / "calibration.json").mkdir()
+    assert main(["plan", "measure", "--out", str(tmp_path)]) == 2  # its file is a folder
+    assert "calibration.json" in capsys.readouterr().err
 
 
 @pytest.mark.slow
 def test_measure_writes_a_calibration_predict_reads(tmp_path, capsys):
-    out = tmp_path / "cal.json"
+    out = tmp_path / "cal"
     assert main(["plan", "measure", "--workloads", "CartPole-v1", "--out", str(out)]) == 0
-    data = json.loads(out.read_text())
+    data = json.loads((out / "calibration.json").read_text())
     assert set(data["workloads"]) == {"CartPole-v1"} and data["workloads"]["CartPole-v1"]
     argv = [
         "plan",
@@ -173,5 +203,7 @@ def test_measure_writes_a_calibration_predict_reads(tmp_path, capsys):
         "--updates",
         "3",
         "--no-accerl",
+        "--out",
+        str(tmp_path / "plan"),
     ]
     assert main(argv) == 0
