@@ -7,8 +7,10 @@ updates ago (early on, the oldest that exist), so every sample of update ``u`` h
 learner's own policy (not the stale behaviour policy) is scored over deterministic
 evaluation episodes. The grid: lags 0, 10, 50, 200, 1000 updates; PPO-clip, V-trace and
 GIPO (sigma 0.5 and 0.8); with and without value recomputation and global advantage
-normalisation (both on or both off); several seeds. Writes ``lag_sweep.md`` (a table,
-mean +- std over seeds), ``lag_sweep.csv`` (one row per run) and ``lag_sweep.png``.
+normalisation (both on or both off); several seeds. Writes into ``--out``
+``lag_sweep.md`` (a table, mean +- std over seeds), ``lag_sweep.csv`` (one row per run)
+and ``lag_sweep.png``; a progress bar counts the runs (``--no-progress``: one line per
+run on stderr instead).
 ``--merge`` trains nothing: it reads the ``lag_sweep.csv`` of earlier sweeps (a grid run in
 parts) and writes the combined table and figure.
 
@@ -28,6 +30,7 @@ import math
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +41,7 @@ from fleetgym.experiments.argtypes import (
     non_negative_int,
     output_folder,
     positive_int,
+    seed_range,
 )
 from fleetgym.experiments.tables import group_by, markdown_table, mean_std, write_csv
 from fleetgym.validation import quote
@@ -85,9 +89,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help=f"minutes on 2 cores: losses {', '.join(QUICK_LOSSES)}, compensated only, "
         "a short budget",
     )
-    parser.add_argument("--seeds", type=positive_int, default=3, help="seeds per cell (3)")
     parser.add_argument(
-        "--out", type=output_folder, default=Path("lag_sweep"), help="output folder"
+        "--seeds", type=positive_int, default=3, help="seeds per cell, FIRST..FIRST+N-1"
+    )
+    parser.add_argument(
+        "--first-seed",
+        type=non_negative_int,
+        default=0,
+        metavar="FIRST",
+        help="the first seed: --seeds N runs FIRST..FIRST+N-1",
+    )
+    parser.add_argument(
+        "--out",
+        type=output_folder,
+        default=Path("fleetgym-out/lag-sweep"),
+        metavar="DIR",
+        help="output folder: lag_sweep.md, lag_sweep.csv and lag_sweep.png",
     )
     parser.add_argument(
         "--lags", type=non_negative_int, nargs="+", default=list(LAGS), help="lags in updates"
@@ -100,9 +117,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="losses (default all; --quick: ppo gipo-0.8)",
     )
     parser.add_argument(
-        "--variants", nargs="+", choices=VARIANTS, default=None, help="compensation switches"
+        "--variants",
+        nargs="+",
+        choices=VARIANTS,
+        default=None,
+        help="compensation switches (default: both; --quick: compensated)",
     )
-    parser.add_argument("--steps", type=positive_int, default=None, help="env steps per run")
+    budgets = "; ".join(
+        f"{env} {s['budget']} (--quick {s['quick_budget']})" for env, s in SETTINGS.items()
+    )
+    parser.add_argument(
+        "--steps",
+        type=positive_int,
+        default=None,
+        help=f"env steps per run (default: {budgets})",
+    )
     parser.add_argument(
         "--eval-episodes", type=positive_int, default=5, help="evaluation episodes per run"
     )
@@ -116,6 +145,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="train nothing: combine the lag_sweep.csv of these earlier sweeps into one "
         "table and figure in --out",
     )
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar (one line per finished run on stderr instead)",
+    )
     parser.add_argument("--shard", default=None, help=argparse.SUPPRESS)  # "i/n", internal
 
 
@@ -127,7 +161,7 @@ def _grid(args: argparse.Namespace) -> list[tuple[str, str, int, int]]:
         for loss in losses
         for variant in variants
         for lag in args.lags
-        for seed in range(args.seeds)
+        for seed in range(args.first_seed, args.first_seed + args.seeds)
     ]
 
 
@@ -174,27 +208,54 @@ def run_one(
     )
 
 
-def _run_shard(args: argparse.Namespace, steps: int, index: int, count: int) -> list[SweepRun]:
+def _describe(done: SweepRun) -> str:
+    return (
+        f"{done.loss} {done.variant} lag {done.lag} seed {done.seed}: final return "
+        f"{done.final_return:.0f} ({done.wall_s:.0f} s)"
+    )
+
+
+def _run_shard(
+    args: argparse.Namespace,
+    steps: int,
+    index: int,
+    count: int,
+    finished: Callable[[SweepRun], None],
+) -> list[SweepRun]:
+    """Run every ``count``-th cell of the grid from ``index``; ``finished(run)`` after each."""
     runs = []
     for i, (loss, variant, lag, seed) in enumerate(_grid(args)):
         if i % count == index:
             runs.append(run_one(args.env, loss, variant, lag, seed, steps, args.eval_episodes))
-            done = runs[-1]
-            print(
-                f"{loss} {variant} lag {lag} seed {seed}: final return "
-                f"{done.final_return:.0f} ({done.wall_s:.0f} s)",
-                file=sys.stderr,
-                flush=True,
-            )
+            finished(runs[-1])
     return runs
 
 
-def _run_parallel(args: argparse.Namespace, steps: int) -> list[SweepRun]:
-    """The grid split over ``--jobs`` child processes; results come back as JSON files."""
+def _read_lines(path: Path) -> list[SweepRun]:
+    """The runs a shard has appended to ``path`` so far (complete lines only)."""
+    if not path.is_file():
+        return []
+    text = path.read_text()
+    return [
+        SweepRun(**json.loads(line))
+        for line in text.splitlines(keepends=True)
+        if line.endswith("\n")
+    ]
+
+
+def _run_parallel(
+    args: argparse.Namespace, steps: int, finished: Callable[[SweepRun], None]
+) -> list[SweepRun]:
+    """The grid split over ``--jobs`` child processes; each appends its runs to a JSON-lines
+    file as they finish, which this process reads for its progress."""
     shard_dir = args.out / "shards"
     shard_dir.mkdir(parents=True, exist_ok=True)
+    files = [shard_dir / f"shard_{i}.jsonl" for i in range(args.jobs)]
+    for path in files:
+        path.unlink(missing_ok=True)
     base = [sys.executable, "-m", "fleetgym", "lag-sweep", "--env", args.env]
-    base += ["--seeds", str(args.seeds), "--steps", str(steps), "--out", str(shard_dir)]
+    base += ["--seeds", str(args.seeds), "--first-seed", str(args.first_seed)]
+    base += ["--steps", str(steps), "--out", str(shard_dir)]
     base += ["--eval-episodes", str(args.eval_episodes), "--lags", *map(str, args.lags)]
     if args.quick:
         base.append("--quick")
@@ -203,7 +264,20 @@ def _run_parallel(args: argparse.Namespace, steps: int) -> list[SweepRun]:
     if args.variants:
         base += ["--variants", *args.variants]
     children = [subprocess.Popen([*base, "--shard", f"{i}/{args.jobs}"]) for i in range(args.jobs)]
+    seen = [0] * args.jobs
+
+    def poll() -> None:
+        for i, path in enumerate(files):
+            runs = _read_lines(path)
+            for run in runs[seen[i] :]:
+                finished(run)
+            seen[i] = len(runs)
+
     try:
+        while any(child.poll() is None for child in children):
+            poll()
+            time.sleep(0.5)
+        poll()
         codes = [child.wait() for child in children]
     finally:
         for child in children:
@@ -212,11 +286,7 @@ def _run_parallel(args: argparse.Namespace, steps: int) -> list[SweepRun]:
                 child.wait()
     if any(codes):
         raise RuntimeError(f"lag-sweep shards: expected exit status 0, actual {codes}")
-    runs = []
-    for i in range(args.jobs):
-        rows = json.loads((shard_dir / f"shard_{i}.json").read_text())
-        runs += [SweepRun(**row) for row in rows]
-    return runs
+    return [run for path in files for run in _read_lines(path)]
 
 
 def report(runs: list[SweepRun], out: Path, title: str) -> tuple[Path, Path]:
@@ -388,26 +458,56 @@ def merge(folders: list[Path], out: Path) -> int:
     return 0
 
 
+def _shard(text: str) -> tuple[int, int]:
+    """The internal ``--shard i/n`` (this child runs every n-th cell from i)."""
+    index, sep, count = text.partition("/")
+    if not (sep and index.isdigit() and count.isdigit() and int(index) < int(count)):
+        raise UsageError(f"--shard: expected i/n with 0 <= i < n, actual {text!r}")
+    return int(index), int(count)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the sweep and write its table, CSV and figure; returns 0."""
     if args.merge:
         return merge(args.merge, args.out)
+    seed_range(args.first_seed, args.seeds)
+    shard = None if args.shard is None else _shard(args.shard)
+    check_output_dir("--out", args.out)
     import torch
 
     torch.set_num_threads(1)
     setting = SETTINGS[args.env]
     steps = args.steps or (setting["quick_budget"] if args.quick else setting["budget"])
-    check_output_dir("--out", args.out)
-    if args.shard is not None:
-        index, count = (int(x) for x in args.shard.split("/"))
-        runs = _run_shard(args, steps, index, count)
-        path = args.out / f"shard_{index}.json"
-        path.write_text(json.dumps([asdict(r) for r in runs]))
+    if shard is not None:
+        # A child of --jobs: silent, each run appended to its JSON-lines file at once.
+        index, count = shard
+        path = args.out / f"shard_{index}.jsonl"
+        path.unlink(missing_ok=True)
+
+        def append(done: SweepRun) -> None:
+            with path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(asdict(done)) + "\n")
+
+        _run_shard(args, steps, index, count, append)
         return 0
+    from tqdm import tqdm
+
     grid = _grid(args)
     print(f"lag sweep on {args.env}: {len(grid)} runs of {steps} env steps, {args.jobs} job(s)")
     started = time.perf_counter()
-    runs = _run_parallel(args, steps) if args.jobs > 1 else _run_shard(args, steps, 0, 1)
+    with tqdm(total=len(grid), desc="lag sweep", unit="run", disable=args.no_progress) as bar:
+
+        def finished(done: SweepRun) -> None:
+            if args.no_progress:
+                print(_describe(done), file=sys.stderr, flush=True)
+            else:
+                bar.write(_describe(done), file=sys.stderr)
+            bar.update(1)
+
+        if args.jobs > 1:
+            runs = _run_parallel(args, steps, finished)
+        else:
+            runs = _run_shard(args, steps, 0, 1, finished)
     write_csv(args.out / "lag_sweep.csv", runs)
     md, png = report(runs, args.out, _title(args.env))
     print(md.read_text())

@@ -123,3 +123,18 @@ def test_merge_rejects_a_folder_without_a_sweep_and_mixed_envs(tmp_path, capsys)
     (bad / "lag_sweep.csv").write_text("env,loss\nHopper-v5,ppo\n")
     assert main(["lag-sweep", "--merge", str(bad), "--out", str(tmp_path / "o")]) == 2
     assert "expected the columns" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(300)
+def test_lag_sweep_jobs_and_first_seed(tmp_path, capsys):
+    """Two child processes share the grid; their runs come back as they finish."""
+    out = tmp_path / "sweep"
+    argv = ["lag-sweep", "--losses", "ppo", "--variants", "plain", "--lags", "0", "2"]
+    argv += ["--seeds", "1", "--first-seed", "5", "--steps", "64", "--eval-episodes", "1"]
+    assert main([*argv, "--jobs", "2", "--no-progress", "--out", str(out)]) == 0
+    with (out / "lag_sweep.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert sorted((r["lag"], r["seed"]) for r in rows) == [("0", "5"), ("2", "5")]
+    err = capsys.readouterr().err
+    assert "ppo plain lag 0 seed 5: final return" in err
+    assert "ppo plain lag 2 seed 5: final return" in err
