@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["async_runs", "async_table"]
@@ -58,13 +59,20 @@ def _one(seed: int, steps: int, delay_ms: float, sigma: float, imagination: Any)
 
 
 def async_runs(
-    seeds: range, steps: int = 20_000, delay_ms: float = 2.0, sigma: float = 1.0
+    seeds: range,
+    steps: int = 20_000,
+    delay_ms: float = 2.0,
+    sigma: float = 1.0,
+    progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """One run per seed without and with imagination (``share=0.75``)."""
+    """One run per seed without and with imagination (``share=0.75``); ``progress(run)``
+    is called after each run."""
     out = []
     for seed in seeds:
         for imagination in (None, {"share": 0.75, "seed": seed}):
             out.append(_one(seed, steps, delay_ms, sigma, imagination))
+            if progress is not None:
+                progress(out[-1])
     return out
 
 

@@ -9,6 +9,9 @@ measured error against horizon, and the horizon and imagined share the rules cho
 Example::
 
     fleetgym imagination --env CartPole-v1 --seeds 5 --out runs/imagination
+
+Every argument is checked before the first run (a bad one exits 2); an error during a run
+is a crash (exit 3, with its traceback).
 """
 
 from __future__ import annotations
@@ -19,7 +22,15 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from fleetgym.experiments.argtypes import int_in, non_negative_int, output_folder, positive_int
+from fleetgym.experiments.argtypes import (
+    UsageError,
+    check_output_dir,
+    int_in,
+    non_negative_int,
+    output_folder,
+    positive_int,
+    seed_range,
+)
 
 ENV_NAMES = ("CartPole-v1", "Hopper-v5", "MiniGrid-DoorKey-5x5-v0")
 
@@ -29,9 +40,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--env", choices=ENV_NAMES, default="CartPole-v1", help="env (default CartPole-v1)"
     )
-    parser.add_argument("--seeds", type=int_in(1, 100), default=5, help="seeds (default 5)")
     parser.add_argument(
-        "--first-seed", type=non_negative_int, default=0, help="first seed (default 0)"
+        "--seeds", type=int_in(1, 100), default=5, help="seeds FIRST..FIRST+N-1 (default 5)"
+    )
+    parser.add_argument(
+        "--first-seed",
+        type=non_negative_int,
+        default=0,
+        metavar="FIRST",
+        help="the first seed: --seeds N runs FIRST..FIRST+N-1 (default 0)",
     )
     parser.add_argument(
         "--arms", default=None, help="comma-separated arms to run (default: all of the env's)"
@@ -45,8 +62,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out",
         type=output_folder,
-        default=Path("runs/imagination"),
-        help="output folder (default runs/imagination)",
+        default=Path("fleetgym-out/imagination"),
+        metavar="DIR",
+        help="output folder: results_ENV.json (runs already there are kept and rerun ones "
+        "replaced), summary_ENV.md and the figures (default fleetgym-out/imagination)",
     )
     parser.add_argument(
         "--async",
@@ -61,7 +80,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=20_000,
         help="--async: real env steps per run (default 20000)",
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
 def _fmt(steps: Any) -> str:
@@ -210,12 +229,25 @@ def _progress(bar: Any, done: list[int], arm: str, seed: int) -> Any:
 
 
 def _run_async(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
     from fleetgym.experiments.imagination.asynchronous import async_runs, async_table
 
     out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
     seeds = range(args.first_seed, args.first_seed + args.seeds)
-    runs = async_runs(seeds, args.async_steps)
+    with tqdm(
+        total=2 * len(seeds), desc="imagination --async", unit="run", disable=args.no_progress
+    ) as bar:
+
+        def progress(run: dict[str, Any]) -> None:
+            bar.update(1)
+            arm = "with imagination" if run["imagination"] else "without imagination"
+            bar.write(
+                f"seed {run['seed']} {arm}: {run['steps_per_s']:.0f} real env steps/s, "
+                f"mean return {run['mean_return']:.0f} ({run['wall_s']:.0f} s)"
+            )
+
+        runs = async_runs(seeds, args.async_steps, progress=progress)
     (out / "results_async.json").write_text(json.dumps(runs, indent=1))
     table = async_table(runs, 2.0, 1.0)
     (out / "summary_async.md").write_text(table)
@@ -223,15 +255,43 @@ def _run_async(args: argparse.Namespace) -> int:
     return 0
 
 
+def _earlier_results(path: Path) -> list[dict[str, Any]]:
+    """The runs an earlier study left in ``path`` (kept), checked before any run.
+
+    Raises:
+        UsageError: The file is not a list of run records.
+    """
+    if not path.is_file():
+        return []
+    try:
+        results = json.loads(path.read_text())
+        if not isinstance(results, list) or not all(
+            isinstance(r, dict) and {"arm", "seed"} <= set(r) for r in results
+        ):
+            raise ValueError("expected a list of runs with their arm and seed")
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise UsageError(
+            f"--out: {path} holds no earlier runs that can be read ({error})"
+        ) from None
+    return results
+
+
 def run(args: argparse.Namespace) -> int:
-    """Run the arms for every seed; 0 when every imagination run reached the target."""
+    """Run the arms for every seed; 0 when every imagination run reached the target.
+
+    Raises:
+        UsageError: A bad argument, found before the first run.
+    """
     from tqdm import tqdm
 
-    from fleetgym.experiments.argtypes import check_output_dir
     from fleetgym.experiments.imagination.study import ENVS, random_score, run_arm
 
-    check_output_dir("--out", args.out)
+    seed_range(args.first_seed, args.seeds)
     if args.asynchronous:
+        for flag, value in (("--arms", args.arms), ("--budget", args.budget)):
+            if value is not None:
+                raise UsageError(f"{flag}: expected no {flag} with --async (it runs its own arms)")
+        check_output_dir("--out", args.out)
         return _run_async(args)
     setup = ENVS[args.env]
     if args.budget is not None:
@@ -244,14 +304,11 @@ def run(args: argparse.Namespace) -> int:
         names = [a.name for a in arms]
         unknown = [w for w in wanted if w not in names]
         if unknown or not wanted:
-            from fleetgym.experiments.argtypes import UsageError
-
             raise UsageError(f"--arms: expected names among {names}, actual {unknown}")
         arms = tuple(a for a in arms if a.name in wanted)
-    out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
+    out: Path = check_output_dir("--out", args.out)
     path = out / f"results_{args.env}.json"
-    results: list[dict[str, Any]] = json.loads(path.read_text()) if path.is_file() else []
+    results = _earlier_results(path)
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     bar = tqdm(
         total=len(arms) * len(seeds) * setup.budget,

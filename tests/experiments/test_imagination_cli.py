@@ -80,3 +80,12 @@ def test_train_with_imagination_saves_the_world_model(tmp_path, capsys):
     assert code == 1  # 1,024 steps do not reach 475
     assert (tmp_path / "learner.world_model.pt").is_file()
     assert any((tmp_path / "tb").iterdir())
+
+
+def test_study_refuses_bad_combinations_and_unreadable_results(tmp_path, capsys):
+    assert cli.main(["imagination", "--async", "--arms", "ppo", "--out", str(tmp_path)]) == 2
+    assert "--arms: expected no --arms with --async" in capsys.readouterr().err
+    (tmp_path / "results_CartPole-v1.json").write_text("{not json")
+    assert cli.main(["imagination", "--out", str(tmp_path), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "--out:" in err and "results_CartPole-v1.json" in err and "Traceback" not in err
