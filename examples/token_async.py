@@ -1,8 +1,8 @@
 """The token policy trained through AsyncPPO with the inference server, next to the MLP policy.
 
-Trains, per seed, :class:`fleetgym.agents.learners.asynchronous.trainer.AsyncPPO` (the workload's
+Trains, per seed, :class:`fleetgym.agents.learners.AsyncPPO` (the workload's
 MLP Gaussian or categorical policy) and
-:class:`fleetgym.agents.learners.asynchronous.token_trainer.TokenAsyncPPO` (a causal
+:class:`fleetgym.agents.learners.TokenAsyncPPO` (a causal
 transformer emitting one token per action dimension, slim head, ``--chunk`` actions per
 decision) on the same workload, actor threads acting through one in-process
 :class:`~fleetgym.agents.inference.InferenceServer` each. Measures env steps/s of
@@ -28,8 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fleetgym.agents.learners.asynchronous.token_trainer import TokenAsyncPPO
-from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
+from fleetgym.agents.learners import AsyncPPO, TokenAsyncPPO
 
 KINDS = ("mlp", "token")
 

@@ -26,9 +26,12 @@ import time
 
 import torch
 
-from fleetgym.agents.tokens import ActionTokenizer
-from fleetgym.agents.tokens.backbones import TinyCausalTransformer, llama_backbone
-from fleetgym.agents.tokens.policy import TokenPolicy
+from fleetgym.agents.tokens import (
+    ActionTokenizer,
+    TinyCausalTransformer,
+    TokenPolicy,
+    llama_backbone,
+)
 
 VOCAB, BINS, OBS = 32000, 256, 11
 

@@ -1,6 +1,6 @@
 """Token-level PPO: token vs action vs chunk ratio levels on a Box env, seeds, trivial policies.
 
-Trains :class:`fleetgym.agents.learners.token_ppo.TokenPPO` (a pure-torch causal
+Trains :class:`fleetgym.agents.learners.TokenPPO` (a pure-torch causal
 transformer, slim head, one token per action dimension) once per ratio level and seed, then
 evaluates each final policy deterministically (10 episodes, fresh seeds) and scores two
 trivial policies (zero action, uniform random) on the same episodes. Writes ``runs.csv``
@@ -21,7 +21,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from fleetgym.agents.learners.token_ppo import TokenPPO
+from fleetgym.agents.learners import TokenPPO
 
 EVAL_SEED = 10_000
 

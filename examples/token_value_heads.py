@@ -2,7 +2,7 @@
 
 TokenPPO on ``BabyAI-GoToRedBallGrey-v0``: the 7x7x3 image plus the agent's direction as
 the observation embedding, the mission (``go to the red ball``) as instruction ids from the
-fixed BabyAI word list (:class:`fleetgym.agents.tokens.missions.MissionVocabulary`), one
+fixed BabyAI word list (:class:`fleetgym.agents.tokens.MissionVocabulary`), one
 action token of 7 bins. The reward is sparse (``1 - 0.9 t / 64`` on reaching the ball, else
 0), left unscaled so the value error is in return units. Per update it records the success
 rate of the episodes that ended and the value head's RMSE against its GAE targets; at the
@@ -31,7 +31,7 @@ import minigrid  # noqa: F401  (registers BabyAI)
 import numpy as np
 import torch
 
-from fleetgym.agents.learners.token_ppo import TokenPPO
+from fleetgym.agents.learners import TokenPPO
 
 ENV = "BabyAI-GoToRedBallGrey-v0"
 

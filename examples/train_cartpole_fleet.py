@@ -1,7 +1,7 @@
 """Learning check: PPO fed by an 8-actor fleet, several seeds, steps and wall time to target.
 
 Trains a workload (CartPole-v1 by default; Hopper-v5 with ``--workload Hopper-v5``) with
-:class:`~fleetgym.agents.learners.ppo.PPOLearner` and a fleet backend in synchronous rounds, once per
+:class:`~fleetgym.agents.learners.PPOLearner` and a fleet backend in synchronous rounds, once per
 seed, and writes ``summary.md`` (steps and wall time to the target, mean +- std over seeds),
 ``curves.png`` (mean return against env steps and wall time, one line per seed), one CSV
 per seed, and the best seed's learner and policy. The saved policy is reloaded from disk
@@ -27,8 +27,7 @@ import numpy as np
 import torch
 
 from fleetgym.agents.fleet import make_fleet
-from fleetgym.agents.learners.ppo import PPOLearner
-from fleetgym.agents.learners.training import TrainingHistory, evaluate_policy, train
+from fleetgym.agents.learners import PPOLearner, TrainingHistory, evaluate_policy, train
 from fleetgym.agents.policies import ActorCriticPolicy
 from fleetgym.agents.workloads import get_workload
 

@@ -9,6 +9,7 @@ action is the number of actors of the next round. Its parts, one module each:
 """
 
 from fleetgym.meta_env.actor_scheduling import ActorSchedulingEnv
+from fleetgym.meta_env.calibration import CalibrationError, CalibrationResult, calibrate
 from fleetgym.meta_env.cost_model import (
     RoundAccountant,
     RoundBill,
@@ -30,6 +31,8 @@ __all__ = [
     "PRICING_PRESETS",
     "SCHEDULING_DEFAULTS",
     "ActorSchedulingEnv",
+    "CalibrationError",
+    "CalibrationResult",
     "ComputeCostModel",
     "PricingPreset",
     "RoundAccountant",
@@ -39,6 +42,7 @@ __all__ = [
     "ServerlessCostModel",
     "SchedulingDefaults",
     "TimeModel",
+    "calibrate",
     "get_pricing",
     "scheduling_defaults",
 ]

@@ -27,7 +27,7 @@ from fleetgym.wrappers.compensation import (
     history_length_for_profile,
     make_robust_env,
 )
-from fleetgym.wrappers.dynamics import CartPoleDynamics
+from fleetgym.wrappers.dynamics import CartPoleDynamics, MujocoStateDynamics
 from fleetgym.wrappers.fitted_channels import EmpiricalChannel, LogNormalChannel
 from fleetgym.wrappers.network_shim import NetworkShimWrapper
 from fleetgym.wrappers.predictive import PredictionError, PredictiveObservation, Predictor
@@ -43,7 +43,9 @@ from fleetgym.wrappers.profiles import (
 )
 from fleetgym.wrappers.shim_config import (
     DELIVERY_MODES,
+    STEP_INFO_KEYS,
     ShimConfig,
+    control_period,
     default_start_action,
     infer_step_ms,
 )
@@ -52,6 +54,7 @@ from fleetgym.wrappers.vector import NetworkShimVectorWrapper
 
 __all__ = [
     "DELIVERY_MODES",
+    "STEP_INFO_KEYS",
     "CartPoleDynamics",
     "Channel",
     "DelaySampler",
@@ -60,6 +63,7 @@ __all__ = [
     "GaussianChannel",
     "GilbertElliottChannel",
     "LogNormalChannel",
+    "MujocoStateDynamics",
     "NetworkProfile",
     "NetworkShimVectorWrapper",
     "NetworkShimWrapper",
@@ -74,6 +78,7 @@ __all__ = [
     "ShimConfig",
     "TraceChannel",
     "TraceFitError",
+    "control_period",
     "default_start_action",
     "fit_profile",
     "get_profile",

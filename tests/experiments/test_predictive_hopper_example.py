@@ -1,25 +1,18 @@
-"""Tests of examples/predictive_hopper.py's parts that need no trained policy: the
+"""Tests of experiments/predictive_hopper.py's parts that need no trained policy: the
 baselines' input layout, the refusal of mismatched training arguments, the plot."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "predictive_hopper.py"
-
 
 @pytest.fixture(scope="module")
 def example():
-    spec = importlib.util.spec_from_file_location("predictive_hopper", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("fleetgym.experiments.predictive_hopper")
 
 
 @pytest.mark.parametrize(("compensation", "frames"), [("augmented", 1), ("history", 6)])

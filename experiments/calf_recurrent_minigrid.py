@@ -1,7 +1,7 @@
 """RecurrentPPO (LSTM) on a MiniGrid task behind a simulated Wi-Fi link.
 
 The network-aware policy trains behind ``NetworkShimWrapper`` with the compensation
-stack of :func:`fleetgym.wrappers.compensation.make_robust_env` (age of the delivered
+stack of :func:`fleetgym.wrappers.make_robust_env` (age of the delivered
 observation, the actions it sent); the LSTM keeps a belief over what it has not seen yet.
 A clean-trained LSTM policy is the baseline. Both are then evaluated without a network
 and under the training network. MiniGrid has no physical time step, so the control
@@ -9,8 +9,8 @@ period is given explicitly (``--step-ms``, 20 ms by default like CartPole's).
 
 Run (about 10 minutes on one busy core with the defaults)::
 
-    python examples/calf_recurrent_minigrid.py
-    python examples/calf_recurrent_minigrid.py --env MiniGrid-Empty-5x5-v0 --profile wifi-normal --timesteps 100000
+    python -m fleetgym.experiments.calf_recurrent_minigrid
+    python -m fleetgym.experiments.calf_recurrent_minigrid --env MiniGrid-Empty-5x5-v0 --profile wifi-normal --timesteps 100000
 """
 
 from __future__ import annotations

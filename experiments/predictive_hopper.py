@@ -7,7 +7,7 @@ with each input a deployer can give it without retraining:
 
 * ``delayed``: the delivered observation as is (what the policy sees without any help);
 * ``ceiling``: the observation rolled forward through the actions in flight with the
-  env's own physics (:class:`~fleetgym.wrappers.dynamics.MujocoStateDynamics`): the
+  env's own physics (:class:`~fleetgym.wrappers.MujocoStateDynamics`): the
   causal ceiling;
 * ``predict``: the same with a world model fitted on Mode 1 transitions of the policy
   itself (:class:`~fleetgym.experiments.calf.predict.WorldModelPredictor`);
@@ -15,11 +15,11 @@ with each input a deployer can give it without retraining:
 
 Subcommands::
 
-    python examples/predictive_hopper.py train --seed 0 --steps 1000000
-    python examples/predictive_hopper.py train --seed 0 --under rtt-9 --compensation augmented
-    python examples/predictive_hopper.py evaluate --seeds 0 1 2 --episodes 10
-    python examples/predictive_hopper.py baselines --seeds 0 --under rtt-5 rtt-9
-    python examples/predictive_hopper.py plot fleetgym-out/predictive_hopper/evaluate.json docs/predictive_sweep_hopper.png
+    python -m fleetgym.experiments.predictive_hopper train --seed 0 --steps 1000000
+    python -m fleetgym.experiments.predictive_hopper train --seed 0 --under rtt-9 --compensation augmented
+    python -m fleetgym.experiments.predictive_hopper evaluate --seeds 0 1 2 --episodes 10
+    python -m fleetgym.experiments.predictive_hopper baselines --seeds 0 --under rtt-5 rtt-9
+    python -m fleetgym.experiments.predictive_hopper plot fleetgym-out/predictive_hopper/evaluate.json docs/predictive_sweep_hopper.png
 
 The baselines of the delayed-RL literature (the augmented state, the history stack) are
 trained under the constant delay they face (``train --under rtt-N --compensation ...``,
@@ -86,7 +86,7 @@ def _run_dir(seed: int, under: str | None = None, compensation: str | None = Non
     return OUT / (f"seed{seed}" if under is None else f"seed{seed}-{compensation}-{under}")
 
 
-def _layout(under: str, compensation: str) -> dict[str, int]:
+def _layout(under: str, compensation: str) -> dict[str, Any]:
     """k frames and m sent actions of a baseline trained under ``rtt-N[-jitter]``: the
     augmented state is the delivered frame and the N + 1 actions sent since it was
     emitted; the history stack also keeps the ceil(N/2) + 1 frames up to that age."""
@@ -99,7 +99,7 @@ def _layout(under: str, compensation: str) -> dict[str, int]:
 
 def _baseline_env(under: str, compensation: str, condition: str) -> gym.Env:
     """A baseline's input stack (its layout fixed by ``under``) behind ``condition``."""
-    from fleetgym.wrappers.compensation import make_robust_env
+    from fleetgym.wrappers import make_robust_env
 
     kwargs = _condition(condition)
     return make_robust_env(
@@ -138,7 +138,7 @@ def train(seed: int, steps: int, under: str | None = None, compensation: str | N
     start = time.process_time()
     model.learn(steps, progress_bar=False)
     model.save(out / "model.zip")
-    rms = venv.obs_rms
+    rms: Any = venv.obs_rms
     np.savez(out / "obs_norm.npz", mean=rms.mean, var=rms.var, clip=venv.clip_obs)
     print(f"seed {seed}: {steps} steps, {time.process_time() - start:.0f} CPU s -> {out}")
 
@@ -163,7 +163,7 @@ class CleanPolicy:
 def _episode(env: gym.Env, policy: CleanPolicy, seed: int, oracle: bool) -> tuple[float, float]:
     """Return and forward velocity (x travelled / time) of one episode."""
     obs, info = env.reset(seed=seed)
-    base = env.unwrapped
+    base: Any = env.unwrapped
     x0, total, steps = float(base.data.qpos[0]), 0.0, 0
     done = False
     while not done:
@@ -177,12 +177,12 @@ def _episode(env: gym.Env, policy: CleanPolicy, seed: int, oracle: bool) -> tupl
 
 def _condition(name: str) -> dict[str, Any]:
     """Shim arguments of a condition at Hopper's 8 ms period."""
-    from fleetgym.wrappers.channels import FixedDelay
+    from fleetgym.wrappers import FixedDelay
 
     if name == "clean":
         return {"profile": "perfect"}
     if name.startswith("rtt-"):
-        from fleetgym.wrappers.channels import GaussianChannel
+        from fleetgym.wrappers import GaussianChannel
 
         ticks, jitter = name[4:].partition("-")[::2]
         period, n = PERIOD_MS, int(ticks)
@@ -232,14 +232,12 @@ def _world_model(policy: CleanPolicy, seed: int, transitions: int) -> Any:
 def evaluate(
     seeds: list[int], episodes: int, conditions: list[str], transitions: int, out: Path
 ) -> None:
-    from fleetgym.wrappers.dynamics import MujocoStateDynamics
-    from fleetgym.wrappers.network_shim import NetworkShimWrapper
-    from fleetgym.wrappers.predictive import PredictiveObservation
+    from fleetgym.wrappers import MujocoStateDynamics, NetworkShimWrapper, PredictiveObservation
 
     rows = []
     for seed in seeds:
         policy = CleanPolicy(seed)
-        learned = _world_model(policy, seed, transitions) if transitions else None
+        learned: Any = _world_model(policy, seed, transitions) if transitions else None
         for cond in conditions:
             inputs = [i for i in INPUTS if learned or not i.startswith("predict")]
             for inp in inputs:

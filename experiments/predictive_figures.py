@@ -8,7 +8,7 @@ Two parts:
     ``fleetgym calf`` run over those conditions.
 
 ``error OUT_PNG``
-    Prediction error of :class:`fleetgym.wrappers.predictive.PredictiveObservation`
+    Prediction error of :class:`fleetgym.wrappers.PredictiveObservation`
     against the true current observation (``info["true_obs"]``), on CartPole-v1 with a
     balancing controller (a linear state feedback, so episodes are long and the states
     those a policy visits): against the round-trip delay (constant and jittered, true
@@ -17,9 +17,9 @@ Two parts:
 
 Run (about 3 minutes on one busy core for ``error``)::
 
-    python examples/predictive_figures.py sweep docs/predictive-sweep.png fleetgym-out/sweep/calf_CartPole-v1_summary.csv
-    python examples/predictive_figures.py sweep docs/predictive_sweep_minigrid.png fleetgym-out/minigrid_sweep/calf_MiniGrid-Empty-5x5-v0_summary.csv
-    python examples/predictive_figures.py error docs/predictive-error.png
+    python -m fleetgym.experiments.predictive_figures sweep docs/predictive-sweep.png fleetgym-out/sweep/calf_CartPole-v1_summary.csv
+    python -m fleetgym.experiments.predictive_figures sweep docs/predictive_sweep_minigrid.png fleetgym-out/minigrid_sweep/calf_MiniGrid-Empty-5x5-v0_summary.csv
+    python -m fleetgym.experiments.predictive_figures error docs/predictive-error.png
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import argparse
 import csv
 import re
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -38,8 +39,7 @@ from fleetgym.experiments.calf.predict import (
     _fit_world_model,
     median_action_age,
 )
-from fleetgym.wrappers.network_shim import NetworkShimWrapper
-from fleetgym.wrappers.predictive import PredictiveObservation
+from fleetgym.wrappers import NetworkShimWrapper, PredictiveObservation
 
 _RTT = re.compile(r"rtt-(\d+)(-jitter)?")
 
@@ -81,7 +81,7 @@ def _controller(obs: np.ndarray) -> int:
     return int(obs[2] + 0.5 * obs[3] + 0.05 * obs[1] > 0)
 
 
-def _rmse(condition: str, predictor: object, steps: int = 3000, seed: int = 0) -> float:
+def _rmse(condition: str, predictor: Any, steps: int = 3000, seed: int = 0) -> float:
     cond = resolve_condition(condition)
     shim = NetworkShimWrapper(gym.make("CartPole-v1"), info="full", **cond.shim_kwargs())
     # The prior action age is the network's median, as in the CALF regimes.
