@@ -24,6 +24,7 @@ from dataclasses import asdict
 from typing import Any
 
 from fleetgym.experiments.argtypes import (
+    UsageError,
     check_output_dir,
     env_kwarg,
     non_negative_int,
@@ -70,7 +71,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--force", action="store_true", help="measure even if cached")
     parser.add_argument(
-        "--budget", type=_budget, default=3.0, help="CPU seconds of rollouts (default 3)"
+        "--budget", type=_budget, default=3.0, help="CPU seconds of rollouts (default 3.0)"
     )
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed (default 0)")
     parser.add_argument(
@@ -93,10 +94,12 @@ def _table_model(name: str, preset: str) -> tuple[Any, dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Calibrate (or read the cache) and print the model; 2 on a bad workload.
+    """Calibrate (or read the cache) and print the model.
 
     Raises:
-        UsageError: The cache folder cannot be written (checked before measuring).
+        UsageError: A bad workload or learner override, or a cache folder that cannot be
+            written (checked before measuring). An error while measuring is a crash
+            (exit 3, with its traceback).
     """
     from fleetgym.agents.workloads import get_workload
     from fleetgym.errors import FleetgymError
@@ -114,24 +117,26 @@ def run(args: argparse.Namespace) -> int:
         check_learner_overrides(workload, overrides)
         path = cache_path(workload, overrides, args.cache_dir)
     except (FleetgymError, ValueError, TypeError) as error:
-        print(f"fleetgym calibrate: {error}", file=sys.stderr)
-        return 2
+        raise UsageError(str(error)) from None
     if args.force or not path.is_file():
         # The result is written there after the measurement: checked before it.
         given = args.cache_dir is not None or not os.environ.get(CACHE_ENV_VAR)
         check_output_dir("--cache-dir" if given else f"${CACHE_ENV_VAR}", path.parent)
-    try:
-        result = calibrate(
-            workload,
-            learner_overrides=overrides,
-            force=args.force,
-            budget_s=args.budget,
-            seed=args.seed,
-            folder=args.cache_dir,
+        # No bar: the measurement is one call; say what the wait is for.
+        print(
+            f"measuring {workload.name} on this machine (about {args.budget:g} CPU seconds "
+            "of rollouts, then the updates) ...",
+            file=sys.stderr,
+            flush=True,
         )
-    except (FleetgymError, ValueError, TypeError) as error:
-        print(f"fleetgym calibrate: {error}", file=sys.stderr)
-        return 2
+    result = calibrate(
+        workload,
+        learner_overrides=overrides,
+        force=args.force,
+        budget_s=args.budget,
+        seed=args.seed,
+        folder=args.cache_dir,
+    )
     model = asdict(result.model)
     if args.json:
         out = {

@@ -37,7 +37,20 @@ def test_calibrate_shows_the_table_next_to_a_built_in_workload(tmp_path, capsys)
 def test_calibrate_unknown_workload_lists_close_matches(capsys):
     assert main(["calibrate", "--workload", "Acrobat-v1"]) == 2
     err = capsys.readouterr().err
-    assert "fleetgym calibrate: workload:" in err and "'Acrobot-v1'" in err
+    assert "fleetgym calibrate: error: workload:" in err and "'Acrobot-v1'" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_calibrate_error_while_measuring_is_a_crash(tmp_path, capsys, monkeypatch):
+    from fleetgym.meta_env import calibration
+
+    def broken(*args, **kwargs):
+        raise ValueError("the env raised")
+
+    monkeypatch.setattr(calibration, "calibrate", broken)
+    assert main(["calibrate", "--workload", "Acrobot-v1", "--budget", "0.02"]) == 3
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "ValueError: the env raised" in err
 
 
 @pytest.mark.timeout(300)
