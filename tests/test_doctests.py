@@ -14,8 +14,8 @@ import fleetgym
 def _modules() -> list[str]:
     names = ["fleetgym"]
     for info in pkgutil.walk_packages(fleetgym.__path__, prefix="fleetgym."):
-        if info.name.endswith("__main__"):
-            continue
+        if info.name.endswith("__main__") or info.name == "fleetgym.setup":
+            continue  # setup.py is the checkout's build script, not part of the package
         names.append(info.name)
     return sorted(names)
 
