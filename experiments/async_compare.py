@@ -278,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
         help="AsyncPPO's actors act with their own policy copy (local) or through the "
         "trainer's inference server (default local)",
     )
+    parser.add_argument(
+        "--no-progress", action="store_true", help="no progress bar over the runs (stderr)"
+    )
     args = parser.parse_args(argv)
     if args.proximal_clip and args.loss != "ppo":
         parser.error(f"--proximal-clip: expected --loss ppo, actual {args.loss}")
@@ -290,23 +293,34 @@ def main(argv: list[str] | None = None) -> int:
     if min(counts) < 1:
         parser.error(f"--actors / --actor-counts: expected counts >= 1, actual {counts}")
 
+    import sys
+
     import torch
+    from tqdm import tqdm
 
     torch.set_num_threads(1)
     results: dict[str, list[dict[str, Any]]] = {}
+    cells = [
+        (n, seed, mode, actor_mode)
+        for n in counts
+        for seed in range(args.first_seed, args.first_seed + args.seeds)
+        for mode in args.modes
+        for actor_mode in args.actor_modes
+        # the synchronous fleets place their actors themselves: run them once
+        if not (mode in ("sync-fleet", "sync-default") and actor_mode != args.actor_modes[0])
+        and not (mode == "sync-threads" and actor_mode not in sync_actor_modes)
+    ]
+    bar = tqdm(
+        total=len(args.kinds) * len(cells),
+        desc="async compare",
+        unit="run",
+        disable=args.no_progress,
+        file=sys.stderr,
+    )
     for kind in args.kinds:
         workload = _workload(args.workload, kind, args.delay_ms, args.delay_sigma)
-        cells = [
-            (n, seed, mode, actor_mode)
-            for n in counts
-            for seed in range(args.first_seed, args.first_seed + args.seeds)
-            for mode in args.modes
-            for actor_mode in args.actor_modes
-            # the synchronous fleets place their actors themselves: run them once
-            if not (mode in ("sync-fleet", "sync-default") and actor_mode != args.actor_modes[0])
-            and not (mode == "sync-threads" and actor_mode not in sync_actor_modes)
-        ]
         for n, seed, mode, actor_mode in cells:
+            bar.set_postfix_str(f"{kind} {mode} {actor_mode} {n} actors seed {seed}")
             run = run_mode(
                 mode,
                 workload,
@@ -322,7 +336,10 @@ def main(argv: list[str] | None = None) -> int:
                 args.proximal_clip,
             )
             results.setdefault(kind, []).append(run)
-            print(json.dumps({"workload": kind, **run}), flush=True)
+            bar.write(json.dumps({"workload": kind, **run}), file=sys.stdout)
+            sys.stdout.flush()
+            bar.update(1)
+    bar.close()
     return _write(results, args.out, args.workload)
 
 

@@ -15,8 +15,9 @@ Runs, in order:
    utilisation), and final return against an injected policy lag (the lag sweep's quick
    grid).
 
-Each part writes into its own folder under ``--out``; ``report.md`` links them all.
-``--full`` runs the paper-scale versions (hours on a laptop).
+Each part writes into its own folder under ``--out`` (default ``fleetgym-out/reproduce``);
+``report.md`` links them all. ``--full`` runs the paper-scale versions (hours on a laptop).
+Every part shows progress bars (``--no-progress``: none, for logs).
 """
 
 from __future__ import annotations
@@ -51,8 +52,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out",
         type=output_path,
-        default="fleetgym-out",
-        help="output folder (default: %(default)s)",
+        default="fleetgym-out/reproduce",
+        metavar="DIR",
+        help="output folder: report.md and one folder per part (default: %(default)s)",
     )
     parser.add_argument(
         "--full", action="store_true", help="paper-scale budgets instead of the quick ones"
@@ -165,7 +167,7 @@ def _run_accerl(out: Path, full: bool, progress: bool) -> list[str]:
         str(scale["steps"]), "--actors", "8", "--modes", "sync-default", "sync-threads",
         "async", "--out", str(out / "overlap"),
     ]  # fmt: skip
-    async_compare.main(compare)
+    async_compare.main(compare + ([] if progress else ["--no-progress"]))
     results = json.loads((out / "overlap" / "async_compare.json").read_text())
     lines = [
         "## Asynchronous training (AcceRL): overlap on the long tail, and policy lag",
@@ -197,7 +199,7 @@ def _run_accerl(out: Path, full: bool, progress: bool) -> list[str]:
     parser = argparse.ArgumentParser()
     lag_sweep.configure(parser)
     sweep = ["--env", "CartPole-v1", *scale["lag_sweep"], "--out", str(out / "lag")]
-    lag_sweep.run(parser.parse_args(sweep))
+    lag_sweep.run(parser.parse_args(sweep + ([] if progress else ["--no-progress"])))
     lines += [
         "### Final return against an injected policy lag",
         "",
