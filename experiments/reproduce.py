@@ -62,7 +62,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--only",
         default=",".join(PARTS),
-        help=f"comma-separated parts to run, of {', '.join(PARTS)} (default: all)",
+        help=f"comma-separated parts to run, of {', '.join(PARTS)}",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars (for logs)")
 

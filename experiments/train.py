@@ -127,7 +127,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="round budget (default: the workload's)",
     )
-    parser.add_argument("--max-steps", type=positive_int, default=None, help="env-step budget")
+    parser.add_argument(
+        "--max-steps",
+        type=positive_int,
+        default=None,
+        help="env-step budget (default: none, --rounds bounds the run)",
+    )
     parser.add_argument(
         "--steps-per-actor",
         type=int_in(1, MAX_STEPS_PER_ACTOR),
@@ -141,7 +146,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="stop at this mean return (default: the workload's)",
     )
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed (default 0)")
-    parser.add_argument("--lr", type=_float, default=None, help="override the learning rate")
+    parser.add_argument(
+        "--lr",
+        type=_float,
+        default=None,
+        help="override the learning rate (default: the workload's)",
+    )
     parser.add_argument(
         "--sequential",
         action="store_true",

@@ -85,7 +85,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         choices=WORKLOADS,
         default=list(WORKLOADS),
-        help="workloads to measure (default all three)",
+        help=f"workloads to measure (default: {' '.join(WORKLOADS)})",
     )
     measure.add_argument(
         "--out",
@@ -108,7 +108,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         choices=("uniform", "heterogeneous"),
         default=["uniform", "heterogeneous"],
-        help="workloads: uniform and/or long-tail (heterogeneous) (default both)",
+        help="workloads: uniform and/or long-tail (heterogeneous) (default: uniform heterogeneous)",
     )
     validate.add_argument(
         "--seeds",
@@ -154,7 +154,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         choices=WORKLOADS,
         default=list(WORKLOADS),
-        help="workloads (default all three)",
+        help=f"workloads (default: {' '.join(WORKLOADS)})",
     )
     predict.add_argument(
         "--actors",

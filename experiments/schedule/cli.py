@@ -208,7 +208,12 @@ def _configure_evaluate(p: argparse.ArgumentParser) -> None:
         default="modeled",
         help="modeled: deterministic compute model; measured: this machine's",
     )
-    p.add_argument("--preset", choices=("fast", "paper"), default="fast", help="the env's defaults")
+    p.add_argument(
+        "--preset",
+        choices=("fast", "paper"),
+        default="fast",
+        help="the env's per-workload settings (target, budget, rollout length)",
+    )
     p.add_argument(
         "--max-actors",
         type=int_in(1, MAX_ACTORS_LIMIT),

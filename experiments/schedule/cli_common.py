@@ -67,7 +67,10 @@ def add_env_arguments(parser: argparse.ArgumentParser) -> None:
         "measured: real measured compute times",
     )
     parser.add_argument(
-        "--preset", choices=("fast", "paper"), default="fast", help="the env's defaults"
+        "--preset",
+        choices=("fast", "paper"),
+        default="fast",
+        help="the env's per-workload settings (target, budget, rollout length)",
     )
     parser.add_argument(
         "--max-actors",
