@@ -43,6 +43,9 @@ CASES: dict[tuple[str, ...], dict[str, list[str]]] = {
         "--actions": ["nope"],
         "--checkpoint-every": ["-1", "abc"],
         "--eval-seeds": ["-1", "abc"],
+        "--first-eval-seed": ["-1", "abc", "4294967296"],
+        "--start-search": ["0", "abc", "5000"],
+        "--name": [" "],
     },
     ("schedule", "finetune", "--from", "{missing}"): {
         "--lr": BAD_NUMBERS,
@@ -50,16 +53,26 @@ CASES: dict[tuple[str, ...], dict[str, list[str]]] = {
         "--out": ["", "{file}"],
         "--workload": ["nope"],
         "--eval-seeds": BAD_INTS,
+        "--first-eval-seed": ["-1", "abc"],
+        "--baselines": ["nope", "fixed:0"],
     },
-    ("schedule", "evaluate", "--seeds", "1"): {
+    ("schedule", "evaluate", "--seeds", "2"): {
         "--seeds": BAD_INTS,
-        "--first-seed": ["-1", "abc"],
+        "--first-seed": ["-1", "abc", "4294967295"],  # two seeds from the last one
         "--max-actors": [*BAD_INTS, "1000000000000"],
         "--scheduler": ["nope", "fixed:0", "fixed:abc", "learned:{missing}", ""],
         "--workload": ["nope"],
         "--env-kwarg": ['target_return="abc"', "target_return=[1]", "target_return={}"],
         "--out": ["", "{file}"],
         "--timing": ["nope"],
+    },
+    ("schedule", "search"): {"--first-seed": ["-1", "abc"], "--out": ["", "{file}"]},
+    ("schedule", "seeds"): {
+        "--first-train-seed": ["-1", "abc"],
+        "--first-eval-seed": ["-1"],
+        "--finetune-from": ["{missing}", "{dir}/seed{seed}.zip"],
+        "--scratch-checkpoint": ["checkpoints/ep10.zip"],
+        "--out": ["", "{file}"],
     },
     ("train",): {
         "--lr": ["inf", "-1", "nan", "abc", "0"],
@@ -86,6 +99,7 @@ CASES: dict[tuple[str, ...], dict[str, list[str]]] = {
         "--async-steps": BAD_INTS,
         "--out": ["", "{file}", "{file}/sub"],
     },
+    ("imagination", "--async"): {"--arms": ["ppo"], "--budget": ["1000"]},
     ("profiles",): {
         "--samples": ["0", "99", "1000000000000", "abc"],
         "--step-ms": BAD_NUMBERS,
@@ -100,6 +114,7 @@ CASES: dict[tuple[str, ...], dict[str, list[str]]] = {
     },
     ("lag-sweep",): {
         "--seeds": BAD_INTS,
+        "--first-seed": ["-1", "abc", "4294967295"],
         "--steps": BAD_INTS,
         "--jobs": BAD_INTS,
         "--env": ["nope"],
@@ -111,6 +126,12 @@ CASES: dict[tuple[str, ...], dict[str, list[str]]] = {
         "--algo": ["nope"],
         "--timing": ["nope", ""],
         "--out": ["", "{file}"],
+        "--first-seed": ["-1", "abc", "4294967295"],
+        "--regimes": ["nope", "nowhere+comp"],
+        "--conditions": ["nope"],
+        "--variants": ["nope"],
+        "--variant-regimes": ["nope"],
+        "--env": ["Nope-v0"],
     },
     ("serve-env", "--env-id", "CartPole-v1"): {
         "--bind": [
@@ -144,8 +165,14 @@ CASES: dict[tuple[str, ...], dict[str, list[str]]] = {
         "--updates": ["0", "abc"],
         "--seed": ["-1", "abc"],
         "--workloads": ["nope"],
-        "--calibration": ["{missing}", ""],
+        "--calibration": ["{missing}", "", "{dir}"],
         "--out": ["", "{file}"],
+    },
+    ("plan", "validate"): {"--first-seed": ["-1", "abc"], "--out": ["", "{file}"]},
+    ("plan", "measure"): {"--out": ["", "{file}", "{file}/sub"], "--workloads": ["nope"]},
+    ("profiles", "fit", "wifi-office.csv"): {
+        "--out": ["", "{file}", "{file}/sub"],
+        "--name": ["a/b", ".."],
     },
     ("train", "--mode", "async", "--log"): {"--out": ["", "{file}", "{file}/sub"]},
     # Refused before any Ray cluster starts: Ray actors act with their own policy copy.
