@@ -175,6 +175,14 @@ def run(args: argparse.Namespace) -> int:
             with open(args.port_file, "w", encoding="utf-8") as handle:
                 handle.write(f"{port}\n")
         if args.measure:
+            # One call, no bar: say how long the wait is.
+            period = server.step_ms if getattr(server, "step_ms", None) else None
+            about = f", about {args.measure * period / 1000:.0f} s" if period else ""
+            print(
+                f"measuring {args.measure} control ticks on {host}:{port}{about} ...",
+                file=sys.stderr,
+                flush=True,
+            )
             rep = measure_socket_parity(
                 server, args.measure, seed=args.seed, transport=args.transport
             )
