@@ -21,9 +21,12 @@ from fleetgym.wrappers.channels import (
     TraceChannel,
 )
 from fleetgym.wrappers.compensation import (
+    HISTORY_CAP,
+    STALL_ACTIONS,
     ObservationAgeFeatures,
     ObservationHistory,
     SentActionHistory,
+    action_delay_for_profile,
     history_length_for_profile,
     make_robust_env,
 )
@@ -50,10 +53,13 @@ from fleetgym.wrappers.shim_config import (
     infer_step_ms,
 )
 from fleetgym.wrappers.shim_env import make_network_shim_env
+from fleetgym.wrappers.stall import StallWatchdog
 from fleetgym.wrappers.vector import NetworkShimVectorWrapper
 
 __all__ = [
     "DELIVERY_MODES",
+    "HISTORY_CAP",
+    "STALL_ACTIONS",
     "STEP_INFO_KEYS",
     "CartPoleDynamics",
     "Channel",
@@ -76,8 +82,10 @@ __all__ = [
     "ProfileFit",
     "SentActionHistory",
     "ShimConfig",
+    "StallWatchdog",
     "TraceChannel",
     "TraceFitError",
+    "action_delay_for_profile",
     "control_period",
     "default_start_action",
     "fit_profile",

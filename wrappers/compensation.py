@@ -8,10 +8,12 @@ sent. The wrappers here turn exactly that into a flat observation vector:
 
 - :class:`ObservationAgeFeatures` appends the age of the delivered observation (from the
   packet's timestamp, reported by the shim as ``info["obs_age_steps"]``) and whether it is
-  a new packet or a repeat of the last one;
+  a new packet or a repeat of the last one (optionally a stall flag: the observation is
+  ``stall_steps`` ticks old or more);
 - :class:`ObservationHistory` stacks the last ``k`` delivered observations (Gymnasium's
   :class:`~gymnasium.wrappers.FrameStackObservation`), with ``k`` chosen from the
-  network's own staleness distribution by :func:`history_length_for_profile`;
+  network's own staleness distribution by :func:`history_length_for_profile` (at most
+  :data:`~fleetgym.wrappers.staleness.HISTORY_CAP` frames);
 - :class:`SentActionHistory` appends the last ``m`` actions the agent *sent* (one-hot for
   discrete spaces, raw for boxes), which are the actions still in flight.
 
@@ -22,6 +24,7 @@ truth for analysis and oracle critics, which a deployed agent never has.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any, SupportsFloat
 
@@ -33,24 +36,30 @@ from gymnasium.wrappers import FlattenObservation, FrameStackObservation
 from fleetgym.errors import UnsupportedSpaceError
 from fleetgym.validation import check_bool, check_choice, check_int, quote
 from fleetgym.wrappers.network_shim import NetworkShimWrapper
-from fleetgym.wrappers.predictive import PredictiveObservation
+from fleetgym.wrappers.predictive import MAX_AGE, PredictiveObservation
 from fleetgym.wrappers.shim_config import ActionCheck
 from fleetgym.wrappers.staleness import (
     AGE_KEY,
+    HISTORY_CAP,
     MAX_HISTORY,
+    action_delay_for_profile,
     history_length_for_env,
     history_length_for_profile,
     staleness_quantile,
 )
+from fleetgym.wrappers.stall import STALL_ACTIONS, STALL_STEPS, StallWatchdog
 
 #: The stacks of :func:`make_robust_env`.
 COMPENSATIONS = ("history", "augmented", "predictive")
 
 __all__ = [
     "COMPENSATIONS",
+    "HISTORY_CAP",
+    "STALL_ACTIONS",
     "ObservationAgeFeatures",
     "ObservationHistory",
     "SentActionHistory",
+    "action_delay_for_profile",
     "compensate",
     "history_length_for_env",
     "history_length_for_profile",
@@ -61,6 +70,21 @@ __all__ = [
 
 def _check_length(name: str, value: Any) -> int:
     return check_int(name, value, 1, MAX_HISTORY)
+
+
+def _capped(name: str, length: int, cap: int, what: str, network: str) -> int:
+    """``length`` (measured from the network) at most ``cap``, with a warning when cut."""
+    if length <= cap:
+        return length
+    warnings.warn(
+        f"{name}: the network {network} asks for {length} {what} (its staleness quantile "
+        f"is {length - 1} ticks), more than max_history={cap}: capped at {cap}, and the age "
+        f"features gain the stall flag (pass {name}, max_history or stall_features to "
+        "choose)",
+        UserWarning,
+        stacklevel=3,
+    )
+    return cap
 
 
 # --------------------------------------------------------------------------------------
@@ -84,7 +108,10 @@ class ObservationAgeFeatures(
     carries: the packet's age ``a_t`` in control periods (``info["obs_age_steps"]`` of the
     shim, i.e. now minus the send tick) and whether the packet is new, i.e. its send tick
     ``t - a_t`` is later than the previous one's. The observation becomes the flattened
-    original (as float32) followed by ``[min(a_t, max_age_steps) / max_age_steps, new]``.
+    original (as float32) followed by ``[min(a_t, max_age_steps) / max_age_steps, new]``
+    (the age saturates at ``max_age_steps``), and with ``stall_steps`` a stall flag,
+    ``1`` when ``a_t >= stall_steps`` (the agent has had no fresh observation for that
+    many ticks: a stall, however long, is one flag instead of hundreds of frames).
     Without a shim underneath (no age in ``info``) the age is 0 and every step is new, so
     the same policy input layout works on a bare env.
 
@@ -100,19 +127,28 @@ class ObservationAgeFeatures(
         env: The env, normally a :class:`NetworkShimWrapper` (or wrapping one
             without changing ``info``); its observation space must be a Box.
         max_age_steps: Ages at or above this saturate the feature at 1.
+        stall_steps: Append the stall flag, set from this age on (``None``: no flag).
 
     Raises:
         UnsupportedSpaceError: if the observation space is not a Box.
-        TypeError, ValueError: if ``max_age_steps`` is not a positive int.
+        TypeError, ValueError: if ``max_age_steps`` or ``stall_steps`` is not a positive int.
     """
 
-    def __init__(self, env: gym.Env[Any, Any], max_age_steps: int = 10) -> None:
-        gym.utils.RecordConstructorArgs.__init__(self, max_age_steps=max_age_steps)
+    def __init__(
+        self, env: gym.Env[Any, Any], max_age_steps: int = 10, *, stall_steps: int | None = None
+    ) -> None:
+        gym.utils.RecordConstructorArgs.__init__(
+            self, max_age_steps=max_age_steps, stall_steps=stall_steps
+        )
         gym.Wrapper.__init__(self, env)
         self.max_age_steps = _check_length("max_age_steps", max_age_steps)
+        self.stall_steps = (
+            None if stall_steps is None else _check_length("stall_steps", stall_steps)
+        )
         box = _require_box(env, "ObservationAgeFeatures")
-        low = np.concatenate([box.low.astype(np.float32).ravel(), np.zeros(2, np.float32)])
-        high = np.concatenate([box.high.astype(np.float32).ravel(), np.ones(2, np.float32)])
+        n = 2 if self.stall_steps is None else 3
+        low = np.concatenate([box.low.astype(np.float32).ravel(), np.zeros(n, np.float32)])
+        high = np.concatenate([box.high.astype(np.float32).ravel(), np.ones(n, np.float32)])
         self.observation_space = spaces.Box(low, high, dtype=np.float32)
         self._tick = 0
         self._last_sent_tick = -1
@@ -122,8 +158,12 @@ class ObservationAgeFeatures(
         sent_tick = self._tick - age
         new = 1.0 if sent_tick > self._last_sent_tick else 0.0
         self._last_sent_tick = max(self._last_sent_tick, sent_tick)
-        feat = np.array([min(age, self.max_age_steps) / self.max_age_steps, new], np.float32)
-        return np.concatenate([np.asarray(obs, dtype=np.float32).ravel(), feat])
+        feat = [min(age, self.max_age_steps) / self.max_age_steps, new]
+        if self.stall_steps is not None:
+            feat.append(1.0 if age >= self.stall_steps else 0.0)
+        return np.concatenate(
+            [np.asarray(obs, dtype=np.float32).ravel(), np.asarray(feat, dtype=np.float32)]
+        )
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -147,7 +187,8 @@ class ObservationHistory(FrameStackObservation, gym.utils.RecordConstructorArgs)
     finds the :class:`NetworkShimWrapper` in the stack and sets
     k = :func:`history_length_for_profile` of that shim's configuration (its profile or
     channels, control period and delivery order), so the stack covers the staleness of
-    the network in ``quantile`` of the steps.
+    the network in ``quantile`` of the steps, up to ``max_history`` frames (a
+    ``UserWarning`` says when the network asks for more: it has stalls).
 
     Example:
         >>> import gymnasium as gym
@@ -162,6 +203,8 @@ class ObservationHistory(FrameStackObservation, gym.utils.RecordConstructorArgs)
         stack_size: k, or ``None`` to derive it from the shim in ``env``.
         quantile: Quantile of staleness used when deriving k.
         padding_type: As for FrameStackObservation (``"reset"`` or ``"zero"``).
+        max_history: Cap of the derived k (default
+            :data:`~fleetgym.wrappers.staleness.HISTORY_CAP`, 16).
 
     Raises:
         TypeError, ValueError: on a bad argument, or if ``stack_size`` is ``None`` and
@@ -175,12 +218,19 @@ class ObservationHistory(FrameStackObservation, gym.utils.RecordConstructorArgs)
         *,
         quantile: float = 0.99,
         padding_type: str = "reset",
+        max_history: int = HISTORY_CAP,
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
-            self, stack_size=stack_size, quantile=quantile, padding_type=padding_type
+            self,
+            stack_size=stack_size,
+            quantile=quantile,
+            padding_type=padding_type,
+            max_history=max_history,
         )
         if stack_size is None:
-            k = history_length_for_env(env, quantile=quantile)
+            cap = _check_length("max_history", max_history)
+            measured = history_length_for_env(env, quantile=quantile)
+            k = _capped("stack_size", measured, cap, "frames", "of the shim")
         else:
             k = _check_length("stack_size", stack_size)
         FrameStackObservation.__init__(self, env, k, padding_type=padding_type)
@@ -289,6 +339,14 @@ class SentActionHistory(
 # --------------------------------------------------------------------------------------
 # The whole robust stack
 # --------------------------------------------------------------------------------------
+def _network_name(profile: Any) -> str:
+    if profile is None:
+        return "of the given uplink/downlink channels"
+    if isinstance(profile, str) or hasattr(profile, "name"):
+        return quote(getattr(profile, "name", profile))
+    return quote([getattr(p, "name", p) for p in profile])
+
+
 def make_robust_env(
     env: str | gym.Env[Any, Any],
     profile: str | Sequence[str] | None = "wifi-normal",
@@ -303,6 +361,11 @@ def make_robust_env(
     compensation: str = "history",
     predictor: Any = None,
     predict_kwargs: dict[str, Any] | None = None,
+    max_history: int = HISTORY_CAP,
+    stall_features: bool | None = None,
+    stall_action: str | None = None,
+    stall_steps: int = STALL_STEPS,
+    safe_action: Any = None,
     **shim_kwargs: Any,
 ) -> gym.Env[np.ndarray, Any]:
     """Builds shim + compensation around an env: the input a delay-robust policy sees.
@@ -312,22 +375,52 @@ def make_robust_env(
     flatten → :class:`SentActionHistory` (m actions; ``0`` disables it). The result has a
     flat float32 Box observation, fit for SB3's ``MlpPolicy`` and
     ``RecurrentPPO``'s ``MlpLstmPolicy``. To evaluate one policy under another network,
-    build the same stack with the same ``history_length`` / ``action_history_length``
-    and another ``profile``: the observation layout only depends on those.
+    build the same stack with the same ``history_length`` / ``action_history_length`` /
+    ``stall_features`` and another ``profile``: the observation layout only depends on
+    those.
+
+    The automatic k and m are the network's staleness quantile + 1, **capped at**
+    ``max_history`` (16: :data:`~fleetgym.wrappers.staleness.HISTORY_CAP`). A network that
+    asks for more has stalls (a Wi-Fi link that buffers for seconds gives k in the
+    hundreds, an input PPO cannot learn from): the cap applies with a ``UserWarning``,
+    and the age features gain the stall flag (``stall_features``), set when the delivered
+    observation is ``stall_steps`` ticks old or more.
 
     ``compensation`` picks the stack: ``"history"`` (above), ``"augmented"`` (the
     augmented state of the delayed-RL literature: the delivered observation with its age
     and the last m sent actions, i.e. ``"history"`` with k = 1; with the age the policy
     can tell which of the m actions are still in flight) or ``"predictive"``: the shim
-    and :class:`~fleetgym.wrappers.predictive.PredictiveObservation` with ``predictor``
+    and :class:`~fleetgym.wrappers.PredictiveObservation` with ``predictor``
     (``"true-dynamics"`` for CartPole's own equations) and ``predict_kwargs``, whose
-    observation is the env's own (a clean-trained policy runs on it unchanged).
+    observation is the env's own (a clean-trained policy runs on it unchanged). Its
+    prior action age ``action_delay`` is the network's median action age,
+    :func:`~fleetgym.wrappers.action_delay_for_profile` of the profile (or channels),
+    control period and shim arguments given here, unless ``predict_kwargs`` sets it.
+
+    ``stall_action`` states what the loop does in a stall, i.e. once ``stall_steps`` ticks
+    pass without a fresh action at the env (or a fresh observation at the agent):
+
+    - ``"hold"`` (default of ``"history"`` and ``"augmented"``): the env keeps applying the
+      last action that arrived (the shim's rule); the predictive compensation predicts at
+      most ``stall_steps`` ticks past its freshest observation, then its estimate stops
+      moving.
+    - ``"safe"``: as ``"hold"``, but the env applies ``safe_action`` (default the shim's
+      start action) after ``stall_steps`` ticks without a fresh action, until one arrives
+      (:class:`~fleetgym.wrappers.StallWatchdog`: an actuator's command timeout); the
+      predictive compensation's rollout follows that rule.
+    - ``"predict"`` (default of ``"predictive"``, which it needs): the env holds; the
+      agent keeps predicting through the stall, however long.
 
     Example:
         >>> env = make_robust_env("CartPole-v1", "wifi-normal", history_length=3, action_history_length=4)
         >>> obs, _ = env.reset(seed=0)
         >>> obs.shape  # 3 frames x (4 + 2 age features) + 4 one-hot actions x 2
         (26,)
+        >>> env = make_robust_env(
+        ...     "CartPole-v1", "wifi-normal", compensation="predictive", predictor="true-dynamics",
+        ...     predict_kwargs={"lookahead": "action", "samples": 16})
+        >>> env.action_delay  # wifi-normal's median action age at 20 ms
+        1
 
     Args:
         env: A registered env ID or an env instance (observation space must be a Box;
@@ -335,17 +428,26 @@ def make_robust_env(
         profile: Profile name, sequence of names drawn per episode, or ``None`` with
             explicit ``uplink``/``downlink`` channels in ``shim_kwargs``.
         step_ms: Control period; ``None`` takes the env's ``dt`` / ``tau`` (see the shim).
-        history_length: k; ``None`` = :func:`history_length_for_profile` (``quantile``).
-        action_history_length: m; ``None`` = the round-trip staleness quantile + 1;
-            ``0`` = no action history.
+        history_length: k; ``None`` = :func:`history_length_for_profile` (``quantile``),
+            at most ``max_history``.
+        action_history_length: m; ``None`` = the round-trip staleness quantile + 1, at most
+            ``max_history``; ``0`` = no action history.
         age_features: Append :class:`ObservationAgeFeatures`.
         quantile: Quantile used for the automatic lengths.
         max_age_steps: Saturation of the age feature; ``None`` = max(k, 2).
         env_kwargs: Keyword arguments of ``gym.make`` when ``env`` is an ID.
         compensation: ``"history"``, ``"augmented"`` or ``"predictive"``.
         predictor: The predictor of ``"predictive"`` (required there, refused elsewhere).
-        predict_kwargs: More :class:`~fleetgym.wrappers.predictive.PredictiveObservation`
-            arguments (``lookahead``, ``applied_ids``, ``action_delay``, ``samples``, ...).
+        predict_kwargs: More :class:`~fleetgym.wrappers.PredictiveObservation` arguments
+            (``lookahead``, ``applied_ids``, ``action_delay``, ``samples``, ...); an
+            ``action_delay`` given here overrides the profile's median action age.
+        max_history: Cap of the automatic k and m (explicit lengths are not capped).
+        stall_features: Append the stall flag to the age features; ``None`` = exactly
+            when an automatic length was capped.
+        stall_action: ``"hold"``, ``"safe"`` or ``"predict"`` (above); ``None`` = the
+            compensation's default.
+        stall_steps: Ticks without a fresh packet that make a stall (>= 1; default 16).
+        safe_action: The env's action in a stall with ``stall_action="safe"``.
         **shim_kwargs: More :class:`NetworkShimWrapper` arguments (channels,
             ``delivery``, ``start_action``, ...).
 
@@ -355,6 +457,42 @@ def make_robust_env(
     Raises:
         TypeError, ValueError: on a bad argument (also the shim's own validation).
     """
+    check_bool("age_features", age_features)
+    check_choice("compensation", compensation, COMPENSATIONS)
+    if (predictor is None) == (compensation == "predictive"):
+        raise ValueError(
+            "predictor: expected a predictor exactly when compensation='predictive', "
+            f"actual {quote(predictor)} with compensation={compensation!r}"
+        )
+    cap = _check_length("max_history", max_history)
+    stall_steps = _check_length("stall_steps", stall_steps)
+    if stall_action is None:
+        stall = "predict" if compensation == "predictive" else "hold"
+    else:
+        stall = check_choice("stall_action", stall_action, STALL_ACTIONS)
+    if stall == "predict" and compensation != "predictive":
+        raise ValueError(
+            "stall_action: expected 'hold' or 'safe' with compensation="
+            f"{compensation!r} ('predict' keeps the predictive compensation's rollout "
+            "going through a stall: it needs compensation='predictive'), actual 'predict'"
+        )
+    if safe_action is not None and stall != "safe":
+        raise ValueError(
+            f"safe_action: expected None unless stall_action='safe', actual "
+            f"{quote(safe_action)} with stall_action={stall!r}"
+        )
+    if stall_features is not None:
+        check_bool("stall_features", stall_features)
+        if compensation == "predictive":
+            raise ValueError(
+                "stall_features: expected None with compensation='predictive' (its "
+                f"observation is the env's own, without age features), actual {stall_features}"
+            )
+        if stall_features and not age_features:
+            raise ValueError(
+                "stall_features: expected False or None when age_features is False (the "
+                "stall flag is one of the age features), actual True"
+            )
     if isinstance(env, str):
         from fleetgym.wrappers.shim_env import _ensure_registered
 
@@ -368,34 +506,53 @@ def make_robust_env(
         base = env
     else:
         raise TypeError(f"env: expected an env ID or a gymnasium.Env, actual {quote(env)}")
-    check_bool("age_features", age_features)
-    check_choice("compensation", compensation, COMPENSATIONS)
-    if (predictor is None) == (compensation == "predictive"):
-        raise ValueError(
-            "predictor: expected a predictor exactly when compensation='predictive', "
-            f"actual {quote(predictor)} with compensation={compensation!r}"
-        )
     shim_args = dict(shim_kwargs)
     if step_ms is not None:
         shim_args["step_ms"] = step_ms
-    robust: gym.Env[Any, Any] = NetworkShimWrapper(base, profile=profile, **shim_args)
+    shim = NetworkShimWrapper(base, profile=profile, **shim_args)
+    robust: gym.Env[Any, Any] = shim
+    if stall == "safe":
+        robust = StallWatchdog(shim, stall_steps, safe_action)
+    period = float(shim.step_ms)
+    measured = {k: v for k, v in shim_kwargs.items() if k not in ("start_action",)}
     if compensation == "predictive":
         kwargs: dict[str, Any] = {"start_action": shim_kwargs.get("start_action")}
+        if stall != "predict":
+            kwargs["max_horizon"] = stall_steps
+        if isinstance(robust, StallWatchdog):
+            kwargs.update(stall_steps=stall_steps, safe_action=robust.safe_action)
         kwargs.update(predict_kwargs or {})
+        if kwargs.get("action_delay") is None:
+            prior = action_delay_for_profile(profile, period, **measured)
+            kwargs["action_delay"] = min(prior, MAX_AGE)
         return PredictiveObservation(robust, predictor, **kwargs)
     if compensation == "augmented":
         history_length = 1 if history_length is None else history_length
-    period = float(robust.step_ms)  # type: ignore[attr-defined]
-    measured = {k: v for k, v in shim_kwargs.items() if k not in ("start_action",)}
+    network = _network_name(profile)
+    capped = False
     if history_length is None:
-        k = history_length_for_profile(profile, period, quantile, **measured)
+        wanted = history_length_for_profile(profile, period, quantile, **measured)
+        k = _capped("history_length", wanted, cap, "frames", network)
+        capped = k < wanted
     else:
         k = _check_length("history_length", history_length)
     if action_history_length is None:
-        m = history_length_for_profile(profile, period, quantile, path="round_trip", **measured)
+        wanted = history_length_for_profile(
+            profile, period, quantile, path="round_trip", **measured
+        )
+        m = _capped("action_history_length", wanted, cap, "sent actions", network)
+        capped = capped or m < wanted
     else:
         m = check_int("action_history_length", action_history_length, 0, MAX_HISTORY)
-    return compensate(robust, k, m, age_features=age_features, max_age_steps=max_age_steps)
+    flag = capped if stall_features is None else stall_features
+    return compensate(
+        robust,
+        k,
+        m,
+        age_features=age_features,
+        max_age_steps=max_age_steps,
+        stall_steps=stall_steps if flag and age_features else None,
+    )
 
 
 def compensate(
@@ -405,6 +562,7 @@ def compensate(
     *,
     age_features: bool = True,
     max_age_steps: int | None = None,
+    stall_steps: int | None = None,
 ) -> gym.Env[np.ndarray, Any]:
     """The compensation stack of :func:`make_robust_env` around an env that already has its
     network: a shim, or the remote env of Mode 3 (``fleetgym/Remote-v0``), whose ``info``
@@ -416,6 +574,8 @@ def compensate(
         action_history_length: m sent actions (0: none).
         age_features: Append :class:`ObservationAgeFeatures`.
         max_age_steps: Saturation of the age feature; ``None`` = max(k, 2).
+        stall_steps: Append the stall flag, set from this observation age on (``None``:
+            no flag; needs ``age_features``).
 
     Returns:
         The wrapped env, with the flat float32 observation :func:`make_robust_env` builds.
@@ -425,9 +585,16 @@ def compensate(
     robust = env
     if age_features:
         robust = ObservationAgeFeatures(
-            robust, max_age_steps=max(k, 2) if max_age_steps is None else max_age_steps
+            robust,
+            max_age_steps=max(k, 2) if max_age_steps is None else max_age_steps,
+            stall_steps=stall_steps,
         )
     else:
+        if stall_steps is not None:
+            raise ValueError(
+                f"stall_steps: expected None when age_features is False (the stall flag is "
+                f"one of the age features), actual {quote(stall_steps)}"
+            )
         _require_box(robust, "make_robust_env")
     if k > 1:
         robust = FlattenObservation(ObservationHistory(robust, k))

@@ -55,6 +55,8 @@ __all__ = ["PredictionError", "PredictiveObservation", "Predictor"]
 
 #: Longest action age the wrapper keeps statistics for (older ones count as this).
 MAX_AGE = 63
+#: Longest rollout bound and stall length accepted.
+MAX_HORIZON = 100_000
 #: Pseudo-count of the prior action age (``action_delay``) in each episode's statistics:
 #: below one, so the first age seen outweighs it.
 PRIOR_COUNT = 0.5
@@ -104,6 +106,15 @@ class PredictiveObservation(
     predictor's own uncertainty plus the spread over sampled schedules; 0 when nothing
     was predicted).
 
+    In a stall (no fresh observation for many ticks) the rollout grows with the
+    observation's age; ``max_horizon`` bounds it, so that beyond it the estimate stops
+    moving (the agent holds its last extrapolation instead of predicting seconds ahead).
+    With ``safe_action`` the rollout follows the env side of
+    :class:`~fleetgym.wrappers.StallWatchdog`: at a step that ends ``stall_steps`` or more
+    steps in a row without a fresh action (the shim's hold), the env applies
+    ``safe_action``. Where the applied ids are known the streak of holds before the
+    delivered observation is known too; without them it is taken as 0.
+
     The action ages seen are the agent's knowledge of its network, not of an episode:
     they carry over from one episode to the next and start again (from
     ``action_delay``) at a seeded ``reset``, so the same seed gives the same estimates.
@@ -134,12 +145,18 @@ class PredictiveObservation(
         applied_ids: Use the applied action's id carried by the observation packet.
         action_delay: The prior action age in ticks (the most likely one before any is
             seen in an episode); required when ``applied_ids`` is false (then it is the
-            only knowledge of the action path).
+            only knowledge of the action path). ``None`` (with applied ids) is 0;
+            :func:`~fleetgym.wrappers.make_robust_env` passes the network's median
+            action age (:func:`~fleetgym.wrappers.action_delay_for_profile`) instead.
         samples: 0: the most likely schedule; K >= 1: K schedules drawn from the action
             ages seen, averaged.
         uncertainty: Append the uncertainty feature.
         start_action: What the env applies before the first action arrives (default the
             shim's: the action space's zero element).
+        max_horizon: Most ticks predicted (``None``: no bound).
+        stall_steps: Holds in a row after which the env applies ``safe_action``.
+        safe_action: The env's safe action in a stall (``None``: the env holds, the
+            shim's rule).
 
     Raises:
         UnsupportedSpaceError: For a non-Box observation space, or a predictor built for
@@ -160,6 +177,9 @@ class PredictiveObservation(
         samples: int = 0,
         uncertainty: bool = False,
         start_action: Any = None,
+        max_horizon: int | None = None,
+        stall_steps: int = 16,
+        safe_action: Any = None,
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
             self,
@@ -170,6 +190,9 @@ class PredictiveObservation(
             samples=samples,
             uncertainty=uncertainty,
             start_action=start_action,
+            max_horizon=max_horizon,
+            stall_steps=stall_steps,
+            safe_action=safe_action,
         )
         gym.Wrapper.__init__(self, env)
         box = env.observation_space
@@ -213,6 +236,16 @@ class PredictiveObservation(
                 f"start_action: expected an element of {env.action_space}, "
                 f"actual {quote(start_action)}"
             )
+        self.max_horizon = (
+            None if max_horizon is None else check_int("max_horizon", max_horizon, 1, MAX_HORIZON)
+        )
+        self.stall_steps = check_int("stall_steps", stall_steps, 1, MAX_HORIZON)
+        if safe_action is not None and not env.action_space.contains(safe_action):
+            raise ValueError(
+                f"safe_action: expected an element of {env.action_space}, "
+                f"actual {quote(safe_action)}"
+            )
+        self._safe = safe_action
         self._box = box
         self._low = box.low.astype(np.float64)
         self._high = box.high.astype(np.float64)
@@ -241,8 +274,9 @@ class PredictiveObservation(
     def _likely_delay(self) -> int:
         return self.action_delay if not self.applied_ids else int(np.argmax(self._counts))
 
-    def _schedules(self, j: int, n: int) -> np.ndarray:
-        """Seq ids ``(B, n)`` of the actions applied at env steps ``j .. j + n - 1``."""
+    def _schedules(self, j: int, n: int) -> tuple[np.ndarray, int]:
+        """Seq ids ``(B, n)`` of the actions applied at env steps ``j .. j + n - 1``, and
+        the seq id applied at step ``j - 1`` (-1: the start action)."""
         t = self._t - 1
         known = self.applied_ids and j >= 1 and j - 1 < len(self._applied_age)
         if j == 0:
@@ -266,7 +300,37 @@ class PredictiveObservation(
         for col in range(n):
             prev = np.minimum(t, np.maximum(prev, steps[col] - delays[:, col]))
             seqs[:, col] = prev
-        return seqs
+        return seqs, last
+
+    def _known_streak(self, j: int) -> int:
+        """Steps in a row up to ``j - 1`` without a fresh action, from the applied ids."""
+        if not self.applied_ids or j < 1 or j - 1 >= len(self._applied_age):
+            return 0
+        ages = self._applied_age
+        streak, i = 0, j - 1
+        while i >= 0:
+            prev = (i - 1) - ages[i - 1] if i >= 1 else -1
+            if i - ages[i] != prev:
+                break
+            streak += 1
+            i -= 1
+        return streak
+
+    def _watchdog(self, actions: np.ndarray, seqs: np.ndarray, last: int, j: int) -> np.ndarray:
+        """``actions`` with ``safe_action`` where the env's hold streak reaches ``stall_steps``."""
+        streak = np.full(len(seqs), self._known_streak(j))
+        prev = np.full(len(seqs), last)
+        safe = np.zeros(seqs.shape, dtype=bool)
+        for col in range(seqs.shape[1]):
+            held = seqs[:, col] == prev
+            streak = np.where(held, streak + 1, 0)
+            safe[:, col] = streak >= self.stall_steps
+            prev = seqs[:, col]
+        if not safe.any():
+            return actions
+        out = actions.copy()
+        out[safe] = np.asarray(self._safe, dtype=out.dtype)
+        return out
 
     def _action(self, seq: int) -> Any:
         return self._start if seq < 0 else self._sent[seq]
@@ -275,12 +339,16 @@ class PredictiveObservation(
     def _estimate(self, obs: Any, j: int, step: int) -> tuple[np.ndarray, float, int]:
         lookahead = self._likely_delay() if self.lookahead is None else self.lookahead
         n = self._t - j + lookahead
+        if self.max_horizon is not None:
+            n = min(n, self.max_horizon)
         if n <= 0:
             return obs, 0.0, 0
-        seqs = self._schedules(j, n)
+        seqs, last = self._schedules(j, n)
         steps = np.arange(j, j + n)
         ages = steps[None, :] - seqs
         actions = np.asarray([[self._action(int(s)) for s in row] for row in seqs])
+        if self._safe is not None:
+            actions = self._watchdog(actions, seqs, last, j)
         base = np.asarray(obs, dtype=np.float64)
         model_unc: Any = 0.0
         if self._batched:

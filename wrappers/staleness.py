@@ -3,13 +3,16 @@
 :func:`staleness_quantile` measures a high percentile of the observation (or round-trip)
 age through the real :class:`~fleetgym.wrappers.network_shim.NetworkShimWrapper` on a
 counter env; :func:`history_length_for_profile` turns it into CALF's k = d + 1 for a
-profile, and :func:`history_length_for_env` for the shim inside an env stack. The wrappers
-that use these lengths are in :mod:`fleetgym.wrappers.compensation`.
+profile, and :func:`history_length_for_env` for the shim inside an env stack;
+:func:`action_delay_for_profile` measures the network's median action age, the prior of
+the predictive compensation. The wrappers that use these are in
+:mod:`fleetgym.wrappers.compensation`.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Sequence
 from typing import Any, SupportsFloat
 
@@ -19,9 +22,12 @@ from gymnasium import spaces
 
 from fleetgym.validation import check_choice, check_float, check_int, quote
 from fleetgym.wrappers.network_shim import NetworkShimWrapper
+from fleetgym.wrappers.profiles import get_profile
 
 __all__ = [
+    "HISTORY_CAP",
     "MAX_HISTORY",
+    "action_delay_for_profile",
     "history_length_for_env",
     "history_length_for_profile",
     "staleness_quantile",
@@ -33,6 +39,15 @@ AGE_KEY = "obs_age_steps"
 #: Largest history length (frames or actions) and Monte-Carlo sample size accepted.
 MAX_HISTORY = 10_000
 MAX_SAMPLES = 10_000_000
+#: Largest history length (frames or sent actions) that ``make_robust_env`` and
+#: ``ObservationHistory`` choose by themselves: 16 ticks (320 ms at CartPole's 20 ms
+#: period). The CALF study's PPO learns from stacks of 4 frames and 6 actions (wifi-normal);
+#: a network whose staleness quantile is longer than this is one with stalls, and a stack
+#: of hundreds of frames (a 1,500-number input) is no input PPO learns from. Ages beyond the
+#: cap are reported by the age features' stall flag instead.
+HISTORY_CAP = 16
+#: Shim arguments that do not change the packet schedule (left out of the measurements).
+_UNMEASURED = ("start_action", "copy_observations", "block_size", "info")
 
 
 class _TickEnv(gym.Env[np.ndarray, np.int64]):
@@ -110,22 +125,35 @@ def staleness_quantile(
     quantile = _check_quantile(quantile)
     n_steps = check_int("n_steps", n_steps, 1, MAX_SAMPLES)
     check_choice("path", path, ("uplink", "round_trip"))
+    obs_ages, action_ages = _loop_ages(profile, step_ms, n_steps, seed, shim_kwargs)
+    ages = obs_ages + action_ages if path == "round_trip" else obs_ages
+    return _quantile(ages, quantile)
+
+
+def _quantile(ages: np.ndarray, quantile: float) -> int:
+    # "inverted_cdf" is the smallest observed age whose empirical CDF reaches the
+    # quantile: an age that really occurs, never an interpolation between two.
+    return int(np.quantile(ages, quantile, method="inverted_cdf"))
+
+
+def _loop_ages(
+    profile: Any, step_ms: float, n_steps: int, seed: int, shim_kwargs: dict[str, Any]
+) -> tuple[np.ndarray, np.ndarray]:
+    """``info["obs_age_steps"]`` and ``info["action_age_steps"]`` of one episode of
+    ``n_steps`` ticks through the real shim on a counter env."""
     kwargs = dict(shim_kwargs)
     if profile is not None:
         kwargs["profile"] = profile
     shim = NetworkShimWrapper(_TickEnv(), step_ms=step_ms, **kwargs)
     shim.reset(seed=seed)
-    ages = np.empty(n_steps, dtype=np.int64)
+    obs_ages = np.empty(n_steps, dtype=np.int64)
+    action_ages = np.empty(n_steps, dtype=np.int64)
     for i in range(n_steps):
         _, _, _, _, info = shim.step(0)
-        age = int(info[AGE_KEY])
-        if path == "round_trip":
-            age += int(info["action_age_steps"])
-        ages[i] = age
+        obs_ages[i] = info[AGE_KEY]
+        action_ages[i] = info["action_age_steps"]
     shim.close()
-    # "inverted_cdf" is the smallest observed age whose empirical CDF reaches the
-    # quantile: an age that really occurs, never an interpolation between two.
-    return int(np.quantile(ages, quantile, method="inverted_cdf"))
+    return obs_ages, action_ages
 
 
 @functools.lru_cache(maxsize=256)
@@ -210,8 +238,11 @@ def history_length_for_profile(
             )
             + 1
         )
-    names = [profile] if isinstance(profile, str) else list(profile)
-    if not names or not all(isinstance(n, str) or hasattr(n, "uplink") for n in names):
+    single = isinstance(profile, (str, os.PathLike)) or hasattr(profile, "uplink")
+    names = [profile] if single else list(profile)
+    if not names or not all(
+        isinstance(n, (str, os.PathLike)) or hasattr(n, "uplink") for n in names
+    ):
         raise TypeError(
             "profile: expected a profile name or a non-empty sequence of names, "
             f"actual {quote(profile)}"
@@ -252,6 +283,127 @@ def history_length_for_profile(
                 + 1
             )
     return max(lengths)
+
+
+def _profile_list(profile: Any) -> list[Any]:
+    """``profile`` (a name, a profile, a profile file or a sequence of them) as a list of
+    :class:`~fleetgym.wrappers.profiles.NetworkProfile` objects."""
+    if isinstance(profile, (str, os.PathLike)) or hasattr(profile, "uplink"):
+        items = [profile]
+    elif isinstance(profile, Sequence) and not isinstance(profile, (bytes, bytearray)):
+        items = list(profile)
+    else:
+        items = []
+    if not items:
+        raise TypeError(
+            "profile: expected a profile name, a NetworkProfile or a non-empty sequence of "
+            f"them, actual {quote(profile)}"
+        )
+    return [get_profile(item) for item in items]
+
+
+#: How :func:`action_delay_for_profile` sums up the action ages.
+ACTION_DELAY_STATISTICS = ("mode", "median")
+
+
+def _action_age(
+    profiles: tuple[Any, ...] | None,
+    step_ms: float,
+    n_steps: int,
+    seed: int,
+    statistic: str,
+    items: tuple[tuple[str, Any], ...],
+) -> int:
+    kwargs = dict(items)
+    runs = [
+        _loop_ages(profile, step_ms, n_steps, seed, kwargs)
+        for profile in (profiles if profiles is not None else (None,))
+    ]
+    if statistic == "median":
+        obs_ages = np.concatenate([obs for obs, _ in runs])
+        round_trips = obs_ages + np.concatenate([action for _, action in runs])
+        return max(0, _quantile(round_trips, 0.5) - _quantile(obs_ages, 0.5))
+    # The ticks at which an action has arrived (before, the start action is applied:
+    # its age is the tick's index + 1).
+    ticks = np.arange(n_steps)
+    ages = np.concatenate([action[action <= ticks] for _, action in runs])
+    return int(np.argmax(np.bincount(ages))) if ages.size else 0
+
+
+_cached_action_age = functools.lru_cache(maxsize=256)(_action_age)
+
+
+def action_delay_for_profile(
+    profile: Any,
+    step_ms: float,
+    *,
+    statistic: str = "mode",
+    n_steps: int = 5_000,
+    seed: int = 0,
+    **shim_kwargs: Any,
+) -> int:
+    """The network's most likely action age in ticks: the prior ``action_delay`` of the
+    predictive compensation.
+
+    Measured like :func:`staleness_quantile`, through the real
+    :class:`~fleetgym.wrappers.network_shim.NetworkShimWrapper` on a counter env (the
+    shim's own timeline: the loop's offsets, FIFO queueing, loss holding the last
+    action), over ``n_steps`` ticks: the most frequent ``info["action_age_steps"]`` once
+    an action has arrived (``statistic="mode"``, ties to the smaller age), or the median
+    round trip (``obs_age_steps + action_age_steps``) minus the median observation age
+    (``"median"``, the CALF study's estimator). The two agree on unimodal networks (every
+    built-in profile but ``trace-wifi-office``: mode 0, median 1); under a network with
+    stalls the difference of medians moves off the usual age (2 ticks on the
+    ``wifi-stalls`` trace of docs/predictive.md, where 68 % of the actions are applied at
+    age 0). Under a constant
+    delay both are the age the shim applies every action at (75 ms each way at 20 ms: 4).
+    For a sequence of profiles (one drawn per episode) the ages of every profile are
+    pooled. :func:`~fleetgym.wrappers.make_robust_env` passes the mode to
+    :class:`~fleetgym.wrappers.PredictiveObservation` unless ``action_delay`` is given.
+    Results are cached per configuration.
+
+    Example:
+        >>> action_delay_for_profile("wifi-normal", step_ms=20.0)
+        1
+        >>> from fleetgym.wrappers import FixedDelay
+        >>> action_delay_for_profile(None, 20.0, uplink=FixedDelay(75), downlink=FixedDelay(75))
+        4
+
+    Args:
+        profile: A profile name, a :class:`~fleetgym.wrappers.profiles.NetworkProfile`, a
+            profile file, a sequence of them, or ``None`` with ``uplink``/``downlink``
+            channels in ``shim_kwargs``.
+        step_ms: The control period in milliseconds.
+        statistic: ``"mode"`` or ``"median"`` (above).
+        n_steps: Monte-Carlo sample size per profile.
+        seed: Seed of the packet schedule.
+        **shim_kwargs: More :class:`~fleetgym.wrappers.network_shim.NetworkShimWrapper`
+            arguments (channels, ``delivery``, ``timing``, ``uplink_share``; those that do
+            not change the packet schedule, such as ``start_action``, are ignored).
+
+    Returns:
+        The action age, >= 0.
+
+    Raises:
+        TypeError, ValueError: On a bad argument; UnknownProfileError for an unknown name.
+    """
+    step_ms = check_float("step_ms", step_ms, 0.0, strict=True)
+    check_choice("statistic", statistic, ACTION_DELAY_STATISTICS)
+    n_steps = check_int("n_steps", n_steps, 1, MAX_SAMPLES)
+    seed = check_int("seed", seed, 0)
+    measured = {
+        key: value
+        for key, value in shim_kwargs.items()
+        if value is not None and key not in _UNMEASURED
+    }
+    profiles = None if profile is None else tuple(_profile_list(profile))
+    items = tuple(sorted(measured.items()))
+    args = (profiles, float(step_ms), n_steps, seed, statistic, items)
+    try:
+        hash(args)
+    except TypeError:  # a channel that cannot be hashed: measured every time
+        return _action_age(*args)
+    return _cached_action_age(*args)
 
 
 def _find_shim(env: gym.Env[Any, Any]) -> Any:

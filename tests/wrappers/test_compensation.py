@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import gymnasium as gym
@@ -356,3 +357,124 @@ def test_compensate_is_make_robust_envs_stack_around_a_networked_env():
         assert np.array_equal(a, b)
         a, *_ = made.step(t % 2)
         b, *_ = stacked.step(t % 2)
+
+
+# ---------------------------------------------------------------- networks with stalls
+def stall_channel(stall_from_ms: float = 200.0, stall_to_ms: float = 600.0) -> Any:
+    """20 ms packets, 2 ms late, except those sent in [from, to): they wait for its end
+    (a link that buffers through a stall, then delivers in one burst); repeats every 2 s."""
+    from fleetgym.traces import TraceData
+    from fleetgym.wrappers import TraceChannel
+
+    send = np.arange(100) * 20.0
+    delay = np.full(100, 2.0)
+    inside = (send >= stall_from_ms) & (send < stall_to_ms)
+    delay[inside] += stall_to_ms - send[inside]
+    return TraceChannel(TraceData(send, delay, 2000.0), random_start=False)
+
+
+def stall_profile() -> Any:
+    """Stalls of 4 s in every 5 s on both paths: the 0.99 quantile is ~200 ticks."""
+    from fleetgym.wrappers import NetworkProfile
+
+    channel = stall_channel(0.0, 4000.0)
+    channel = type(channel)(
+        type(channel.trace)(channel.trace.send_ms, channel.trace.delay_ms, 5000.0), True
+    )
+    return NetworkProfile("stalls", channel, channel)
+
+
+def test_automatic_lengths_are_capped_with_a_warning_under_stalls():
+    profile = stall_profile()
+    assert history_length_for_profile(profile, STEP_MS) > 100  # what it would ask for
+    with pytest.warns(UserWarning, match="more than max_history=16: capped at 16") as caught:
+        env = make_robust_env("CartPole-v1", profile)
+    assert {str(w.message).split(":")[0] for w in caught} >= {
+        "history_length",
+        "action_history_length",
+    }
+    # 16 frames x (4 + age, new, stall) + 16 one-hot actions x 2, not hundreds of frames.
+    assert env.observation_space.shape == (16 * 7 + 16 * 2,)
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (144,)
+    with pytest.warns(UserWarning, match="more than max_history=8: capped at 8"):
+        small = make_robust_env("CartPole-v1", profile, max_history=8, stall_features=False)
+    assert small.observation_space.shape == (8 * 6 + 8 * 2,)
+    with pytest.warns(UserWarning, match="stack_size: the network of the shim asks for"):
+        assert ObservationHistory(shim(profile=profile)).stack_size == 16
+    # Explicit lengths, and networks without stalls, are left alone (no warning either).
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        env = make_robust_env("CartPole-v1", profile, history_length=20, action_history_length=3)
+        assert env.observation_space.shape == (20 * 6 + 3 * 2,)  # no flag: nothing capped
+        assert make_robust_env("CartPole-v1", "wifi-normal").observation_space.shape == (36,)
+
+
+def test_the_stall_flag_is_set_during_a_stall():
+    # Observations sent at ticks 10..29 wait for the stall's end at 600 ms (tick 30).
+    env = ObservationAgeFeatures(
+        shim(uplink=stall_channel(), downlink=fixed(0)), max_age_steps=8, stall_steps=5
+    )
+    assert env.observation_space.shape == (4,)
+    obs, _ = env.reset(seed=0)
+    assert obs.tolist() == [0.0, 0.0, 1.0, 0.0]
+    flags, ages = [], []
+    for t in range(45):
+        obs, *_, info = env.step(0)
+        value, age_feature, new, stall = obs.tolist()
+        age = info["obs_age_steps"]
+        assert age == t + 1 - value
+        assert age_feature == pytest.approx(min(age, 8) / 8)  # saturates
+        assert stall == (1.0 if age >= 5 else 0.0)
+        flags.append(stall)
+        ages.append(age)
+    assert max(ages) == 20 and flags[14:30] == [1.0] * 16 and flags[30:] == [0.0] * 15
+    assert flags[:14] == [0.0] * 14
+    # make_robust_env turns the flag on exactly when it capped a length.
+    profile = stall_profile()
+    with pytest.warns(UserWarning):
+        robust = make_robust_env(CounterEnv(length=400), profile, step_ms=STEP_MS)
+    robust.reset(seed=0)
+    frames = []
+    for _ in range(300):
+        obs, *_, info = robust.step(0)
+        frames.append((info["obs_age_steps"], obs[: 16 * 4].reshape(16, 4)[-1, 3]))
+    assert any(age >= 16 for age, _ in frames) and any(age < 16 for age, _ in frames)
+    assert all(flag == (1.0 if age >= 16 else 0.0) for age, flag in frames)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        (
+            {"stall_action": "brake"},
+            ValueError,
+            r"stall_action: expected one of \('hold', 'safe', 'predict'\), actual 'brake'",
+        ),
+        ({"stall_action": 1}, TypeError, r"stall_action: expected one of \('hold', 'safe'"),
+        ({"stall_action": "predict"}, ValueError, "stall_action: expected 'hold' or 'safe'"),
+        ({"safe_action": 1}, ValueError, "safe_action: expected None unless stall_action='safe'"),
+        ({"stall_action": "safe", "safe_action": 5}, ValueError, "safe_action: expected an"),
+        ({"stall_steps": 0}, ValueError, r"stall_steps: expected an int in \[1, 10000\]"),
+        ({"max_history": 0}, ValueError, r"max_history: expected an int in \[1, 10000\]"),
+        ({"stall_features": "yes"}, TypeError, "stall_features: expected a bool"),
+        ({"stall_features": True, "age_features": False}, ValueError, "stall_features"),
+    ],
+)
+def test_the_stall_options_are_validated(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        make_robust_env("CartPole-v1", "wifi-normal", **kwargs)
+
+
+def test_stall_action_safe_puts_the_watchdog_under_the_stack():
+    from fleetgym.wrappers import StallWatchdog
+
+    env = make_robust_env(
+        "CartPole-v1", "wifi-normal", history_length=2, stall_action="safe", stall_steps=3
+    )
+    layer = env
+    while not isinstance(layer, StallWatchdog):
+        layer = layer.env
+    assert layer.stall_steps == 3 and layer.safe_action == 0
+    env.reset(seed=0)
+    assert "safe_action" in env.step(1)[-1]

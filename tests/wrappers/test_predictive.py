@@ -320,3 +320,113 @@ def test_mujoco_dynamics_refuse_envs_whose_obs_is_not_the_joint_state():
         MujocoStateDynamics("Ant-v5")
     with pytest.raises(UnsupportedSpaceError, match="CartPole, a MuJoCo"):
         PredictiveObservation(NetworkShimWrapper(gym.make("Pendulum-v1")), "true-dynamics")
+
+
+# ------------------------------------------------------------------ the prior action age
+def test_make_robust_env_derives_the_prior_from_the_network():
+    """75 ms each way at 20 ms: the shim applies every action 4 ticks after it was sent
+    (floor(75 / 20 + 0.5)); make_robust_env's prior is that age, measured on the shim's
+    own timeline, and with it the estimate is exact from the first step on."""
+    from fleetgym.wrappers import action_delay_for_profile
+
+    network = {"uplink": FixedDelay(75.0), "downlink": FixedDelay(75.0)}
+    shim = NetworkShimWrapper(gym.make("CartPole-v1"), step_ms=STEP_MS, **network)
+    shim.reset(seed=0)
+    ages = [shim.step(t % 2)[-1]["action_age_steps"] for t in range(20)]
+    assert set(ages[4:]) == {4}  # once a_0 has arrived (before: the start action)
+    assert action_delay_for_profile(None, STEP_MS, **network) == 4
+
+    def errors(**predict_kwargs: Any) -> list[float]:
+        env = make_robust_env(
+            "CartPole-v1",
+            None,
+            step_ms=STEP_MS,
+            compensation="predictive",
+            predictor="true-dynamics",
+            predict_kwargs={"lookahead": "action", "samples": 16, **predict_kwargs},
+            info="full",
+            **network,
+        )
+        assert env.action_delay == predict_kwargs.get("action_delay", 4)
+        env.reset(seed=1)
+        estimates, truths = [], []
+        for action in [1, 0] * 20:
+            obs, _, terminated, truncated, info = env.step(action)
+            estimates.append(obs)
+            truths.append(info["true_obs"])
+            if terminated or truncated:
+                break
+        # lookahead="action": the estimate at tick t is the observation 4 ticks later.
+        return [float(np.abs(e - x).max()) for e, x in zip(estimates[:-4], truths[4:], strict=True)]
+
+    derived = errors()
+    assert len(derived) >= 8 and max(derived) < 1e-5
+    # An explicit action_delay overrides the profile's (0: the old default, wrong here
+    # until the applied ids have come back).
+    assert max(errors(action_delay=0)) > 1e-3
+
+
+def test_the_prior_follows_the_profile_and_an_explicit_one_wins():
+    from fleetgym.wrappers import action_delay_for_profile
+
+    def prior(profile: Any, **kwargs: Any) -> int:
+        env = make_robust_env(
+            "CartPole-v1", profile, compensation="predictive", predictor="true-dynamics", **kwargs
+        )
+        return env.action_delay
+
+    assert prior("perfect") == 0
+    assert prior("wifi-normal") == action_delay_for_profile("wifi-normal", STEP_MS) == 1
+    assert prior("wifi-degraded") == action_delay_for_profile("wifi-degraded", STEP_MS) == 5
+    assert prior("wifi-degraded-uplink") == 0  # actions are local
+    assert prior("wifi-degraded", predict_kwargs={"action_delay": 2}) == 2
+    assert prior("wifi-normal", predict_kwargs={"applied_ids": False}) == 1
+    # A mix drawn per episode: the ages of every profile pooled.
+    assert action_delay_for_profile(["wifi-degraded", "wifi-degraded"], STEP_MS) == 5
+    # The most frequent age; the CALF study's median round trip minus median observation
+    # age differs where the distribution is skewed.
+    assert prior("trace-wifi-office") == 0
+    assert action_delay_for_profile("trace-wifi-office", STEP_MS, statistic="median") == 1
+    with pytest.raises(TypeError, match="profile: expected a profile name"):
+        action_delay_for_profile([], STEP_MS)
+    with pytest.raises(ValueError, match=r"statistic: expected one of \('mode', 'median'\)"):
+        action_delay_for_profile("wifi-normal", STEP_MS, statistic="mean")
+
+
+# ------------------------------------------------------------------ stalls
+def test_max_horizon_stops_the_rollout_in_a_stall():
+    shim = cartpole_shim(6, 0)
+    env = PredictiveObservation(shim, "true-dynamics", max_horizon=3)
+    env.reset(seed=0)
+    for t in range(10):
+        *_, info = env.step(t % 2)
+        assert info["predicted_steps"] == min(t + 1, 3)
+
+
+def test_the_rollout_follows_the_watchdogs_safe_action():
+    """Actions take 5 ticks; the env's watchdog applies action 3 after 2 ticks without a
+    fresh one (ticks 1 to 4 of the episode). The rollout that knows it is exact; one that
+    assumes the shim's hold is not."""
+    from fleetgym.wrappers import StallWatchdog
+
+    def run(model_watchdog: bool) -> list[float]:
+        shim = NetworkShimWrapper(
+            SumEnv(),
+            uplink=FixedDelay(STEP_MS),
+            downlink=FixedDelay(5 * STEP_MS),
+            step_ms=STEP_MS,
+            info="full",
+        )
+        watched = StallWatchdog(shim, stall_steps=2, safe_action=3)
+        options: dict[str, Any] = {"stall_steps": 2, "safe_action": 3} if model_watchdog else {}
+        env = PredictiveObservation(watched, sum_predictor, action_delay=5, **options)
+        env.reset(seed=0)
+        errors = []
+        for t in range(12):
+            obs, *_, info = env.step(1)
+            assert info["safe_action"] == (1 <= t <= 4)
+            errors.append(float(np.abs(obs - info["true_obs"]).max()))
+        return errors
+
+    assert run(True) == [0.0] * 12
+    assert max(run(False)) > 0
