@@ -14,6 +14,7 @@ import json
 import os
 import zipfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from fleetgym.agents.fleet.base import MAX_ACTORS_LIMIT
@@ -248,7 +249,7 @@ def checkpoint_meta(flag: str, path: str | os.PathLike[str]) -> dict[str, Any]:
     from fleetgym.experiments.schedule.checkpoint import read_scheduler_meta
 
     try:
-        return read_scheduler_meta(path)
+        return read_scheduler_meta(Path(path))
     except (OSError, ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as error:
         raise UsageError(
             f"{flag}: expected a scheduler checkpoint, actual {str(path)!r} ({error})"
