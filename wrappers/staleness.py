@@ -239,7 +239,7 @@ def history_length_for_profile(
             + 1
         )
     single = isinstance(profile, (str, os.PathLike)) or hasattr(profile, "uplink")
-    names = [profile] if single else list(profile)
+    names: list[Any] = [profile] if single else list(profile)
     if not names or not all(
         isinstance(n, (str, os.PathLike)) or hasattr(n, "uplink") for n in names
     ):
