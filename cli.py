@@ -12,6 +12,7 @@ import importlib
 import logging
 import re
 import sys
+import textwrap
 import traceback
 from collections.abc import Sequence
 from typing import NoReturn
@@ -99,6 +100,10 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         if "default" in text or default is None or default is False or default == argparse.SUPPRESS:
             return text
         return super()._get_help_string(action)
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        # Paths and options (fleetgym-out/train, --steps-per-actor) stay whole on one line.
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
 
 class RawDescriptionHelpFormatter(HelpFormatter, argparse.RawDescriptionHelpFormatter):
