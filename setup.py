@@ -22,6 +22,9 @@ class BuildPy(build_py):
 
 
 setup(
-    packages=["fleetgym", *(f"fleetgym.{name}" for name in find_packages(".", exclude=NOT_SHIPPED))],
+    packages=[
+        "fleetgym",
+        *(f"fleetgym.{name}" for name in find_packages(".", exclude=NOT_SHIPPED)),
+    ],
     cmdclass={"build_py": BuildPy},
 )

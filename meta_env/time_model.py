@@ -193,15 +193,15 @@ class TimeModel:
             return min(int(previous_actors), max_actors)
         return min(int(self.warm_pool), max_actors)
 
-    def transfer_s(self, nbytes: int) -> float:
+    def transfer_s(self, nbytes: float) -> float:
         """Seconds to move ``nbytes`` in one transfer.
 
         Raises:
             TypeError: ``nbytes`` is not a number.
             ValueError: ``nbytes`` is negative, NaN or infinite.
         """
-        nbytes = check_float("nbytes", nbytes, low=0.0)
-        return self.latency_s + nbytes / self.bandwidth_bytes_per_s
+        size = check_float("nbytes", nbytes, low=0.0)
+        return self.latency_s + size / self.bandwidth_bytes_per_s
 
     def actor_time(
         self, compute_s: float, *, weight_bytes: int, trajectory_bytes: int, warm: bool = False

@@ -475,9 +475,10 @@ def check_env_api(env: gym.Env, name: str) -> None:
             try:
                 action_space = copy.deepcopy(env.action_space)
                 action_space.seed(0)
-                result = inner.step(action_space.sample())
+                stepped: Any = inner.step(action_space.sample())
             except Exception:
                 return
+            result = stepped
             if not isinstance(result, tuple) or len(result) != 5:
                 four = isinstance(result, tuple) and len(result) == 4
                 old = " (obs, reward, done, info: the old Gym API)" if four else ""
