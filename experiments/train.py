@@ -27,8 +27,6 @@ import types
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from fleetgym.agents.fleet import BACKENDS, make_fleet
 from fleetgym.agents.fleet.base import MAX_ACTORS_LIMIT, MAX_STEPS_PER_ACTOR
 from fleetgym.agents.learners.training import evaluate_policy, train
@@ -314,6 +312,8 @@ def run(args: argparse.Namespace) -> int:
         f"training {workload.name}: {args.actors} actors x {steps_per_actor} steps per round, "
         f"backend {args.backend}, target {target:g}, budget {rounds} rounds, seed {args.seed}"
     )
+    from tqdm import tqdm
+
     bar = tqdm(total=rounds, unit="round", disable=args.no_progress, dynamic_ncols=True)
     writer = None
     if paths.tensorboard is not None:

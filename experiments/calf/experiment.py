@@ -17,8 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm.auto import tqdm
-
 from fleetgym.experiments.calf.conditions import (
     ABLATION_CONDITIONS,
     CONDITIONS,
@@ -280,6 +278,8 @@ def execute_calf(plan: CalfPlan) -> CalfResults:
     train_wall: dict[str, float] = {}
     layouts: dict[str, tuple[int, int]] = {}
     jobs = [(s, r) for s in seed_list for r in regime_objs]
+    from tqdm.auto import tqdm
+
     bar = tqdm(jobs, desc=f"calf {env}", unit="policy", disable=not plan.progress)
     plain: dict[tuple[int, str], TrainedPolicy] = {}
     for seed, regime in bar:

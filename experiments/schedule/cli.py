@@ -27,8 +27,6 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from fleetgym.agents.fleet.base import MAX_ACTORS_LIMIT
 from fleetgym.errors import FleetgymError
 from fleetgym.experiments.argtypes import (
@@ -407,6 +405,8 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         raise UsageError(f"--scheduler: {exc}") from None
     seeds = list(seed_range(args.first_seed, args.seeds))
     results: list[EpisodeResult] = []
+    from tqdm.auto import tqdm
+
     with tqdm(
         total=len(schedulers) * len(seeds),
         desc="schedule evaluate",
