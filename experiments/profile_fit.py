@@ -1,10 +1,11 @@
 """``fleetgym profiles fit TRACE``: fit a network profile to a captured trace and write it.
 
-Reads the trace in any format of ``traces/README.md`` (a ping log reduced to a delay list,
-fleetgym's CSV, a Mahimahi link trace), fits the delay distribution, its AR(1) drift and
-the loss bursts (:mod:`fleetgym.wrappers.profile_fit`, rules in ``docs/profile-fit.md``),
-prints the fit with its goodness-of-fit figures (KS distances; loss-run lengths of the
-trace against each loss model) and writes the profile file ``--out/NAME.json``, which
+Reads the trace in any format of ``traces/README.md`` (raw ``ping`` output, whose round
+trips are halved into one-way delays for both directions; fleetgym's CSV; a delay list; a
+Mahimahi link trace), fits the delay distribution, its AR(1) drift and the loss bursts (:mod:`fleetgym.wrappers.profile_fit`, rules in ``docs/profile-fit.md``),
+prints the fit with its direction model, the packet interval it used and where from, and
+its goodness-of-fit figures (KS distances; loss-run lengths of the trace against each
+loss model) and writes the profile file ``--out/NAME.json``, which
 ``profile=`` accepts everywhere (``NetworkShimWrapper(env, profile="DIR/NAME.json")``).
 ``--plot`` draws the delay CDFs and the loss-run histogram to ``--out/NAME.png``; ``--json``
 prints the figures as JSON.
@@ -54,7 +55,10 @@ def add_subcommand(parser: argparse.ArgumentParser) -> None:
 def configure(parser: argparse.ArgumentParser) -> None:
     """The ``fit`` action's arguments."""
     parser.add_argument(
-        "trace", metavar="TRACE", help="the trace file (or a shipped trace's name); the uplink"
+        "trace",
+        metavar="TRACE",
+        help="the trace file (or a shipped trace's name): the uplink, or with round trips "
+        "(ping output) both directions",
     )
     parser.add_argument(
         "--format", choices=TRACE_FORMATS, default="auto", help="trace format (traces/README.md)"
@@ -70,7 +74,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--interval-ms",
         type=positive_float,
         default=None,
-        help="packet spacing of a plain delay list (default: its '# interval_ms:' line, else 20)",
+        help="packet spacing: the -i of ping output without -D timestamps (default: ping's "
+        "1000 ms; with -D the timestamps give it, and a contradicting value is an error), or of "
+        "a plain delay list (default: its '# interval_ms:' line, else 20)",
+    )
+    parser.add_argument(
+        "--rtt",
+        action="store_true",
+        help="the trace holds round-trip times (e.g. a CSV or delay list of ping times): "
+        "halve each into a one-way delay for both directions (symmetric paths assumed) and "
+        "split the loss between them; raw ping output is detected and treated so without it",
     )
     parser.add_argument(
         "--base-delay-ms",
@@ -140,9 +153,12 @@ def run(args: argparse.Namespace) -> int:
             base_delay_ms=args.base_delay_ms,
             delay_model=args.delay_model,
             loss_model=args.loss_model,
+            rtt=True if args.rtt else None,
         )
     except (TraceFormatError, TraceFitError) as exc:
         raise UsageError(str(exc)) from None
+    except ValueError as exc:  # --rtt with a Mahimahi trace
+        raise UsageError(f"--rtt: {exc}") from None
     report = fit.to_dict()
     save_profile_file(fit.profile, out, fit=report)
     if plot is not None:
@@ -180,8 +196,13 @@ def _direction_lines(fit: Any) -> list[str]:
         ),
         ("empirical", f"{len(d.empirical.quantiles_ms)}-row quantile table", None, None),
     ]
-    lines = [
-        f"  {fit.packets} packets, one every {fit.interval_ms:g} ms, {fit.delivered} delivered",
+    lines = []
+    if fit.origin:
+        lines.append(f"  format: {fit.origin}")
+    if fit.interval_source:
+        lines.append(f"  interval: {fit.interval_ms:.4g} ms per packet, from {fit.interval_source}")
+    lines += [
+        f"  {fit.packets} packets, one every {fit.interval_ms:.4g} ms, {fit.delivered} delivered",
         f"  {'delay model':<11} {'parameters':<34} {'p50 ms':>7} {'p99 ms':>7} {'KS':>6}",
     ]
     for model, text, p50, p99 in rows:
@@ -192,7 +213,7 @@ def _direction_lines(fit: Any) -> list[str]:
         lines.append(f"  {model:<11} {text:<34} {_num(p50):>7} {_num(p99):>7} {ks}{mark}")
     lines.append(
         f"  KS 5 % critical value {d.ks_critical:.3f} (n_eff {d.n_eff:.0f} = n (1-rho)/(1+rho)); "
-        f"AR(1) rho {d.correlation:.3f} per {fit.interval_ms:g} ms (normal scores), "
+        f"AR(1) rho {d.correlation:.3f} per {fit.interval_ms:.4g} ms (normal scores), "
         f"{g.correlation:.3f} (delays)"
     )
     lines.append(
@@ -214,6 +235,12 @@ def _direction_lines(fit: Any) -> list[str]:
         f"  {'mean':<13} {_num(means[0], '.2f'):>7} {_num(means[1], '.2f'):>10} "
         f"{_num(means[2], '.2f'):>8}"
     )
+    if fit.round_trip_loss_split and loss.chosen != "none":
+        lines.append(
+            f"  loss per direction {fit.loss_per_direction:.2%}: the round trips' {loss.rate:.2%} "
+            "split so that a round trip through both directions is lost as often "
+            "(1 - sqrt(1 - L) each; a Gilbert chain keeps its mean burst)"
+        )
     lines.append(f"  channel: {fit.channel.describe()}")
     return lines
 
@@ -221,11 +248,8 @@ def _direction_lines(fit: Any) -> list[str]:
 def format_report(fit: Any) -> str:
     """The fit as text: per direction the delay models with KS, the loss-run table."""
     lines = [f"Profile {fit.profile.name}: {fit.profile.description}"]
+    lines.append(f"Direction model: {fit.direction_model}.")
     if fit.same_both_ways:
-        lines.append(
-            "The trace holds one direction: the same fit is used for the uplink and the "
-            "downlink (give --downlink TRACE for a separate one)."
-        )
         directions = [("uplink and downlink", fit.uplink)]
     else:
         directions = [("uplink", fit.uplink), ("downlink", fit.downlink)]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from fleetgym.validation import check_choice, check_float, quote
 
 __all__ = [
     "CSV_HEADER",
+    "DELAY_KINDS",
     "TRACE_FORMATS",
     "TraceData",
     "list_traces",
@@ -39,8 +40,12 @@ __all__ = [
 
 #: The header line of fleetgym's own CSV format.
 CSV_HEADER = "send_ms,delay_ms"
-#: Format names accepted by :func:`load_trace` (``"auto"`` guesses from name and header).
-TRACE_FORMATS = ("auto", "csv", "delays", "mahimahi")
+#: Format names accepted by :func:`load_trace` (``"auto"`` guesses from name and content).
+TRACE_FORMATS = ("auto", "csv", "delays", "mahimahi", "ping")
+#: What a trace's delays are (:attr:`TraceData.kind`): ``"one-way"`` delays as captured,
+#: ``"half-rtt"`` round-trip times halved into one-way delays (a symmetric path assumed),
+#: ``"rtt"`` whole round-trip times (what ``ping`` measured, not halved).
+DELAY_KINDS = ("one-way", "half-rtt", "rtt")
 #: Words accepted for a lost packet in a delay list.
 _LOST_WORDS = frozenset({"lost", "-"})
 #: Largest trace file read (a trace of one packet per ms for a day is ~2 GB; refuse that).
@@ -73,6 +78,11 @@ class TraceData:
         delay_ms: One-way delay (ms) of each packet, ``np.inf`` when it was lost.
         period_ms: Length of the trace before it repeats (ms), ``> 0``.
         source: Where the trace came from (file path or a name), for messages.
+        kind: What the delays are, one of :data:`DELAY_KINDS` (``"half-rtt"``: round trips
+            halved, as :meth:`halved` and the ``ping`` reader make them).
+        interval_source: How the packet spacing was found, for reports (e.g. ``"the -D
+            timestamps"``, ``"ping's default, 1000 ms"``); empty if not recorded.
+        origin: What the file held, for reports (e.g. ``"ping output (Linux iputils)"``).
 
     Raises:
         ValueError: If the arrays do not have the shapes and values described above.
@@ -82,6 +92,9 @@ class TraceData:
     delay_ms: np.ndarray
     period_ms: float
     source: str = "<memory>"
+    kind: str = "one-way"
+    interval_source: str = ""
+    origin: str = ""
 
     def __post_init__(self) -> None:
         send = np.asarray(self.send_ms, dtype=np.float64)
@@ -95,6 +108,7 @@ class TraceData:
             raise ValueError("send_ms: expected finite, non-decreasing times, actual not")
         if np.any(np.isnan(delay)) or np.any(delay < 0):
             raise ValueError("delay_ms: expected delays >= 0 (np.inf = lost), actual NaN or < 0")
+        check_choice("kind", self.kind, DELAY_KINDS)
         period = check_float("period_ms", self.period_ms, 0.0, strict=True)
         if period < float(send[-1] - send[0]):
             raise ValueError(
@@ -113,6 +127,23 @@ class TraceData:
     def loss_rate(self) -> float:
         """Fraction of packets in the trace that were lost."""
         return float(np.mean(np.isinf(self.delay_ms)))
+
+    def halved(self) -> TraceData:
+        """The trace's round-trip times as one-way delays: each delay halved (``kind
+        "half-rtt"``), which assumes the path is symmetric (both directions take half).
+
+        Example:
+            >>> rtt = TraceData(np.array([0.0, 10.0]), np.array([40.0, np.inf]), 20.0, kind="rtt")
+            >>> one_way = rtt.halved()
+            >>> one_way.delay_ms.tolist(), one_way.kind
+            ([20.0, inf], 'half-rtt')
+
+        Raises:
+            ValueError: If the delays are already halved.
+        """
+        if self.kind == "half-rtt":
+            raise ValueError("kind: expected round-trip times to halve, actual 'half-rtt'")
+        return replace(self, delay_ms=self.delay_ms / 2.0, kind="half-rtt")
 
     def delays_at(self, t_ms: np.ndarray) -> np.ndarray:
         """Delays (ms, ``np.inf`` = lost) of packets sent at virtual times ``t_ms``."""
@@ -238,7 +269,14 @@ def read_csv_trace(path: str | os.PathLike[str]) -> TraceData:
         delay.append(d)
     if not send:
         raise TraceFormatError(name, None, "no packets after the header")
-    return TraceData(np.asarray(send), np.asarray(delay), _period(send), name)
+    return TraceData(
+        np.asarray(send),
+        np.asarray(delay),
+        _period(send),
+        name,
+        interval_source="the send_ms column (median gap between sends)",
+        origin="fleetgym CSV",
+    )
 
 
 def read_delay_list(path: str | os.PathLike[str], interval_ms: float | None = None) -> TraceData:
@@ -273,9 +311,16 @@ def read_delay_list(path: str | os.PathLike[str], interval_ms: float | None = No
             delays.append(math.inf)
         else:
             delays.append(_number(text, name, number, "delay_ms"))
-    step = interval_ms if interval_ms is not None else (file_interval or 20.0)
+    if interval_ms is not None:
+        step, how = interval_ms, f"given (--interval-ms / interval_ms={interval_ms:g})"
+    elif file_interval is not None:
+        step, how = file_interval, f"the file's '# interval_ms: {file_interval:g}' line"
+    else:
+        step, how = 20.0, "a delay list's default, 20 ms (no --interval-ms / interval_ms given)"
     send = np.arange(len(delays), dtype=np.float64) * step
-    return TraceData(send, np.asarray(delays), len(delays) * step, name)
+    return TraceData(
+        send, np.asarray(delays), len(delays) * step, name, interval_source=how, origin="delay list"
+    )
 
 
 def read_mahimahi(path: str | os.PathLike[str], base_delay_ms: float = 0.0) -> TraceData:
@@ -329,7 +374,14 @@ def read_mahimahi(path: str | os.PathLike[str], base_delay_ms: float = 0.0) -> T
     leave = np.where(wrapped, 0.0, opportunities[np.minimum(nxt, opportunities.size - 1)])
     leave = np.where(wrapped, opportunities[0] + period, leave)
     delay = leave - send + float(base_delay_ms)
-    return TraceData(send, delay, float(period), name)
+    return TraceData(
+        send,
+        delay,
+        float(period),
+        name,
+        interval_source="one row per ms",
+        origin="Mahimahi link trace",
+    )
 
 
 def list_traces() -> list[str]:
@@ -357,6 +409,10 @@ def trace_path(name: str) -> Path:
 
 
 def _guess_format(name: str, lines_head: str) -> str:
+    from fleetgym.traces.ping import looks_like_ping
+
+    if looks_like_ping(lines_head):
+        return "ping"
     if name.endswith(".csv") or lines_head.replace(" ", "").startswith("send_ms"):
         return "csv"
     if name.endswith(_MAHIMAHI_SUFFIXES):
@@ -370,23 +426,35 @@ def load_trace(
     *,
     interval_ms: float | None = None,
     base_delay_ms: float = 0.0,
+    rtt: bool | None = None,
 ) -> TraceData:
     """Read a trace file in any supported format.
 
     Args:
         path: A file path, or the name of a shipped trace (see :func:`list_traces`).
         format: ``"csv"`` (fleetgym's ``send_ms,delay_ms``), ``"delays"`` (one delay per
-            line), ``"mahimahi"`` (mm-link delivery opportunities) or ``"auto"``: ``.csv``
-            files or a ``send_ms`` header mean csv, ``.up``/``.down``/``.mahimahi``/``.mm``
-            mean mahimahi, anything else is a delay list.
-        interval_ms: Packet spacing of a delay list (see :func:`read_delay_list`).
+            line), ``"mahimahi"`` (mm-link delivery opportunities), ``"ping"`` (raw
+            ``ping`` output, :func:`fleetgym.traces.read_ping`) or ``"auto"``: a file
+            whose first line is ping output (``PING host ...``, ``64 bytes from ...``) is
+            ping, ``.csv`` files or a ``send_ms`` header mean csv,
+            ``.up``/``.down``/``.mahimahi``/``.mm`` mean mahimahi, anything else is a delay
+            list.
+        interval_ms: Packet spacing of a delay list (see :func:`read_delay_list`), or of
+            ping output without ``-D`` timestamps (with them, it must agree with them).
         base_delay_ms: Propagation delay added to a Mahimahi trace.
+        rtt: Whether the file holds round-trip times. ``None`` (default): ping output
+            does (its round trips are halved into one-way delays), other formats hold
+            one-way delays. ``True``: halve every delay (a CSV or delay list of round
+            trips; symmetric paths assumed). ``False``: take the values as they are (for
+            ping output: whole round-trip times, ``kind "rtt"``).
 
     Raises:
         TraceFormatError: If the file is malformed (message names file and line).
-        ValueError: If ``format`` is unknown.
+        ValueError: If ``format`` is unknown, or ``rtt=True`` for a Mahimahi trace.
     """
     check_choice("format", format, TRACE_FORMATS)
+    if rtt is not None and not isinstance(rtt, bool):
+        raise TypeError(f"rtt: expected None, True or False, actual {type(rtt).__name__}")
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path: expected a str or os.PathLike, actual {type(path).__name__}")
     name = os.fspath(path)
@@ -401,8 +469,19 @@ def load_trace(
                 raise TraceFormatError(name, None, f"cannot read the file: {exc}") from exc
         first = next((ln for ln in head.splitlines() if ln.strip() and not ln.startswith("#")), "")
         fmt = _guess_format(name, first)
+    if fmt == "ping":
+        from fleetgym.traces.ping import read_ping
+
+        return read_ping(name, interval_ms=interval_ms, halve=rtt is not False)
+    if fmt == "mahimahi" and rtt:
+        raise ValueError(
+            "rtt: expected None or False for a Mahimahi trace (delivery times of one "
+            "direction, not round trips), actual True"
+        )
     if fmt == "csv":
-        return read_csv_trace(name)
-    if fmt == "mahimahi":
-        return read_mahimahi(name, base_delay_ms=base_delay_ms)
-    return read_delay_list(name, interval_ms=interval_ms)
+        trace = read_csv_trace(name)
+    elif fmt == "mahimahi":
+        trace = read_mahimahi(name, base_delay_ms=base_delay_ms)
+    else:
+        trace = read_delay_list(name, interval_ms=interval_ms)
+    return trace.halved() if rtt else trace

@@ -16,6 +16,12 @@ both ways). The rules, with the figures on the shipped trace, are in
 - **Loss**: Bernoulli (i.i.d.) or Gilbert (a Markov chain on lost/delivered, mean burst
   1 / P(B->G)), chosen when losses cluster (P(lost | lost) > P(lost | delivered)) and the
   likelihood-ratio statistic exceeds 10.83 (chi-square(1), 0.1 %).
+- **Direction model**: a trace of one-way delays is one direction (the same fit both ways
+  unless a downlink trace is given). Round trips (raw ``ping`` output, or ``rtt=True``)
+  are halved into one-way delays for both directions (symmetric paths assumed), and the
+  round trips' loss rate ``L`` is split so that a round trip through the two fitted
+  directions is lost as often: ``1 - sqrt(1 - L)`` each (a Gilbert chain keeps its mean
+  burst length).
 
 Example:
     >>> fit = fit_profile("wifi-office.csv")
@@ -51,6 +57,7 @@ __all__ = [
     "TraceFitError",
     "fit_direction",
     "fit_profile",
+    "split_round_trip_loss",
 ]
 
 #: Fewest packets a trace must hold, and fewest delivered ones, to be fitted.
@@ -284,6 +291,27 @@ class LossFit:
         return rows
 
 
+def split_round_trip_loss(
+    loss: float | GilbertElliottChannel,
+) -> float | GilbertElliottChannel:
+    """The per-direction loss whose two independent directions lose a round trip as often.
+
+    A round trip is lost when either direction loses its packet: rate ``L = 1 - (1 - l)^2``,
+    so each direction gets ``l = 1 - sqrt(1 - L)``. A loss-only Gilbert chain keeps its
+    P(B->G) (the mean burst length) and gets P(G->B) for the stationary rate ``l``.
+
+    Example:
+        >>> round(split_round_trip_loss(0.0199), 4)
+        0.01
+    """
+    if isinstance(loss, GilbertElliottChannel):
+        rate = loss.p_good_to_bad / (loss.p_good_to_bad + loss.p_bad_to_good)
+        one_way = 1.0 - math.sqrt(1.0 - rate)
+        p_good_to_bad = one_way * loss.p_bad_to_good / (1.0 - one_way)
+        return GilbertElliottChannel(min(p_good_to_bad, 1.0), loss.p_bad_to_good, 0.0, 1.0)
+    return 1.0 - math.sqrt(1.0 - float(loss))
+
+
 def _fit_loss(lost: np.ndarray, loss_model: str) -> LossFit:
     n = lost.size
     rate = float(lost.mean())
@@ -312,7 +340,13 @@ def _fit_loss(lost: np.ndarray, loss_model: str) -> LossFit:
 
 @dataclass(frozen=True, eq=False)
 class DirectionFit:
-    """Everything fitted to one direction's trace, and the channel that results."""
+    """Everything fitted to one direction's trace, and the channel that results.
+
+    ``kind``, ``interval_source`` and ``origin`` are the trace's (:class:`TraceData`):
+    what its delays are (``"half-rtt"``: round trips halved), how its packet spacing was
+    found and what the file held. ``loss_per_direction`` is the channel's loss rate: the
+    trace's, or for round trips the split of :func:`split_round_trip_loss`.
+    """
 
     source: str
     packets: int
@@ -321,6 +355,15 @@ class DirectionFit:
     delay: DelayFit
     loss: LossFit
     channel: Channel
+    kind: str = "one-way"
+    interval_source: str = ""
+    origin: str = ""
+    loss_per_direction: float = 0.0
+
+    @property
+    def round_trip_loss_split(self) -> bool:
+        """Whether the trace's losses are round trips split over two directions."""
+        return self.kind == "half-rtt"
 
 
 def fit_direction(
@@ -362,8 +405,24 @@ def fit_direction(
     step = float(np.median(gaps[gaps > 0]))
     delay = _fit_delay(trace, step, delay_model)
     loss = _fit_loss(lost, loss_model)
-    channel = replace(delay.channel, loss=loss.model)
-    return DirectionFit(source, n, delivered, step, delay, loss, channel)
+    model = loss.model
+    if trace.kind == "half-rtt" and loss.chosen != "none":
+        model = split_round_trip_loss(model)
+    rate = model.loss_rate if isinstance(model, GilbertElliottChannel) else float(model)
+    channel = replace(delay.channel, loss=model)
+    return DirectionFit(
+        source,
+        n,
+        delivered,
+        step,
+        delay,
+        loss,
+        channel,
+        trace.kind,
+        trace.interval_source,
+        trace.origin,
+        rate,
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -374,13 +433,17 @@ class ProfileFit:
     uplink: DirectionFit
     downlink: DirectionFit
     same_both_ways: bool
+    direction_model: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The fit's figures as plain JSON data (stored under ``"fit"`` in the profile file)."""
         directions = [("uplink", self.uplink)]
         if not self.same_both_ways:
             directions.append(("downlink", self.downlink))
-        out: dict[str, Any] = {"same_both_ways": self.same_both_ways}
+        out: dict[str, Any] = {
+            "same_both_ways": self.same_both_ways,
+            "direction_model": self.direction_model,
+        }
         for name, fit in directions:
             out[name] = _direction_dict(fit)
         return _json_safe(out)
@@ -405,8 +468,11 @@ def _direction_dict(fit: DirectionFit) -> dict[str, Any]:
         gilbert.update(rate=ge.loss_rate, mean_burst=loss.model_mean_burst("gilbert"))
     return {
         "source": fit.source,
+        "format": fit.origin,
+        "delays": fit.kind,
         "packets": fit.packets,
         "interval_ms": fit.interval_ms,
+        "interval_source": fit.interval_source,
         "delay": {
             "trace": d.trace_quantiles_ms,
             "delivered": fit.delivered,
@@ -428,6 +494,8 @@ def _direction_dict(fit: DirectionFit) -> dict[str, Any]:
             "lr_critical": LR_CRITICAL,
             "chosen": loss.chosen,
             "burst_table": loss.burst_table(),
+            "per_direction": fit.loss_per_direction,
+            "split_from_round_trips": fit.round_trip_loss_split,
         },
         "channel": fit.channel.describe(),
     }
@@ -447,10 +515,38 @@ def _json_safe(x: Any) -> Any:
 Trace = TraceData | str | os.PathLike[str]
 
 
-def _load(trace: Trace, format: str, interval_ms: float | None, base_delay_ms: float) -> TraceData:
+def _load(
+    trace: Trace,
+    format: str,
+    interval_ms: float | None,
+    base_delay_ms: float,
+    rtt: bool | None,
+) -> TraceData:
     if isinstance(trace, TraceData):
-        return trace
-    return load_trace(trace, format, interval_ms=interval_ms, base_delay_ms=base_delay_ms)
+        return trace.halved() if rtt and trace.kind != "half-rtt" else trace
+    return load_trace(trace, format, interval_ms=interval_ms, base_delay_ms=base_delay_ms, rtt=rtt)
+
+
+def _direction_model(up: TraceData, down: TraceData | None, rtt: bool | None) -> str:
+    """One sentence: what the fit took each direction's delays to be, and why."""
+    if up.kind == "half-rtt":
+        why = "--rtt / rtt=True" if rtt else "detected: ping output holds round trips"
+        return (
+            f"round trips halved into one-way delays ({why}; symmetric paths assumed): "
+            "the same fit for the uplink and the downlink, each with the loss rate that "
+            "loses a round trip as often as the capture did"
+        )
+    if up.kind == "rtt":
+        return (
+            "whole round-trip times taken as one-way delays (rtt=False): the same fit for "
+            "the uplink and the downlink, so a round trip takes about twice the capture's"
+        )
+    if down is None:
+        return (
+            "one-way delays as captured, one direction: the same fit for the uplink and "
+            "the downlink (give --downlink TRACE for a separate one)"
+        )
+    return "one-way delays as captured: the uplink and the downlink fitted to their own traces"
 
 
 def fit_profile(
@@ -463,6 +559,7 @@ def fit_profile(
     base_delay_ms: float = 0.0,
     delay_model: str = "auto",
     loss_model: str = "auto",
+    rtt: bool | None = None,
 ) -> ProfileFit:
     """Fit a :class:`NetworkProfile` to a trace (file, shipped name or :class:`TraceData`).
 
@@ -478,16 +575,31 @@ def fit_profile(
         format, interval_ms, base_delay_ms: How to read the files (see
             :func:`fleetgym.traces.load_trace`).
         delay_model, loss_model: See :func:`fit_direction`.
+        rtt: Whether the trace holds round-trip times (see
+            :func:`fleetgym.traces.load_trace`): ``None`` detects ``ping`` output,
+            ``True`` halves any trace's delays. Round trips are fitted once for both
+            directions (symmetric paths), so they do not go with ``downlink``.
 
     Raises:
         TraceFormatError: If a file cannot be read or parsed (names file and line).
-        TraceFitError: If a trace cannot be fitted (names the trace and the reason).
+        TraceFitError: If a trace cannot be fitted (names the trace and the reason), or
+            round trips come with a ``downlink`` trace.
     """
-    up_trace = _load(trace, format, interval_ms, base_delay_ms)
+    up_trace = _load(trace, format, interval_ms, base_delay_ms, rtt)
+    down_trace = None
+    if downlink is not None:
+        down_trace = _load(downlink, format, interval_ms, base_delay_ms, rtt)
+        round_trip = next((t for t in (up_trace, down_trace) if t.kind != "one-way"), None)
+        if round_trip is not None:
+            raise TraceFitError(
+                round_trip.source,
+                "it holds round-trip times (ping output or --rtt), which give both "
+                "directions at once; a separate downlink trace (--downlink) must be a "
+                "one-way capture, and so must the uplink's",
+            )
     up = fit_direction(up_trace, delay_model=delay_model, loss_model=loss_model)
     down = up
-    if downlink is not None:
-        down_trace = _load(downlink, format, interval_ms, base_delay_ms)
+    if down_trace is not None:
         down = fit_direction(down_trace, delay_model=delay_model, loss_model=loss_model)
     stem = os.path.splitext(os.path.basename(up_trace.source))[0] or "trace"
     if name is None:
@@ -495,9 +607,12 @@ def fit_profile(
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"name: expected a non-empty str, actual {quote(name)}")
     what = "uplink and downlink" if downlink is None else f"downlink: {down.source}"
+    if up.kind == "half-rtt":
+        what = "round trips halved, uplink and downlink"
     description = (
         f"fitted to {os.path.basename(up.source)} ({what}): {up.delay.chosen} delay, "
         f"{up.loss.chosen} loss"
     )
     profile = NetworkProfile(name, up.channel, down.channel, description)
-    return ProfileFit(profile, up, down, downlink is None)
+    model = _direction_model(up_trace, down_trace, rtt)
+    return ProfileFit(profile, up, down, downlink is None, model)

@@ -453,7 +453,7 @@ def test_forced_models_and_two_directions():
     assert isinstance(fit.profile.uplink, EmpiricalChannel)
     assert isinstance(fit.profile.uplink.loss, GilbertElliottChannel)
     assert fit.profile.downlink.loss_rate == 0.0 and fit.downlink.loss.chosen == "none"
-    assert set(fit.to_dict()) == {"same_both_ways", "uplink", "downlink"}
+    assert set(fit.to_dict()) == {"same_both_ways", "direction_model", "uplink", "downlink"}
 
 
 def test_gaussian_cdf_has_the_atom_at_zero():
