@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from fleetgym.traces.loaders import (
     CSV_HEADER,
+    DELAY_KINDS,
     TRACE_FORMATS,
     TraceData,
     list_traces,
@@ -22,9 +23,12 @@ from fleetgym.traces.loaders import (
     read_mahimahi,
     trace_path,
 )
+from fleetgym.traces.ping import PING_DEFAULT_INTERVAL_MS, read_ping
 
 __all__ = [
     "CSV_HEADER",
+    "DELAY_KINDS",
+    "PING_DEFAULT_INTERVAL_MS",
     "TRACE_FORMATS",
     "TraceData",
     "list_traces",
@@ -32,5 +36,6 @@ __all__ = [
     "read_csv_trace",
     "read_delay_list",
     "read_mahimahi",
+    "read_ping",
     "trace_path",
 ]

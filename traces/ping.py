@@ -114,7 +114,6 @@ class _Run:
     prev_seq: int | None = None
     replies: dict[int, tuple[float, float | None, int]] = field(default_factory=dict)
     lost: dict[int, int] = field(default_factory=dict)  # seq -> line of its loss line
-    timeouts: int = 0
     transmitted: int | None = None
     summary_time_ms: float | None = None
     summary_line: int = 0
@@ -201,7 +200,6 @@ def _lost(run: _Run, match: re.Match[str], number: int, style: str | None, why: 
     run.timestamp(match["ts"], number)
     seq = run.unwrap(int(match["seq"]), number)
     run.lost.setdefault(seq, number)
-    run.timeouts += 1
 
 
 def _summary(run: _Run, text: str, number: int) -> bool:
@@ -413,11 +411,12 @@ def read_ping(
         send = (k - first) * step
     send = send - send[0]
     lost = n - int(reply_seqs.size)
+    reported = len(set(run.lost) - set(run.replies))
     stamped = "-D timestamps" if run.stamped else "no timestamps"
     origin = (
         f"ping output ({style}, {stamped}): {n} echo requests (icmp_seq {first % _SEQ_MODULUS}"
         f"-{last % _SEQ_MODULUS}{', wrapping at 65536' if last >= _SEQ_MODULUS else ''}), "
-        f"{reply_seqs.size} replies, {lost} lost ({run.timeouts} with a timeout or error line)"
+        f"{reply_seqs.size} replies, {lost} lost ({reported} of them with a timeout or error line)"
     )
     trace = TraceData(
         send,

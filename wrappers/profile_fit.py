@@ -523,14 +523,16 @@ def _load(
     rtt: bool | None,
 ) -> TraceData:
     if isinstance(trace, TraceData):
-        return trace.halved() if rtt and trace.kind != "half-rtt" else trace
+        if (rtt is None and trace.kind == "rtt") or (rtt and trace.kind != "half-rtt"):
+            return trace.halved()
+        return trace
     return load_trace(trace, format, interval_ms=interval_ms, base_delay_ms=base_delay_ms, rtt=rtt)
 
 
 def _direction_model(up: TraceData, down: TraceData | None, rtt: bool | None) -> str:
     """One sentence: what the fit took each direction's delays to be, and why."""
     if up.kind == "half-rtt":
-        why = "--rtt / rtt=True" if rtt else "detected: ping output holds round trips"
+        why = "--rtt / rtt=True" if rtt else "detected: ping output holds round-trip times"
         return (
             f"round trips halved into one-way delays ({why}; symmetric paths assumed): "
             "the same fit for the uplink and the downlink, each with the loss rate that "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -177,3 +178,103 @@ def test_docs_page_shows_the_fit_of_the_shipped_trace():
     report = format_report(fit_profile("wifi-office.csv"))
     report = report.replace(str(trace_path("wifi-office.csv")), "fleetgym/traces/wifi-office.csv")
     assert f"```text\n{report}\n```" in page
+
+
+def _ping(n: int = 300, *, interval_s: float = 0.02, stamps: bool = True, lost=(), first=1) -> str:
+    """`ping -D -i interval_s 192.0.2.7` output (Linux iputils): n requests, some lost.
+
+    Replies are printed as they arrive: a late one after the next request's.
+    """
+    rng = np.random.default_rng(0)
+    replies = []
+    for k in range(n):
+        rtt = 30.0 + float(rng.gamma(2.0, 4.0))
+        if first + k not in lost:
+            stamp = 1700000000 + interval_s * k + rtt / 1000
+            reply = f"64 bytes from 192.0.2.7: icmp_seq={first + k} ttl=57 time={rtt:.1f} ms"
+            replies.append((stamp, f"[{stamp:.6f}] {reply}" if stamps else reply))
+    if stamps:
+        replies.sort()
+    lines = ["PING 192.0.2.7 (192.0.2.7) 56(84) bytes of data.", *(line for _, line in replies)]
+    return "\n".join(lines) + "\n"
+
+
+def test_raw_ping_output_in_one_command(tmp_path, capsys):
+    ping = _write(tmp_path / "ping.txt", _ping(lost=(40, 41, 42, 200)))
+    assert main(["profiles", "fit", str(ping), "--out", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    for needle in (
+        "Direction model: round trips halved into one-way delays (detected: ping output",
+        "symmetric paths assumed",
+        "format: ping output (Linux iputils, -D timestamps): 300 echo requests",
+        "4 lost",
+        "interval: 20 ms per packet, from the -D timestamps (median 20 ms per icmp_seq",
+        "loss 1.33%",
+        "loss per direction 0.67%",
+    ):
+        assert needle in text, text
+    data = json.loads((tmp_path / "fit-ping.json").read_text())
+    fit = data["fit"]
+    assert "round trips halved" in fit["direction_model"]
+    up = fit["uplink"]
+    assert up["delays"] == "half-rtt" and up["interval_source"].startswith("the -D timestamps")
+    assert up["loss"]["per_direction"] == pytest.approx(1 - math.sqrt(1 - 4 / 300), rel=0.01)
+    rtts = [float(x.split("time=")[1].split()[0]) for x in ping.read_text().splitlines()[1:]]
+    assert up["delay"]["trace"]["p50_ms"] == pytest.approx(np.median(rtts) / 2)
+
+
+def test_ping_without_timestamps_says_which_interval_it_took(tmp_path, capsys):
+    ping = _write(tmp_path / "plain.txt", _ping(120, stamps=False))
+    assert main(["profiles", "fit", str(ping), "--out", str(tmp_path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["uplink"]["interval_ms"] == 1000.0
+    assert report["uplink"]["interval_source"].startswith("ping's default, 1000 ms")
+    assert main(["profiles", "fit", str(ping), "--out", str(tmp_path), "--interval-ms", "20"]) == 0
+    assert "interval: 20 ms per packet, from given (--interval-ms" in capsys.readouterr().out
+
+
+def test_rtt_halves_a_csv_of_round_trips(tmp_path, capsys):
+    trace = _trace(tmp_path / "rtt.csv", GaussianChannel(60.0, 5.0, 0.02), seed=4)
+    assert main(["profiles", "fit", str(trace), "--rtt", "--out", str(tmp_path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert "(--rtt / rtt=True; symmetric paths assumed)" in report["direction_model"]
+    assert report["uplink"]["delay"]["trace"]["mean_ms"] == pytest.approx(30.0, abs=0.5)
+    err = _usage_error(
+        ["profiles", "fit", "wifi-office.csv", "--rtt", "--downlink", str(trace)], capsys
+    )
+    assert "round-trip times" in err and "--downlink" in err
+
+
+def test_bad_ping_captures_are_usage_errors_naming_file_and_line(tmp_path, capsys):
+    lines = _ping(80).splitlines(keepends=True)
+    cases = {
+        "short.txt": (_ping(30), "too few packets: expected at least 50, actual 30"),
+        "lost.txt": (
+            "".join(f"Request timeout for icmp_seq {k}\n" for k in range(80)),
+            "every echo request is lost (80 of 80",
+        ),
+        "back.txt": (
+            "".join(lines[:10]) + lines[5] + "".join(lines[10:]),
+            ":11: timestamp goes backwards",
+        ),
+        "mixed.txt": (
+            "".join(lines[:10])
+            + "64 bytes from 192.0.2.7: icmp_seq=10 ttl=57 time=41.200 ms\n"
+            + "".join(lines[11:]),
+            ":11: mixed ping formats",
+        ),
+        "windows.txt": (
+            "Reply from 192.0.2.7: bytes=32 time=41ms TTL=57\n" * 60,
+            ":1: unknown ping format",
+        ),
+        "odd.txt": ("".join(lines[:20]) + "hello\n" + "".join(lines[20:]), ":21: unknown ping"),
+    }
+    out = ["--out", str(tmp_path / "p")]
+    for name, (text, reason) in cases.items():
+        path = str(_write(tmp_path / name, text))
+        err = _usage_error(["profiles", "fit", path, *out], capsys)
+        assert path in err and reason in err, err
+    slow = str(_write(tmp_path / "slow.txt", _ping(80, interval_s=1.0)))
+    err = _usage_error(["profiles", "fit", slow, "--interval-ms", "20", *out], capsys)
+    assert f"{slow}:3: --interval-ms / interval_ms=20 contradicts the -D timestamps" in err
+    assert not (tmp_path / "p").exists() or not list((tmp_path / "p").iterdir())

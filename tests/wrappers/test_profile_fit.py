@@ -49,6 +49,7 @@ from fleetgym.wrappers.profile_fit import (
     fit_direction,
     fit_profile,
     gaussian_cdf,
+    split_round_trip_loss,
 )
 from fleetgym.wrappers.profiles import (
     NetworkProfile,
@@ -461,3 +462,51 @@ def test_gaussian_cdf_has_the_atom_at_zero():
     assert float(cdf(0.0)) == pytest.approx(float(ndtr(-0.5))) and float(cdf(0.0, left=True)) == 0.0
     fixed = gaussian_cdf(GaussianChannel(3.0, 0.0))
     assert float(fixed(3.0)) == 1.0 and float(fixed(3.0, left=True)) == 0.0
+
+
+def test_split_round_trip_loss_keeps_the_round_trip_rate_and_the_burst_length():
+    assert split_round_trip_loss(0.0) == 0.0
+    one_way = split_round_trip_loss(0.19)
+    assert 1.0 - (1.0 - one_way) ** 2 == pytest.approx(0.19)
+    chain = GilbertElliottChannel(0.02, 0.25, 0.0, 1.0)
+    split = split_round_trip_loss(chain)
+    assert isinstance(split, GilbertElliottChannel) and split.p_bad_to_good == 0.25
+    assert 1.0 - (1.0 - split.loss_rate) ** 2 == pytest.approx(chain.loss_rate)
+
+
+def test_round_trips_are_halved_and_their_loss_split_over_the_two_directions():
+    rng = np.random.default_rng(5)
+    n = 4000
+    rtt = 40.0 + rng.gamma(2.0, 3.0, n)
+    rtt[rng.random(n) < 0.04] = np.inf
+    trace = TraceData(np.arange(n) * 20.0, rtt, n * 20.0, "rtt.txt", kind="rtt")
+    fit = fit_profile(trace, loss_model="bernoulli")
+    up = fit.uplink
+    assert up.kind == "half-rtt" and fit.same_both_ways
+    assert up.delay.trace_quantiles_ms["p50_ms"] == pytest.approx(np.median(rtt[rtt < 1e9]) / 2)
+    rate = float(np.mean(np.isinf(rtt)))
+    assert up.loss.rate == pytest.approx(rate)
+    assert up.loss_per_direction == pytest.approx(1.0 - math.sqrt(1.0 - rate))
+    assert fit.profile.uplink.loss == pytest.approx(up.loss_per_direction)
+    assert fit.profile.downlink == fit.profile.uplink
+    assert "round trips halved" in fit.direction_model
+    assert "symmetric paths assumed" in fit.direction_model
+    data = fit.to_dict()
+    assert data["direction_model"] == fit.direction_model
+    assert data["uplink"]["delays"] == "half-rtt"
+    assert data["uplink"]["loss"]["split_from_round_trips"] is True
+    # The same trace fitted as one-way delays: no halving, no split, said so.
+    one_way = fit_profile(TraceData(trace.send_ms, rtt, n * 20.0, "d.txt"), loss_model="bernoulli")
+    assert one_way.uplink.loss_per_direction == pytest.approx(rate)
+    assert one_way.direction_model.startswith("one-way delays as captured")
+    forced = fit_profile(TraceData(trace.send_ms, rtt, n * 20.0, "d.txt"), rtt=True)
+    assert forced.uplink.kind == "half-rtt" and "--rtt / rtt=True" in forced.direction_model
+
+
+def test_round_trips_do_not_go_with_a_downlink_trace():
+    trace = make_trace(GaussianChannel(20.0, 2.0, 0.0), 200, seed=1)
+    rtt = TraceData(trace.send_ms, trace.delay_ms * 2, trace.period_ms, "ping.txt", kind="rtt")
+    with pytest.raises(TraceFitError, match="ping.txt: it holds round-trip times"):
+        fit_profile(rtt, trace)
+    with pytest.raises(TraceFitError, match="round-trip times"):
+        fit_profile(trace, trace, rtt=True)
