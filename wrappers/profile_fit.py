@@ -578,8 +578,9 @@ def fit_profile(
             :func:`fleetgym.traces.load_trace`).
         delay_model, loss_model: See :func:`fit_direction`.
         rtt: Whether the trace holds round-trip times (see
-            :func:`fleetgym.traces.load_trace`): ``None`` detects ``ping`` output,
-            ``True`` halves any trace's delays. Round trips are fitted once for both
+            :func:`fleetgym.traces.load_trace`): ``None`` halves ``ping`` output (and a
+            :class:`TraceData` of ``kind "rtt"``), ``True`` halves any trace's delays,
+            ``False`` takes them as they are. Round trips are fitted once for both
             directions (symmetric paths), so they do not go with ``downlink``.
 
     Raises:
