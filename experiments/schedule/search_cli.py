@@ -102,7 +102,9 @@ def search(args: argparse.Namespace) -> int:
             f"{args.elite_frac}"
         )
     every = seed_range(
-        args.first_seed, args.seeds + args.confirm_seeds, "--first-seed, --seeds and --confirm-seeds"
+        args.first_seed,
+        args.seeds + args.confirm_seeds,
+        "--first-seed, --seeds and --confirm-seeds",
     )
     check_output_dir("--out", args.out)
     usable_env(env_id, env_kwargs)
