@@ -14,6 +14,7 @@ from __future__ import annotations
 from fleetgym.traces.loaders import (
     CSV_HEADER,
     DELAY_KINDS,
+    PING_DEFAULT_INTERVAL_MS,
     TRACE_FORMATS,
     TraceData,
     list_traces,
@@ -21,9 +22,9 @@ from fleetgym.traces.loaders import (
     read_csv_trace,
     read_delay_list,
     read_mahimahi,
+    read_ping,
     trace_path,
 )
-from fleetgym.traces.ping import PING_DEFAULT_INTERVAL_MS, read_ping
 
 __all__ = [
     "CSV_HEADER",
