@@ -5,7 +5,9 @@ they do to a control loop: the loss rate and the median / 99th-percentile one-wa
 control periods (estimated from the channel model with a fixed seed). Then it lists the
 trace files shipped in ``fleetgym/traces`` with their size, duration, loss and delay.
 ``--json`` prints the same as JSON. ``fleetgym profiles fit TRACE`` fits a profile to a
-trace (:mod:`fleetgym.experiments.profile_fit`).
+trace (:mod:`fleetgym.experiments.profile_fit`); ``fleetgym profiles assess PROFILE --env
+ID`` says what a network allows an env's clean policy before any training
+(:mod:`fleetgym.experiments.assess`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from fleetgym.experiments import profile_fit
+from fleetgym.experiments import assess, profile_fit
 from fleetgym.experiments.argtypes import UsageError, positive_int
 from fleetgym.traces import list_traces, load_trace
 from fleetgym.wrappers.channels import MAX_STEP_MS, MIN_STEP_MS
@@ -50,7 +52,31 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=20_000,
         help="packets sampled per channel for the delay quantiles (default: 20000)",
     )
-    profile_fit.add_subcommand(parser)
+    _add_actions(parser)
+
+
+def _add_actions(parser: argparse.ArgumentParser) -> None:
+    """``fit`` and ``assess`` (no action: the listing)."""
+    sub = parser.add_subparsers(
+        dest="profiles_action",
+        metavar="ACTION",
+        help="fit: fit a profile to a trace file; assess: what a network allows an env's "
+        "clean policy, before training (without an action: list profiles and traces)",
+    )
+    parser.set_defaults(profiles_action="list")
+    fit = sub.add_parser(
+        "fit",
+        help="fit a network profile to a captured trace and write it as a profile file",
+        description=(profile_fit.__doc__ or "").splitlines()[0].replace("``", ""),
+    )
+    profile_fit.configure(fit)
+    assessed = sub.add_parser(
+        "assess",
+        help="round trip, stalls, loss bursts and the return a clean policy keeps with the "
+        "best compensation, for an env's control period",
+        description=(assess.__doc__ or "").splitlines()[0].replace("``", ""),
+    )
+    assess.configure(assessed)
 
 
 def _quantiles(channel: Any, step_ms: float, samples: int) -> dict[str, float]:
@@ -143,6 +169,8 @@ def run(args: argparse.Namespace) -> int:
     """Print the profiles and traces; returns 0, or 2 for a bad argument."""
     if getattr(args, "profiles_action", None) == "fit":
         return profile_fit.run(args)
+    if getattr(args, "profiles_action", None) == "assess":
+        return assess.run(args)
     netem = getattr(args, "netem", None)
     if netem is not None:
         if not netem.strip():

@@ -52,6 +52,7 @@ COMMANDS = sorted(c for c in PARSERS if c)
 #: a progress bar and ``--no-progress``.
 LONG_RUNNING = {
     "calf",
+    "profiles assess",
     "train",
     "schedule evaluate",
     "schedule train",
@@ -72,6 +73,7 @@ SHORT = {
     "schedule": "only dispatches to its actions",
     "plan": "only dispatches to its actions",
     "serve-env": "serves until interrupted; --measure N prints one report",
+    "docs": "one sphinx-build (about half a minute), then serves until interrupted",
     "calibrate": "one measurement of --budget CPU seconds (3 by default), announced on stderr",
 }
 

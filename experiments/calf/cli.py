@@ -22,6 +22,7 @@ from fleetgym.experiments.argtypes import (
     step_ms,
 )
 from fleetgym.experiments.calf.experiment import execute_calf, prepare_calf
+from fleetgym.experiments.calf.hyperparams import ALGOS
 
 __all__ = ["configure", "run"]
 
@@ -38,8 +39,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--env",
         default="CartPole-v1",
         help="a registered Gymnasium ID: MiniGrid IDs (e.g. MiniGrid-Empty-5x5-v0) train "
-        "with RecurrentPPO, any other (CartPole-v1, Hopper-v5, ...) with PPO and CartPole's "
-        "tuned hyperparameters (default: %(default)s)",
+        "with RecurrentPPO, any other (CartPole-v1, Pendulum-v1, Hopper-v5, ...) with --algo "
+        "and RL Zoo's tuned hyperparameters where the Zoo has them, else SB3's defaults "
+        "(the report says which) (default: %(default)s)",
     )
     parser.add_argument(
         "--quick",
@@ -75,13 +77,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "the true dynamics (-dist, -noid, -ahead, -ahead-dist: its variants), '+predict' "
         "with a learned world model (-dist, -ahead), '+oracle' the true state (default: "
         "the three with and without +comp; with --quick baseline, net-aware, "
-        "net-aware+comp, net-aware+ceiling, net-aware+predict); any condition name also trains under it",
+        "net-aware+comp, net-aware+ceiling, net-aware+predict); any condition name also trains "
+        "under it, and so does a profile file (my-net.json, as 'profiles fit' writes) or a "
+        "trace file (replayed both ways), with the same suffixes (my-net.json+comp)",
     )
     parser.add_argument(
         "--conditions",
         default=None,
-        help="comma-separated evaluation conditions (default: sim-clean, "
-        "ethernet, wifi-normal, wifi-degraded, shipped trace)",
+        help="comma-separated evaluation conditions: names, profile files (.json) or trace "
+        "files (default: sim-clean, ethernet, wifi-normal, wifi-degraded, shipped trace)",
     )
     parser.add_argument(
         "--timesteps",
@@ -117,10 +121,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--algo",
-        choices=("ppo", "recurrent-ppo"),
+        choices=ALGOS,
         default=None,
-        help="training algorithm: SB3 PPO or sb3-contrib's RecurrentPPO (LSTM) (default: "
-        "recurrent-ppo for MiniGrid IDs, else ppo)",
+        help="training algorithm: SB3 PPO, SAC or TD3 (SAC and TD3: continuous actions "
+        "only) or sb3-contrib's RecurrentPPO (LSTM) (default: recurrent-ppo for MiniGrid "
+        "IDs, else ppo)",
     )
     parser.add_argument(
         "--timing",

@@ -14,6 +14,8 @@ Every policy is evaluated under each :class:`NetworkCondition` of :data:`EVAL_CO
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +35,7 @@ __all__ = [
     "VARIANT_REGIMES",
     "NetworkCondition",
     "Regime",
+    "network_profile",
     "regime_by_name",
     "resolve_condition",
     "shipped_trace_condition",
@@ -56,7 +59,8 @@ class NetworkCondition:
 
     Args:
         name: Label used in tables.
-        profile: Profile name, or a tuple of names drawn per episode.
+        profile: Profile name (or profile file, or trace file: :func:`network_profile`),
+            or a tuple of names drawn per episode.
         uplink: Observation channel ``(mean_ms, std_ms, loss, correlation)`` when no profile.
         downlink: Action channel, same form.
         delivery: ``"fifo"``/``"latest"``, or ``None`` for the shim's default.
@@ -89,7 +93,9 @@ class NetworkCondition:
         kwargs: dict[str, Any] = {}
         if self.profile is not None:
             kwargs["profile"] = (
-                self.profile if isinstance(self.profile, str) else list(self.profile)
+                network_profile(self.profile)
+                if isinstance(self.profile, str)
+                else [network_profile(p) for p in self.profile]
             )
         else:
             for key, spec in (("uplink", self.uplink), ("downlink", self.downlink)):
@@ -235,12 +241,63 @@ def _delay_sweep_condition(name: str) -> NetworkCondition | None:
     )
 
 
-def resolve_condition(name: str) -> NetworkCondition:
-    """A condition by name: a table entry, ``rtt-N`` / ``rtt-N-jitter`` (N = 0..99 ticks
-    of round trip, the delay sweep) or any registered profile name.
+#: Suffixes that make a name a file name (a missing file is then reported as such).
+_FILE_SUFFIXES = (".json", ".csv", ".txt", ".log", ".ping", ".up", ".down", ".mahimahi", ".mm")
+
+
+@functools.lru_cache(maxsize=32)
+def _trace_file_profile(path: str) -> Any:
+    from fleetgym.wrappers import NetworkProfile, TraceChannel
+
+    channel = TraceChannel.from_file(path)
+    stem = os.path.splitext(os.path.basename(path))[0] or "trace"
+    return NetworkProfile(
+        stem, channel, channel, f"replay of trace file {path} (both ways, independent offsets)"
+    )
+
+
+def network_profile(name: str) -> Any:
+    """What the shim is given for a condition's profile ``name``: a registered name or a
+    ``.json`` profile file as is (the shim reads them), any other existing file as a trace
+    replayed both ways from independent offsets (a :class:`~fleetgym.wrappers.NetworkProfile`
+    of :class:`~fleetgym.wrappers.TraceChannel`, loaded once; raw ``ping`` output has its
+    round trips halved, with the whole round-trip loss on each path; ``fleetgym profiles
+    fit`` splits it)."""
+    if name in profiles.list_profiles() or name.lower().endswith(".json"):
+        return name
+    if os.path.isfile(name):
+        return _trace_file_profile(os.path.abspath(name))
+    return name
+
+
+def _file_condition(name: str) -> NetworkCondition | None:
+    """A condition for a profile file or trace file ``name``; None if it names no file.
 
     Raises:
-        ValueError: for a name that is none of these.
+        ValueError: for a missing file (a name with a file suffix or a folder), or a file
+            that does not read as a profile or a trace (the reader's message).
+    """
+    if os.path.isfile(name):
+        profile = profiles.get_profile(name) if name.lower().endswith(".json") else None
+        if profile is None:
+            profile = network_profile(name)
+        return NetworkCondition(name, profile=name, description=profile.description or name)
+    if name.lower().endswith(_FILE_SUFFIXES) or os.sep in name or "/" in name:
+        raise ValueError(
+            f"condition: expected a profile name, a profile file (.json) or a trace file, "
+            f"actual {name!r} (no such file)"
+        )
+    return None
+
+
+def resolve_condition(name: str) -> NetworkCondition:
+    """A condition by name: a table entry, ``rtt-N`` / ``rtt-N-jitter`` (N = 0..99 ticks
+    of round trip, the delay sweep), any registered profile name, a profile file (``.json``,
+    as ``fleetgym profiles fit`` writes) or a trace file (any format of
+    ``traces/README.md``, replayed both ways).
+
+    Raises:
+        ValueError: for a name that is none of these, a missing file or a malformed one.
     """
     if name in CONDITIONS:
         return CONDITIONS[name]
@@ -251,9 +308,12 @@ def resolve_condition(name: str) -> NetworkCondition:
         return NetworkCondition(
             name, profile=name, description=profiles.get_profile(name).description
         )
+    from_file = _file_condition(name)
+    if from_file is not None:
+        return from_file
     raise ValueError(
-        f"condition: expected one of {sorted(CONDITIONS)} or a profile name "
-        f"{profiles.list_profiles()}, actual {name!r}"
+        f"condition: expected one of {sorted(CONDITIONS)}, a profile name "
+        f"{profiles.list_profiles()}, a profile file (.json) or a trace file, actual {name!r}"
     )
 
 

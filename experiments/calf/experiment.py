@@ -227,7 +227,7 @@ def run_calf(
             ``quick``; empty to skip).
         variant_regimes: Regimes evaluated under the variants.
         step_ms: Control period override (MiniGrid's default is 20 ms).
-        algo: ``"ppo"`` or ``"recurrent-ppo"`` override.
+        algo: ``"ppo"``, ``"sac"``, ``"td3"`` or ``"recurrent-ppo"`` override.
         progress: Show tqdm progress bars.
         timing: The shims' timeline (default the shim's, ``"loop"``; ``"per-direction"``
             reproduces the figures measured before the loop became the default).

@@ -96,8 +96,9 @@ def write_outputs(
     lines = [
         f"# CALF on {results.env_id}",
         "",
-        f"{setup.algo} ({'MlpLstmPolicy' if setup.algo == 'recurrent-ppo' else 'MlpPolicy'}), "
-        f"{total} training steps per policy, seeds {seeds}, {n_episodes} evaluation "
+        f"{setup.algo} ({'MlpLstmPolicy' if setup.algo == 'recurrent-ppo' else 'MlpPolicy'}, "
+        f"hyperparameters: {setup.hyperparams_source or 'SB3 defaults'}; {setup.n_envs} "
+        f"parallel envs), {total} training steps per policy, seeds {seeds}, {n_episodes} evaluation "
         f"episodes per policy and condition, control period {setup.period_ms:g} ms, "
         f"{setup.shim_kwargs.get('timing', 'loop')} timing. "
         "Cells: mean ± std over seeds of each seed's mean return; gap = 1 − "

@@ -1,7 +1,9 @@
 """How the CALF experiment builds its envs: the task, the network, the policy's input.
 
-CartPole trains with SB3 PPO (rl-zoo's tuned CartPole hyperparameters), MiniGrid with
-sb3-contrib's RecurrentPPO (LSTM). MiniGrid has no physical time step: its control
+Every task but MiniGrid trains with SB3 PPO by default (``algo``: also SAC, TD3 and
+sb3-contrib's RecurrentPPO), with RL Zoo's tuned hyperparameters where the Zoo has them
+(:mod:`fleetgym.experiments.calf.hyperparams`) and SB3's defaults elsewhere; MiniGrid
+trains with RecurrentPPO (LSTM). MiniGrid has no physical time step: its control
 period is an explicit ``step_ms`` (20 ms by default, the same as CartPole's, so a
 profile means the same staleness in steps in both).
 
@@ -22,14 +24,12 @@ import gymnasium as gym
 from gymnasium.wrappers import FlattenObservation
 
 from fleetgym.experiments.calf.conditions import NetworkCondition, Regime, resolve_condition
+from fleetgym.experiments.calf.hyperparams import ALGOS, check_algo_fits, zoo_hyperparams
 from fleetgym.experiments.calf.predict import predictive_env
 from fleetgym.validation import check_choice, check_float
 from fleetgym.wrappers.compensation import history_length_for_profile, make_robust_env
 from fleetgym.wrappers.network_shim import NetworkShimWrapper
 from fleetgym.wrappers.timeline import TIMINGS
-
-#: The training algorithms: SB3 PPO and sb3-contrib's RecurrentPPO.
-ALGOS: tuple[str, ...] = ("ppo", "recurrent-ppo")
 
 __all__ = [
     "ALGOS",
@@ -65,6 +65,8 @@ class EnvSetup:
         hyperparams: Algorithm keyword arguments.
         total_timesteps: Full training budget.
         quick_timesteps: ``--quick`` training budget.
+        n_envs: Parallel training envs.
+        hyperparams_source: Where ``hyperparams`` come from (for the report).
     """
 
     env_id: str
@@ -74,6 +76,8 @@ class EnvSetup:
     hyperparams: dict[str, Any] = field(default_factory=dict)
     total_timesteps: int = 100_000
     quick_timesteps: int = 30_000
+    n_envs: int = 8
+    hyperparams_source: str = ""
 
     def base_env(self) -> gym.Env[Any, Any]:
         """A fresh instance of the task (before any network)."""
@@ -96,25 +100,19 @@ class EnvSetup:
         return float(dt) * 1000.0
 
 
-def _cartpole_setup(env_id: str) -> EnvSetup:
-    # rl-zoo's tuned PPO hyperparameters for CartPole-v1 (500 within ~1e5 steps); the
-    # linear schedules are built in train_regime.
+def _zoo_setup(env_id: str, algo: str) -> EnvSetup:
+    # RL Zoo's tuned hyperparameters where it has them (CartPole-v1's PPO: 500 within
+    # ~1e5 steps), SB3's defaults elsewhere; schedules and noise are built in train_regime.
+    params, n_envs, source = zoo_hyperparams(algo, env_id)
     return EnvSetup(
         env_id=env_id,
-        algo="ppo",
+        algo=algo,
         step_ms=None,
-        hyperparams={
-            "n_steps": 32,
-            "batch_size": 256,
-            "gae_lambda": 0.8,
-            "gamma": 0.98,
-            "n_epochs": 20,
-            "ent_coef": 0.0,
-            "learning_rate": ("lin", 1e-3),
-            "clip_range": ("lin", 0.2),
-        },
+        hyperparams=params,
         total_timesteps=100_000,
         quick_timesteps=40_000,
+        n_envs=n_envs,
+        hyperparams_source=source,
     )
 
 
@@ -139,6 +137,7 @@ def _minigrid_setup(env_id: str) -> EnvSetup:
         },
         total_timesteps=100_000,
         quick_timesteps=30_000,
+        hyperparams_source="the study's own (RL Zoo has no RecurrentPPO MiniGrid entry)",
     )
 
 
@@ -149,11 +148,12 @@ def env_setup(
     step_ms: float | None = None,
     timing: str | None = None,
 ) -> EnvSetup:
-    """The :class:`EnvSetup` of a task (CartPole-v1 and MiniGrid IDs are tuned).
+    """The :class:`EnvSetup` of a task (RL Zoo's hyperparameters where it has them).
 
     Args:
         env_id: A Gymnasium ID.
-        algo: Override the algorithm (``"ppo"`` or ``"recurrent-ppo"``).
+        algo: Override the algorithm (one of :data:`ALGOS`; default ``"recurrent-ppo"``
+            for MiniGrid IDs, else ``"ppo"``). SAC and TD3 need a Box action space.
         step_ms: Override the control period.
         timing: The shims' timeline (:data:`~fleetgym.wrappers.timeline.TIMINGS`; default
             the shim's, ``"loop"``), for training, evaluation and the measured k and m.
@@ -169,15 +169,24 @@ def env_setup(
         step_ms = check_float("step_ms", step_ms, low=0.0, strict=True)
     if timing is not None:
         check_choice("timing", timing, TIMINGS)
-    if env_id.startswith("MiniGrid"):
+    if env_id.startswith("MiniGrid") and algo in (None, "recurrent-ppo"):
         setup = _minigrid_setup(env_id)
     else:
-        setup = _cartpole_setup(env_id)
-        if env_id not in gym.registry:
+        if not env_id.startswith("MiniGrid") and env_id not in gym.registry:
             raise ValueError(f"env_id: expected a registered Gymnasium ID, actual {env_id!r}")
+        setup = _zoo_setup(env_id, algo or "ppo")
+        if env_id.startswith("MiniGrid"):
+            grid = _minigrid_setup(env_id)
+            setup = dataclasses.replace(
+                setup, step_ms=grid.step_ms, shim_kwargs=dict(grid.shim_kwargs)
+            )
+    if setup.algo in ("sac", "td3"):
+        probe = setup.base_env()
+        try:
+            check_algo_fits(setup.algo, probe.action_space, env_id)
+        finally:
+            probe.close()
     changes: dict[str, Any] = {}
-    if algo is not None:
-        changes["algo"] = algo
     if step_ms is not None:
         changes["step_ms"] = float(step_ms)
     if timing is not None:

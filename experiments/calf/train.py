@@ -1,19 +1,33 @@
-"""Training one CALF policy: SB3 PPO or sb3-contrib RecurrentPPO under a regime's network."""
+"""Training one CALF policy under a regime's network: SB3 PPO, SAC or TD3, or sb3-contrib's
+RecurrentPPO; and the clean policies other commands reuse (:func:`clean_policy`, cached)."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from fleetgym.experiments.calf.conditions import Regime, resolve_condition
+from fleetgym.experiments.calf.conditions import Regime, regime_by_name, resolve_condition
+from fleetgym.experiments.calf.hyperparams import build_kwargs
 from fleetgym.experiments.calf.predict import learned_predictor
 from fleetgym.experiments.calf.setup import EnvSetup, InputLayout, layout_for, vec_env
 from fleetgym.validation import check_int
 
-__all__ = ["TrainedPolicy", "policy_layout", "train_regime"]
+__all__ = [
+    "CLEAN_POLICY_CACHE",
+    "TrainedPolicy",
+    "algo_class",
+    "clean_policy",
+    "policy_layout",
+    "train_regime",
+]
+
+#: Where :func:`clean_policy` keeps the clean policies it trained (one zip per env,
+#: algorithm, seed and budget).
+CLEAN_POLICY_CACHE = Path("fleetgym-out/calf/policies")
 
 
 @dataclass
@@ -37,13 +51,19 @@ class TrainedPolicy:
     wall_s: float
 
 
-def _linear(initial: float) -> Callable[[float], float]:
-    # Written out rather than SB3's get_linear_fn, which computes the same value with a
-    # different sequence of float operations (and so moves the seeded results).
-    def schedule(progress_remaining: float) -> float:
-        return progress_remaining * initial
+def algo_class(algo: str) -> Any:
+    """The SB3 / sb3-contrib class of ``algo`` (``ppo``, ``sac``, ``td3``, ``recurrent-ppo``)."""
+    if algo == "recurrent-ppo":
+        from sb3_contrib import RecurrentPPO
 
-    return schedule
+        return RecurrentPPO
+    import stable_baselines3
+
+    return {
+        "ppo": stable_baselines3.PPO,
+        "sac": stable_baselines3.SAC,
+        "td3": stable_baselines3.TD3,
+    }[algo]
 
 
 def policy_layout(
@@ -62,7 +82,7 @@ def train_regime(
     seed: int,
     total_timesteps: int,
     *,
-    n_envs: int = 8,
+    n_envs: int | None = None,
     quantile: float = 0.99,
     device: str = "cpu",
 ) -> TrainedPolicy:
@@ -73,7 +93,8 @@ def train_regime(
         regime: The regime.
         seed: Seed of the model and of the envs' reset (hence of the packet schedules).
         total_timesteps: Environment steps.
-        n_envs: Parallel envs (in-process DummyVecEnv: the shim's cost is per step).
+        n_envs: Parallel envs (in-process DummyVecEnv: the shim's cost is per step);
+            default the setup's (RL Zoo's, else 8 on-policy and 1 off-policy).
         quantile: Staleness quantile for the compensation lengths.
         device: Torch device.
 
@@ -91,20 +112,11 @@ def train_regime(
     torch.set_num_threads(1)
     layout = policy_layout(setup, regime, seed, quantile)
     condition = resolve_condition(regime.train_condition)
-    vec = vec_env(setup, condition, layout, n_envs, seed=seed * 1000)
-    params = dict(setup.hyperparams)
-    for key in ("learning_rate", "clip_range"):
-        value = params.get(key)
-        if isinstance(value, tuple) and value[0] == "lin":
-            params[key] = _linear(float(value[1]))
-    if setup.algo == "ppo":
-        from stable_baselines3 import PPO
-
-        model: Any = PPO("MlpPolicy", vec, seed=seed, device=device, verbose=0, **params)
-    else:
-        from sb3_contrib import RecurrentPPO
-
-        model = RecurrentPPO("MlpLstmPolicy", vec, seed=seed, device=device, verbose=0, **params)
+    count = setup.n_envs if n_envs is None else check_int("n_envs", n_envs, low=1)
+    vec = vec_env(setup, condition, layout, count, seed=seed * 1000)
+    params = build_kwargs(setup.hyperparams, vec.action_space)
+    policy = "MlpLstmPolicy" if setup.algo == "recurrent-ppo" else "MlpPolicy"
+    model: Any = algo_class(setup.algo)(policy, vec, seed=seed, device=device, verbose=0, **params)
     # No outputs: SB3's default logger would create a dated folder in the temp dir per run.
     model.set_logger(Logger(folder=None, output_formats=[]))
     start = time.perf_counter()
@@ -112,3 +124,29 @@ def train_regime(
     wall = time.perf_counter() - start
     vec.close()
     return TrainedPolicy(regime, seed, layout, model, int(model.num_timesteps), wall)
+
+
+def clean_policy(
+    setup: EnvSetup,
+    seed: int,
+    total_timesteps: int,
+    *,
+    cache: str | os.PathLike[str] | None = CLEAN_POLICY_CACHE,
+) -> tuple[Any, bool]:
+    """The clean baseline of ``setup`` (trained without a network, regime ``baseline``),
+    loaded from ``cache`` when trained before; returns ``(model, loaded)``.
+
+    The file is ``<cache>/<env>_<algo>_seed<S>_<steps>.zip``; ``cache=None`` trains
+    without keeping it.
+    """
+    path = None
+    if cache is not None:
+        name = setup.env_id.replace("/", "-")
+        path = Path(cache) / f"{name}_{setup.algo}_seed{seed}_{total_timesteps}.zip"
+        if path.exists():
+            return algo_class(setup.algo).load(path, device="cpu"), True
+    trained = train_regime(setup, regime_by_name("baseline"), seed, total_timesteps)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        trained.model.save(path)
+    return trained.model, False

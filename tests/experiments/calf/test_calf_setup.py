@@ -23,7 +23,9 @@ def test_layouts_come_from_the_training_network():
 
 
 def test_env_setup_rejects_bad_arguments():
-    with pytest.raises(ValueError, match=r"algo: expected one of \('ppo', 'recurrent-ppo'\)"):
+    with pytest.raises(
+        ValueError, match=r"algo: expected one of \('ppo', 'sac', 'td3', 'recurrent-ppo'\)"
+    ):
         calf_setup.env_setup("CartPole-v1", algo="dqn")
     with pytest.raises(ValueError, match="step_ms: expected a finite number > 0"):
         calf_setup.env_setup("CartPole-v1", step_ms=0)

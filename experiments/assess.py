@@ -1,0 +1,638 @@
+"""``fleetgym profiles assess PROFILE --env ID``: what a network allows, before training.
+
+For the env's control period (the shim's rule: ``dt``/``tau``, else ``--step-ms``) it runs
+the shim on a counter env (the shim's own timeline, as
+:func:`~fleetgym.wrappers.action_delay_for_profile` does) and reports
+
+- the round trip in ticks (observation age + action age, per tick): median, p95, p99;
+- stalls: a stall is a run of ticks without news on a path (no newer observation at the
+  agent, or no newer action at the env); the share of time in stalls longer than
+  ``--stall-ticks`` N periods (either path), and the longest stall in seconds;
+- loss bursts per path (one packet each way per tick): loss rate, mean and longest burst.
+
+Then the return the env's clean policy keeps behind the network, over ``--episodes``
+episodes: bare (no network), behind the network with no compensation, and with the best
+causal compensation the project has: the predictive compensation with the env's true
+dynamics where it has them (CartPole, MuJoCo locomotion: ``lookahead="action"``,
+``samples=16``, the prior action age derived from the network, ``stall_action="predict"``),
+else the history stack (a second policy, trained under the network). The clean policy is
+``--policy PATH`` (an SB3 zip) or trained with the CALF study's clean-policy training and
+cache (:func:`fleetgym.experiments.calf.train.clean_policy`).
+
+The verdict compares the compensated return with the clean one, as the share of the clean
+policy's margin over a random policy that the compensation keeps,
+``kept = (compensated - random) / (clean - random)``: ``feasible`` at ``kept >=``
+:data:`FEASIBLE_KEPT`, ``infeasible`` below :data:`INFEASIBLE_KEPT`, else ``degraded``; an
+infeasible network with stalls over N periods in more than 1 % of the time, stalls
+longer (p95) than its round trips (p95), is blamed on them ("stalls of X s exceed what the env tolerates", X the 95th percentile of the stall
+lengths, time-weighted), with the longest stall the compensated episodes that kept
+:data:`FEASIBLE_KEPT` of the margin came through as what the env tolerates.
+
+Writes ``--out/assess_<profile>_<env>.json`` and ``.txt`` (and ``.png`` with ``--plot``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fleetgym.experiments.argtypes import (
+    UsageError,
+    check_output_dir,
+    non_negative_int,
+    output_folder,
+    positive_int,
+)
+
+__all__ = [
+    "FEASIBLE_KEPT",
+    "INFEASIBLE_KEPT",
+    "assess_network",
+    "configure",
+    "run",
+    "verdict",
+]
+
+DEFAULT_OUT_DIR = "fleetgym-out/profiles/assess"
+#: Share of the clean-over-random margin the compensation must keep to be "feasible".
+FEASIBLE_KEPT = 0.9
+#: Below this share the network is "infeasible".
+INFEASIBLE_KEPT = 0.5
+#: Share of time in long stalls above which an infeasible verdict names the stalls.
+STALL_BLAME_SHARE = 0.01
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """The ``assess`` action's arguments."""
+    parser.add_argument(
+        "profile",
+        metavar="PROFILE",
+        help="a registered profile name, a profile file (.json, as 'profiles fit' writes) "
+        "or a trace file (replayed both ways)",
+    )
+    parser.add_argument(
+        "--env", default="CartPole-v1", help="a registered Gymnasium ID (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--step-ms",
+        type=float,
+        default=None,
+        help="control period in ms (default: the env's dt/tau, as the shim infers it)",
+    )
+    parser.add_argument(
+        "--stall-ticks",
+        type=positive_int,
+        default=5,
+        metavar="N",
+        help="report the share of time in stalls longer than N control periods (default: 5)",
+    )
+    parser.add_argument(
+        "--ticks",
+        type=positive_int,
+        default=20_000,
+        help="control periods of the network measurement (default: 20000)",
+    )
+    parser.add_argument(
+        "--episodes",
+        type=positive_int,
+        default=5,
+        help="evaluation episodes per input (default: 5)",
+    )
+    parser.add_argument(
+        "--seed", type=non_negative_int, default=0, help="seed of the policy and the network"
+    )
+    parser.add_argument(
+        "--policy",
+        metavar="PATH",
+        default=None,
+        help="the clean policy, an SB3 zip of --algo (default: train one, or load it from "
+        "the CALF clean-policy cache)",
+    )
+    parser.add_argument(
+        "--algo",
+        choices=("ppo", "sac", "td3", "recurrent-ppo"),
+        default="ppo",
+        help="the clean policy's algorithm (RL Zoo's hyperparameters where it has them) "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--timesteps",
+        type=positive_int,
+        default=None,
+        help="training steps of the clean policy (default: the CALF --quick budget, 40000)",
+    )
+    parser.add_argument(
+        "--cache",
+        metavar="DIR",
+        default="fleetgym-out/calf/policies",
+        help="folder of trained clean policies, reused across runs (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--network-only",
+        action="store_true",
+        help="only the network figures: no policy, no returns, no verdict",
+    )
+    parser.add_argument(
+        "--out",
+        type=output_folder,
+        default=Path(DEFAULT_OUT_DIR),
+        metavar="DIR",
+        help="output folder of the JSON and text reports (default: %(default)s)",
+    )
+    parser.add_argument("--plot", action="store_true", help="draw the figures to DIR/*.png")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+# --------------------------------------------------------------------------------------
+# The network on the shim's timeline
+# --------------------------------------------------------------------------------------
+def _runs(flags: np.ndarray) -> np.ndarray:
+    """Lengths of the runs of True in a boolean array."""
+    padded = np.concatenate(([0], flags.astype(np.int8), [0]))
+    edges = np.flatnonzero(np.diff(padded))
+    return edges[1::2] - edges[::2]
+
+
+def _gaps(news: np.ndarray) -> np.ndarray:
+    """Per tick, the length of the run of ticks without news it lies in (0 at news; the
+    episode's start, before the first packet arrives, is not a stall)."""
+    out = np.zeros(news.size, dtype=np.int64)
+    quiet = ~news
+    first = np.flatnonzero(news)
+    quiet[: first[0] if first.size else news.size] = False
+    padded = np.concatenate(([0], quiet.astype(np.int8), [0]))
+    edges = np.flatnonzero(np.diff(padded))
+    for start, stop in zip(edges[::2], edges[1::2], strict=True):
+        out[start:stop] = stop - start
+    return out
+
+
+def _burst_stats(lost: np.ndarray) -> dict[str, Any]:
+    bursts = _runs(lost)
+    return {
+        "loss_rate": float(lost.mean()) if lost.size else 0.0,
+        "bursts": int(bursts.size),
+        "mean_burst": float(bursts.mean()) if bursts.size else 0.0,
+        "max_burst": int(bursts.max()) if bursts.size else 0,
+    }
+
+
+def assess_network(
+    profile: Any,
+    step_ms: float,
+    *,
+    ticks: int = 20_000,
+    stall_ticks: int = 5,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The network figures of ``profile`` at ``step_ms`` (see the module docstring).
+
+    Runs ``ticks`` control periods of the real shim (``info="full"``) on a counter env
+    whose observation is the tick index.
+    """
+    from fleetgym.wrappers import NetworkShimWrapper
+    from fleetgym.wrappers.staleness import _TickEnv
+
+    shim = NetworkShimWrapper(_TickEnv(), profile=profile, step_ms=step_ms, info="full")
+    shim.reset(seed=seed)
+    obs_age = np.empty(ticks, dtype=np.int64)
+    action_age = np.empty(ticks, dtype=np.int64)
+    up_lost = np.empty(ticks, dtype=bool)
+    down_lost = np.empty(ticks, dtype=bool)
+    for i in range(ticks):
+        _, _, _, _, info = shim.step(0)
+        obs_age[i] = info["obs_age_steps"]
+        action_age[i] = info["action_age_steps"]
+        up_lost[i] = info["uplink_lost"]
+        down_lost[i] = info["downlink_lost"]
+    shim.close()
+    t = np.arange(ticks)
+    # The freshest observation at the agent was sent at tick t + 1 - obs_age (the reset's
+    # at 0), the action the env applies at t - action_age (the start action's at -1):
+    # news is a newer one than the tick before's.
+    obs_sent = t + 1 - obs_age
+    act_sent = t - action_age
+    obs_news = np.diff(obs_sent, prepend=0) > 0
+    act_news = np.diff(act_sent, prepend=-1) > 0
+    gap_obs, gap_act = _gaps(obs_news), _gaps(act_news)
+    gap = np.maximum(gap_obs, gap_act)
+    long = gap > stall_ticks
+    stalls = np.concatenate([_runs(gap_obs > 0), _runs(gap_act > 0)])
+    round_trip = obs_age + action_age
+    # Time-weighted stall lengths: each tick counts the stall it lies in.
+    stalled = gap[gap > 0]
+    return {
+        "step_ms": float(step_ms),
+        "ticks": int(ticks),
+        "seed": int(seed),
+        "round_trip_ticks": {
+            "median": float(np.median(round_trip)),
+            "p95": float(np.quantile(round_trip, 0.95)),
+            "p99": float(np.quantile(round_trip, 0.99)),
+            "max": int(round_trip.max()),
+        },
+        "obs_age_ticks_median": float(np.median(obs_age)),
+        "action_age_ticks_median": float(np.median(action_age)),
+        "stall_ticks": int(stall_ticks),
+        "stall_share": float(long.mean()),
+        "stall_share_uplink": float((gap_obs > stall_ticks).mean()),
+        "stall_share_downlink": float((gap_act > stall_ticks).mean()),
+        "longest_stall_s": float(stalls.max() * step_ms / 1000.0) if stalls.size else 0.0,
+        "stall_p95_s": float(np.quantile(stalled, 0.95) * step_ms / 1000.0)
+        if stalled.size
+        else 0.0,
+        "loss": {"uplink": _burst_stats(up_lost), "downlink": _burst_stats(down_lost)},
+        "_series": {"round_trip": round_trip, "gap": gap},
+    }
+
+
+# --------------------------------------------------------------------------------------
+# The returns
+# --------------------------------------------------------------------------------------
+def _has_true_dynamics(env_id: str) -> bool:
+    import gymnasium as gym
+
+    from fleetgym.errors import UnsupportedSpaceError
+    from fleetgym.wrappers.dynamics import true_dynamics
+
+    env = gym.make(env_id)
+    try:
+        true_dynamics(env)
+        return True
+    except (UnsupportedSpaceError, TypeError, ValueError, AttributeError):
+        return False
+    finally:
+        env.close()
+
+
+def _episodes(
+    model: Any, env: Any, episodes: int, seed: int, random: bool = False
+) -> tuple[list[float], list[int]]:
+    """Returns and the longest observation age of each episode (seeded resets)."""
+    returns, worst = [], []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=100_000 + 1_000 * seed + episode)
+        env.action_space.seed(seed * 1_000 + episode)
+        total, done, oldest, state, start = 0.0, False, 0, None, True
+        while not done:
+            if random:
+                action = env.action_space.sample()
+            else:
+                action, state = model.predict(
+                    obs, state=state, episode_start=np.array([start]), deterministic=True
+                )
+            start = False
+            obs, reward, terminated, truncated, info = env.step(action)
+            total += float(reward)
+            oldest = max(oldest, int(info.get("obs_age_steps", 0)))
+            done = terminated or truncated
+        returns.append(total)
+        worst.append(oldest)
+    env.close()
+    return returns, worst
+
+
+def _summary(returns: list[float], ages: list[int], step_ms: float) -> dict[str, Any]:
+    return {
+        "mean": float(np.mean(returns)),
+        "std": float(np.std(returns)),
+        "returns": [float(r) for r in returns],
+        "longest_obs_age_s": [a * step_ms / 1000.0 for a in ages],
+    }
+
+
+def verdict(
+    network: dict[str, Any], returns: dict[str, Any], tolerated_s: float | None
+) -> tuple[str, float]:
+    """``(verdict line, kept)`` from the network figures and the returns."""
+    clean = returns["clean"]["mean"]
+    random = returns["random"]["mean"]
+    comp = returns["compensated"]["mean"]
+    margin = clean - random
+    kept = (comp - random) / margin if abs(margin) > 1e-9 else 1.0
+    if kept >= FEASIBLE_KEPT:
+        return "feasible", kept
+    if kept >= INFEASIBLE_KEPT:
+        return "degraded", kept
+    stall_ticks = network["stall_p95_s"] * 1000.0 / network["step_ms"]
+    if (
+        network["stall_share"] > STALL_BLAME_SHARE
+        and stall_ticks > network["round_trip_ticks"]["p95"]
+    ):
+        line = f"infeasible: stalls of {network['stall_p95_s']:.2f} s exceed what the env tolerates"
+        if tolerated_s is not None:
+            line += (
+                f" (the episodes that kept their return came through stalls of {tolerated_s:.2f} s)"
+            )
+        else:
+            line += " (no compensated episode kept its return)"
+        return line, kept
+    rt = network["round_trip_ticks"]["p95"] * network["step_ms"] / 1000.0
+    return f"infeasible: a round trip of {rt:.2f} s (p95) exceeds what the env tolerates", kept
+
+
+def _resolve(args: argparse.Namespace) -> tuple[Any, str, float, str]:
+    """Profile, its label, the control period and its source; UsageError on bad input."""
+    import warnings
+
+    import gymnasium as gym
+
+    from fleetgym.errors import FleetgymError
+    from fleetgym.experiments.calf.conditions import resolve_condition
+    from fleetgym.wrappers import infer_step_ms
+    from fleetgym.wrappers.channels import MAX_STEP_MS, MIN_STEP_MS
+
+    name = args.profile
+    if not name.strip():
+        raise UsageError("PROFILE: expected a profile name or file, actual ''")
+    try:
+        condition = resolve_condition(name)
+        profile = condition.shim_kwargs()
+    except (ValueError, TypeError, FleetgymError) as exc:
+        raise UsageError(f"PROFILE: {exc}") from None
+    if condition.profile is None:  # a table entry with explicit channels
+        label = condition.name
+    else:
+        label = os.path.splitext(os.path.basename(condition.name))[0]
+    if args.env not in gym.registry:
+        raise UsageError(f"--env: expected a registered Gymnasium ID, actual {args.env!r}")
+    if args.step_ms is not None:
+        step_ms, source = float(args.step_ms), "--step-ms"
+    else:
+        env = gym.make(args.env)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                inferred = infer_step_ms(env)
+        finally:
+            env.close()
+        if inferred is None:
+            raise UsageError(f"--step-ms: expected a control period for {args.env} (it has no dt)")
+        step_ms, source = inferred, "the env's dt/tau"
+    if not MIN_STEP_MS <= step_ms <= MAX_STEP_MS:
+        raise UsageError(
+            f"--step-ms: expected a number in [{MIN_STEP_MS:g}, {MAX_STEP_MS:g}], actual {step_ms}"
+        )
+    return profile, label, step_ms, source
+
+
+def _report_text(report: dict[str, Any]) -> str:
+    net = report["network"]
+    rt = net["round_trip_ticks"]
+    lines = [
+        f"Network {report['profile']} for {report['env']} at {net['step_ms']:g} ms "
+        f"({report['step_ms_source']}); {net['ticks']} ticks of the shim's loop (seed {net['seed']}).",
+        f"  round trip (obs age + action age): median {rt['median']:g}, p95 {rt['p95']:g}, "
+        f"p99 {rt['p99']:g}, max {rt['max']} ticks "
+        f"({rt['median'] * net['step_ms']:.0f} / {rt['p95'] * net['step_ms']:.0f} / "
+        f"{rt['p99'] * net['step_ms']:.0f} ms)",
+        f"  stalls > {net['stall_ticks']} periods ({net['stall_ticks'] * net['step_ms']:g} ms "
+        f"without news): {net['stall_share']:.1%} of the time (observations "
+        f"{net['stall_share_uplink']:.1%}, actions {net['stall_share_downlink']:.1%}); "
+        f"longest {net['longest_stall_s']:.2f} s, p95 (time-weighted) {net['stall_p95_s']:.2f} s",
+    ]
+    for path, label in (("uplink", "observations"), ("downlink", "actions")):
+        loss = net["loss"][path]
+        lines.append(
+            f"  loss, {label}: {loss['loss_rate']:.2%}, {loss['bursts']} bursts, mean "
+            f"{loss['mean_burst']:.2f}, longest {loss['max_burst']} packets"
+        )
+    returns = report.get("returns")
+    if returns is None:
+        return "\n".join(lines)
+    lines += [
+        "",
+        f"Clean policy: {report['policy']}; {report['episodes']} episodes per input (mean ± std):",
+    ]
+    for key, label in (
+        ("clean", "clean (no network)"),
+        ("random", "random actions (no network)"),
+        ("delivered", "behind the network, uncompensated"),
+        ("compensated", "with the best compensation (below)"),
+    ):
+        r = returns[key]
+        lines.append(f"  {label:<36} {r['mean']:>9.1f} ± {r['std']:.1f}")
+    lines.append(f"  compensation: {report['compensation']}")
+    lines += [
+        "",
+        f"Kept {report['kept']:.0%} of the clean policy's margin over random actions "
+        f"((compensated - random) / (clean - random)); feasible at >= {FEASIBLE_KEPT:.0%}, "
+        f"infeasible below {INFEASIBLE_KEPT:.0%}.",
+        f"Verdict: {report['verdict']}",
+    ]
+    return "\n".join(lines)
+
+
+def _plot(report: dict[str, Any], series: dict[str, np.ndarray], path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    net = report["network"]
+    fig = Figure(figsize=(13, 3.6), layout="constrained")
+    axes = fig.subplots(1, 3 if "returns" in report else 2)
+    rt = series["round_trip"]
+    axes[0].hist(rt, bins=np.arange(rt.max() + 2) - 0.5, color="tab:blue")
+    axes[0].set_yscale("log")
+    axes[0].set_xlabel(f"round trip (ticks of {net['step_ms']:g} ms)")
+    axes[0].set_ylabel("ticks")
+    axes[0].set_title(f"{report['profile']}: round trip")
+    gap = series["gap"]
+    lengths = np.arange(0, max(int(gap.max()), 1) + 1)
+    share = [(gap > n).mean() for n in lengths]
+    axes[1].step(lengths * net["step_ms"] / 1000.0, share, where="post", color="black")
+    axes[1].axvline(net["stall_ticks"] * net["step_ms"] / 1000.0, color="tab:red", ls="--")
+    axes[1].set_xlabel("stall length (s without news)")
+    axes[1].set_ylabel("share of time in longer stalls")
+    axes[1].set_title("stalls")
+    if "returns" in report:
+        keys = ["clean", "random", "delivered", "compensated"]
+        for i, key in enumerate(keys):
+            r = report["returns"][key]
+            axes[2].bar(i, r["mean"], color="lightgrey", edgecolor="black")
+            axes[2].plot([i] * len(r["returns"]), r["returns"], "k.", alpha=0.6)
+        axes[2].set_xticks(range(len(keys)), keys)
+        axes[2].set_ylabel("episode return")
+        axes[2].set_title(report["verdict"][:60])
+    fig.savefig(path, dpi=110)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Assess; returns 0, or raises UsageError (exit 2) before any work for bad input."""
+    from fleetgym.experiments.calf.hyperparams import check_algo_fits
+
+    folder = check_output_dir("--out", args.out)
+    profile, label, step_ms, source = _resolve(args)
+    env_id = args.env
+    if args.policy is not None and not os.path.isfile(args.policy):
+        raise UsageError(
+            f"--policy: expected an SB3 zip file, actual {args.policy!r} (no such file)"
+        )
+    if not args.network_only:
+        import gymnasium as gym
+
+        probe = gym.make(env_id)
+        try:
+            check_algo_fits(args.algo, probe.action_space, env_id)
+        except ValueError as exc:
+            raise UsageError(f"--algo: {exc}") from None
+        finally:
+            probe.close()
+    stem = f"assess_{label}_{env_id.replace('/', '-')}"
+    start = time.perf_counter()
+    from tqdm.auto import tqdm
+
+    steps = 1 if args.network_only else 5
+    bar = tqdm(total=steps, desc=f"assess {label}", disable=args.no_progress)
+    bar.set_postfix_str("network")
+    network = assess_network(
+        _network_of(profile),
+        step_ms,
+        ticks=args.ticks,
+        stall_ticks=args.stall_ticks,
+        seed=args.seed,
+    )
+    bar.update()
+    series = network.pop("_series")
+    report: dict[str, Any] = {
+        "profile": label,
+        "profile_arg": args.profile,
+        "env": env_id,
+        "step_ms_source": source,
+        "network": network,
+    }
+    if not args.network_only:
+        report.update(_returns(args, profile, step_ms, network, bar))
+    bar.close()
+    report["wall_s"] = time.perf_counter() - start
+    json_path, text_path = folder / f"{stem}.json", folder / f"{stem}.txt"
+    text = _report_text(report)
+    json_path.write_text(json.dumps(report, indent=2, allow_nan=False) + "\n")
+    text_path.write_text(text + "\n")
+    if args.plot:
+        png = folder / f"{stem}.png"
+        _plot(report, series, png)
+    if args.json:
+        print(json.dumps(report, indent=2, allow_nan=False))
+        return 0
+    print(text)
+    print(f"\nwrote {json_path}\nwrote {text_path}")
+    if args.plot:
+        print(f"wrote {folder / f'{stem}.png'}")
+    return 0
+
+
+def _network_of(shim_kwargs: dict[str, Any]) -> Any:
+    """The profile of a condition's shim arguments (explicit channels as a profile)."""
+    if "profile" in shim_kwargs:
+        return shim_kwargs["profile"]
+    from fleetgym.wrappers import NetworkProfile
+
+    return NetworkProfile("channels", shim_kwargs["uplink"], shim_kwargs["downlink"])
+
+
+def _returns(
+    args: argparse.Namespace, shim_kwargs: dict[str, Any], step_ms: float, network: dict, bar: Any
+) -> dict[str, Any]:
+    """The returns of the clean policy (bare, random, behind the network, compensated)."""
+    import gymnasium as gym
+    import torch
+
+    from fleetgym.experiments.calf.conditions import regime_by_name, resolve_condition
+    from fleetgym.experiments.calf.setup import env_setup, make_condition_env
+    from fleetgym.experiments.calf.train import algo_class, clean_policy, train_regime
+    from fleetgym.wrappers import NetworkShimWrapper, make_robust_env
+
+    torch.set_num_threads(1)
+    env_id = args.env
+    setup = env_setup(env_id, algo=args.algo, step_ms=step_ms)
+    timesteps = args.timesteps if args.timesteps is not None else setup.quick_timesteps
+    bar.set_postfix_str("clean policy")
+    if args.policy is not None:
+        model = algo_class(args.algo).load(args.policy, device="cpu")
+        policy = f"{args.policy} ({args.algo})"
+    else:
+        model, loaded = clean_policy(setup, args.seed, timesteps, cache=args.cache)
+        policy = (
+            f"{args.algo} seed {args.seed}, {timesteps} steps "
+            f"({setup.hyperparams_source}; {'loaded from' if loaded else 'trained, cached in'} "
+            f"{args.cache})"
+        )
+    bar.update()
+    network_kwargs = dict(shim_kwargs)
+    profile = network_kwargs.pop("profile", None)
+    n, seed = args.episodes, args.seed
+    bar.set_postfix_str("clean returns")
+    clean = _episodes(model, gym.make(env_id), n, seed)
+    rand = _episodes(None, gym.make(env_id), n, seed, random=True)
+    bar.update()
+    bar.set_postfix_str("behind the network")
+    delivered = _episodes(
+        model,
+        NetworkShimWrapper(gym.make(env_id), profile=profile, step_ms=step_ms, **network_kwargs),
+        n,
+        seed,
+    )
+    bar.update()
+    bar.set_postfix_str("compensated")
+    if _has_true_dynamics(env_id):
+        comp_env = make_robust_env(
+            env_id,
+            profile,
+            step_ms=step_ms,
+            compensation="predictive",
+            predictor="true-dynamics",
+            predict_kwargs={"lookahead": "action", "samples": 16},
+            stall_action="predict",
+            **network_kwargs,
+        )
+        compensation = (
+            "the predictive compensation (true dynamics, lookahead='action', 16 samples, "
+            f"derived prior action age {comp_env.get_wrapper_attr('action_delay')}, "
+            "stall_action='predict')"
+        )
+        compensated = _episodes(model, comp_env, n, seed)
+    else:
+        # No true dynamics: the history stack, whose input the clean policy cannot read: a
+        # second policy trained under the network with it.
+        regime = regime_by_name(f"{args.profile}+comp")
+        trained = train_regime(setup, regime, seed, timesteps)
+        layout = trained.layout
+        cond_env = make_condition_env(setup, resolve_condition(args.profile), layout)
+        compensation = (
+            f"the history stack (k={layout.history_length}, m={layout.action_history_length}; "
+            f"{env_id} has no true dynamics: a policy trained under the network with it, "
+            f"{timesteps} steps)"
+        )
+        compensated = _episodes(trained.model, cond_env, n, seed)
+    bar.update()
+    returns = {
+        "clean": _summary(*clean, step_ms),
+        "random": _summary(*rand, step_ms),
+        "delivered": _summary(*delivered, step_ms),
+        "compensated": _summary(*compensated, step_ms),
+    }
+    clean_mean, random_mean = returns["clean"]["mean"], returns["random"]["mean"]
+    margin = clean_mean - random_mean
+    survived = [
+        age
+        for ret, age in zip(compensated[0], compensated[1], strict=True)
+        if abs(margin) > 1e-9 and (ret - random_mean) / margin >= FEASIBLE_KEPT
+    ]
+    tolerated = max(survived) * step_ms / 1000.0 if survived else None
+    line, kept = verdict(network, returns, tolerated)
+    return {
+        "policy": policy,
+        "episodes": n,
+        "compensation": compensation,
+        "returns": returns,
+        "kept": kept,
+        "tolerated_stall_s": tolerated,
+        "verdict": line,
+        "thresholds": {"feasible_kept": FEASIBLE_KEPT, "infeasible_kept": INFEASIBLE_KEPT},
+    }
