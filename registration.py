@@ -15,8 +15,13 @@ import gymnasium as gym
 #: ID -> keyword arguments of :func:`gymnasium.register`.
 ENV_SPECS: dict[str, dict[str, Any]] = {
     # Part A: the network shim around any registered env (kwargs env_id, profile, ...).
+    # The entry point makes the inner env with gym.make, checker and order enforcing
+    # included; a second pair around the shim would check nothing more and cost every step
+    # (gym.make(..., disable_env_checker=False) still adds the outer checker).
     "fleetgym/NetShim-v0": {
         "entry_point": "fleetgym.wrappers.shim_env:make_network_shim_env",
+        "disable_env_checker": True,
+        "order_enforce": False,
     },
     # Mode 3: an env served by `fleetgym serve-env` (kwargs address, profile, ...).
     "fleetgym/Remote-v0": {
@@ -118,7 +123,7 @@ def register_shim_env(env_id: str, profile: str = "wifi-degraded", **wrapper_kwa
         return new_id
     gym.register(
         id=new_id,
-        entry_point=ENV_SPECS["fleetgym/NetShim-v0"]["entry_point"],
+        **ENV_SPECS["fleetgym/NetShim-v0"],
         reward_threshold=inner.reward_threshold,
         max_episode_steps=inner.max_episode_steps,
         kwargs=kwargs,

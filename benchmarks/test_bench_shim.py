@@ -4,6 +4,11 @@
   "wifi-degraded")`` over the bare ``gym.make("CartPole-v1")``, same random actions,
   episodes reset as they end, at both info levels (``"train"``, the default, and
   ``"full"``). Target: >= 0.8.
+* ``test_bench_shim_id_vs_delay_observation``: env steps/s of the registered ID
+  ``gym.make("fleetgym/NetShim-v0", env_id="CartPole-v1", profile="wifi-normal")`` and of
+  Gymnasium's own ``DelayObservation(gym.make("CartPole-v1"), delay=2)`` over the bare
+  ``gym.make("CartPole-v1")``, and of the ID over ``DelayObservation``, same random actions,
+  episodes reset as they end. Targets: ID / bare >= 0.94, ID / DelayObservation >= 1.0.
 * ``test_bench_vector_shim_64``: steps/s of ``NetworkShimVectorWrapper`` (wifi-degraded) over
   the bare ``gym.make_vec("CartPole-v1", 64, "sync")``, both info levels, in steady rounds
   (seeded once, as a training run is: the headline) and in rounds that each reseed.
@@ -59,6 +64,7 @@ def _report(
             prefix + "shim_per_cpu_s": work / float(np.median(shim)),
             prefix + "ratio_median_paired": ratio,
             prefix + "ratio_best_rounds": min(ref) / min(shim),
+            prefix + "target": target,
             "target": target,
         }
     )
@@ -134,6 +140,31 @@ def test_bench_shim_cartpole(benchmark):
             0.8,
             f"{level}_applied_",
         )
+
+
+def test_bench_shim_id_vs_delay_observation(benchmark):
+    """The registered ID as users make it, against the bare env and against Gymnasium's own
+    delay wrapper (a fixed two-step observation delay: no network model, no action path)."""
+    steps, rounds = _sizes(benchmark, 500, 5_000, 41)
+    actions = np.random.default_rng(0).integers(0, 2, steps).tolist()
+    envs = {
+        "bare": gym.make("CartPole-v1"),
+        "delay": gym.wrappers.DelayObservation(gym.make("CartPole-v1"), delay=2),
+        "id": gym.make("fleetgym/NetShim-v0", env_id="CartPole-v1", profile="wifi-normal"),
+    }
+    times: dict[str, list[float]] = {name: [] for name in envs}
+
+    def one_round() -> None:
+        for name, env in envs.items():
+            times[name].append(_run_scalar(env, actions))
+
+    benchmark.pedantic(one_round, rounds=rounds, iterations=1)
+    for name, ref, got, target, prefix in (
+        ("NetShim-v0 (wifi-normal) vs bare CartPole", "bare", "id", 0.94, "id_"),
+        ("DelayObservation(delay=2) vs bare CartPole", "bare", "delay", 0.94, "delay_"),
+        ("NetShim-v0 (wifi-normal) vs DelayObservation(delay=2)", "delay", "id", 1.0, "id_delay_"),
+    ):
+        _report(benchmark, name, times[ref], times[got], steps, target, prefix)
 
 
 def _run_vector(env, actions: np.ndarray, reseed: bool = True) -> float:

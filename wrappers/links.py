@@ -2,9 +2,11 @@
 
 :class:`PacketLink` is one direction of one env for
 :class:`~fleetgym.wrappers.network_shim.NetworkShimWrapper` (a Python queue, a list lookup
-per packet); :class:`VectorLinks` is both directions of every sub-env for
+per packet; the reference rule), :class:`FifoLink` the same in ``fifo`` order with each
+packet's tick precomputed per block (the shim's default path, its step inlined);
+:class:`VectorLinks` is both directions of every sub-env for
 :class:`~fleetgym.wrappers.vector.NetworkShimVectorWrapper` (arrival calendars and payload
-rings, a fixed list of whole-array numpy operations per tick). Both follow the same
+rings, a fixed list of whole-array numpy operations per tick). All follow the same
 control-loop model (:mod:`fleetgym.wrappers.timeline`): a packet sent at tick ``i`` with
 delay ``d`` is usable from tick ``floor(i + d / P + offset)``, where ``offset`` is the
 direction's wait for the receiving clock's next tick, and in ``fifo`` order never before the
@@ -23,7 +25,7 @@ import numpy as np
 from fleetgym.wrappers.channels import Channel, DelaySampler, GaussianChannel
 from fleetgym.wrappers.timeline import freshest
 
-__all__ = ["PacketLink", "VectorLinks", "always_on_time"]
+__all__ = ["FifoLink", "PacketLink", "VectorLinks", "always_on_time"]
 
 _INF = math.inf
 #: Largest delay (in periods, offset included) :func:`always_on_time` accepts: a packet sent
@@ -100,6 +102,12 @@ class PacketLink:
         self.best_idx = -1
         self.best_payload: Any = None
         self.reordered = self.stale = self.lost = 0
+
+    def start(self, idx: int, payload: Any) -> None:
+        """Start an episode: :meth:`clear`, then ``payload`` (packet ``idx``) the freshest."""
+        self.clear()
+        self.best_idx = idx
+        self.best_payload = payload
 
     def refill(self) -> None:
         """Draw the next block of delays (in periods, offset added) and start reading it."""
@@ -212,6 +220,149 @@ class PacketLink:
         self.best_idx = arrived[at][1]
         self.best_payload = arrived[at][2]
         return True
+
+
+#: :class:`FifoLink` precomputes a packet's whole-tick lateness only for delays (offset
+#: included, in periods) below this, and only while the episode's tick is below it too: then
+#: ``i + floor(rel)`` is below 2**31 and equals ``floor(i + rel)`` in floating point unless
+#: ``rel`` is within 2**-20 of the next whole number (such packets take the exact path).
+_LATE_MAX = float(1 << 30)
+_FRAC_MAX = 1.0 - 2.0**-20
+
+
+class FifoLink:
+    """One direction of the scalar shim in ``fifo`` order, with each packet's delivery tick
+    precomputed: :class:`PacketLink`'s ``fifo`` rule at a fraction of its cost per step.
+
+    The rule is the same: a packet sent at tick ``i`` with delay ``rel`` (in periods, offset
+    included) is usable from tick ``floor(i + rel)`` (floating point, as
+    :meth:`PacketLink.tick` computes it), never before the packet sent before it; at each
+    tick the newest packet usable is the freshest and any others usable then are stale.
+    Each block of delays is turned into whole-tick latenesses ``floor(rel)`` (``late``;
+    ``None`` for a lost packet, or one whose tick needs the exact float sum, see
+    :meth:`send_special`), so sending a packet is an integer sum and a dict store:
+    ``due`` maps a tick to the newest packet usable then, ``(idx, payload, overtaken)``,
+    where ``overtaken`` counts the episode's packets so far that joined a tick another packet
+    was already due at. The freshest packet ``best`` is such a tuple: its ``overtaken`` is
+    the episode's stale count, since a packet is stale exactly when a newer one joins its
+    tick, and the packets of a tick are delivered together.
+
+    The network shim inlines :meth:`send` and the delivery (``due.pop(t, None)``) in its step;
+    the methods here are the reference for them and serve the rare packets.
+    """
+
+    __slots__ = (
+        "sampler",
+        "step_ms",
+        "block",
+        "offset",
+        "late",
+        "rel",
+        "due",
+        "last",
+        "overtaken",
+        "lost",
+        "best",
+    )
+
+    #: Never reordered in fifo order (the same attribute as :class:`PacketLink`'s).
+    reordered = 0
+
+    def __init__(
+        self, sampler: DelaySampler, step_ms: float, block: int, offset: float = 0.0
+    ) -> None:
+        self.sampler = sampler
+        self.step_ms = step_ms
+        self.block = block
+        self.offset = offset
+        # Per packet of the current block: the lateness in whole ticks (None: see
+        # send_special) and the delay in periods, offset included (inf: lost).
+        self.late: list[int | None] = []
+        self.rel: np.ndarray = np.empty(0)
+        self.due: dict[int, tuple[int, Any, int]] = {}
+        self.start(-1, None)
+
+    def start(self, idx: int, payload: Any) -> None:
+        """Start an episode: nothing in flight, counters 0, ``payload`` (packet ``idx``) the
+        freshest."""
+        self.due.clear()
+        self.last = -1  # the tick the last packet sent is due at (below any tick)
+        self.overtaken = self.lost = 0
+        self.best: tuple[int, Any, int] = (idx, payload, 0)
+
+    @property
+    def best_idx(self) -> int:
+        return self.best[0]
+
+    @property
+    def best_payload(self) -> Any:
+        return self.best[1]
+
+    @property
+    def stale(self) -> int:
+        """Packets of this episode that arrived but were never the freshest."""
+        return self.best[2]
+
+    def refill(self, t: int) -> None:
+        """Draw the next block of delays (as :meth:`PacketLink.refill` does) and their
+        latenesses; ``t`` is the current episode tick (bounds the ticks of the block)."""
+        rel = self.sampler.next(self.block) / self.step_ms
+        if self.offset:
+            rel += self.offset  # a lost packet stays at inf
+        # The lateness floor(rel), capped so that a lost packet's casts too. Special: lost
+        # or far (at the cap), or so close below a whole number that i + rel might round
+        # up to it (rel - floor(rel) is exact).
+        frac = np.minimum(rel, _LATE_MAX)
+        whole = np.floor(frac)
+        frac -= whole
+        special = frac > _FRAC_MAX
+        special |= whole >= _LATE_MAX
+        if t + 2 * self.block >= _LATE_MAX:
+            special[:] = True
+        late: list[int | None] = whole.astype(np.int64).tolist()
+        for j in np.flatnonzero(special).tolist():
+            late[j] = None
+        self.late = late
+        self.rel = rel
+
+    def send(self, idx: int, due_at: int, payload: Any) -> None:
+        """Send packet ``idx`` (tick ``idx``), usable from tick ``due_at`` unless a packet
+        sent before it is due later."""
+        if due_at > self.last:
+            self.last = due_at
+            self.due[due_at] = (idx, payload, self.overtaken)
+        else:  # it joins the tick the previous packet is due at, and overtakes it
+            self.overtaken += 1
+            self.due[self.last] = (idx, payload, self.overtaken)
+
+    def send_special(self, k: int, idx: int, payload: Any) -> bool:
+        """Send packet ``idx``, whose delay is entry ``k`` of the block and whose lateness is
+        None: the exact float sum of :meth:`PacketLink.tick`. True if it is lost."""
+        rel = float(self.rel[k])
+        if rel == _INF:
+            self.lost += 1
+            return True
+        self.send(idx, int(idx + rel), payload)  # idx + rel >= 0: int() is floor
+        return False
+
+    def lost_at(self, k: int) -> bool:
+        """Whether entry ``k`` of the block is a lost packet."""
+        return self.late[k] is None and float(self.rel[k]) == _INF
+
+    def tick(self, k: int, idx: int, payload: Any) -> int:
+        """Send packet ``idx`` (entry ``k`` of the block) at tick ``idx`` and process that
+        tick's arrivals: :meth:`PacketLink.tick`'s codes and state. The shim inlines this."""
+        late = self.late[k]
+        code = 0
+        if late is not None:
+            self.send(idx, idx + late, payload)
+        elif self.send_special(k, idx, payload):
+            code = 1
+        best = self.due.pop(idx, None)
+        if best is None:
+            return code
+        self.best = best
+        return code + 2
 
 
 #: Delay (in ticks) standing for a lost packet: far below any arrival tick.

@@ -17,7 +17,7 @@ from gymnasium import spaces
 from fleetgym.errors import UnknownProfileError
 from fleetgym.validation import check_bool, check_choice
 from fleetgym.wrappers.channels import Channel
-from fleetgym.wrappers.links import PacketLink, always_on_time
+from fleetgym.wrappers.links import FifoLink, PacketLink, always_on_time
 from fleetgym.wrappers.profiles import NetworkProfile, get_profile
 from fleetgym.wrappers.shim_config import (
     INFO_LEVELS,
@@ -49,8 +49,26 @@ def _stable_profile(profile: Any) -> Any:
     return profile
 
 
+#: The entry point of ``fleetgym/NetShim-v0`` (``fleetgym.registration``).
+_ENTRY_POINT = "fleetgym.wrappers.shim_env:make_network_shim_env"
+
 #: Action types that skip the action check's call when in a Discrete space's range.
 _INT_TYPES = frozenset((int, np.int64))
+#: Discrete spaces up to this size keep their valid ints as a set (else a range test).
+_INT_SET_MAX = 1 << 12
+_ndarray = np.ndarray
+
+
+class _IntRange:
+    """``lo <= x < hi`` as a container (a large Discrete space's valid ints)."""
+
+    __slots__ = ("lo", "hi")
+
+    def __init__(self, lo: int, hi: int) -> None:
+        self.lo, self.hi = lo, hi
+
+    def __contains__(self, x: Any) -> bool:
+        return bool(self.lo <= x < self.hi)
 
 
 def _copy_tree(x: Any) -> Any:
@@ -240,16 +258,25 @@ class NetworkShimWrapper(
         self._profiles, self.step_ms = self.config.profiles, self.config.step_ms
         self.delivery, self._start_action = self.config.delivery, self.config.start_action
         self._check_action = ActionCheck(env.action_space)
-        # A Discrete space's valid ints are [lo, hi); otherwise the range is empty.
-        self._int_lo, self._int_hi = self._check_action.int_range or (0, 0)
+        # A Discrete space's valid ints are [lo, hi); otherwise none (every action checked).
+        # For an int or np.int64, membership is the range test (np.int64 hashes as int).
+        lo, hi = self._check_action.int_range or (0, 0)
+        self._valid_ints: Any = (
+            frozenset(range(lo, hi)) if hi - lo <= _INT_SET_MAX else _IntRange(lo, hi)
+        )
         self._streams: ShimStreams | None = None
         # Integer actions are immutable: no copy needed when one is held.
         self._copy_actions = not isinstance(env.action_space, spaces.Discrete)
         self.profile: NetworkProfile = self._profiles[0]
         self._profile_name = self.profile.name
-        self._up: PacketLink | None = None
-        self._down: PacketLink | None = None
+        # fifo (the default): FifoLink, ticked inline by step(); latest, or fifo with
+        # copy_observations: PacketLink, ticked by _step_links.
+        self._fifo_links = self.config.fifo and not self._copy
+        self._up: Any = None
+        self._down: Any = None
+        self._k = 0  # position of the next draw in the FifoLinks' blocks (both in step)
         self._on_time = False  # both links always on time (see step)
+        self._fast = False  # FifoLinks, not always on time: step()'s first path
         self._several_profiles = len(self._profiles) > 1
         self._t = 0
         self._holds = 0
@@ -267,13 +294,19 @@ class NetworkShimWrapper(
         and ``max_episode_steps`` (CartPole-v1: 475 and 500), so tools that read them see
         them. ``gym.make(env.spec)`` then puts the step limit outside the shim, and the
         spec's ``env_kwargs`` hold ``max_episode_steps=-1`` (Gymnasium's "no limit") so the
-        rebuilt inner env does not get a second one.
+        rebuilt inner env does not get a second one. Its ``disable_env_checker`` and
+        ``order_enforce`` are those of the layers ``gym.make`` put around the shim (none by
+        default; the inner env has its own), so the rebuilt stack is the same.
         """
         if self._cached_spec is not None:
             return self._cached_spec
         spec = super().spec
         if spec is not None and self._inner_env_from_entry_point:
             # super().spec is this wrapper's own deep copy: safe to edit.
+            if spec.entry_point == _ENTRY_POINT:
+                # As gym.make left them for the entry point's env, before the inner env's
+                # own checker and order enforcing (below the shim) set them.
+                spec.disable_env_checker, spec.order_enforce = True, False
             kwargs = dict(spec.kwargs)
             if "profile" in kwargs:
                 kwargs["profile"] = _stable_profile(kwargs["profile"])
@@ -297,11 +330,17 @@ class NetworkShimWrapper(
         config = self.config
         step_ms, block, fifo = self.step_ms, config.block_size, config.fifo
         up_offset, down_offset = self.timing.uplink_offset, self.timing.downlink_offset
-        self._up = PacketLink(up, step_ms, block, fifo, up_offset)
-        self._down = PacketLink(down, step_ms, block, fifo, down_offset)
+        if self._fifo_links:
+            self._up = FifoLink(up, step_ms, block, up_offset)
+            self._down = FifoLink(down, step_ms, block, down_offset)
+            self._k = block  # the first step draws the first blocks
+        else:
+            self._up = PacketLink(up, step_ms, block, fifo, up_offset)
+            self._down = PacketLink(down, step_ms, block, fifo, down_offset)
         self._on_time = always_on_time(self.profile.uplink, step_ms, up_offset) and always_on_time(
             self.profile.downlink, step_ms, down_offset
         )
+        self._fast = self._fifo_links and not self._on_time
 
     # -- gym API ----------------------------------------------------------------------
     def reset(
@@ -318,13 +357,10 @@ class NetworkShimWrapper(
             self._new_links()
         up, down = self._up, self._down
         assert up is not None and down is not None
-        up.clear()
-        down.clear()
-        up.best_idx = 0
-        up.best_payload = _copy_tree(obs) if self._copy else obs
         # The action in use (the freshest arrived, held until a newer one arrives) is the
         # downlink's freshest payload; before the first arrival, the start action.
-        down.best_payload = self._start_action
+        up.start(0, _copy_tree(obs) if self._copy else obs)
+        down.start(-1, self._start_action)
         self._t = 0
         self._holds = 0
         info["obs_age_steps"] = 0
@@ -336,15 +372,12 @@ class NetworkShimWrapper(
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """One control tick: send the action, apply the freshest arrived, return the freshest obs."""
-        down = self._down
-        if down is None:
-            raise gym.error.ResetNeeded("call reset() before step()")
-        t = self._t
-        # The common case (a valid int action, or the numpy int a vectorised trainer such as
-        # SB3's DummyVecEnv hands each env) costs no call.
-        if type(action) not in _INT_TYPES or not self._int_lo <= action < self._int_hi:
-            self._check_action(action, t)
-        if self._on_time:
+        if not self._fast:
+            if not self._on_time:  # before the first reset, or PacketLinks
+                return self._step_links(action)
+            t = self._t
+            if type(action) not in _INT_TYPES or action not in self._valid_ints:
+                self._check_action(action, t)
             # Both links deliver every packet at its own tick (always_on_time: e.g.
             # `perfect`): nothing is ever in flight, lost or held, both ages are 0. Their
             # draws are constants, so skipping the links changes no other number.
@@ -360,6 +393,100 @@ class NetworkShimWrapper(
                 info["profile"] = self._profile_name
                 info["network"] = self.network_stats()
             return ret, reward, terminated, truncated, info
+        t = self._t
+        # The common case (a valid int action, or the numpy int a vectorised trainer such as
+        # SB3's DummyVecEnv hands each env) costs no call.
+        if type(action) not in _INT_TYPES or action not in self._valid_ints:
+            self._check_action(action, t)
+        down = self._down
+        up = self._up
+        k = self._k
+        try:
+            late_down = down.late[k]
+            late_up = up.late[k]
+        except IndexError:  # both blocks used up (each link draws one packet a step)
+            down.refill(t)
+            up.refill(t)
+            k = 0
+            late_down = down.late[0]
+            late_up = up.late[0]
+        self._k = k + 1
+        # FifoLink.tick inlined, for the downlink and (after the env's step) the uplink:
+        # send the packet (lateness None: lost, or due at a tick that needs the exact float
+        # sum), then take the newest packet due at this tick, if any.
+        due = down.due
+        if late_down is not None:
+            due_at = t + late_down
+            if due_at > down.last:
+                down.last = due_at
+                due[due_at] = (t, action, down.overtaken)
+            else:  # it joins the tick the previous packet is due at
+                down.overtaken = n = down.overtaken + 1
+                due[down.last] = (t, action, n)
+        else:
+            down.send_special(k, t, action)
+        arrived = due.pop(t, None)
+        if arrived is None:
+            self._holds += 1
+            applied = down.best
+        else:
+            down.best = applied = arrived
+        obs, reward, terminated, truncated, info = self.env.step(applied[1])
+        t1 = t + 1
+        self._t = t1
+        due = up.due
+        if late_up is not None:
+            due_at = t1 + late_up
+            if due_at > up.last:
+                up.last = due_at
+                due[due_at] = (t1, obs, up.overtaken)
+            else:
+                up.overtaken = n = up.overtaken + 1
+                due[up.last] = (t1, obs, n)
+        else:
+            up.send_special(k, t1, obs)
+        fresh = due.pop(t1, None)
+        if fresh is None:
+            # Hand out a repeated observation as a new object: agents (and Gymnasium's
+            # checker) assume successive observations do not share memory.
+            used = up.best
+            ret = used[1]
+            ret = ret.copy() if type(ret) is _ndarray else _copy_tree(ret)
+        else:
+            up.best = used = fresh
+            ret = fresh[1]
+        if self._full_info:
+            # The link codes of FifoLink.tick: bit 0 lost, bit 1 a newer packet arrived.
+            up_code = (fresh is not None) * 2 + (late_up is None and up.lost_at(k))
+            down_code = (arrived is not None) * 2 + (late_down is None and down.lost_at(k))
+            info = self._full(
+                info,
+                t1 - used[0],
+                t - applied[0],
+                up_code,
+                down_code,
+                applied[1],
+                obs,
+                terminated or truncated,
+                used[2] + applied[2],  # the stale counts (FifoLink.stale)
+            )
+            return ret, reward, terminated, truncated, info
+        info["obs_age_steps"] = t1 - used[0]  # timeline.loop_ages, inlined
+        info["action_age_steps"] = t - applied[0]
+        if terminated or truncated:  # what Monitor(info_keywords=...) reads, at the end
+            info["profile"] = self._profile_name
+            info["network"] = self.network_stats()
+        return ret, reward, terminated, truncated, info
+
+    def _step_links(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        """:meth:`step` on PacketLinks (``delivery="latest"``, or ``copy_observations``),
+        and before the first reset."""
+        down = self._down
+        if down is None:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        t = self._t
+        if type(action) not in _INT_TYPES or action not in self._valid_ints:
+            self._check_action(action, t)
         up = self._up
         assert up is not None  # set with the downlink
         down_code = down.tick(t, action)
@@ -372,8 +499,6 @@ class NetworkShimWrapper(
         up_code = up.tick(t1, _copy_tree(obs) if self._copy else obs)
         ret = up.best_payload
         if up_code < 2:
-            # Hand out a repeated observation as a new object: agents (and Gymnasium's
-            # checker) assume successive observations do not share memory.
             ret = ret.copy() if type(ret) is np.ndarray else _copy_tree(ret)
         obs_age, action_age = loop_ages(t, up.best_idx, down.best_idx)
         if self._full_info:
@@ -398,8 +523,10 @@ class NetworkShimWrapper(
         applied: Any,
         obs: Any,
         ended: bool,
+        stale: int | None = None,
     ) -> dict[str, Any]:
-        """``info`` with every key of ``info="full"`` (the link codes as from ``tick``)."""
+        """``info`` with every key of ``info="full"`` (the link codes as from ``tick``;
+        ``stale``: both links' stale count, when the caller has it)."""
         held = down_code < 2
         if held and self._copy_actions:
             # A held action goes to the env again; in info it must be a new object each step.
@@ -418,7 +545,7 @@ class NetworkShimWrapper(
             "applied_action": applied,
             "true_obs": obs,
             "reordered_packets": up.reordered + down.reordered,
-            "stale_packets": up.stale + down.stale,
+            "stale_packets": up.stale + down.stale if stale is None else stale,
             "lost_packets": up.lost + down.lost,
             "action_holds": self._holds,
             "profile": self._profile_name,

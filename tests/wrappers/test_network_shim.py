@@ -543,6 +543,24 @@ def test_import_fleetgym_does_not_import_torch():
 # -- bad input ------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("n, start", [(3, 0), (5, -2), (50_000, 7)])  # a set, a range test
+def test_the_steps_quick_action_test_agrees_with_the_space(n, start):
+    from fleetgym.errors import InvalidActionError
+
+    space = spaces.Discrete(n, start=start)
+    shim = NetworkShimWrapper(SpacesEnv(spaces.Discrete(2), space), "wifi-normal", step_ms=P)
+    shim.reset(seed=0)
+    for value in (start, start + n - 1, np.int64(start + 1), np.int32(start), True, 1.0):
+        if space.contains(value):
+            shim.step(value)
+        else:
+            with pytest.raises(InvalidActionError, match=r"action at step \d+"):
+                shim.step(value)
+    for value in (start - 1, start + n, np.int64(start + n), None):
+        with pytest.raises(InvalidActionError, match=r"action at step \d+"):
+            shim.step(value)
+
+
 def test_bad_arguments_raise_typed_errors():
     cart = gym.make("CartPole-v1")
     with pytest.raises(UnknownProfileError, match="expected one of .*wifi-normal"):

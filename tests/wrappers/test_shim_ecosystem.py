@@ -159,6 +159,63 @@ def test_convenience_id_needs_no_kwargs():
         fleetgym.register_shim_env("CartPole-v1", "wifi-normal", delivery="latest")
 
 
+def layers(env: gym.Env) -> list[str]:
+    names = []
+    while isinstance(env, gym.Wrapper):
+        names.append(type(env).__name__)
+        env = env.env
+    return names
+
+
+def test_the_id_checks_and_enforces_order_once():
+    """The entry point's inner env has Gymnasium's checker and order enforcing: the IDs add
+    no second pair around the shim, and their specs rebuild the same stack."""
+    made = gym.make("fleetgym/NetShim-v0", env_id="CartPole-v1", profile="wifi-normal")
+    convenience = gym.make(fleetgym.register_shim_env("CartPole-v1", "wifi-normal"))
+    assert layers(made) == [
+        "NetworkShimWrapper",
+        "TimeLimit",
+        "OrderEnforcing",
+        "PassiveEnvChecker",
+    ]
+    # The step limit sits outside the shim in the convenience ID and in rebuilt specs.
+    rebuilt_stack = ["TimeLimit", "NetworkShimWrapper", "OrderEnforcing", "PassiveEnvChecker"]
+    assert layers(convenience) == rebuilt_stack
+    for env in (made, convenience):
+        assert env.spec.disable_env_checker is True and env.spec.order_enforce is False
+        for rebuilt in (gym.make(env.spec), gym.make(EnvSpec.from_json(env.spec.to_json()))):
+            assert layers(rebuilt) == rebuilt_stack and rebuilt.spec == env.spec
+        with pytest.raises(gym.error.ResetNeeded):
+            gym.make(env.spec).step(0)
+    # A shim put around an env by hand keeps that env's own flags.
+    by_hand = NetworkShimWrapper(gym.make("CartPole-v1"), "wifi-normal")
+    assert by_hand.spec.disable_env_checker is False and by_hand.spec.order_enforce is True
+
+
+def test_the_id_still_takes_gymnasiums_checker_and_order_switches():
+    checked = gym.make(
+        "fleetgym/NetShim-v0",
+        env_id="CartPole-v1",
+        profile="wifi-normal",
+        disable_env_checker=False,
+    )
+    assert layers(checked)[:2] == ["PassiveEnvChecker", "NetworkShimWrapper"]
+    assert checked.spec.disable_env_checker is False
+    assert layers(gym.make(checked.spec))[:3] == [
+        "TimeLimit",
+        "PassiveEnvChecker",
+        "NetworkShimWrapper",
+    ]
+    checked.reset(seed=0)
+    assert checked.step(1)[4]["obs_age_steps"] >= 0
+    # Rendering before the first reset is refused by the inner env's order enforcing.
+    rendering = gym.make(
+        "fleetgym/NetShim-v0", env_id="CartPole-v1", profile="perfect", render_mode="rgb_array"
+    )
+    with pytest.raises(gym.error.ResetNeeded):
+        rendering.render()
+
+
 # -- episode facts in the final step's info ----------------------------------------------
 
 

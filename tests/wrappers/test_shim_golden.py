@@ -14,6 +14,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium import spaces
+from shim_envs import SpacesEnv
 
 import fleetgym  # noqa: F401  (registers the IDs)
 from fleetgym.wrappers import NetworkShimWrapper
@@ -98,3 +100,80 @@ def test_shim_outputs_are_pinned(case):
     # The registered ID: the same outputs (its outer layers only pass them through).
     made = gym.make("fleetgym/NetShim-v0", env_id=env_id, profile=profile, **kwargs)
     assert _digest(made) == GOLDEN[case]
+
+
+DICT_SPACES = (
+    spaces.Dict({"pos": spaces.Box(-1, 1, (2,)), "mode": spaces.Discrete(4)}),
+    spaces.Dict({"move": spaces.Discrete(2), "force": spaces.Box(0, 1, (1,))}),
+)
+
+#: name -> (env id or "dict-spaces", profile, wrapper keywords, digest): the other paths
+#: (copied observations, small blocks, other phases, zero-delay directions, dict spaces).
+GOLDEN_MORE = {
+    "copy-fifo": (
+        "CartPole-v1",
+        "wifi-degraded",
+        {"copy_observations": True},
+        "441b648403e35a31b4618270",
+    ),
+    "copy-latest-full": (
+        "CartPole-v1",
+        "wifi-normal",
+        {"copy_observations": True, "delivery": "latest", "info": "full"},
+        "94a629892de803cf17de73ea",
+    ),
+    "block-8-train": (
+        "CartPole-v1",
+        "wifi-degraded",
+        {"block_size": 8},
+        "563e708f9f2e35b1a7c9cd25",
+    ),
+    "block-3-full": (
+        "CartPole-v1",
+        "wifi-degraded",
+        {"block_size": 3, "info": "full"},
+        "02d46768ab0d54c205fa1d65",
+    ),
+    "share-0.25-full": (
+        "CartPole-v1",
+        "wifi-normal",
+        {"uplink_share": 0.25, "info": "full"},
+        "cf59ab3470e6f1eeccb34829",
+    ),
+    "per-direction-fifo": (
+        "CartPole-v1",
+        "wifi-degraded",
+        {"timing": "per-direction"},
+        "75211ad2864da7c27f150707",
+    ),
+    "ethernet-full": ("CartPole-v1", "ethernet", {"info": "full"}, "d73d7ea97bff64a97d92e746"),
+    "uplink-only-full": (
+        "CartPole-v1",
+        "wifi-degraded-uplink",
+        {"info": "full"},
+        "2aeed9edc793493f7beb2efc",
+    ),
+    "step-5ms": (
+        "CartPole-v1",
+        "wifi-degraded",
+        {"step_ms": 5.0, "info": "full"},
+        "e0a91dc80d365eed2d60b089",
+    ),
+    "dict-spaces-full": (
+        "dict-spaces",
+        "wifi-degraded",
+        {"info": "full"},
+        "7958eefff12865bbf188fd58",
+    ),
+    "dict-spaces-train": ("dict-spaces", "wifi-normal", {}, "d6e3dc0e2173e0514a207d10"),
+}
+
+
+@pytest.mark.parametrize("name", list(GOLDEN_MORE))
+def test_more_shim_outputs_are_pinned(name):
+    env_id, profile, kwargs, digest = GOLDEN_MORE[name]
+    if env_id == "dict-spaces":
+        env = NetworkShimWrapper(SpacesEnv(*DICT_SPACES), profile, step_ms=20.0, **kwargs)
+    else:
+        env = NetworkShimWrapper(gym.make(env_id), profile, **kwargs)
+    assert _digest(env) == digest

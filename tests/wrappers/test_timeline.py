@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import fleetgym  # noqa: F401  (registers the IDs)
 from fleetgym.traces import TraceData
 from fleetgym.wrappers import NetworkShimWrapper, TraceChannel
-from fleetgym.wrappers.links import PacketLink
+from fleetgym.wrappers.links import FifoLink, PacketLink
 from fleetgym.wrappers.remote.conditions import FreshestBox
 from fleetgym.wrappers.remote.wire import Frame, MessageType
 from fleetgym.wrappers.timeline import TIMINGS, LoopTiming, check_uplink_share, freshest
@@ -161,6 +161,53 @@ def link_code_after(link: PacketLink, t: int) -> int:
     if link.next_due >= t + 1:
         return 0
     return 2 if link._deliver(t + 1) else 0
+
+
+#: Delays (in periods) where floating point decides the tick: a hair under a whole number
+#: (i + d rounds up to the next tick from some i on), and the smallest ones.
+_TRICKY = [1.0 - 2.0**-30, 2.0 - 2.0**-50, 3.0 - 2.0**-21, 2.0 - 2.0**-19, 2.0**-53, 0.5, 1.0]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    delays=st.lists(
+        st.one_of(
+            st.floats(0.0, 8.0, allow_nan=False), st.sampled_from(_TRICKY), st.just(math.inf)
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    offset=st.sampled_from([0.0, 0.5, 0.25]),
+    block=st.integers(1, 9),
+    restarts=st.sets(st.integers(1, 59), max_size=4),
+    first=st.sampled_from([0, 1, 9, 2**30 - 25, 2**44 + 3]),
+)
+def test_the_fifo_link_is_the_packet_links_fifo_rule(delays, offset, block, restarts, first):
+    """FifoLink (the scalar shim's fifo path: due ticks precomputed per block) against
+    PacketLink's fifo rule in float time: the same code, freshest packet and counters at
+    every tick, across block refills and episode restarts (the draws go on, the episode's
+    ticks start again at ``first``)."""
+    n = len(delays)
+    trace = TraceData(np.arange(n) * P, np.asarray(delays) * P, n * P, "pattern")
+    channel = TraceChannel(trace, random_start=False)
+    ref = PacketLink(channel.sampler(np.random.default_rng(0), P), P, block, True, offset)
+    fast = FifoLink(channel.sampler(np.random.default_rng(0), P), P, block, offset)
+    k, idx = block, first
+    for step in range(60):
+        if step in restarts:
+            idx = first
+            ref.clear()
+            ref.best_idx, ref.best_payload = idx - 1, "start"
+            fast.start(idx - 1, "start")
+        if k == block:
+            fast.refill(idx)
+            k = 0
+        code = fast.tick(k, idx, ("packet", idx))
+        k += 1
+        assert code == ref.tick(idx, ("packet", idx)), (step, idx)
+        assert (fast.best_idx, fast.best_payload) == (ref.best_idx, ref.best_payload)
+        assert (fast.stale, fast.lost, fast.reordered) == (ref.stale, ref.lost, ref.reordered)
+        idx += 1
 
 
 def test_freshest_rule_counts():
