@@ -17,11 +17,14 @@ row ``[raw observation (obs_dim), step, instruction ids (L)]`` (:func:`pack_toke
 ids are integers below ``2**24``, exact in float32); ``noise`` is ``K D`` uniforms in
 ``[0, 1)``; the answer is ``tokens`` ``(K, D)`` int64, ``log_prob`` ``(K, D)`` float32,
 ``value`` float32 and ``policy_obs`` ``(obs_dim,)`` float32, the normalised observation the
-policy saw (what a learner re-evaluates). The value head reads the hidden states that emit
-the tokens, so a value is that of the decision sampled with the request's noise (a
-bootstrap request draws its noise as any other).
+policy saw (what a learner re-evaluates). The value is the state's, from the prefix
+(``value_input="prefix"``, the default); with ``value_input="actions"`` it is that of the
+decision sampled with the request's noise (a bootstrap request draws its noise as any
+other).
 
-Weights are the policy's ``state_dict`` as numpy arrays (:func:`token_policy_weights`),
+Weights are the policy's ``state_dict`` as numpy arrays (:func:`token_policy_weights`;
+a slim-head policy has dropped its full ``V``-row head, so a swap publishes the action rows
+only),
 optionally with the observation statistics under :data:`OBS_STATS_PREFIX` (``mean`` and
 ``var``, what a trainer publishes with them): with them the model standardises each
 observation and clips it to ``[-OBS_CLIP, OBS_CLIP]`` (:func:`normalize_obs`), without them

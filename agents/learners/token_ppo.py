@@ -13,10 +13,12 @@
    ``gamma^K`` between decisions of ``K`` actions;
 3. ``epochs`` passes of shuffled minibatches of
    :func:`~fleetgym.agents.learners.losses.level_policy_loss` at the configured
-   ``ratio_level`` (``"token"``: one ratio and clip per token, averaged; ``"action"``: one
-   per action, the sum of its ``D`` token log-probs; ``"chunk"``: one per decision), plus
-   ``vf_coef`` times the value head's squared error and minus ``ent_coef`` times the mean
-   token entropy; an optional KL budget (``target_kl``, on the chunk-level estimate) ends
+   ``ratio_level`` (``"token"``: one ratio and clip per token; ``"action"``: one per
+   action, the sum of its ``D`` token log-probs; ``"chunk"``: one per decision), each
+   decision's terms summed (``level_scale="decision"``: one gradient scale at every level),
+   plus ``vf_coef`` times the value head's squared error and minus ``ent_coef`` times the
+   mean token entropy; the tokens of actions an episode's end cut from a chunk are masked
+   out of all three; an optional KL budget (``target_kl``, on the chunk-level estimate) ends
    the update early, by default for GIPO and V-trace, which have no trust region.
 
 With ``D = 1`` ``"action"`` is ``"token"``; with ``K = 1`` ``"action"`` is ``"chunk"``.
@@ -42,6 +44,7 @@ from torch import nn
 from fleetgym.agents.files import check_path, load_torch_file
 from fleetgym.agents.learners.losses import (
     DEFAULT_TARGET_KL,
+    LEVEL_SCALES,
     LOSSES,
     RATIO_LEVELS,
     kl_estimate,
@@ -61,7 +64,7 @@ from fleetgym.agents.rollout.token_rollout import (
     token_env_spec,
 )
 from fleetgym.agents.tokens.backbones import TinyCausalTransformer, llama_backbone
-from fleetgym.agents.tokens.policy import TokenPolicy
+from fleetgym.agents.tokens.policy import VALUE_INPUTS, TokenPolicy
 from fleetgym.agents.tokens.value_heads import VALUE_HEADS
 from fleetgym.validation import check_bool, check_choice, check_float, check_int, quote
 
@@ -89,6 +92,12 @@ class TokenPPOConfig:
         ratio_level: ``"token"``, ``"action"`` or ``"chunk"`` (see the module docstring).
         loss: ``"ppo"``, ``"gipo"`` or ``"vtrace"``.
         value_head: ``"attention"``, ``"mean"`` or ``"first"``.
+        value_input: ``"prefix"`` (a state value) or ``"actions"`` (action-aware; see
+            :class:`~fleetgym.agents.tokens.policy.TokenPolicy`).
+        level_scale: ``"decision"`` (sum a decision's terms: one gradient scale at every
+            level) or ``"term"`` (average every term: the token level's step is
+            ``1 / (K D)`` of the chunk level's); see
+            :func:`~fleetgym.agents.learners.losses.level_policy_loss`.
         chunk: Actions ``K`` per decision.
         num_bins: Bins per action dimension.
         backbone: ``"tiny"`` (pure torch) or ``"llama"`` (random ``LlamaConfig``, the
@@ -107,6 +116,8 @@ class TokenPPOConfig:
     ratio_level: str = "token"
     loss: str = "ppo"
     value_head: str = "attention"
+    value_input: str = "prefix"
+    level_scale: str = "decision"
     chunk: int = 1
     num_bins: int = 256
     backbone: str = "tiny"
@@ -134,6 +145,8 @@ class TokenPPOConfig:
         check_choice("ratio_level", self.ratio_level, RATIO_LEVELS)
         check_choice("loss", self.loss, LOSSES)
         check_choice("value_head", self.value_head, VALUE_HEADS)
+        check_choice("value_input", self.value_input, VALUE_INPUTS)
+        check_choice("level_scale", self.level_scale, LEVEL_SCALES)
         check_choice("backbone", self.backbone, BACKBONES)
         for name in ("chunk", "hidden_size", "layers", "heads", "n_envs", "n_steps", "epochs"):
             check_int(name, getattr(self, name), low=1)
@@ -179,8 +192,8 @@ class TokenUpdateStats:
     minibatches: int
 
 
-def _chunk(token_log_probs: torch.Tensor) -> torch.Tensor:
-    return level_log_probs(token_log_probs, "chunk")
+def _chunk(token_log_probs: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    return level_log_probs(token_log_probs, "chunk", mask)
 
 
 def _rows(tensor: torch.Tensor | None, index: Any) -> torch.Tensor | None:
@@ -200,7 +213,7 @@ def build_token_policy(
     return TokenPolicy(
         backbone, spec.tokenizer, obs_dim=spec.obs_dim, chunk=c.chunk,
         instruction_length=spec.instruction_length, value_head=c.value_head,
-        max_steps=spec.max_steps,
+        max_steps=spec.max_steps, value_input=c.value_input,
     )  # fmt: skip
 
 
@@ -328,7 +341,9 @@ class TokenPPO:
                                          step=flat["steps"][i : i + 1024]).log_probs
                     for i in range(0, flat["obs"].shape[0], 1024)
                 ])  # fmt: skip
-            log_rhos = (_chunk(current) - _chunk(flat["old"])).numpy().reshape(rewards.shape)
+            mask = flat.get("mask")
+            log_rhos = (_chunk(current, mask) - _chunk(flat["old"], mask)).numpy()
+            log_rhos = log_rhos.reshape(rewards.shape)
         adv, ret = np.zeros_like(rewards, np.float32), np.zeros_like(rewards, np.float32)
         for i in range(rewards.shape[1]):
             series = (
@@ -353,6 +368,8 @@ class TokenPPO:
         }
         if rollout.instructions is not None:
             flat["instructions"] = torch.from_numpy(rollout.instructions.reshape(b, -1))
+        if rollout.executed is not None:
+            flat["mask"] = torch.from_numpy(rollout.executed.reshape(b, k))
         return flat
 
     def update(self, rollout: TokenRollout, start: float | None = None) -> TokenUpdateStats:
@@ -374,17 +391,22 @@ class TokenPPO:
                     flat["obs"][idx], flat["tokens"][idx], _rows(flat.get("instructions"), idx),
                     step=flat["steps"][idx],
                 )  # fmt: skip
-                old = flat["old"][idx]
-                kl = float(kl_estimate(_chunk(ev.log_probs), _chunk(old)))
+                old, mask = flat["old"][idx], _rows(flat.get("mask"), idx)
+                kl = float(kl_estimate(_chunk(ev.log_probs, mask), _chunk(old, mask)))
                 if budget is not None and kl > budget:
                     stopped = True
                     break
                 pg, clip_fraction = level_policy_loss(
                     ev.log_probs, old, normalize(adv[idx]), level=cfg.ratio_level,
-                    loss=cfg.loss, clip=cfg.clip, sigma=cfg.sigma,
+                    loss=cfg.loss, clip=cfg.clip, sigma=cfg.sigma, mask=mask,
+                    scale=cfg.level_scale,
                 )  # fmt: skip
                 v_loss = 0.5 * (ev.values - ret[idx]).square().mean()
-                entropy = ev.entropy.mean()
+                if mask is None:
+                    entropy = ev.entropy.mean()
+                else:  # the tokens of executed actions only
+                    valid = mask.unsqueeze(-1).expand_as(ev.entropy)
+                    entropy = ev.entropy[valid].mean()
                 loss = pg + cfg.vf_coef * v_loss - cfg.ent_coef * entropy
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()

@@ -7,7 +7,8 @@
 (bin centres, :class:`~fleetgym.agents.tokens.ActionTokenizer`) one after another, and the
 decision's reward is their discounted sum ``sum_i gamma^i r_i``, so a learner discounts
 between decisions by ``gamma^K``. An episode that ends inside a chunk drops the chunk's
-remaining actions.
+remaining actions, and :attr:`TokenRollout.executed` marks them so that a learner neither
+trains on their tokens nor counts them in a ratio.
 
 The collector owns the observation statistics (running mean and variance, frozen during a
 rollout and folded in after it): the rollout stores the *normalised* observations the policy
@@ -70,6 +71,9 @@ class TokenRollout:
     episode_lengths: list[int] = field(default_factory=list)
     #: Instruction ids ``(T, N, L)`` where the env has a mission, else ``None``.
     instructions: np.ndarray | None = None
+    #: ``(T, N, K)``: whether the env executed action ``k`` of the decision (``False``
+    #: after an episode ended inside the chunk); ``None``: every action was.
+    executed: np.ndarray | None = None
 
     @property
     def num_decisions(self) -> int:
@@ -318,6 +322,7 @@ class TokenRolloutCollector:
         values, rewards = np.zeros((t_max, n), np.float32), np.zeros((t_max, n), np.float32)
         terminated, truncated = np.zeros((t_max, n), bool), np.zeros((t_max, n), bool)
         truncation_values = np.zeros((t_max, n), np.float32)
+        executed = np.zeros((t_max, n, k), bool)
         ids = self._ids
         instructions = None if ids is None else np.zeros((t_max, *ids.shape), np.int64)
         returns, lengths, seen, start = [], [], [], self.total_env_steps
@@ -342,6 +347,7 @@ class TokenRolloutCollector:
                     if not (np.all(np.isfinite(raw)) and math.isfinite(r)):
                         raise ValueError(f"env {i}: expected finite observations and rewards")
                     rewards[t, i] += self.gamma**j * r
+                    executed[t, i, j] = True
                     self._return[i] += r
                     self._t[i] += 1
                     self.total_env_steps += 1
@@ -377,7 +383,7 @@ class TokenRolloutCollector:
         return TokenRollout(
             obs, steps, tokens, log_probs, values, rewards, terminated, truncated,
             truncation_values, last.values.numpy().astype(np.float32),
-            self.total_env_steps - start, returns, lengths, instructions,
+            self.total_env_steps - start, returns, lengths, instructions, executed,
         )  # fmt: skip
 
     def close(self) -> None:

@@ -27,7 +27,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fleetgym.agents.tokens.missions import MissionVocabulary
-from fleetgym.agents.tokens.tokenizer import DEFAULT_BINS, OUT_OF_RANGE, ActionTokenizer
+from fleetgym.agents.tokens.tokenizer import (
+    DEFAULT_BINS,
+    OUT_OF_RANGE,
+    TOKEN_MAPPINGS,
+    ActionTokenizer,
+)
 from fleetgym.agents.tokens.wrapper import TOKEN_SPACES, TokenizedActions
 from fleetgym.extras import lazy_exports
 
@@ -43,6 +48,7 @@ _LAZY = {
     "TokenEvaluation": "policy",
     "TokenPolicy": "policy",
     "TokenSample": "policy",
+    "VALUE_INPUTS": "policy",
     "VALUE_HEADS": "value_heads",
     "AttentionPoolValue": "value_heads",
     "FirstTokenValue": "value_heads",
@@ -65,7 +71,12 @@ if TYPE_CHECKING:
         action_log_softmax,
         head_parameter_count,
     )
-    from fleetgym.agents.tokens.policy import TokenEvaluation, TokenPolicy, TokenSample
+    from fleetgym.agents.tokens.policy import (
+        VALUE_INPUTS,
+        TokenEvaluation,
+        TokenPolicy,
+        TokenSample,
+    )
     from fleetgym.agents.tokens.value_heads import (
         VALUE_HEADS,
         AttentionPoolValue,
@@ -85,6 +96,7 @@ __all__ = [
     "MissionVocabulary",
     "OUT_OF_RANGE",
     "SlimActionHead",
+    "TOKEN_MAPPINGS",
     "TOKEN_SPACES",
     "TinyCausalTransformer",
     "TokenEvaluation",
@@ -92,6 +104,7 @@ __all__ = [
     "TokenSample",
     "TokenizedActions",
     "VALUE_HEADS",
+    "VALUE_INPUTS",
     "action_log_softmax",
     "as_backbone",
     "head_parameter_count",

@@ -38,11 +38,24 @@ class CausalBackbone(nn.Module):
         """The full output head ``nn.Linear(H, V)``."""
         raise NotImplementedError
 
-    def forward(  # pragma: no cover - interface
-        self, embeds: torch.Tensor, past: Any = None
-    ) -> tuple[torch.Tensor, Any]:
-        """Hidden states ``(B, T, H)`` after ``past`` (a cache or None) and the new cache."""
+    def drop_lm_head(self) -> None:  # pragma: no cover - interface
+        """Remove the full head (its parameters leave the module and its ``state_dict``);
+        :meth:`lm_head` raises afterwards. The input embedding stays, tied or not."""
         raise NotImplementedError
+
+    def forward(  # pragma: no cover - interface
+        self, embeds: torch.Tensor, past: Any = None, use_cache: bool = True
+    ) -> tuple[torch.Tensor, Any]:
+        """Hidden states ``(B, T, H)`` after ``past`` (a cache or None) and the new cache
+        (``None`` with ``use_cache=False``: a teacher-forced pass keeps none)."""
+        raise NotImplementedError
+
+
+def _dropped(owner: object) -> RuntimeError:
+    return RuntimeError(
+        f"{type(owner).__name__}: the full LM head was dropped (a slim-head TokenPolicy keeps "
+        "only the action rows)"
+    )
 
 
 class _Block(nn.Module):
@@ -121,7 +134,7 @@ class TinyCausalTransformer(CausalBackbone):
             _Block(self.hidden_size, heads) for _ in range(check_int("layers", layers, low=1))
         )
         self.norm = nn.LayerNorm(self.hidden_size)
-        self.head = nn.Linear(self.hidden_size, self.vocab_size, bias=False)
+        self.head: nn.Linear | None = nn.Linear(self.hidden_size, self.vocab_size, bias=False)
         for p in self.parameters():
             if p.ndim == 2:
                 nn.init.normal_(p, std=1 / math.sqrt(self.hidden_size))
@@ -130,9 +143,16 @@ class TinyCausalTransformer(CausalBackbone):
         return self.tokens(token_ids)
 
     def lm_head(self) -> nn.Linear:
+        if self.head is None:
+            raise _dropped(self)
         return self.head
 
-    def forward(self, embeds: torch.Tensor, past: Any = None) -> tuple[torch.Tensor, Any]:
+    def drop_lm_head(self) -> None:
+        self.head = None
+
+    def forward(
+        self, embeds: torch.Tensor, past: Any = None, use_cache: bool = True
+    ) -> tuple[torch.Tensor, Any]:
         start = 0 if past is None else past[0][0].shape[2]
         t = embeds.shape[1]
         if start + t > self.max_positions:
@@ -145,7 +165,7 @@ class TinyCausalTransformer(CausalBackbone):
         for i, block in enumerate(self.blocks):
             x, kv = block(x, None if past is None else past[i])
             cache.append(kv)
-        return self.norm(x), cache
+        return self.norm(x), (cache if use_cache else None)
 
 
 class HFBackbone(CausalBackbone):
@@ -202,12 +222,33 @@ class HFBackbone(CausalBackbone):
         return self.model.get_input_embeddings()(token_ids)
 
     def lm_head(self) -> nn.Linear:
-        head: nn.Linear = self.model.get_output_embeddings()
+        head = self.model.get_output_embeddings()
+        if not isinstance(head, nn.Linear):
+            raise _dropped(self)
         return head
 
-    def forward(self, embeds: torch.Tensor, past: Any = None) -> tuple[torch.Tensor, Any]:
-        out = self.decoder(inputs_embeds=embeds, use_cache=True, **{self._cache_name: past})
-        return out.last_hidden_state, out[self._cache_name]
+    def drop_lm_head(self) -> None:
+        """Set the model's output embeddings to ``None`` (a tied input embedding stays).
+
+        Raises:
+            TypeError: For a model without ``set_output_embeddings``.
+        """
+        setter = getattr(self.model, "set_output_embeddings", None)
+        if not callable(setter):
+            raise TypeError(
+                f"model: expected set_output_embeddings to drop the head, actual "
+                f"{quote(type(self.model))}"
+            )
+        setter(None)
+
+    def forward(
+        self, embeds: torch.Tensor, past: Any = None, use_cache: bool = True
+    ) -> tuple[torch.Tensor, Any]:
+        """The decoder's hidden states; it keeps a key/value cache only with ``use_cache``
+        (decoding), not in a learner's teacher-forced pass."""
+        kwargs = {self._cache_name: past} if use_cache or past is not None else {}
+        out = self.decoder(inputs_embeds=embeds, use_cache=use_cache, **kwargs)
+        return out.last_hidden_state, (out[self._cache_name] if use_cache else None)
 
 
 def llama_backbone(

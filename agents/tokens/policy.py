@@ -12,8 +12,17 @@ position ``P - 1 + j`` (``P`` the prefix length), through the slimmed head
   learner does.
 
 Both read the distribution through :meth:`SlimActionHead.log_probs`, so the behaviour and
-learner log-probs come from one function and agree to float rounding; the value head reads
-the ``n`` emitting hidden states.
+learner log-probs come from one function and agree to float rounding.
+
+The value head reads the ``P`` prefix positions by default (``value_input="prefix"``, the
+position that emits ``a_1`` first), so ``V(s)`` is a function of the observation,
+instruction and step only. ``value_input="actions"`` reads the ``n`` emitting positions
+instead (AcceRL's action-aware pooling): those see ``a_1 .. a_{n-1}``, so that value is
+``Q``-like, a function of the sampled decision, not a state value.
+
+With the slim head (the default) the full head is dropped from the backbone once its action
+rows are copied out: it is neither trained, kept nor published with the weights. A tied
+input embedding (``tie_word_embeddings``) stays trainable.
 """
 
 from __future__ import annotations
@@ -27,7 +36,10 @@ from fleetgym.agents.tokens.backbones import CausalBackbone, as_backbone
 from fleetgym.agents.tokens.head import SlimActionHead, action_log_softmax
 from fleetgym.agents.tokens.tokenizer import ActionTokenizer
 from fleetgym.agents.tokens.value_heads import make_value_head
-from fleetgym.validation import check_bool, check_int, quote
+from fleetgym.validation import check_bool, check_choice, check_int, quote
+
+#: What the value head reads: the prefix (a state value) or the sampled tokens' positions.
+VALUE_INPUTS = ("prefix", "actions")
 
 
 class TokenSample(NamedTuple):
@@ -93,8 +105,11 @@ class TokenPolicy(nn.Module):
         value_head: ``"attention"``, ``"mean"`` or ``"first"``
             (:mod:`~fleetgym.agents.tokens.value_heads`).
         max_steps: The attention head's step normaliser.
-        slim_head: Slice the head to the action rows (else keep the full head and slice
-            its logits, the reference for measurements).
+        slim_head: Slice the head to the action rows and drop the full head (else keep the
+            full head and slice its logits, the reference for measurements).
+        value_input: ``"prefix"`` (``V(s)`` from the prefix positions, the default) or
+            ``"actions"`` (the positions emitting the sampled tokens: action-aware, not a
+            state value; see the module docstring).
 
     Raises:
         TypeError: For a backbone that is neither, or a tokenizer of another type.
@@ -112,6 +127,7 @@ class TokenPolicy(nn.Module):
         value_head: str = "attention",
         max_steps: int = 1000,
         slim_head: bool = True,
+        value_input: str = "prefix",
     ) -> None:
         super().__init__()
         self.backbone: CausalBackbone = as_backbone(backbone)
@@ -132,10 +148,13 @@ class TokenPolicy(nn.Module):
         self.obs_embedding = nn.Linear(self.obs_dim, self.obs_tokens * hidden)
         head = self.backbone.lm_head()
         self.head: SlimActionHead | FullHeadWindow
+        self.value_input = check_choice("value_input", value_input, VALUE_INPUTS)
         if check_bool("slim_head", slim_head):
             self.head = SlimActionHead.from_linear(head, tokenizer.offset, tokenizer.num_bins)
-            # The full head stays with the backbone's state but out of the optimiser.
-            head.requires_grad_(False)
+            # The rows are copied out; the full head (V rows) is neither trained nor kept, so
+            # it is not published with the weights either. Freezing it instead would freeze
+            # a tied input embedding with it.
+            self.backbone.drop_lm_head()
         else:
             self.head = FullHeadWindow(head, tokenizer.offset, tokenizer.num_bins)
         self.value_head = make_value_head(value_head, hidden, max_steps)
@@ -171,10 +190,17 @@ class TokenPolicy(nn.Module):
             raise ValueError("instruction: expected None (instruction_length=0), actual ids")
         return torch.cat(parts, 1)
 
-    def _values(self, emitting: torch.Tensor, step: torch.Tensor | None) -> torch.Tensor:
+    def _values(
+        self, prefix: torch.Tensor, emitting: torch.Tensor | None, step: torch.Tensor | None
+    ) -> torch.Tensor:
+        """Values of the prefix hidden states ``(B, P, H)`` (the last first, so the
+        ``"first"`` head reads the position emitting ``a_1``) or of the emitting ones."""
         if step is None:
-            step = torch.zeros(emitting.shape[0], device=emitting.device)
-        return self.value_head(emitting, step=step)
+            step = torch.zeros(prefix.shape[0], device=prefix.device)
+        if self.value_input == "actions":
+            assert emitting is not None
+            return self.value_head(emitting, step=step)
+        return self.value_head(prefix.flip(1), step=step)
 
     def _shape(self, flat: torch.Tensor) -> torch.Tensor:
         return flat.view(flat.shape[0], self.chunk, self.tokenizer.dims)
@@ -201,8 +227,8 @@ class TokenPolicy(nn.Module):
             raise ValueError(
                 f"uniforms: expected shape ({obs.shape[0]}, {n}), actual {tuple(uniforms.shape)}"
             )
-        hidden, past = self.backbone(self._prefix(obs, instruction))
-        current = hidden[:, -1:]
+        hidden, past = self.backbone(self._prefix(obs, instruction), use_cache=True)
+        prefix_hidden, current = hidden, hidden[:, -1:]
         emitting, tokens, log_probs = [], [], []
         for j in range(self.tokens_per_decision):
             emitting.append(current)
@@ -220,7 +246,7 @@ class TokenPolicy(nn.Module):
             log_probs.append(dist.gather(1, bins[:, None])[:, 0])
             if j + 1 < self.tokens_per_decision:
                 current, past = self.backbone(self.backbone.embed(tokens[-1][:, None]), past)
-        values = self._values(torch.cat(emitting, 1), step)
+        values = self._values(prefix_hidden, torch.cat(emitting, 1), step)
         return TokenSample(
             self._shape(torch.stack(tokens, 1)), self._shape(torch.stack(log_probs, 1)), values
         )
@@ -248,14 +274,32 @@ class TokenPolicy(nn.Module):
             )
         prefix = self._prefix(obs, instruction)
         sequence = torch.cat([prefix, self.backbone.embed(flat[:, :-1])], 1)
-        hidden, _ = self.backbone(sequence)
+        hidden, _ = self.backbone(sequence, use_cache=False)
         emitting = hidden[:, self.prefix_length - 1 : self.prefix_length - 1 + n]
         dist = self.head.log_probs(emitting)
         log_probs = dist.gather(-1, bins[..., None])[..., 0]
         entropy = -(dist.exp() * dist).sum(-1)
-        return TokenEvaluation(
-            self._shape(log_probs), self._shape(entropy), self._values(emitting, step)
-        )
+        values = self._values(hidden[:, : self.prefix_length], emitting, step)
+        return TokenEvaluation(self._shape(log_probs), self._shape(entropy), values)
+
+    def value(
+        self,
+        obs: torch.Tensor,
+        instruction: torch.Tensor | None = None,
+        step: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """``V(s)`` ``(B,)`` from one prefix pass (``value_input="prefix"`` only).
+
+        Raises:
+            ValueError: With ``value_input="actions"`` (that value needs sampled tokens).
+        """
+        if self.value_input != "prefix":
+            raise ValueError(
+                "value_input: expected 'prefix' for a state value, actual 'actions' (the "
+                "value of sampled tokens: use act or evaluate)"
+            )
+        hidden, _ = self.backbone(self._prefix(obs, instruction), use_cache=False)
+        return self._values(hidden, None, step)
 
     def env_actions(self, tokens: torch.Tensor) -> torch.Tensor:
         """The decoded actions ``(B, K, D)`` (bin centres) of token ids ``(B, K, D)``."""

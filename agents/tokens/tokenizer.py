@@ -13,6 +13,18 @@ The decoded action differs from the (clipped) input by at most half a bin,
 (``vocab_size=None``) or the last ``N`` ids of a language model's vocabulary
 (``offset = vocab_size - N``: ids 31,744 .. 31,999 for 256 bins of Llama's 32,000), so the
 action tokens reuse the rarest text tokens.
+
+Two mappings of bins to ids (``mapping``):
+
+* ``"ascending"`` (the default above): ``N`` bins of width ``2 / N``, bin ``b`` is id
+  ``offset + b``;
+* ``"openvla"``: OpenVLA's ``ActionTokenizer``. The ``N`` *edges*
+  ``linspace(-1, 1, N)`` cut ``[-1, 1]`` into ``N - 1`` intervals; ``np.digitize`` gives
+  ``d in 1 .. N`` (``d = N`` only at ``u = +1``) and the id is ``vocab_size - d``, so ids
+  run *downwards* as the action grows (``u = -1`` is the vocabulary's last id). Decoding
+  takes ``i = clip(vocab_size - id - 1, 0, N - 2)`` and the centre of interval ``i``, so
+  the two top ids (``u`` in the last interval, and ``u = +1``) decode alike. It needs a
+  ``vocab_size``.
 """
 
 from __future__ import annotations
@@ -29,6 +41,8 @@ from fleetgym.validation import check_choice, check_float, check_int, quote
 DEFAULT_BINS = 256
 #: What to do with an action outside the normalisation range.
 OUT_OF_RANGE = ("clip", "raise")
+#: How bins map to token ids (see the module docstring).
+TOKEN_MAPPINGS = ("ascending", "openvla")
 
 
 def _as_bounds(name: str, value: Any) -> np.ndarray:
@@ -69,11 +83,15 @@ class ActionTokenizer:
             a vocabulary of this size (``>= N``).
         out_of_range: ``"clip"`` clips an action outside ``[low, high]`` (and
             :meth:`encode_counted` counts it) or ``"raise"`` refuses it.
+        mapping: ``"ascending"`` (``N`` bins, id ``offset + bin``) or ``"openvla"``
+            (OpenVLA's ``N`` edges and ``vocab_size - digitize``; see the module
+            docstring). Either way the ids are the window :attr:`token_ids`.
 
     Raises:
         TypeError: For bounds that are not numbers or a count that is not an int.
         ValueError: For bounds of different shapes, not finite or ``high < low``, fewer
-            than 2 bins, a vocabulary smaller than the bins, or an unknown ``out_of_range``.
+            than 2 bins, a vocabulary smaller than the bins, an unknown ``out_of_range`` or
+            ``mapping``, or ``mapping="openvla"`` without a ``vocab_size``.
     """
 
     low: np.ndarray
@@ -81,6 +99,7 @@ class ActionTokenizer:
     num_bins: int = DEFAULT_BINS
     vocab_size: int | None = None
     out_of_range: str = "clip"
+    mapping: str = "ascending"
     _width: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -98,6 +117,9 @@ class ActionTokenizer:
             if vocab < num_bins:
                 raise ValueError(f"vocab_size: expected >= num_bins ({num_bins}), actual {vocab}")
         check_choice("out_of_range", self.out_of_range, OUT_OF_RANGE)
+        check_choice("mapping", self.mapping, TOKEN_MAPPINGS)
+        if self.mapping == "openvla" and self.vocab_size is None:
+            raise ValueError("vocab_size: expected a vocabulary size with mapping='openvla'")
         low.setflags(write=False)
         high.setflags(write=False)
         width = high - low
@@ -176,7 +198,10 @@ class ActionTokenizer:
 
     @property
     def bin_width(self) -> np.ndarray:
-        """Width of one bin per dimension in action units, ``(high - low) / N``."""
+        """Width of one bin per dimension in action units: ``(high - low) / N``, or
+        ``(high - low) / (N - 1)`` with ``mapping="openvla"`` (``N`` edges)."""
+        if self.mapping == "openvla":
+            return self._width / (self.num_bins - 1)
         return self._width / self.num_bins
 
     def _check_actions(self, actions: Any) -> np.ndarray:
@@ -212,6 +237,12 @@ class ActionTokenizer:
             )
         safe = np.where(self._width > 0, self._width, 1.0)
         unit = np.clip((array - self.low) / safe, 0.0, 1.0)  # (u + 1) / 2
+        if self.mapping == "openvla":
+            edges = np.linspace(-1.0, 1.0, self.num_bins)
+            digitized = np.digitize(2.0 * unit - 1.0, edges)  # 1 .. N
+            # A constant dimension takes an id that decodes to the middle (the constant).
+            digitized = np.where(self._width > 0, digitized, self.num_bins // 2)
+            return int(self.vocab_size or 0) - digitized.astype(np.int64), clipped
         bins = np.minimum(np.floor(unit * self.num_bins), self.num_bins - 1).astype(np.int64)
         # A constant dimension always takes the middle bin (it decodes to the constant).
         bins = np.where(self._width > 0, bins, self.num_bins // 2)
@@ -242,8 +273,17 @@ class ActionTokenizer:
                 f"token_ids: expected ids in [{self.offset}, {self.offset + self.num_bins - 1}]"
                 f", actual {int(bad)}"
             )
+        if self.mapping == "openvla":
+            edges = np.linspace(-1.0, 1.0, self.num_bins)
+            centres = (edges[:-1] + edges[1:]) / 2.0
+            index = np.clip(
+                int(self.vocab_size or 0) - ids.astype(np.int64) - 1, 0, len(centres) - 1
+            )
+            unit = (centres[index] + 1.0) / 2.0
+            return self.low + unit * self._width
         return self.low + (bins + 0.5) / self.num_bins * self._width
 
     def bins(self, token_ids: Any) -> np.ndarray:
-        """Bin indices ``0 .. N-1`` of token ids (no range check)."""
+        """Window indices ``0 .. N-1`` of token ids, ``id - offset`` (no range check; with
+        ``mapping="openvla"`` index ``N - 1`` is ``u = -1``)."""
         return np.asarray(token_ids, dtype=np.int64) - self.offset

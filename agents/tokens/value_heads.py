@@ -1,8 +1,11 @@
 """Value heads on the hidden states of a token policy's action positions.
 
-Each head reads ``H`` of shape ``(B, N, d)``: the last layer's hidden states at the ``N``
-positions that emit action tokens (position 0 emits the first action token: RL4VLA's
-``a0``), an optional mask ``(B, N)`` of valid positions, and the env step ``t`` ``(B,)``.
+Each head reads ``H`` of shape ``(B, N, d)``: the last layer's hidden states at ``N``
+positions, an optional mask ``(B, N)`` of valid positions, and the env step ``t`` ``(B,)``.
+A :class:`~fleetgym.agents.tokens.policy.TokenPolicy` passes its ``P`` prefix positions,
+the one that emits the first action token (RL4VLA's ``a0``) first, so the value is the
+state's (``value_input="prefix"``); or, action-aware (``value_input="actions"``), the ``n``
+positions that emit the action tokens, which see the sampled ``a_1 .. a_{n-1}``.
 
 * :class:`AttentionPoolValue` (AcceRL): ``e_i = w^T h_i + b``, ``alpha = softmax(e)``,
   ``z = sum_i alpha_i h_i + MLP(t / t_max)``, ``V = MLP(z)``. Without positional input of

@@ -116,6 +116,11 @@ class AsyncActorSlots:
         self._lock = threading.Lock()
         #: ``actors="ray"``: slots waiting for room on the cluster (a lost node), not running.
         self.parked: set[int] = set()
+        #: The inference server's largest batch (``None``: ``n_actors``), longest wait of
+        #: a batch's oldest request (ms, or ``"auto"``) and device; subclasses may set them.
+        self.server_max_batch: int | None = None
+        self.server_max_wait_ms: float | str = 5.0
+        self.server_device = "cpu"
 
     def _actor(self, slot: int) -> Any:
         if slot not in self._actors:
@@ -153,8 +158,10 @@ class AsyncActorSlots:
         from fleetgym.agents.inference import InferenceServer
 
         version, weights = self._behaviour()
+        max_batch = self.n_actors if self.server_max_batch is None else self.server_max_batch
         self.server = InferenceServer(
-            self._served_model(weights), max_batch=self.n_actors, max_wait_ms=5.0,
+            self._served_model(weights), max_batch=max_batch,
+            max_wait_ms=self.server_max_wait_ms, device=self.server_device,
             policy_version=version,
         )  # fmt: skip
         if self.actors == "process":

@@ -48,7 +48,9 @@ class TokenTrajectory(Trajectory):
     sums; ``steps`` is each decision's env step inside its episode, ``raw_obs`` the
     observations before normalisation, ``instructions`` the mission ids ``(n, L)`` (or
     ``None``), ``env_steps`` the env steps taken (``n K`` unless episodes ended inside a
-    chunk) and ``policy_versions`` the version that decoded each decision (served only).
+    chunk), ``executed`` ``(n, K)`` which of a decision's actions the env ran (not those
+    after an episode ended inside the chunk) and ``policy_versions`` the version that
+    decoded each decision (served only).
     """
 
     steps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
@@ -56,6 +58,7 @@ class TokenTrajectory(Trajectory):
     instructions: np.ndarray | None = None
     env_steps: int = 0
     policy_versions: np.ndarray | None = None
+    executed: np.ndarray | None = None
 
 
 class TokenActor:
@@ -165,6 +168,7 @@ class TokenActor:
         length = self.adapter.instruction_length
         instructions = np.zeros((steps, length), np.int64) if length else None
         versions = np.zeros(steps, np.int64)
+        executed = np.zeros((steps, k), bool)
         returns: list[float] = []
         lengths: list[int] = []
         env_steps = 0
@@ -184,6 +188,7 @@ class TokenActor:
                         f"actor {self.actor_id}: expected finite observations and rewards"
                     )
                 rewards[t] += self.config.gamma**j * float(reward)
+                executed[t, j] = True
                 self._return += float(reward)
                 self._t += 1
                 env_steps += 1
@@ -198,7 +203,7 @@ class TokenActor:
                     self._t, self._return = 0, 0.0
                     break
             self._raw, self._ids = raw, ids
-        # Bootstrap values read the hidden states of sampled tokens, as the learner's do.
+        # The bootstrap value: a decision's value (prefix-only by default) at the last state.
         last, _ = self._decide(self._raw, self._t, self._ids, self.rng.random(n))
         return TokenTrajectory(
             obs=obs, actions=tokens, log_probs=log_probs, values=values, rewards=rewards,
@@ -207,6 +212,7 @@ class TokenActor:
             actor_id=self.actor_id, policy_version=policy_version, seed=self.seed,
             steps=step_index, raw_obs=raw_obs, instructions=instructions, env_steps=env_steps,
             policy_versions=versions if self.client is not None else None,
+            executed=executed,
         )  # fmt: skip
 
     def served_rollout(self, client: Any, steps: int, policy_version: int) -> TokenTrajectory:

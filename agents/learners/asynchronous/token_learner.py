@@ -24,8 +24,8 @@ instead of its own collector's rollout, with the lag accounting of
   :data:`~fleetgym.agents.inference.token_model.OBS_STATS_PREFIX`.
 
 Values are the behaviour's (recorded by the actors), not recomputed with the newest
-critic: the value head reads the hidden states of the sampled tokens, so a recomputed
-``V(s_n)`` would need the tokens sampled at ``s_n``.
+critic (with ``value_input="actions"`` the value head reads the hidden states of the
+sampled tokens, so a recomputed ``V(s_n)`` would need the tokens sampled at ``s_n``).
 """
 
 from __future__ import annotations
@@ -59,9 +59,11 @@ def stack_trajectories(trajectories: list[TokenTrajectory]) -> TokenRollout:
     def stack(name: str) -> np.ndarray:
         return np.stack([np.asarray(getattr(t, name)) for t in trajectories], axis=1)
 
-    instructions = None
+    instructions = executed = None
     if trajectories[0].instructions is not None:
         instructions = stack("instructions")
+    if all(t.executed is not None for t in trajectories):
+        executed = stack("executed")
     return TokenRollout(
         obs=stack("obs"), steps=stack("steps").astype(np.float32), tokens=stack("actions"),
         log_probs=stack("log_probs").astype(np.float32), values=stack("values"),
@@ -71,7 +73,7 @@ def stack_trajectories(trajectories: list[TokenTrajectory]) -> TokenRollout:
         env_steps=sum(t.env_steps for t in trajectories),
         episode_returns=[r for t in trajectories for r in t.episode_returns],
         episode_lengths=[n for t in trajectories for n in t.episode_lengths],
-        instructions=instructions,
+        instructions=instructions, executed=executed,
     )  # fmt: skip
 
 

@@ -26,19 +26,27 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from fleetgym.agents.inference.batching import check_device
 from fleetgym.agents.inference.token_model import TokenPolicyModel
 from fleetgym.agents.learners.asynchronous.slots import AsyncActorSlots
 from fleetgym.agents.learners.asynchronous.token_actor import TokenActor
 from fleetgym.agents.learners.asynchronous.token_learner import TokenLagLearner
 from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
+from fleetgym.agents.learners.checkpoint import read_json_file
+from fleetgym.agents.learners.checks import check_path
+from fleetgym.agents.learners.lag import WeightRing
 from fleetgym.agents.learners.token_ppo import TokenPPOConfig
 from fleetgym.agents.types import Weights
-from fleetgym.validation import check_choice
+from fleetgym.validation import check_choice, check_float, check_int, quote
+
+#: What a TokenAsyncPPO settings file (``<stem>.json``) says it is.
+TOKEN_SETTINGS_FORMAT = "fleetgym.TokenAsyncPPO"
 
 #: The token hyperparameters :class:`TokenAsyncPPO` takes as keywords (its own
 #: ``ratio_level``, ``loss``, ``sigma`` and ``target_kl`` fill the rest of the TokenPPOConfig).
@@ -70,15 +78,29 @@ class TokenActorSlots(AsyncActorSlots):
 
     Args:
         policy: The learner's token policy (copied for the server, never shared).
+        server_batch: The server's largest batch (``None``: ``n_actors``).
+        server_wait_ms: Longest wait of a batch's oldest request (ms, or ``"auto"``).
+        server_device: Where the server decodes (``"cpu"``, ``"cuda[:N]"``).
         **kwargs: As :class:`~fleetgym.agents.learners.asynchronous.slots.AsyncActorSlots`.
     """
 
-    def __init__(self, *args: Any, policy: Any, config: TokenPPOConfig, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        policy: Any,
+        config: TokenPPOConfig,
+        server_batch: int | None = None,
+        server_wait_ms: float | str = 5.0,
+        server_device: str = "cpu",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self._policy, self._config = policy, config
+        self.server_max_batch, self.server_max_wait_ms = server_batch, server_wait_ms
+        self.server_device = server_device
 
     def _served_model(self, weights: Weights) -> TokenPolicyModel:
-        model = TokenPolicyModel(copy.deepcopy(self._policy))
+        model = TokenPolicyModel(copy.deepcopy(self._policy), device=self.server_device)
         model.load_weights(weights)  # the network and the observation statistics
         return model
 
@@ -114,6 +136,12 @@ class TokenAsyncPPO(AsyncPPO):
         actors: ``"thread"`` or ``"process"`` (worker processes; with ``inference="server"``
             they reach the server on a loopback socket, observations in shared memory).
         target_kl: ``"auto"`` (the loss's default), a number, or ``None`` (none).
+        server_batch: ``inference="server"``: the most requests decoded in one batch
+            (``B``; ``None``: ``n_actors``).
+        server_wait_ms: ``inference="server"``: the longest wait of a batch's oldest
+            request for the batch to fill (``T_max`` in ms, or ``"auto"``).
+        server_device: ``inference="server"``: where the server decodes (``"cpu"`` or
+            ``"cuda[:N]"``; the learner stays on the CPU).
         sigma, max_policy_lag, n_actors, batch_trajectories, lag_injection, concurrent,
             seed, tensorboard_log: As :class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO`.
         steps_per_actor: Decisions per rollout (default: the workload's ``rollout_steps``).
@@ -148,9 +176,19 @@ class TokenAsyncPPO(AsyncPPO):
         seed: int = 0,
         tensorboard_log: str | Path | None = None,
         token_config: TokenPPOConfig | None = None,
+        server_batch: int | None = None,
+        server_wait_ms: float | str = 5.0,
+        server_device: str = "cpu",
         **token_hyperparameters: Any,
     ) -> None:
         check_choice("actors", actors, ("thread", "process"))
+        self.server_batch = (
+            None if server_batch is None else check_int("server_batch", server_batch, low=1)
+        )
+        if server_wait_ms != "auto":
+            server_wait_ms = check_float("server_wait_ms", server_wait_ms, low=0.0)
+        self.server_wait_ms = server_wait_ms
+        self.server_device = check_device("server_device", server_device)
         refused = sorted(set(REFUSED) & set(token_hyperparameters))
         if refused:
             raise ValueError(f"TokenAsyncPPO: expected none of {refused}, actual given")
@@ -197,7 +235,8 @@ class TokenAsyncPPO(AsyncPPO):
             self.workload, self.seed, self.n_actors, self.steps_per_actor,
             self.batch_trajectories, self._behaviour, self.inference, self.actors,
             self.token_actor_factory, ray_group, policy=self.learner.policy,
-            config=self.token_config,
+            config=self.token_config, server_batch=self.server_batch,
+            server_wait_ms=self.server_wait_ms, server_device=self.server_device,
         )  # fmt: skip
 
     def predict(
@@ -207,23 +246,82 @@ class TokenAsyncPPO(AsyncPPO):
         ``chunk > 1``)."""
         return self.learner.predict(observation, deterministic=deterministic)
 
+    def settings(self) -> dict[str, Any]:
+        """The constructor's arguments as plain JSON values (what :meth:`save` writes)."""
+        tc = self.token_config
+        kl: float | str | None = "auto" if tc.target_kl is None else (tc.target_kl or None)
+        token = dataclasses.asdict(tc)
+        for name in ("ratio_level", "loss", "sigma", "target_kl"):
+            token.pop(name)
+        return {
+            "format": TOKEN_SETTINGS_FORMAT, "workload": self.workload.name,
+            "ratio_level": tc.ratio_level, "loss": tc.loss, "sigma": tc.sigma,
+            "max_policy_lag": self.max_policy_lag, "n_actors": self.n_actors,
+            "steps_per_actor": self.steps_per_actor,
+            "batch_trajectories": self.batch_trajectories, "target_kl": kl,
+            "lag_injection": self.lag_injection, "concurrent": self.concurrent,
+            "inference": self.inference, "actors": self.actors, "seed": self.seed,
+            "server_batch": self.server_batch, "server_wait_ms": self.server_wait_ms,
+            "server_device": self.server_device, "token_hyperparameters": token,
+            "num_timesteps": self.num_timesteps,
+        }  # fmt: skip
+
     def save(self, path: str | Path) -> Path:
         """Write the learner's policy, observation statistics and config (a TokenPPO file,
-        loaded by ``model.learner.load(path)`` into a trainer of the same config)."""
-        return self.learner.save(path)
+        also loadable by ``model.learner.load(path)``) and ``<stem>.json``, the trainer's
+        settings (:meth:`settings`) that :meth:`load` rebuilds it from."""
+        path = check_path("path", path)
+        saved = self.learner.save(path)
+        saved.with_suffix(".json").write_text(json.dumps(self.settings(), indent=1))
+        return saved
 
     @classmethod
-    def load(cls, path: str | Path, **overrides: Any) -> AsyncPPO:
-        """Not offered: build a TokenAsyncPPO of the same config and call
-        ``model.learner.load(path)``.
+    def load(cls, path: str | Path, **overrides: Any) -> TokenAsyncPPO:  # type: ignore[override]
+        """A :class:`TokenAsyncPPO` restored from :meth:`save` (settings may be overridden:
+        ``inference``, ``n_actors``, ``server_device`` ...; token hyperparameters through
+        ``token_config``).
 
         Raises:
-            NotImplementedError: Always.
+            FileNotFoundError: If the file or its ``<stem>.json`` is missing.
+            ValueError: Naming the file, if the settings are not a TokenAsyncPPO's (another
+                format, unknown or bad values), or the policy file does not fit them.
         """
-        raise NotImplementedError(
-            "TokenAsyncPPO.load: expected TokenAsyncPPO(...).learner.load(path) (the file "
-            "holds the policy, not the trainer's settings)"
-        )
+        path = check_path("path", path)
+        settings_path = path.with_suffix(".json")
+        if not settings_path.is_file():
+            raise FileNotFoundError(f"expected the settings file, actual missing {settings_path}")
+        settings = read_json_file(settings_path, "the TokenAsyncPPO settings file")
+        kind = settings.pop("format", None)
+        if kind != TOKEN_SETTINGS_FORMAT:
+            raise ValueError(
+                f"{settings_path}: expected {TOKEN_SETTINGS_FORMAT!r} settings, actual "
+                f"{quote(kind)}"
+            )
+        try:
+            steps = check_int("num_timesteps", settings.pop("num_timesteps", 0), low=0)
+            token = settings.pop("token_hyperparameters", {})
+            if not isinstance(token, dict):
+                raise ValueError(f"token_hyperparameters: expected an object, actual {token!r}")
+            settings["token_config"] = TokenPPOConfig(**token)
+            settings.update(overrides)
+            model = cls(**settings)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{settings_path}: {exc}") from exc
+        try:
+            model.learner.load(path)
+        except BaseException:
+            model.close()
+            raise
+        model.num_timesteps = steps
+        model.ring = WeightRing(model.lag_injection + 1)  # the constructor's weights are stale
+        model._publish()
+        return model
 
 
-__all__ = ["REFUSED", "TOKEN_FIELDS", "TokenActorSlots", "TokenAsyncPPO"]
+__all__ = [
+    "REFUSED",
+    "TOKEN_FIELDS",
+    "TOKEN_SETTINGS_FORMAT",
+    "TokenActorSlots",
+    "TokenAsyncPPO",
+]

@@ -36,6 +36,12 @@ def _policy(seed: int = 0, instruction_length: int = 0) -> TokenPolicy:
     ).eval()
 
 
+def _full_head(seed: int = 0) -> torch.nn.Linear:
+    """The full V-row head _policy(seed) sliced its action rows from (and dropped)."""
+    torch.manual_seed(seed)
+    return TinyCausalTransformer(hidden_size=16, layers=2, heads=2, vocab_size=VOCAB).head
+
+
 def _requests(rows: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     obs = rng.standard_normal((rows, OBS_DIM)).astype(np.float32)
@@ -78,7 +84,7 @@ def test_server_log_probs_equal_the_learners_recomputed_ones():
         with torch.no_grad():
             prefix = learner._prefix(torch.from_numpy(obs), None)
             hidden, _ = learner.backbone(prefix)
-            full = torch.log_softmax(learner.backbone.lm_head()(hidden[:, -1]), -1)
+            full = torch.log_softmax(_full_head()(hidden[:, -1]), -1)
             window = action_log_softmax(learner.head(hidden[:, -1]))
         first = tokens[:, 0, 0]
         gap = (

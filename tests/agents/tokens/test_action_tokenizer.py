@@ -124,3 +124,35 @@ def test_bad_encode_and_decode_input():
         ActionTokenizer.from_data(np.zeros(3))
     with pytest.raises(ValueError, match="q_low < q_high"):
         ActionTokenizer.from_data(np.zeros((3, 1)), quantiles=(0.9, 0.1))
+
+
+def test_openvla_mapping_against_a_hand_computed_table():
+    """OpenVLA: N = 4 edges [-1, -1/3, 1/3, 1] (3 intervals, centres -2/3, 0, 2/3),
+    d = np.digitize(u, edges) in 1 .. 4, id = V - d; decode clip(V - id - 1, 0, 2)."""
+    tok = ActionTokenizer([-1.0], [1.0], num_bins=4, vocab_size=10, mapping="openvla")
+    u = [-1.0, -0.5, -1 / 3, 0.0, 0.3, 1 / 3, 0.5, 0.999, 1.0, 7.0, -7.0]
+    ids = [9, 9, 8, 8, 8, 7, 7, 7, 6, 6, 9]
+    assert tok.encode(np.array(u)[:, None]).ravel().tolist() == ids
+    assert tok.offset == 6 and tok.token_ids.tolist() == [6, 7, 8, 9]
+    centres = tok.decode(np.array([9, 8, 7, 6])[:, None]).ravel()
+    np.testing.assert_allclose(centres, [-2 / 3, 0.0, 2 / 3, 2 / 3], atol=1e-15)
+    # The ascending scheme maps the same actions elsewhere: bin b is id offset + b.
+    ascending = ActionTokenizer([-1.0], [1.0], num_bins=4, vocab_size=10)
+    assert ascending.encode(np.array([[-1.0], [1.0]])).ravel().tolist() == [6, 9]
+
+
+def test_openvla_mapping_at_256_bins_of_llama_and_a_scaled_range():
+    tok = ActionTokenizer([0.0, -2.0], [4.0, 2.0], vocab_size=32000, mapping="openvla")
+    # u = -1 is the vocabulary's last id, u = +1 its 256th last; u = 0 lies in the
+    # interval above edge 127 (edges are -1 + 2 k / 255), so d = 128.
+    assert tok.encode([[0.0, -2.0], [4.0, 2.0], [2.0, 0.0]]).tolist() == [
+        [31999, 31999], [31744, 31744], [31872, 31872],
+    ]  # fmt: skip
+    rng = np.random.default_rng(0)
+    actions = rng.uniform([0.0, -2.0], [4.0, 2.0], size=(5000, 2))
+    error = np.abs(tok.decode(tok.encode(actions)) - actions)
+    assert np.all(error <= tok.bin_width / 2 + 1e-12)
+    with pytest.raises(ValueError, match="vocabulary size with mapping='openvla'"):
+        ActionTokenizer([0.0], [1.0], mapping="openvla")
+    with pytest.raises(ValueError, match="mapping: expected one of"):
+        ActionTokenizer([0.0], [1.0], vocab_size=300, mapping="rt2")

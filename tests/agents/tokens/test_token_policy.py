@@ -82,8 +82,10 @@ def test_sampling_and_evaluation_share_one_softmax(monkeypatch):
 
 
 def test_slim_and_full_head_give_the_same_log_probs():
-    slim = _policy()
-    full = TokenPolicy(copy.deepcopy(slim.backbone), slim.tokenizer, 11, slim_head=False)
+    backbone = _backbone("tiny")
+    tok = ActionTokenizer([-1.0] * 3, [1.0] * 3, vocab_size=VOCAB)
+    full = TokenPolicy(copy.deepcopy(backbone), tok, 11, slim_head=False)
+    slim = TokenPolicy(backbone, tok, 11)
     full.obs_embedding.load_state_dict(slim.obs_embedding.state_dict())
     obs = torch.randn(4, 11)
     tokens = slim.act(obs, generator=torch.Generator().manual_seed(1)).tokens
@@ -101,7 +103,102 @@ def test_gradients_reach_the_backbone_and_the_slim_head():
     (ev.log_probs.sum() + ev.values.sum()).backward()
     assert policy.head.weight.grad is not None
     assert policy.backbone.blocks[0].qkv.weight.grad is not None
-    assert policy.backbone.head.weight.grad is None
+    assert policy.backbone.head is None  # dropped: nothing to train or publish
+
+
+@pytest.mark.parametrize("kind", ["tiny", "llama"])
+@pytest.mark.parametrize("value_head", ["attention", "mean", "first"])
+def test_the_value_is_a_function_of_the_prefix_only(kind, value_head):
+    """Changing a_1 (or any sampled token) leaves V(s) unchanged; the action-aware option
+    moves it (it is a value of the decision, not of the state)."""
+    torch.manual_seed(5)
+    obs, step = torch.randn(4, 11), torch.arange(4.0)
+    prefix = _policy(kind, chunk=2, value_head=value_head)
+    tokens = prefix.act(obs, step=step, generator=torch.Generator().manual_seed(0)).tokens
+    other = tokens.clone()
+    other[:, 0, 0] = prefix.tokenizer.offset + (other[:, 0, 0] - prefix.tokenizer.offset + 7) % 256
+    with torch.no_grad():
+        v, v_other = (prefix.evaluate(obs, t, step=step).values for t in (tokens, other))
+        sampled = prefix.act(obs, step=step, generator=torch.Generator().manual_seed(9)).values
+        state = prefix.value(obs, step=step)
+    assert torch.equal(v, v_other)
+    assert torch.allclose(sampled, v, atol=1e-5) and torch.allclose(state, v, atol=1e-5)
+    aware = _policy(kind, chunk=2, value_head=value_head, value_input="actions")
+    with torch.no_grad():
+        a, a_other = (aware.evaluate(obs, t, step=step).values for t in (tokens, other))
+    if value_head != "first":  # "first" reads the a_1-emitting position, before a_1
+        assert (a - a_other).abs().min() > 1e-6
+    with pytest.raises(ValueError, match="value_input: expected 'prefix'"):
+        aware.value(obs, step=step)
+
+
+def test_tied_embeddings_stay_trainable_with_a_slim_head():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(
+        vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
+        tie_word_embeddings=True,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config)
+    embedding = model.get_input_embeddings().weight
+    assert embedding is model.get_output_embeddings().weight  # tied
+    tok = ActionTokenizer([-1.0] * 2, [1.0] * 2, num_bins=16, vocab_size=300)
+    policy = TokenPolicy(model, tok, obs_dim=5, chunk=2)
+    assert embedding.requires_grad
+    assert any(p is embedding for p in policy.parameters() if p.requires_grad)
+    # The slim head is a copy of the tied rows, trained on its own.
+    assert torch.equal(policy.head.weight, embedding[tok.offset :])
+    obs = torch.randn(3, 5)
+    ev = policy.evaluate(obs, policy.act(obs).tokens)
+    ev.log_probs.sum().backward()
+    assert embedding.grad is not None and float(embedding.grad.abs().sum()) > 0
+
+
+def _nbytes(weights):
+    return sum(int(v.nbytes) for v in weights.values())
+
+
+def test_a_slim_policy_drops_the_full_head_and_does_not_publish_it():
+    from fleetgym.agents.inference.token_model import TokenPolicyModel, token_policy_weights
+
+    hidden, vocab = 32, 4096
+    torch.manual_seed(0)
+    backbone = TinyCausalTransformer(hidden_size=hidden, layers=1, heads=2, vocab_size=vocab)
+    backbone_bytes = sum(int(t.nbytes) for t in backbone.state_dict().values())
+    tok = ActionTokenizer([-1.0] * 3, [1.0] * 3, num_bins=64, vocab_size=vocab)
+    policy = TokenPolicy(backbone, tok, obs_dim=11)
+    weights = token_policy_weights(policy)
+    assert not any(k.startswith("backbone.head") for k in weights)
+    own = sum(int(v.nbytes) for k, v in weights.items() if not k.startswith("backbone."))
+    # Everything of the backbone but its V x H head (4 bytes a float32).
+    assert _nbytes(weights) == backbone_bytes - vocab * hidden * 4 + own
+    with pytest.raises(RuntimeError, match="full LM head was dropped"):
+        policy.backbone.lm_head()
+    served = TokenPolicyModel(copy.deepcopy(policy))
+    served.load_weights(weights)  # a swap: the published weights are the served keys
+    assert _nbytes(token_policy_weights(served.policy)) == _nbytes(weights)
+
+
+def test_the_teacher_forced_pass_keeps_no_cache(monkeypatch):
+    pytest.importorskip("transformers")
+    policy = _policy("llama", chunk=2)
+    seen = []
+    decoder = policy.backbone.decoder
+    forward = decoder.forward
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("use_cache"))
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(decoder, "forward", spy)
+    obs = torch.randn(2, 11)
+    tokens = policy.act(obs).tokens
+    assert seen == [True] * 6  # the prefix, then one position per later token
+    seen.clear()
+    policy.evaluate(obs, tokens)
+    policy.value(obs)
+    assert seen == [False, False]
 
 
 def test_instruction_tokens_condition_the_policy():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -53,6 +55,37 @@ def test_chunk_rewards_are_discounted_sums_and_an_episode_ends_inside_a_chunk():
     assert ro.episode_lengths == [4] * 4
     # The step input of each decision is its env step inside the episode.
     assert ro.steps[:, 1].tolist() == [0.0, 3.0, 0.0, 3.0]
+    # The chunk's actions after the episode's end were not executed: marked for the learner.
+    full, cut = [True] * 3, [True, False, False]
+    assert ro.executed[:, 0].tolist() == [full, cut, full, cut]
+
+
+def test_the_learner_does_not_train_on_tokens_after_an_episode_ended_in_the_chunk():
+    """Two rollouts that differ only in the tokens (and their log-probs) of actions no env
+    executed give the same update; before the mask they moved the policy."""
+    from fleetgym.agents.learners.token_ppo import TokenPPO
+
+    def make():
+        return CounterEnv(length=4, dims=2)
+
+    kwargs = dict(chunk=3, n_envs=2, n_steps=4, epochs=1, minibatch_size=8, hidden_size=16,
+                  layers=1, heads=2, vocab_size=64, num_bins=8, normalize_reward=False)  # fmt: skip
+    a, b = TokenPPO(make, **kwargs), TokenPPO(make, **kwargs)
+    ro = a.collector.collect(a.policy, 4)
+    b.collector.obs_stats = a.collector.obs_stats
+    assert (~ro.executed).any()
+    other = copy.deepcopy(ro)
+    dropped = ~other.executed[..., None].repeat(2, -1)
+    rng = np.random.default_rng(0)
+    other.tokens[dropped] = a.policy.tokenizer.offset + rng.integers(0, 8, int(dropped.sum()))
+    other.log_probs[dropped] = -7.0
+    assert not np.array_equal(other.tokens, ro.tokens)
+    a.update(ro)
+    b.update(other)
+    for p, q in zip(a.policy.parameters(), b.policy.parameters(), strict=True):
+        assert torch.allclose(p, q, atol=1e-6)
+    a.collector.close()
+    b.collector.close()
 
 
 def test_time_limits_are_truncations_with_a_bootstrap_value():

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+import fleetgym.agents.learners.token_ppo as token_ppo
 from fleetgym.agents.learners.asynchronous.token_actor import TokenTrajectory
 from fleetgym.agents.learners.asynchronous.token_trainer import TokenAsyncPPO
 
@@ -22,23 +23,42 @@ def _params(model):
 
 @pytest.mark.parametrize("loss", ["ppo", "gipo", "vtrace"])
 @pytest.mark.parametrize("level", ["token", "action", "chunk"])
-def test_every_level_and_loss_trains_through_the_async_loop(level, loss):
+def test_every_level_and_loss_trains_through_the_async_loop(monkeypatch, level, loss):
+    """Each update (one minibatch: 2 actors x 8 decisions) lowers its own policy loss."""
     model = TokenAsyncPPO(
         "Hopper-v5", ratio_level=level, loss=loss, chunk=2, n_actors=2, steps_per_actor=8,
-        concurrent=False, seed=0, **TINY,
+        concurrent=False, seed=0, vf_coef=0.0, lr=1e-4, **TINY,
     )  # fmt: skip
-    before = _params(model)
+    policy, calls = model.learner.policy, []
+    evaluate, loss_fn = policy.evaluate, token_ppo.level_policy_loss
+
+    def spy_evaluate(*args, **kwargs):
+        calls.append({"evaluate": (args, kwargs)})
+        return evaluate(*args, **kwargs)
+
+    def spy_loss(new, old, adv, **kwargs):
+        value = loss_fn(new, old, adv, **kwargs)
+        calls[-1].update(old=old, adv=adv, kwargs=kwargs, before=float(value[0].detach()))
+        return value
+
+    monkeypatch.setattr(policy, "evaluate", spy_evaluate)
+    monkeypatch.setattr(token_ppo, "level_policy_loss", spy_loss)
     model.learn(40)
     assert model.ratio_level == level and model.learner.config.loss == loss
     assert model.learner.policy_version == len(model.history) >= 2
     # Env steps, not decisions: K = 2 actions per decision (fewer where an episode ended).
     record = model.history[-1]
     assert 16 < record.total_steps - model.history[-2].total_steps <= 32
-    after = _params(model)
-    assert all(torch.isfinite(p).all() for p in after)
-    assert any(not torch.equal(a, b) for a, b in zip(before, after, strict=True))
-    s = record.stats
-    assert np.isfinite([s.loss, s.policy_loss, s.value_loss, s.entropy, s.kl]).all()
+    minibatches = [c for c in calls if "old" in c]  # V-trace's targets evaluate too
+    assert len(minibatches) == len(model.history)
+    last = minibatches[-1]
+    assert last["kwargs"]["level"] == level and last["kwargs"]["loss"] == loss
+    with torch.no_grad():
+        new = evaluate(*last["evaluate"][0], **last["evaluate"][1]).log_probs
+        # V-trace's loss is -w A log pi with w = min(1, rho) held fixed (1 on-policy).
+        old = new if loss == "vtrace" else last["old"]
+        after = float(loss_fn(new, old, last["adv"], **last["kwargs"])[0])
+    assert after < last["before"] - 1e-4
     model.close()
 
 
@@ -154,10 +174,66 @@ def test_save_writes_the_policy_the_learner_loads(tmp_path):
     other.learner.load(path)
     obs = np.array([0.01, -0.02, 0.03, 0.0], np.float32)
     assert model.predict(obs)[0] == other.predict(obs)[0]
-    with pytest.raises(NotImplementedError, match=r"learner.load\(path\)"):
-        TokenAsyncPPO.load(path)
     model.close()
     other.close()
+
+
+def test_save_and_load_round_trip_the_trainer(tmp_path):
+    model = TokenAsyncPPO(
+        "Pendulum-v1", ratio_level="action", loss="gipo", sigma=0.5, chunk=2, n_actors=2,
+        steps_per_actor=8, concurrent=False, inference="server", server_batch=3,
+        server_wait_ms=1.5, target_kl=None, seed=4, value_head="mean", **TINY,
+    )  # fmt: skip
+    model.learn(32)
+    path = model.save(tmp_path / "token.pt")
+    loaded = TokenAsyncPPO.load(path)
+    try:
+        assert loaded.token_config == model.token_config
+        assert loaded.token_config.target_kl == 0.0  # None (no budget) survives the trip
+        assert (loaded.ratio_level, loaded.inference, loaded.n_actors) == ("action", "server", 2)
+        assert (loaded.server_batch, loaded.server_wait_ms, loaded.seed) == (3, 1.5, 4)
+        assert loaded.num_timesteps == model.num_timesteps
+        assert loaded.learner.num_updates == model.learner.num_updates
+        mine, theirs = model.learner.get_weights(), loaded.learner.get_weights()
+        assert mine.keys() == theirs.keys()
+        assert all(np.array_equal(mine[k], theirs[k]) for k in mine)
+        obs = np.array([0.3, -0.2, 0.1], np.float32)
+        np.testing.assert_array_equal(model.predict(obs)[0], loaded.predict(obs)[0])
+        loaded.learn(16)  # and it trains on
+        assert loaded.learner.num_updates == model.learner.num_updates + 1
+    finally:
+        loaded.close()
+    overridden = TokenAsyncPPO.load(path, inference="local", n_actors=1)
+    assert overridden.inference == "local" and overridden.n_actors == 1
+    overridden.close()
+    model.close()
+    path.with_suffix(".json").write_text('{"format": "fleetgym.AsyncPPO"}')
+    with pytest.raises(ValueError, match="expected 'fleetgym.TokenAsyncPPO' settings"):
+        TokenAsyncPPO.load(path)
+    path.with_suffix(".json").unlink()
+    with pytest.raises(FileNotFoundError, match="settings file"):
+        TokenAsyncPPO.load(path)
+
+
+def test_the_server_batch_wait_and_device_are_the_users():
+    model = TokenAsyncPPO(
+        "Hopper-v5", inference="server", chunk=2, n_actors=2, steps_per_actor=4,
+        concurrent=False, server_batch=16, server_wait_ms=0.5, server_device="cpu", **TINY,
+    )  # fmt: skip
+    model.slots.start_server()
+    config = model.slots.server.config
+    assert (config.max_batch, config.max_wait_ms, config.device) == (16, 0.5, "cpu")
+    assert model.slots.server.model.device == "cpu"
+    model.close()
+    default = TokenAsyncPPO("CartPole-v1", inference="server", n_actors=3, concurrent=False,
+                            **TINY)  # fmt: skip
+    default.slots.start_server()
+    assert default.slots.server.config.max_batch == 3  # n_actors unless given
+    default.close()
+    with pytest.raises(ValueError, match="server_batch"):
+        TokenAsyncPPO("CartPole-v1", server_batch=0, **TINY)
+    with pytest.raises(ValueError, match="server_device: expected 'cpu' or 'cuda"):
+        TokenAsyncPPO("CartPole-v1", server_device="tpu", **TINY)
 
 
 def test_bad_input_is_refused():
