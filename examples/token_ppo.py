@@ -86,6 +86,11 @@ def main() -> None:
     p.add_argument("--chunk", type=int, default=2)
     p.add_argument("--loss", default="ppo")
     p.add_argument("--value-head", default="attention")
+    p.add_argument("--value-input", default="prefix", help="'prefix' (V(s)) or 'actions'")
+    p.add_argument(
+        "--level-scale", default="decision",
+        help="'decision' (one gradient scale at every level) or 'term' (the mean of all terms)",
+    )  # fmt: skip
     p.add_argument("--vocab", type=int, default=32000)
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--threads", type=int, default=1)
@@ -109,6 +114,7 @@ def main() -> None:
             model = TokenPPO(
                 args.env, seed=seed, ratio_level=level, loss=args.loss, chunk=args.chunk,
                 value_head=args.value_head, vocab_size=args.vocab,
+                value_input=args.value_input, level_scale=args.level_scale,
             )  # fmt: skip
             model.learn(args.steps)
             wall = time.perf_counter() - start
@@ -139,7 +145,8 @@ def main() -> None:
     base = trivial(args.env, args.eval_episodes)
     lines = [
         f"# TokenPPO on {args.env}: chunk {args.chunk}, loss {args.loss}, value head "
-        f"{args.value_head}, {args.steps} env steps, seeds {args.seeds}",
+        f"{args.value_head} ({args.value_input}), level scale {args.level_scale}, "
+        f"{args.steps} env steps, seeds {args.seeds}",
         "",
         "| ratio level | train return (last 20 episodes) | eval return (10 det. episodes) "
         "| eval forward velocity | wall s |",

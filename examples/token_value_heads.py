@@ -43,6 +43,7 @@ def main() -> None:
     p.add_argument("--chunk", type=int, default=1, help="actions K per decision")
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--steps", type=int, default=50_000)
+    p.add_argument("--value-input", default="prefix", help="'prefix' (V(s)) or 'actions'")
     p.add_argument("--eval-episodes", type=int, default=50)
     p.add_argument("--out", type=Path, default=Path("fleetgym-out/token_value_heads"))
     args = p.parse_args()
@@ -55,7 +56,7 @@ def main() -> None:
             start = time.perf_counter()
             model = TokenPPO(
                 ENV, seed=seed, value_head=head, normalize_reward=False,
-                ratio_level=level, chunk=args.chunk,
+                ratio_level=level, chunk=args.chunk, value_input=args.value_input,
             )  # fmt: skip
             recent: list[float] = []
             while model.env_steps < args.steps:
