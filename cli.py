@@ -51,6 +51,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "calibrate": ("fleetgym.experiments.calibrate", "measure a workload's compute model (cached)"),
     "plan": ("fleetgym.experiments.plan.cli", "simulate the pipeline at scale (calibrated)"),
+    "docs": ("fleetgym.experiments.docs", "build the documentation site from a checkout"),
 }
 
 

@@ -35,6 +35,9 @@ OPTIONAL_MODULES: dict[str, tuple[str, str]] = {
     "matplotlib": ("plots", "matplotlib"),
     "ray": ("ray", "ray"),
     "transformers": ("tokens", "transformers"),
+    "sphinx": ("docs", "sphinx"),
+    "myst_parser": ("docs", "myst-parser"),
+    "furo": ("docs", "furo"),
 }
 
 

@@ -24,6 +24,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+#: A policy's weights: parameter name -> array (a torch ``state_dict`` converted to numpy).
 Weights = dict[str, np.ndarray]
 
 

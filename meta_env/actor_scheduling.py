@@ -167,7 +167,7 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         fleetgym.meta_env.calibration.CalibrationError: the env raised while calibrating.
         TypeError: an argument of the wrong type.
         ValueError: an argument out of range (max_actors < 1, negative prices or budget,
-            |J| above :data:`~fleetgym.meta_env.presets.MAX_SCALE`, ...), or both ``time_model`` and its fields.
+            ``|J|`` above :data:`~fleetgym.meta_env.presets.MAX_SCALE`, ...), or both ``time_model`` and its fields.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}

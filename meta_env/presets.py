@@ -45,7 +45,7 @@ __all__ = [
 PRESETS = ("fast", "paper")
 #: Most rounds of one scheduling episode (the learner's own round bound).
 MAX_ROUNDS = COUNT_LIMITS["max_rounds"]
-#: Largest accepted |J|, budget, beta, cost weight and penalty scale of the env.
+#: Largest accepted ``|J|``, budget, beta, cost weight and penalty scale of the env.
 MAX_SCALE = 1e12
 #: Smallest accepted penalty scale (the terminal term divides by it).
 MIN_PENALTY_SCALE = 1e-6
@@ -76,7 +76,7 @@ class SchedulingDefaults:
 
     Raises:
         TypeError: a field of the wrong type.
-        ValueError: a count < 1, or a number out of range: |J|, budget and beta above
+        ValueError: a count < 1, or a number out of range: ``|J|``, budget and beta above
             :data:`MAX_SCALE`, a penalty scale outside ``[MIN_PENALTY_SCALE, MAX_SCALE]``.
     """
 

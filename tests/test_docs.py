@@ -36,7 +36,7 @@ _HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 
 def doc_pages() -> list[Path]:
     """README.md and every Markdown page under docs/."""
-    return [README, *sorted(DOCS.glob("*.md"))]
+    return [README, *sorted(p for p in DOCS.rglob("*.md") if "_build" not in p.parts)]
 
 
 def _strip_code(text: str) -> str:

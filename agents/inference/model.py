@@ -146,7 +146,7 @@ class ModelSpec:
 class ServedModel(Protocol):
     """What :class:`~fleetgym.agents.inference.InferenceServer` runs.
 
-    ``forward`` takes a batch (B, *obs.shape) of observations and (B, *noise.shape) of
+    ``forward`` takes a batch ``(B, *obs.shape)`` of observations and ``(B, *noise.shape)`` of
     draws and returns each output of :attr:`spec` with a leading batch axis. It must be
     deterministic given its inputs and weights, and is only ever called from the server's
     thread, so it needs no locking.

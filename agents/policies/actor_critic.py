@@ -378,7 +378,7 @@ class ActorCriticPolicy(nn.Module):
         """Actions, their log-probabilities and the values for a batch of raw observations.
 
         Args:
-            obs: Observations, shape (B, *obs_shape) (a single unbatched one is accepted).
+            obs: Observations, shape ``(B, *obs_shape)`` (a single unbatched one is accepted).
             deterministic: Take the mode instead of sampling.
             rng: Source of the sampling noise (a fresh unseeded generator if omitted).
 

@@ -62,6 +62,7 @@ OBSERVATION_FIELDS: tuple[str, ...] = (
     "actor_time",  # mean_i P^a_{k-1,i}
     "budget_left",  # b_k
 )
+#: The index of each field of :data:`OBSERVATION_FIELDS` in the observation vector.
 OBS_ROUND, OBS_LOSS, OBS_RETURN, OBS_KL, OBS_LEARNER_TIME, OBS_ACTOR_TIME, OBS_BUDGET = range(7)
 
 #: KL that maps to log1p(1) in the normalised observation (a typical PPO update's KL).

@@ -1,0 +1,52 @@
+"""Sphinx configuration of the fleetgym documentation site (``fleetgym docs`` builds it).
+
+The sources are the Markdown pages of docs/ (MyST), the docstrings (autodoc + napoleon,
+Google style) and the code itself (docs/_ext/fleetgym_sphinx.py: the API pages from each
+public module's ``__all__``, the environment IDs, the CLI reference).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "_ext"))
+
+import fleetgym  # noqa: E402
+
+project = "fleetgym"
+author = "The fleetgym developers"
+copyright = "the fleetgym developers (MIT licence)"
+release = fleetgym.__version__
+version = ".".join(release.split(".")[:2])
+
+extensions = [
+    "myst_parser",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.viewcode",
+    "fleetgym_sphinx",
+]
+source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
+root_doc = "index"
+exclude_patterns = ["_build", "_ext", "Thumbs.db", ".DS_Store"]
+
+myst_heading_anchors = 4
+myst_enable_extensions = ["colon_fence", "deflist"]
+suppress_warnings = ["myst.header"]
+
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+autodoc_typehints_format = "short"
+autodoc_preserve_defaults = True
+autodoc_inherit_docstrings = False
+autodoc_default_options = {"exclude-members": "__init__, __new__"}
+napoleon_google_docstring = True
+napoleon_numpy_docstring = False
+napoleon_use_rtype = False
+
+html_theme = "furo"
+html_title = f"fleetgym {release}"
+html_static_path: list[str] = []
+html_show_sourcelink = False
