@@ -4,9 +4,16 @@
 capacity. Rows come from a fleet's :class:`~fleetgym.agents.types.Trajectory` objects
 (:meth:`TransitionBuffer.add_trajectory`) or from stepping an env
 (:meth:`TransitionBuffer.collect`, e.g. the undelayed Mode 1 data a deployer has). A
-trajectory does not carry the final observation of an episode that terminated, so such a
-row teaches termination only (``has_next`` is False and the observation change is not
+trajectory that carries ``final_obs`` (the observation each ending step reached) stores
+it, so a terminated or truncated row keeps its next observation; without it such a row
+teaches termination only (``has_next`` is False and the observation change is not
 fitted). ``segments`` number runs of consecutive steps, which multi-step error needs.
+
+Every row gets a fixed uniform ``holdout_key`` when it enters, so a model that holds out
+the rows whose key is below its held-out share scores every fit on the same rows, none of
+which it ever trained on (:meth:`WorldModel.fit <fleetgym.agents.world_model.WorldModel.fit>`).
+With ``success_share`` the rows of successful episodes (a rewarded termination) keep up
+to that share of the capacity when older rows are evicted (AcceRL keeps about 30 %).
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from fleetgym.validation import check_int
+from fleetgym.validation import check_float, check_int
 
 __all__ = ["TransitionBuffer", "collect_transitions"]
 
@@ -34,10 +41,21 @@ class TransitionBuffer:
 
     Args:
         capacity: Most rows kept (older ones are dropped first).
+        success_share: Share of ``capacity`` that the newest successful episodes keep when
+            rows are evicted, in ``[0, 1]`` (``0``: first in, first out).
+        seed: Seeds the rows' held-out keys.
     """
 
-    def __init__(self, capacity: int = 1_000_000) -> None:
+    def __init__(
+        self, capacity: int = 1_000_000, *, success_share: float = 0.0, seed: int = 0
+    ) -> None:
         self.capacity = check_int("capacity", capacity, 10, 100_000_000)
+        self.success_share = check_float("success_share", success_share, 0.0, 1.0)
+        self._key_rng = np.random.default_rng([check_int("seed", seed, 0, 2**63 - 1), 0xB0F])
+        #: A uniform key in [0, 1) per row, drawn once when the row enters.
+        self.holdout_key = np.zeros(0, np.float64)
+        #: The row's index among all rows ever added (stable while the row is kept).
+        self.row_ids = np.zeros(0, np.int64)
         self.obs = np.zeros((0, 0), np.float32)
         self.actions: np.ndarray = np.zeros(0)
         self.rewards = np.zeros(0, np.float32)
@@ -61,8 +79,10 @@ class TransitionBuffer:
         terminated: Any,
         has_next: Any | None = None,
         segments: Any | None = None,
+        holdout_key: Any | None = None,
     ) -> None:
-        """Append rows (arrays of one length; ``segments`` default: one new run).
+        """Append rows (arrays of one length; ``segments`` default: one new run;
+        ``holdout_key`` default: drawn now).
 
         Raises:
             ValueError: For arrays of different lengths or widths, or NaN / infinity.
@@ -104,6 +124,13 @@ class TransitionBuffer:
             )
         if n == 0:
             return
+        keys = (
+            self._key_rng.random(n)
+            if holdout_key is None
+            else np.asarray(holdout_key, np.float64).reshape(-1)
+        )
+        if keys.shape[0] != n:
+            raise ValueError(f"holdout_key: expected {n} keys, actual {keys.shape[0]}")
         segments = segments - segments.min() + self._next_segment
         self._next_segment = int(segments.max()) + 1
         new = (
@@ -114,27 +141,61 @@ class TransitionBuffer:
             terminated,
             has_next,
             segments,
+            keys,
+            np.arange(self.total_added, self.total_added + n, dtype=np.int64),
         )
+        names = (*_FIELDS, "holdout_key", "row_ids")
         parts: tuple[np.ndarray, ...]
         if not len(self):
             parts = new
         else:
             parts = tuple(
-                np.concatenate([getattr(self, f), v]) for f, v in zip(_FIELDS, new, strict=True)
+                np.concatenate([getattr(self, f), v]) for f, v in zip(names, new, strict=True)
             )
-        keep = slice(max(0, parts[0].shape[0] - self.capacity), None)
-        for name, value in zip(_FIELDS, parts, strict=True):
+        keep = self._kept(parts[2], parts[4], parts[6])
+        for name, value in zip(names, parts, strict=True):
             # A copy: the caller's arrays (or another buffer's, for tail()) are not shared.
             setattr(self, name, np.array(value[keep], order="C"))
         self.total_added += n
 
+    def _kept(self, rewards: np.ndarray, terminated: np.ndarray, segments: np.ndarray) -> Any:
+        """The rows to keep: the newest ``capacity``, or with ``success_share`` the newest
+        successful episodes (whole, up to that share of the capacity) and the newest rest."""
+        total = rewards.shape[0]
+        if total <= self.capacity:
+            return slice(None)
+        if self.success_share <= 0.0:
+            return slice(total - self.capacity, None)
+        won = np.unique(segments[terminated & (rewards > 0)])
+        quota = int(self.success_share * self.capacity)
+        keep = np.zeros(total, bool)
+        used = 0
+        for segment in won[::-1]:  # newest successful episodes first, whole
+            rows = segments == segment
+            size = int(rows.sum())
+            if used + size > quota:
+                break
+            keep |= rows
+            used += size
+        rest = np.flatnonzero(~keep)
+        keep[rest[max(0, len(rest) - (self.capacity - used)) :]] = True
+        return np.flatnonzero(keep)
+
+    def success_rows(self) -> np.ndarray:
+        """Whether each row belongs to a successful episode (a rewarded termination)."""
+        won = np.unique(self.segments[self.terminated & (self.rewards > 0)])
+        return np.isin(self.segments, won)
+
     def add_trajectory(self, trajectory: Any) -> int:
         """Append the transitions of one fleet trajectory; returns the rows added.
 
-        Step ``t`` pairs ``obs[t]`` with ``obs[t + 1]`` inside an episode. A terminated step
-        is kept for its termination label (no next observation); a truncated one is
-        dropped (its final observation is not in the trajectory); the last step needs
-        ``trajectory.next_obs`` (an asynchronous actor's trajectories carry it).
+        Step ``t`` pairs ``obs[t]`` with ``obs[t + 1]`` inside an episode. An ending step
+        pairs with ``trajectory.final_obs[t]`` when the trajectory carries ``final_obs``
+        (an array of ``len(trajectory)`` observations, read where a step terminated or
+        truncated; ``None`` or NaN rows where it is unknown). Without it a terminated step
+        is kept for its termination label only (no next observation) and a truncated one
+        is dropped. The last step needs ``trajectory.next_obs`` (an asynchronous actor's
+        trajectories carry it) unless it ended.
         """
         obs = np.asarray(trajectory.obs, np.float32).reshape(len(trajectory), -1)
         n = len(trajectory)
@@ -148,8 +209,21 @@ class TransitionBuffer:
             nxt[-1] = np.asarray(after, np.float32).reshape(-1)
         else:
             has_next[-1] = False
-        keep = ~trunc & (has_next | term)
-        if n and after is None and not term[-1]:
+        final = getattr(trajectory, "final_obs", None)
+        if final is not None and n:
+            final = np.asarray(final, np.float32).reshape(n, -1)
+            if final.shape[1] != obs.shape[1]:
+                raise ValueError(
+                    f"final_obs: expected {n} observations of {obs.shape[1]} values, actual "
+                    f"shape {final.shape}"
+                )
+            known = (term | trunc) & np.isfinite(final).all(axis=1)
+            nxt[known] = final[known]
+            has_next |= known
+            if n and (term[-1] or trunc[-1]) and not known[-1]:
+                has_next[-1] = False
+        keep = has_next | term
+        if n and not has_next[-1] and not term[-1]:
             keep[-1] = False
         segments = np.concatenate([[0], np.cumsum(term | trunc)[:-1]]) if n else np.zeros(0)
         self.add(
@@ -221,7 +295,16 @@ class TransitionBuffer:
         out = TransitionBuffer(max(10, rows))
         keep = slice(max(0, len(self) - rows), None)
         if len(self):
-            out.add(*(getattr(self, f)[keep] for f in _FIELDS))
+            out.add(
+                self.obs[keep],
+                self.actions[keep],
+                self.rewards[keep],
+                self.next_obs[keep],
+                self.terminated[keep],
+                self.has_next[keep],
+                self.segments[keep],
+                holdout_key=self.holdout_key[keep],
+            )
         return out
 
 

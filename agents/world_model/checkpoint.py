@@ -191,6 +191,8 @@ def read_model(cls: Any, path: Any) -> Any:
             lr=config["lr"],
             weight_decay=config["weight_decay"],
             learn_termination=config["learn_termination"],
+            # Files written before 1.0 have no max_grad_norm: the default.
+            **({"max_grad_norm": config["max_grad_norm"]} if "max_grad_norm" in config else {}),
             seed=config["seed"],
         )
     except (KeyError, TypeError, ValueError) as exc:

@@ -16,6 +16,7 @@ from fleetgym.validation import check_choice, check_float, check_int, quote
 
 __all__ = [
     "MAX_IMAGINED_MULTIPLE",
+    "SCHEDULES",
     "ImaginationConfig",
     "linear_schedule",
     "parse_imagination_spec",
@@ -24,6 +25,10 @@ __all__ = [
 
 #: Most imagined samples per real sample in one update (share -> 1 is capped here).
 MAX_IMAGINED_MULTIPLE = 20
+#: The horizon rules ``horizon="auto"`` can follow (:attr:`ImaginationConfig.schedule`).
+SCHEDULES = ("error", "validation", "linear")
+#: Where an update's extra samples come from (:attr:`ImaginationConfig.source`).
+SOURCES = ("model", "replay")
 
 
 def linear_schedule(start: float, end: float, first: int, last: int) -> Callable[[int, Any], int]:
@@ -48,7 +53,9 @@ def validation_schedule(
     """AcceRL's horizon: ``start`` rising to ``end`` as the model's held-out loss falls.
 
     The horizon interpolates in log-loss between the first fit's observation loss (gives
-    ``start``) and ``target`` (gives ``end``), using the newest fit's loss.
+    ``start``) and ``target`` (gives ``end``), using the newest fit's loss. Between fits
+    (``model_every > 1``) the newest fit's loss is still the one used, so the horizon
+    holds its value until the next fit.
 
     Example:
         >>> from types import SimpleNamespace as NS
@@ -63,6 +70,9 @@ def validation_schedule(
     def schedule(_update: int, imagination: Any) -> int:
         losses = [r.validation.get("obs") for r in imagination.history if r.validation]
         current = imagination.last.validation.get("obs") if imagination.last.validation else None
+        if current is None:
+            # No fit this update: the newest fit's loss holds (the horizon keeps its value).
+            current = losses[-1] if losses else None
         first = losses[0] if losses else current
         if first is None or current is None or first <= target:
             return start if current is None or current > target else end
@@ -88,6 +98,15 @@ class ImaginationConfig:
             ``[min_horizon, max_horizon]`` with measured ``e(h) <= error_tolerance``), or a
             callable ``(update, imagination) -> int`` (e.g. :func:`linear_schedule`, MBPO's,
             or :func:`validation_schedule`, AcceRL's).
+        schedule: The rule ``horizon="auto"`` follows: ``"error"`` (the measured error
+            above), ``"validation"`` (:func:`validation_schedule` from ``min_horizon`` to
+            ``max_horizon`` as the model's held-out loss falls to ``validation_target``) or
+            ``"linear"`` (:func:`linear_schedule` from ``min_horizon`` to ``max_horizon``
+            over ``schedule_updates`` updates). The ``--imagination`` spec chooses it with
+            ``schedule=validation``.
+        validation_target: The held-out observation loss at which ``"validation"``
+            reaches ``max_horizon``.
+        schedule_updates: Updates over which ``"linear"`` rises.
         min_horizon, max_horizon: The range of ``"auto"``.
         error_tolerance: Normalised mean squared ``h``-step error (per observation
             dimension, in units of its variance in B_real) the automatic rules accept.
@@ -103,6 +122,18 @@ class ImaginationConfig:
         reward: ``"regression"`` (the model's reward head) or ``"success"`` (AcceRL's
             success classifier: ``r = M(o') - M(o)``, for sparse success tasks).
         capacity: Most transitions B_real keeps.
+        success_share: Share of B_real's capacity kept for successful episodes (a
+            rewarded termination) when rows are evicted, in ``[0, 1]`` (AcceRL keeps about
+            0.3; ``0``: plain first-in first-out).
+        max_imagination_lag: B_img is kept between updates; a sample is dropped once the
+            model that imagined it is more than this many fits behind the newest. Each
+            update uses B_img's kept samples first (newest first) and imagines only the
+            shortfall (``0``: only the newest model's samples are reused, which with
+            ``model_every=1`` means every update imagines afresh).
+        source: ``"model"`` (imagine in the world model) or ``"replay"``: a no-model
+            control that draws the same number of extra samples per update from earlier
+            real trajectories instead (PPO's clipped ratio corrects for their older
+            policy); needs a numeric ``share``.
         recent_starts: Draw start states from the newest N transitions (``None``: all).
         sample: Imagined steps sample the member's Gaussian (``False``: its mean).
         updates_per_round: Passes of the PPO epochs per learner update: the first on the
@@ -116,6 +147,9 @@ class ImaginationConfig:
     share: float | str | Callable[[int, Any], float] = 0.75
     max_share: float = 0.9
     horizon: int | str | Callable[[int, Any], int] = "auto"
+    schedule: str = "error"
+    validation_target: float = 1e-3
+    schedule_updates: int = 100
     min_horizon: int = 1
     max_horizon: int = 30
     error_tolerance: float = 0.05
@@ -129,6 +163,9 @@ class ImaginationConfig:
     max_uncertainty: float | None = None
     reward: str = "regression"
     capacity: int = 1_000_000
+    success_share: float = 0.0
+    max_imagination_lag: int = 0
+    source: str = "model"
     recent_starts: int | None = None
     sample: bool = True
     updates_per_round: int = 1
@@ -157,6 +194,9 @@ class ImaginationConfig:
         high = check_horizon("max_horizon", self.max_horizon)
         if low > high:
             raise ValueError(f"min_horizon: expected at most max_horizon={high}, actual {low}")
+        check_choice("schedule", self.schedule, SCHEDULES)
+        check_float("validation_target", self.validation_target, 0.0, strict=True)
+        check_int("schedule_updates", self.schedule_updates, 1)
         check_float("error_tolerance", self.error_tolerance, 0.0, strict=True)
         check_int("model_every", self.model_every, 1)
         check_int("warmup", self.warmup, 10)
@@ -169,6 +209,14 @@ class ImaginationConfig:
             check_float("max_uncertainty", self.max_uncertainty, 0.0)
         check_choice("reward", self.reward, ("regression", "success"))
         check_int("capacity", self.capacity, 10)
+        check_float("success_share", self.success_share, 0.0, 1.0)
+        check_int("max_imagination_lag", self.max_imagination_lag, 0)
+        check_choice("source", self.source, SOURCES)
+        if self.source == "replay" and (isinstance(self.share, str) or callable(self.share)):
+            raise ValueError(
+                f"share: expected a number in [0, 1] with source='replay' (no model error "
+                f"to choose it from), actual {quote(self.share)}"
+            )
         if self.recent_starts is not None:
             check_int("recent_starts", self.recent_starts, 1)
         check_int("updates_per_round", self.updates_per_round, 1, 100)

@@ -44,6 +44,7 @@ from fleetgym.agents.world_model.config import (
 from fleetgym.agents.world_model.imagined_env import ImaginedVectorEnv, check_horizon
 from fleetgym.agents.world_model.model import ModelDivergedError, WorldModel
 from fleetgym.agents.world_model.success import SuccessRewardModel
+from fleetgym.errors import UnsupportedSpaceError
 from fleetgym.validation import check_float
 
 logger = logging.getLogger(__name__)
@@ -71,6 +72,7 @@ def imagination_scalars(record: ImaginationRecord) -> dict[str, float]:
         "imagination/imagined_samples": float(record.imagined_samples),
         "imagination/uncertainty": record.uncertainty_mean,
         "imagination/lag": record.imagination_lag,
+        "imagination/reused_samples": float(record.reused_samples),
         "imagination/fit_wall_s": record.fit_wall_s,
         "imagination/imagine_wall_s": record.imagine_wall_s,
     }
@@ -110,8 +112,11 @@ class ImaginationRecord:
     validation: dict[str, float] = field(default_factory=dict)
     uncertainty_mean: float = 0.0
     truncated_by_uncertainty: int = 0
-    #: Fits between the model that imagined a sample and the newest model (mean).
+    #: Fits between the model that imagined a sample and the newest model (mean over the
+    #: update's imagined samples, kept ones included).
     imagination_lag: float = 0.0
+    #: Imagined samples of this update kept in B_img from earlier updates.
+    reused_samples: int = 0
     fit_wall_s: float = 0.0
     imagine_wall_s: float = 0.0
     real_transitions: int = 0
@@ -193,16 +198,23 @@ class Imagination:
         self, config: ImaginationConfig, observation_space: gym.Space, action_space: gym.Space
     ) -> None:
         self.config = config
-        self.model = WorldModel(
-            observation_space,
-            action_space,
-            ensemble_size=config.ensemble_size,
-            elites=config.elites,
-            hidden_sizes=config.hidden_sizes,
-            lr=config.model_lr,
-            seed=config.seed,
+        try:
+            self.model = WorldModel(
+                observation_space,
+                action_space,
+                ensemble_size=config.ensemble_size,
+                elites=config.elites,
+                hidden_sizes=config.hidden_sizes,
+                lr=config.model_lr,
+                seed=config.seed,
+            )
+        except UnsupportedSpaceError as error:
+            raise UnsupportedSpaceError(
+                f"imagination: the env's {error} (train without imagination=)"
+            ) from None
+        self.buffer = TransitionBuffer(
+            config.capacity, success_share=config.success_share, seed=config.seed
         )
-        self.buffer = TransitionBuffer(config.capacity)
         self.reward_model = (
             SuccessRewardModel(self.model.obs_dim, seed=config.seed)
             if config.reward == "success"
@@ -215,6 +227,17 @@ class Imagination:
         self.last = ImaginationRecord()
         self.history: list[ImaginationRecord] = []
         self._last_fit_update = -1
+        #: B_img: imagined (or, with ``source="replay"``, earlier real) trajectories kept
+        #: between updates; imagined ones record the model version of every sample.
+        self.imagined: list[Trajectory] = []
+        low, high = config.min_horizon, config.max_horizon
+        self._auto_schedule = (
+            validation_schedule(low, high, config.validation_target)
+            if config.schedule == "validation"
+            else linear_schedule(low, high, 0, config.schedule_updates)
+            if config.schedule == "linear"
+            else None
+        )
 
     # ----------------------------------------------------------------- choices
     def _horizon(self, error: list[float]) -> int:
@@ -223,6 +246,8 @@ class Imagination:
             return check_horizon("horizon(update)", choice(self.updates, self))
         if choice != "auto":
             return int(choice)
+        if self._auto_schedule is not None:
+            return check_horizon("horizon(update)", self._auto_schedule(self.updates, self))
         low, high = self.config.min_horizon, self.config.max_horizon
         h = low
         for k, e in enumerate(error[:high], start=1):
@@ -291,14 +316,24 @@ class Imagination:
         """
         record = ImaginationRecord(update=self.updates)
         self.last = record
-        record.error = self.observe(trajectories)
-        self.fit()
+        replay = self.config.source == "replay"
+        record.error = [] if replay else self.observe(trajectories)
+        if replay:
+            for t in trajectories:
+                self.buffer.add_trajectory(t)
+        else:
+            self.fit()
         record.real_samples = sum(len(t) for t in trajectories)
         record.real_transitions = self.buffer.total_added
         record.model_version = self.model.version
         imagined: list[Trajectory] = []
-        if self.enabled and self.model.version > 0:
-            record.horizon = self._horizon(record.error)
+        ready = (
+            bool(self.imagined) and self.buffer.total_added >= self.config.warmup
+            if replay
+            else self.enabled and self.model.version > 0
+        )
+        if ready:
+            record.horizon = 0 if replay else self._horizon(record.error)
             record.share = self._share(record.error)
             s = record.share
             multiple = (
@@ -307,11 +342,17 @@ class Imagination:
             n = int(round(record.real_samples * multiple))
             if n > 0:
                 started = time.perf_counter()
-                imagined = self.imagine(policy, n, record.horizon, policy_version)
+                imagined = (
+                    self._replay(n)
+                    if replay
+                    else self._from_b_img(policy, n, record.horizon, policy_version)
+                )
                 record.imagine_wall_s = time.perf_counter() - started
+        if replay:
+            self._keep_real(trajectories)
         record.active = bool(imagined)
         record.imagined_samples = sum(len(t) for t in imagined)
-        if imagined:
+        if imagined and not replay:
             unc = np.concatenate([t.uncertainty for t in imagined])  # type: ignore[attr-defined]
             versions = np.concatenate([t.model_versions for t in imagined])  # type: ignore[attr-defined]
             record.uncertainty_mean = float(unc.mean())
@@ -320,10 +361,67 @@ class Imagination:
         self.updates += 1
         return imagined
 
+    def _from_b_img(
+        self, policy: Any, samples: int, horizon: int, policy_version: int
+    ) -> list[Trajectory]:
+        """The update's ``samples`` imagined samples: B_img's kept ones first, newest first,
+        then freshly imagined ones for the shortfall; B_img keeps what this update used.
+
+        A trajectory is dropped from B_img once the model that imagined it is more than
+        ``max_imagination_lag`` fits behind the newest.
+        """
+        version = self.model.version
+        limit = self.config.max_imagination_lag
+        alive = [
+            t
+            for t in self.imagined
+            if len(t) and version - int(np.max(t.model_versions)) <= limit  # type: ignore[attr-defined]
+        ]
+        kept: list[Trajectory] = []
+        have = 0
+        for t in reversed(alive):
+            if have >= samples:
+                break
+            kept.append(t)
+            have += len(t)
+        kept.reverse()
+        fresh = (
+            self.imagine(policy, samples - have, horizon, policy_version) if have < samples else []
+        )
+        self.last.reused_samples = have
+        self.imagined = kept + fresh
+        return kept + fresh
+
+    def _keep_real(self, trajectories: list[Trajectory]) -> None:
+        """``source="replay"``: keep the round's real trajectories to replay later (the
+        newest ``capacity`` samples)."""
+        self.imagined.extend(trajectories)
+        total = sum(len(t) for t in self.imagined)
+        while self.imagined and total - len(self.imagined[0]) >= self.config.capacity:
+            total -= len(self.imagined.pop(0))
+
+    def _replay(self, samples: int) -> list[Trajectory]:
+        """About ``samples`` samples of earlier real trajectories, drawn uniformly without
+        replacement (passes over a shuffled store repeat while it holds fewer samples)."""
+        out: list[Trajectory] = []
+        have = 0
+        while have < samples and any(len(t) for t in self.imagined):
+            for i in self.rng.permutation(len(self.imagined)):
+                if have >= samples:
+                    break
+                out.append(self.imagined[int(i)])
+                have += len(self.imagined[int(i)])
+        return out
+
     def imagine(
         self, policy: Any, samples: int, horizon: int, policy_version: int
     ) -> list[Trajectory]:
-        """About ``samples`` imagined steps of ``policy``: ``B`` episodes in parallel, ``T`` steps each."""
+        """About ``samples`` imagined steps of ``policy``: ``B`` episodes in parallel, ``T`` steps each.
+
+        With ``source="replay"``: about ``samples`` samples of earlier real trajectories.
+        """
+        if self.config.source == "replay":
+            return self._replay(samples)
         horizon = check_horizon("horizon", horizon)
         envs = max(1, math.ceil(samples / horizon))
         steps = math.ceil(samples / envs)

@@ -39,6 +39,9 @@ __all__ = ["FitReport", "ModelDivergedError", "StepPrediction", "WorldModel"]
 MAX_WIDTH, MAX_MEMBERS = 4096, 64
 #: Probability above which a predicted termination counts as one.
 TERMINATION_THRESHOLD = 0.5
+#: The default bound on the global gradient norm of one step of the ensemble (all
+#: members together; each member's loss is a mean over its minibatch).
+MAX_GRAD_NORM = 10.0
 
 
 class ModelDivergedError(ValueError):
@@ -109,7 +112,10 @@ class WorldModel:
         weight_decay: L2 penalty on the weights.
         learn_termination: Learn the termination head (``False``: never terminates, for
             envs that do not end, e.g. Pendulum).
-        seed: Seeds the initial weights, the shuffles and the holdout split.
+        max_grad_norm: Every gradient step's global norm (all members together) is
+            clipped to it (default 10).
+        seed: Seeds the initial weights and the shuffles. The held-out split is fixed by
+            the rows' own keys (:attr:`TransitionBuffer.holdout_key`), not redrawn per fit.
 
     Raises:
         TypeError / ValueError: For a bad count or width, ``elites > ensemble_size``.
@@ -127,6 +133,7 @@ class WorldModel:
         lr: float = 1e-3,
         weight_decay: float = 1e-5,
         learn_termination: bool = True,
+        max_grad_norm: float = MAX_GRAD_NORM,
         seed: int = 0,
     ) -> None:
         self.codec = SpaceCodec(observation_space, action_space)
@@ -144,6 +151,7 @@ class WorldModel:
         self.lr = check_float("lr", lr, 0.0, strict=True)
         self.weight_decay = check_float("weight_decay", weight_decay, 0.0)
         self.learn_termination = check_bool("learn_termination", learn_termination)
+        self.max_grad_norm = check_float("max_grad_norm", max_grad_norm, 0.0, strict=True)
         self.seed = check_int("seed", seed, 0, 2**63 - 1)
         d, a = self.codec.obs_dim, self.codec.action_dim
         self.targets = d + 1
@@ -162,6 +170,10 @@ class WorldModel:
         self.version = 0
         self._pos_weight = torch.tensor(1.0)
         self.last_report: FitReport | None = None
+        #: The buffer row ids (:attr:`TransitionBuffer.row_ids`) the last fit held out
+        #: and trained on.
+        self.last_holdout_rows = np.zeros(0, np.int64)
+        self.last_train_rows = np.zeros(0, np.int64)
 
     # ----------------------------------------------------------------- spaces
     @property
@@ -205,7 +217,10 @@ class WorldModel:
                 not improved by 1 % for ``patience`` epochs, at most ``max_epochs``).
             max_epochs: Bound when ``epochs`` is ``None``.
             batch_size: Minibatch per member.
-            holdout: Share of ``data`` held out for validation (``(0, 0.5]``).
+            holdout: Share of ``data`` held out for validation (``(0, 0.5]``): the rows
+                whose :attr:`~TransitionBuffer.holdout_key` is below it, drawn once when
+                each row entered the buffer, so successive (warm-started) fits on a
+                growing buffer never validate on a row an earlier fit trained on.
             patience: Epochs without improvement before stopping.
             max_updates: Bound on gradient steps (``None``: none).
 
@@ -289,10 +304,14 @@ class WorldModel:
         holdout: float,
         max_updates: int | None,
     ) -> FitReport:
-        n = len(data)
-        order = self.rng.permutation(n)
-        n_hold = min(max(1, int(round(holdout * n))), n - 1)
-        hold, train = order[:n_hold], order[n_hold:]
+        held = data.holdout_key < holdout
+        if not held.any():  # a tiny buffer: the row of the smallest key
+            held[int(np.argmin(data.holdout_key))] = True
+        if held.all():  # keep one training row: the largest key
+            held[int(np.argmax(data.holdout_key))] = False
+        hold, train = np.flatnonzero(held), np.flatnonzero(~held)
+        self.last_holdout_rows = data.row_ids[hold].copy()
+        self.last_train_rows = data.row_ids[train].copy()
         x_all = np.concatenate([data.obs, self.codec.encode_actions(data.actions)], axis=1)
         y_all = self._targets(data)
         self.in_mean, self.in_std = _normaliser(x_all[train])
@@ -337,6 +356,7 @@ class WorldModel:
                     )
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.max_grad_norm)
                 self.optimizer.step()
                 updates += 1
                 if max_updates is not None and updates >= max_updates:
@@ -515,6 +535,7 @@ class WorldModel:
             "lr": self.lr,
             "weight_decay": self.weight_decay,
             "learn_termination": self.learn_termination,
+            "max_grad_norm": self.max_grad_norm,
             "seed": self.seed,
             **self.codec.config(),
         }
@@ -534,10 +555,10 @@ class WorldModel:
 
     def save(self, path: str | Path) -> Path:
         """Write the model with ``torch.save`` (tensors and plain values only)."""
-        path = check_path("path", path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(self.state(), path)
-        return path
+        target: Path = check_path("path", path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(self.state(), target)
+        return target
 
     @classmethod
     def load(cls, path: str | Path) -> WorldModel:

@@ -9,6 +9,7 @@ was rewarded and ended the episode is a success), and an imagined step earns
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +21,9 @@ from fleetgym.agents.world_model.buffer import TransitionBuffer
 from fleetgym.validation import check_float, check_int
 
 __all__ = ["SuccessRewardModel"]
+
+#: The default bound on the classifier's gradient norm per step.
+MAX_GRAD_NORM = 1.0
 
 
 class SuccessRewardModel:
@@ -34,13 +38,20 @@ class SuccessRewardModel:
         obs_dim: Width of the flat observations.
         hidden_sizes: Hidden widths.
         lr: Adam's learning rate.
+        max_grad_norm: Every gradient step's norm is clipped to it (default 1).
         seed: Seeds the weights and the shuffles.
     """
 
     def __init__(
-        self, obs_dim: int, hidden_sizes: Sequence[int] = (64, 64), lr: float = 1e-3, seed: int = 0
+        self,
+        obs_dim: int,
+        hidden_sizes: Sequence[int] = (64, 64),
+        lr: float = 1e-3,
+        seed: int = 0,
+        max_grad_norm: float = MAX_GRAD_NORM,
     ) -> None:
         self.obs_dim = check_int("obs_dim", obs_dim, 1)
+        self.max_grad_norm = check_float("max_grad_norm", max_grad_norm, 0.0, strict=True)
         layers: list[nn.Module] = []
         width = self.obs_dim
         for h in hidden_sizes:
@@ -56,6 +67,7 @@ class SuccessRewardModel:
         self.mean = np.zeros(self.obs_dim, np.float32)
         self.std = np.ones(self.obs_dim, np.float32)
         self.version = 0
+        self._warned = False
 
     @staticmethod
     def labels(data: TransitionBuffer) -> tuple[np.ndarray, np.ndarray]:
@@ -73,15 +85,26 @@ class SuccessRewardModel:
     def fit(self, data: TransitionBuffer, epochs: int = 20, batch_size: int = 256) -> float:
         """Train on ``data``'s observations; returns the last epoch's mean cross-entropy.
 
-        Terminal observations of a successful step are only in ``data`` when it holds the
-        next observation of terminated rows (:meth:`TransitionBuffer.collect` does; a fleet
-        trajectory does not, and then the observation *before* the rewarded step is
-        labelled a success instead).
+        The positive class is the observation a successful step reached (its terminal
+        observation): :meth:`TransitionBuffer.collect` stores it, and so does
+        :meth:`TransitionBuffer.add_trajectory` for a trajectory that carries
+        ``final_obs``. A successful row without it (a trajectory without ``final_obs``)
+        falls back to labelling the observation *before* the rewarded step, one step
+        early, with a warning the first time.
         """
         epochs = check_int("epochs", epochs, 1, 10_000)
         obs, labels = self.labels(data)
         missing = data.terminated & (data.rewards > 0) & ~data.has_next
         if missing.any():
+            if not self._warned:
+                warnings.warn(
+                    f"success labels: {int(missing.sum())} successful rows lack their "
+                    "terminal observation (trajectories without final_obs); the observation "
+                    "before the success is labelled instead, one step early",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                self._warned = True
             obs = np.concatenate([obs, data.obs[missing]])
             labels = np.concatenate([labels, np.ones(int(missing.sum()), np.float32)])
         self.mean = obs.mean(0).astype(np.float32)
@@ -102,6 +125,7 @@ class SuccessRewardModel:
                 )
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.max_grad_norm)
                 self.optimizer.step()
                 total, count = total + float(loss.detach()), count + 1
             last = total / max(count, 1)
