@@ -5,9 +5,17 @@ in-process backend (:func:`fleetgym.agents.learners.training.train`); the imagin
 is the same :class:`~fleetgym.agents.learners.ppo.PPOLearner` with ``imagination=``.
 Every ``eval_every`` real env steps the current policy plays ``eval_episodes`` fresh
 episodes with sampled actions (the policy as trained, on an env seeded apart from the
-actors'); an arm reaches the target at the first evaluation whose mean return is at or
-above it. Evaluation steps are not training data and are not counted. A trivial policy's
-score (uniform random actions) is measured on the same evaluation seeds.
+actors'); an arm reaches the target when the evaluation mean return stays at or above it
+for :data:`TARGET_STREAK` (three) evaluations in a row, and its steps to target are the
+real steps at the last of them (when the run knows it has reached it). Evaluation steps
+are not training data and are not counted. A trivial policy's score (uniform random
+actions) is measured on the same evaluation seeds.
+
+The ``ppo+replay`` arm is the matched no-model control of ``ppo+imagination``: the same
+real steps per round and the same number of samples per update (so the same gradient
+steps per real step), its extra samples replayed from earlier real trajectories instead
+of imagined in a model (``source="replay"`` of
+:class:`~fleetgym.agents.world_model.ImaginationConfig`).
 
 Measuring on evaluations rather than on the training window matters here: the learner's
 ``mean_return`` averages the last 100 *completed training episodes*, and 100 CartPole
@@ -26,7 +34,37 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-__all__ = ["ENVS", "Arm", "EnvSetup", "RunResult", "random_score", "run_arm"]
+__all__ = [
+    "ENVS",
+    "TARGET_STREAK",
+    "Arm",
+    "EnvSetup",
+    "RunResult",
+    "random_score",
+    "run_arm",
+    "steps_to_target",
+]
+
+#: Evaluations in a row at or above the target that count as reaching it.
+TARGET_STREAK = 3
+
+
+def steps_to_target(
+    curve: list[tuple[int, float]], target: float, streak: int = TARGET_STREAK
+) -> int | None:
+    """The real steps at the evaluation that completes the first run of ``streak``
+    evaluations in a row at or above ``target`` (``None``: no such run).
+
+    Example:
+        >>> steps_to_target([(1, 500), (2, 400), (3, 480), (4, 490), (5, 476)], 475)
+        5
+    """
+    run = 0
+    for steps, score in curve:
+        run = run + 1 if score >= target else 0
+        if run >= streak:
+            return int(steps)
+    return None
 
 
 @dataclass(frozen=True)
@@ -64,6 +102,8 @@ def doorkey() -> gym.Env:
 
 
 _CARTPOLE_MODEL = {"share": 0.75, "horizon": "auto"}
+#: ppo+imagination's samples per update, the extra ones replayed from real data.
+_CARTPOLE_REPLAY = {"share": 0.75, "source": "replay"}
 
 ENVS: dict[str, EnvSetup] = {
     "CartPole-v1": EnvSetup(
@@ -77,6 +117,7 @@ ENVS: dict[str, EnvSetup] = {
             Arm("ppo", 128),
             Arm("ppo-small-rounds", 32),
             Arm("ppo+imagination", 32, _CARTPOLE_MODEL),
+            Arm("ppo+replay", 32, _CARTPOLE_REPLAY),
             Arm("ppo+imagination-7x", 16, {"share": 0.875, "horizon": "auto"}),
         ),
     ),
@@ -218,9 +259,10 @@ def run_arm(env_name: str, setup: EnvSetup, arm: Arm, seed: int, progress: Any =
         score = evaluate(steps)
         while checkpoints and steps >= checkpoints[0]:
             result.at_checkpoints[str(checkpoints.pop(0))] = score
-        if score >= setup.target and result.steps_to_target is None:
-            result.steps_to_target = steps
-            return not setup.checkpoints  # with checkpoints, go on to the budget
+        if result.steps_to_target is None:
+            result.steps_to_target = steps_to_target(result.curve, setup.target)
+            if result.steps_to_target is not None:
+                return not setup.checkpoints  # with checkpoints, go on to the budget
         return steps >= setup.budget
 
     try:
