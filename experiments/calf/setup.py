@@ -9,7 +9,8 @@ profile means the same staleness in steps in both).
 
 "Compensated" policies see :func:`~fleetgym.wrappers.compensation.make_robust_env`'s
 input (k delivered observations with their ages, plus the actions sent), with k and the
-action-history length measured from the training network; plain policies see the
+action-history length measured from the training network (at most the library's
+``HISTORY_CAP``, 16, with the stall flag when capped); plain policies see the
 delivered observation only.
 """
 
@@ -27,7 +28,11 @@ from fleetgym.experiments.calf.conditions import NetworkCondition, Regime, resol
 from fleetgym.experiments.calf.hyperparams import ALGOS, check_algo_fits, zoo_hyperparams
 from fleetgym.experiments.calf.predict import predictive_env
 from fleetgym.validation import check_choice, check_float
-from fleetgym.wrappers.compensation import history_length_for_profile, make_robust_env
+from fleetgym.wrappers.compensation import (
+    HISTORY_CAP,
+    history_length_for_profile,
+    make_robust_env,
+)
 from fleetgym.wrappers.network_shim import NetworkShimWrapper
 from fleetgym.wrappers.timeline import TIMINGS
 
@@ -205,6 +210,8 @@ class InputLayout:
         compensation: Which stack (a value of
             :data:`~fleetgym.experiments.calf.conditions.COMPENSATIONS`).
         predictor: The learned predictor of ``"learned"`` (built per training seed).
+        stall_features: Whether the age features carry the stall flag (k or m measured
+            above :data:`~fleetgym.wrappers.HISTORY_CAP`, and capped to it).
     """
 
     compensated: bool
@@ -212,6 +219,7 @@ class InputLayout:
     action_history_length: int = 0
     compensation: str = "history"
     predictor: Any = field(default=None, compare=False)
+    stall_features: bool = False
 
 
 def layout_for(regime: Regime, setup: EnvSetup, quantile: float = 0.99) -> InputLayout:
@@ -231,7 +239,12 @@ def layout_for(regime: Regime, setup: EnvSetup, quantile: float = 0.99) -> Input
     m = history_length_for_profile(profile, period, quantile, path="round_trip", **kwargs)
     if regime.compensation == "augmented":
         k = 1
-    return InputLayout(True, k, m, regime.compensation)
+    # The library's cap (make_robust_env): a network that asks for more has stalls, and
+    # the age features gain the stall flag instead.
+    stall = k > HISTORY_CAP or m > HISTORY_CAP
+    return InputLayout(
+        True, min(k, HISTORY_CAP), min(m, HISTORY_CAP), regime.compensation, stall_features=stall
+    )
 
 
 def make_condition_env(
@@ -253,6 +266,7 @@ def make_condition_env(
             profile,
             history_length=layout.history_length,
             action_history_length=layout.action_history_length,
+            stall_features=layout.stall_features,
             **kwargs,
         )
     else:
