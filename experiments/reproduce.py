@@ -4,7 +4,10 @@ Runs, in order:
 
 1. the CALF experiment on CartPole
    (:func:`fleetgym.experiments.calf.experiment.run_calf`): how a network hurts a policy
-   trained without one and what network-aware training with compensation wins back;
+   trained without one, what network-aware training with compensation wins back, and
+   what the compensation that works gives the clean policy itself, untrained for the
+   network (``baseline+best``: the predictive compensation with the true dynamics and the
+   prior derived from the network, :data:`CALF_REGIMES`);
 2. the actor-scheduling comparison
    (:func:`fleetgym.experiments.schedule.compare.quick_scheduler_report`): the shipped
    learned scheduler against every baseline, with the actors-per-round and time-cost
@@ -29,9 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from fleetgym.experiments.argtypes import UsageError, check_output_dir, output_path
+from fleetgym.experiments.calf import conditions as calf_conditions
 from fleetgym.experiments.calf import experiment as calf_experiment
 
 PARTS = ("calf", "schedule", "accerl")
+#: The ``calf`` part's regimes: ``calf --quick``'s and, beside them, the clean policy with
+#: the best causal compensation (no training of its own: the clean policy's evaluation).
+CALF_REGIMES: tuple[str, ...] = (*calf_conditions.QUICK_REGIMES, "baseline+best")
 #: The ``accerl`` part's budgets: the comparison's workloads, seeds and env-step budget
 #: (runs stop at the target), and the lag sweep's arguments.
 ACCERL_SCALES: dict[str, dict[str, Any]] = {
@@ -76,8 +83,9 @@ def _parts(text: str) -> list[str]:
 
 
 def _run_calf(out: Path, full: bool, progress: bool) -> list[str]:
+    regimes = [*calf_conditions.DEFAULT_REGIMES, "baseline+best"] if full else list(CALF_REGIMES)
     results = calf_experiment.run_calf(
-        "CartPole-v1", quick=not full, out_dir=out, progress=progress
+        "CartPole-v1", quick=not full, out_dir=out, progress=progress, regimes=regimes
     )
     md = next(p for p in results.files if p.suffix == ".md")
     png = next(p for p in results.files if p.suffix == ".png")
@@ -88,6 +96,13 @@ def _run_calf(out: Path, full: bool, progress: bool) -> list[str]:
     body = [("#" + line) if line.startswith("#") else line for line in body]
     return [
         "## Network shim: the CALF experiment (CartPole-v1)",
+        "",
+        "`baseline+best` is the clean policy, trained without a network, behind each "
+        "synthetic profile with the compensation that works: `make_robust_env`'s predictive "
+        'compensation with CartPole\'s true dynamics, `lookahead="action"`, 16 samples, '
+        'the prior action age derived from the profile and `stall_action="predict"`. '
+        "For your own network: `fleetgym profiles assess PROFILE --env CartPole-v1` "
+        "(a profile name, a `profiles fit` file or a trace file).",
         "",
         *body,
         "",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import subprocess
 import sys
 
@@ -41,20 +40,28 @@ def test_reproduce_rejects_unknown_part(capsys):
 def test_reproduce_writes_report_with_calf_table(tmp_path, monkeypatch):
     from fleetgym.experiments.calf import experiment
 
-    # The real experiment, at a budget a unit test can afford.
-    tiny = functools.partial(
-        experiment.run_calf,
-        timesteps=256,
-        episodes=1,
-        regimes=["baseline"],
-        conditions=["sim-clean", "wifi-normal"],
-        ablation=False,
-        variants=[],
-    )
+    # The real experiment, at a budget a unit test can afford: the part's own regimes
+    # include the clean policy with the compensation that works (baseline+best).
+    real = experiment.run_calf
+    asked = []
+
+    def tiny(env, **kwargs):
+        asked.append(kwargs["regimes"])
+        kwargs.update(
+            timesteps=256,
+            episodes=1,
+            regimes=["baseline", "baseline+best"],
+            conditions=["sim-clean", "wifi-normal"],
+            ablation=False,
+            variants=[],
+        )
+        return real(env, **kwargs)
+
     monkeypatch.setattr(experiment, "run_calf", tiny)
     assert cli.main(["reproduce", "--only", "calf", "--out", str(tmp_path), "--no-progress"]) == 0
+    assert "baseline+best" in asked[0] and "net-aware+comp" in asked[0]
     report = (tmp_path / "report.md").read_text()
     assert "## Network shim: the CALF experiment (CartPole-v1)" in report
-    assert "wifi-normal" in report
+    assert "wifi-normal" in report and "| baseline+best |" in report
     assert "](calf/" in report
     assert (tmp_path / "calf").is_dir() and any((tmp_path / "calf").glob("*.png"))

@@ -357,7 +357,10 @@ class Regime:
 #: ``predictive`` the most likely schedule of the actions in flight, ``-dist`` 16
 #: schedules drawn from the action ages seen, ``-noid`` without the applied action's id
 #: in the observation packet, ``-ahead`` further, to the tick the next action meets);
-#: ``-ahead-dist`` both; ``learned`` the same with the learned world model (and its
+#: ``-ahead-dist`` both; ``predictive-best`` (``+best``) the best causal compensation the
+#: library builds by itself: ``make_robust_env``'s predictive defaults (true dynamics,
+#: ``lookahead="action"``, 16 samples, the prior action age derived from the network,
+#: ``stall_action="predict"``); ``learned`` the same with the learned world model (and its
 #: ``-dist`` / ``-ahead`` variants); ``oracle`` the true current
 #: state (non-causal).
 COMPENSATIONS: dict[str, str] = {
@@ -368,6 +371,7 @@ COMPENSATIONS: dict[str, str] = {
     "+ceiling-noid": "predictive-noid",
     "+ceiling-ahead": "predictive-ahead",
     "+ceiling-ahead-dist": "predictive-ahead-dist",
+    "+best": "predictive-best",
     "+predict": "learned",
     "+predict-dist": "learned-dist",
     "+predict-ahead": "learned-ahead",

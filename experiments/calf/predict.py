@@ -13,6 +13,11 @@ names the predictor and how it is used:
 - ``predictive-ahead``: predicting further, to the tick the next action meets
   (``lookahead="action"``);
 - ``predictive-ahead-dist``: both;
+- ``predictive-best``: ``-ahead-dist`` with the prior action age
+  :func:`~fleetgym.wrappers.make_robust_env` derives from the network (the most frequent
+  age, not the study's median) and ``stall_action="predict"``: what a deployer gets from
+  ``make_robust_env(compensation="predictive", predictor="true-dynamics",
+  predict_kwargs={"lookahead": "action", "samples": 16})``;
 - ``learned``: the learned predictor of the layout (a world model fitted per seed), with
   the same variants (``learned-dist``, ``learned-ahead``, ...);
 - ``oracle``: non-causal. The policy's input is the env's true current state
@@ -94,6 +99,7 @@ VARIANT_OPTIONS: dict[str, dict[str, Any]] = {
     "noid": {"applied_ids": False},
     "ahead": {"lookahead": "action"},
     "ahead-dist": {"lookahead": "action", "samples": 16},
+    "best": {"lookahead": "action", "samples": 16},
 }
 
 
@@ -122,7 +128,9 @@ def predictive_env(
     # its profile (the applied ids refine it as packets arrive). make_robust_env would
     # derive the most frequent age; the study keeps the median its tables were measured
     # with.
-    options: dict[str, Any] = {"action_delay": median_action_age(kwargs)}
+    options: dict[str, Any] = (
+        {} if variant == "best" else {"action_delay": median_action_age(kwargs)}
+    )
     options.update(VARIANT_OPTIONS[variant])
     predictor: Any = "true-dynamics"
     if base_comp == "learned":
@@ -130,6 +138,8 @@ def predictive_env(
             raise ValueError("layout.predictor: expected a learned predictor, actual None")
         predictor = layout.predictor
     profile = kwargs.pop("profile", None)
+    if variant == "best":
+        kwargs["stall_action"] = "predict"
     return make_robust_env(
         base,
         profile,
