@@ -125,11 +125,12 @@ class ImaginationConfig:
         success_share: Share of B_real's capacity kept for successful episodes (a
             rewarded termination) when rows are evicted, in ``[0, 1]`` (AcceRL keeps about
             0.3; ``0``: plain first-in first-out).
-        max_imagination_lag: B_img is kept between updates; a sample is dropped once the
-            model that imagined it is more than this many fits behind the newest. Each
-            update uses B_img's kept samples first (newest first) and imagines only the
-            shortfall (``0``: only the newest model's samples are reused, which with
-            ``model_every=1`` means every update imagines afresh).
+        max_imagination_lag: Keep B_img between updates: a sample is dropped once the
+            model that imagined it is more than this many fits behind the newest, and
+            each update uses B_img's kept samples first (newest first) and imagines only
+            the shortfall (``0``: only the newest model's samples are reused, e.g.
+            between fits with ``model_every > 1``). ``None`` (the default): every update
+            imagines afresh, as before 1.0.
         source: ``"model"`` (imagine in the world model) or ``"replay"``: a no-model
             control that draws the same number of extra samples per update from earlier
             real trajectories instead (PPO's clipped ratio corrects for their older
@@ -164,7 +165,7 @@ class ImaginationConfig:
     reward: str = "regression"
     capacity: int = 1_000_000
     success_share: float = 0.0
-    max_imagination_lag: int = 0
+    max_imagination_lag: int | None = None
     source: str = "model"
     recent_starts: int | None = None
     sample: bool = True
@@ -210,7 +211,8 @@ class ImaginationConfig:
         check_choice("reward", self.reward, ("regression", "success"))
         check_int("capacity", self.capacity, 10)
         check_float("success_share", self.success_share, 0.0, 1.0)
-        check_int("max_imagination_lag", self.max_imagination_lag, 0)
+        if self.max_imagination_lag is not None:
+            check_int("max_imagination_lag", self.max_imagination_lag, 0)
         check_choice("source", self.source, SOURCES)
         if self.source == "replay" and (isinstance(self.share, str) or callable(self.share)):
             raise ValueError(

@@ -368,10 +368,13 @@ class Imagination:
         then freshly imagined ones for the shortfall; B_img keeps what this update used.
 
         A trajectory is dropped from B_img once the model that imagined it is more than
-        ``max_imagination_lag`` fits behind the newest.
+        ``max_imagination_lag`` fits behind the newest (``None``: all are, every update).
         """
         version = self.model.version
         limit = self.config.max_imagination_lag
+        if limit is None:  # B_img is not kept: imagine afresh
+            self.imagined = self.imagine(policy, samples, horizon, policy_version)
+            return list(self.imagined)
         alive = [
             t
             for t in self.imagined

@@ -245,12 +245,30 @@ def test_b_img_is_kept_between_updates_with_its_imagination_lag():
     assert all(r.reused_samples <= r.imagined_samples for r in records)
 
 
-def test_with_lag_zero_an_older_models_samples_are_never_used():
-    learner = PPOLearner("CartPole-v1", seed=0, imagination={**SMALL, "horizon": 4})
-    for traj in _rounds(3):
+@pytest.mark.parametrize("model_every", [1, 2])
+def test_by_default_every_update_imagines_afresh(model_every):
+    config = {**SMALL, "horizon": 4, "model_every": model_every}
+    learner = PPOLearner("CartPole-v1", seed=0, imagination=config)
+    for traj in _rounds(4):
         learner.update([traj])
         assert learner.imagination.last.reused_samples == 0
         assert learner.imagination.last.imagination_lag == 0.0
+
+
+def test_with_lag_zero_only_the_newest_models_samples_are_reused():
+    config = {**SMALL, "horizon": 4, "model_every": 2, "max_imagination_lag": 0}
+    learner = PPOLearner("CartPole-v1", seed=0, imagination=config)
+    reused = []
+    for traj in _rounds(6):
+        before = learner.imagination.model.version
+        learner.update([traj])
+        last = learner.imagination.last
+        assert last.imagination_lag == 0.0
+        fitted = learner.imagination.model.version > before
+        reused.append(last.reused_samples > 0)
+        if fitted:
+            assert last.reused_samples == 0  # the older model's samples were dropped
+    assert any(reused)
 
 
 # ----------------------------------------------------------------- the replay control
