@@ -52,11 +52,25 @@ def test_study_refuses_an_unknown_arm(tmp_path, capsys):
         ("colour=red", "expected names among"),
         ("share", "expected name=value items"),
         ("reward=shaped", "reward: expected one of"),
+        ("schedule=cosine", "schedule: expected one of"),
+        ("source=dream", "source: expected one of"),
+        ("success_share=1.5", "success_share: expected a finite number >= 0 and <= 1"),
+        ("max_imagination_lag=-1", "max_imagination_lag: expected"),
+        ("updates_per_round=0", "updates_per_round: expected"),
+        ("min_horizon=0", "min_horizon: expected an int in [1, 100000]"),
+        ("source=replay,share=auto", "share: expected a number in [0, 1] with source='replay'"),
     ],
 )
 def test_train_refuses_a_bad_imagination_spec(spec, message, capsys):
     assert cli.main(["train", "--imagination", spec, "--no-progress"]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_imagination_spec_chooses_the_horizon_schedule():
+    from fleetgym.agents.world_model.config import parse_imagination_spec
+
+    for name in ("validation", "linear", "error"):
+        assert parse_imagination_spec(f"schedule={name}").schedule == name
 
 
 def test_train_with_imagination_saves_the_world_model(tmp_path, capsys):
