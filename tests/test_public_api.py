@@ -92,7 +92,7 @@ _RUN_MODULE = re.compile(r"python -m (fleetgym(?:\.\w+)+)")
 
 def _documents() -> list[Path]:
     # (CHANGELOG.md is left out: its migration table names the removed addresses on purpose.)
-    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
     return pages + sorted((ROOT / "examples").rglob("*.py"))
 
 
