@@ -11,7 +11,7 @@ real steps at the last of them (when the run knows it has reached it). Evaluatio
 are not training data and are not counted. A trivial policy's score (uniform random
 actions) is measured on the same evaluation seeds.
 
-The ``ppo+replay`` arm is the matched no-model control of ``ppo+imagination``: the same
+Each env's ``ppo+replay`` arm is the matched no-model control of its ``ppo+imagination``: the same
 real steps per round and the same number of samples per update (so the same gradient
 steps per real step), its extra samples replayed from earlier real trajectories instead
 of imagined in a model (``source="replay"`` of
@@ -144,6 +144,7 @@ ENVS: dict[str, EnvSetup] = {
                     "max_fit_updates": 100,
                 },
             ),
+            Arm("ppo+replay", 64, {"share": 0.75, "source": "replay", "warmup": 2048}),
         ),
         checkpoints=(100_000, 300_000),
     ),
@@ -161,6 +162,7 @@ ENVS: dict[str, EnvSetup] = {
                 32,
                 {"share": 0.75, "horizon": "auto", "reward": "success", "max_horizon": 10},
             ),
+            Arm("ppo+replay", 32, {"share": 0.75, "source": "replay"}),
         ),
     ),
 }

@@ -156,18 +156,26 @@ def test_reaching_the_target_takes_three_evaluations_in_a_row():
     assert steps_to_target([(1, 480.0), (2, 480.0)], 475.0) is None
 
 
-def test_the_study_has_a_matched_replay_arm():
+@pytest.mark.parametrize("env", ["CartPole-v1", "Hopper-v5", "MiniGrid-DoorKey-5x5-v0"])
+def test_the_study_has_a_matched_replay_arm(env):
     from fleetgym.agents.world_model import ImaginationConfig
     from fleetgym.experiments.imagination.study import ENVS
 
-    arms = {a.name: a for a in ENVS["CartPole-v1"].arms}
+    arms = {a.name: a for a in ENVS[env].arms}
     model, replay = arms["ppo+imagination"], arms["ppo+replay"]
     # The same real steps per round and samples per update: the same gradient steps per
     # real step; the extra samples are replayed real data instead of imagined.
     assert replay.steps_per_actor == model.steps_per_actor
-    assert replay.imagination["share"] == model.imagination["share"]
-    assert ImaginationConfig(**replay.imagination).source == "replay"
-    assert ImaginationConfig(**model.imagination).source == "model"
+    config, matched = (
+        ImaginationConfig(**model.imagination),
+        ImaginationConfig(**replay.imagination),
+    )
+    assert (matched.share, matched.warmup, matched.updates_per_round) == (
+        config.share,
+        config.warmup,
+        config.updates_per_round,
+    )
+    assert matched.source == "replay" and config.source == "model"
 
 
 def test_the_async_table_scores_the_evaluation_not_the_training_window():
