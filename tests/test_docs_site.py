@@ -45,12 +45,23 @@ def build_site(out: Path) -> tuple[subprocess.CompletedProcess[str], float]:
     return proc, time.perf_counter() - started
 
 
+_BUILT: dict[str, Path] = {}
+
+
+def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site, built once per test session (this module and the browser test share it)."""
+    if "site" not in _BUILT:
+        out = Path(os.environ.get("FLEETGYM_DOCS_OUT") or tmp_path_factory.mktemp("site"))
+        proc, seconds = build_site(out)
+        assert proc.returncode == 0, f"sphinx-build -W failed:\n{proc.stderr[-6000:]}"
+        (out / ".build-seconds").write_text(f"{seconds:.1f}\n")
+        _BUILT["site"] = out
+    return _BUILT["site"]
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = Path(os.environ.get("FLEETGYM_DOCS_OUT") or tmp_path_factory.mktemp("site"))
-    proc, _ = build_site(out)
-    assert proc.returncode == 0, f"sphinx-build -W failed:\n{proc.stderr[-6000:]}"
-    return out
+    return built_site(tmp_path_factory)
 
 
 def test_the_site_builds_without_warnings(site: Path) -> None:
