@@ -458,7 +458,9 @@ def _plot(report: dict[str, Any], series: dict[str, np.ndarray], path: Path) -> 
             axes[2].plot([i] * len(r["returns"]), r["returns"], "k.", alpha=0.6)
         axes[2].set_xticks(range(len(keys)), keys)
         axes[2].set_ylabel("episode return")
-        axes[2].set_title(report["verdict"][:60])
+        axes[2].set_title(
+            f"{report['verdict'].split(':')[0]}: kept {report['kept']:.0%} of clean - random"
+        )
     fig.savefig(path, dpi=110)
 
 
