@@ -32,7 +32,7 @@ source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 root_doc = "index"
 exclude_patterns = ["_build", "_ext", "Thumbs.db", ".DS_Store"]
 
-myst_heading_anchors = 4
+myst_heading_anchors = 6
 myst_enable_extensions = ["colon_fence", "deflist"]
 suppress_warnings = ["myst.header"]
 
