@@ -132,6 +132,20 @@ def test_the_value_is_a_function_of_the_prefix_only(kind, value_head):
         aware.value(obs, step=step)
 
 
+def test_the_first_token_head_reads_the_same_position_either_way():
+    """The ``first`` head reads the position emitting ``a_1``, the prefix's last: the same
+    value with ``value_input="prefix"`` or ``"actions"`` (same weights)."""
+    torch.manual_seed(6)
+    prefix = _policy(chunk=2, value_head="first", instruction_length=3)
+    aware = copy.deepcopy(prefix)
+    aware.value_input = "actions"
+    obs, ids = torch.randn(3, 11), torch.randint(1, 30, (3, 3))
+    tokens = prefix.act(obs, ids).tokens
+    with torch.no_grad():
+        assert torch.equal(prefix.evaluate(obs, tokens, ids).values,
+                           aware.evaluate(obs, tokens, ids).values)  # fmt: skip
+
+
 def test_tied_embeddings_stay_trainable_with_a_slim_head():
     transformers = pytest.importorskip("transformers")
     config = transformers.LlamaConfig(
