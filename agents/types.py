@@ -27,6 +27,9 @@ import numpy as np
 #: A policy's weights: parameter name -> array (a torch ``state_dict`` converted to numpy).
 Weights = dict[str, np.ndarray]
 
+#: Largest observation (in numbers) whose final observations a rollout records.
+FINAL_OBS_MAX_VALUES = 4096
+
 
 @dataclass
 class Trajectory:
@@ -36,7 +39,10 @@ class Trajectory:
     ``truncation_values[t]`` holds V(final observation) where ``truncated[t]`` (for
     bootstrapping time-limit ends), 0 elsewhere. ``last_value`` is V(s_n), the value of
     the observation after the last step, and ``last_done`` says whether s_n starts a new
-    episode.
+    episode. ``final_obs[t]`` is the observation an ending step ``t`` reached (before the
+    env was reset; NaN on the other rows), which a world model learns terminal transitions
+    and success labels from; rollout workers record it for observations of at most
+    ``FINAL_OBS_MAX_VALUES`` numbers, else it is ``None``.
     """
 
     obs: np.ndarray
@@ -53,6 +59,7 @@ class Trajectory:
     actor_id: int
     policy_version: int
     seed: int
+    final_obs: np.ndarray | None = field(default=None, kw_only=True)
 
     def __len__(self) -> int:
         return int(self.rewards.shape[0])

@@ -140,6 +140,8 @@ def _tail(trajectory: Trajectory, start: int) -> Trajectory:
             "truncation_values",
         )
     }
+    if trajectory.final_obs is not None:
+        changes["final_obs"] = trajectory.final_obs[start:]
     per_sample = getattr(trajectory, "policy_versions", None)
     declared = {f.name for f in dataclasses.fields(trajectory)}
     if per_sample is not None and "policy_versions" in declared:

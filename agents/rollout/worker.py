@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from fleetgym.agents.policies import ActorCriticPolicy, NumpyActorCritic
-from fleetgym.agents.types import Trajectory, Weights
+from fleetgym.agents.types import FINAL_OBS_MAX_VALUES, Trajectory, Weights
 from fleetgym.agents.workloads import Workload, get_workload
 from fleetgym.validation import check_int
 
@@ -65,6 +65,7 @@ class _Buffer:
     terminated: np.ndarray
     truncated: np.ndarray
     truncation_values: np.ndarray
+    final_obs: np.ndarray | None
 
 
 class RolloutWorker:
@@ -129,6 +130,11 @@ class RolloutWorker:
             terminated=np.zeros(steps, bool),
             truncated=np.zeros(steps, bool),
             truncation_values=np.zeros(steps, np.float32),
+            final_obs=(
+                np.full((steps, *self.obs.shape), np.nan, np.float32)
+                if self.obs.size <= FINAL_OBS_MAX_VALUES and self.obs.dtype.kind in "fiub"
+                else None
+            ),
         )
 
     def _env_action(self, action: np.ndarray) -> np.ndarray | int:
@@ -162,6 +168,8 @@ class RolloutWorker:
             buf.truncated[t] = bool(truncated) and not terminated
             if buf.truncated[t]:
                 buf.truncation_values[t] = float(value_fn(np.asarray(obs)[None])[0])
+            if buf.final_obs is not None:
+                buf.final_obs[t] = obs  # the observation the episode ended in
             finished[0].append(self.episode_return)
             finished[1].append(self.episode_length)
             self.episode_return = 0.0
@@ -192,6 +200,7 @@ class RolloutWorker:
             actor_id=self.actor_id,
             policy_version=int(policy_version),
             seed=self.seed,
+            final_obs=buf.final_obs,
         )
 
     def rollout(self, weights: Weights, steps: int, policy_version: int) -> Trajectory:
