@@ -164,3 +164,28 @@ def test_internal_links_resolve(site: Path) -> None:
                 if parts.fragment not in ids:
                     broken.append(f"{page.relative_to(site)}: {target} (no such anchor)")
     assert not broken, "broken links in the site:\n" + "\n".join(broken[:50])
+
+
+def test_site_figures(site: Path) -> None:
+    """Pages and words per section, reference coverage and build time (docs/site_figures.py),
+    written to ``$FLEETGYM_DOCS_ARTIFACTS/site-figures.json`` when that is set."""
+    import json
+
+    from tests.test_public_api import PUBLIC_MODULES
+
+    sys.path.insert(0, str(DOCS))
+    try:
+        import site_figures
+    finally:
+        sys.path.remove(str(DOCS))
+    assert site_figures.PUBLIC_MODULES == PUBLIC_MODULES
+    seconds_file = site / ".build-seconds"
+    seconds = float(seconds_file.read_text()) if seconds_file.is_file() else None
+    result = site_figures.figures(site, seconds)
+    assert result["reference_coverage"] == 1.0
+    assert result["sections"]["results"]["pages"] >= 7
+    assert result["sections"]["getting started and guides"]["pages"] >= 10
+    if os.environ.get("FLEETGYM_DOCS_ARTIFACTS"):
+        out = Path(os.environ["FLEETGYM_DOCS_ARTIFACTS"])
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "site-figures.json").write_text(json.dumps(result, indent=2) + "\n")
