@@ -132,3 +132,20 @@ def test_unknown_variants_and_a_missing_predictor_are_refused():
         make_condition_env(setup, wifi, InputLayout(True, compensation="predictive-sideways"))
     with pytest.raises(ValueError, match="layout.predictor"):
         make_condition_env(setup, wifi, InputLayout(True, compensation="learned-dist"))
+
+
+def test_best_is_make_robust_envs_predictive_defaults():
+    # trace-wifi-office: the most frequent action age (the derived prior) is 0, the
+    # study's median 1; +best takes the former, +ceiling-ahead-dist the latter.
+    from fleetgym.experiments.calf import conditions, setup
+
+    task = setup.env_setup("CartPole-v1")
+    network = conditions.resolve_condition("trace-wifi-office")
+    priors = {}
+    for suffix in ("+best", "+ceiling-ahead-dist"):
+        layout = setup.layout_for(conditions.regime_by_name("baseline" + suffix), task)
+        env = setup.make_condition_env(task, network, layout)
+        priors[suffix] = env.get_wrapper_attr("action_delay")
+        assert env.get_wrapper_attr("samples") == 16
+        env.close()
+    assert priors == {"+best": 0, "+ceiling-ahead-dist": 1}
