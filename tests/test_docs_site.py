@@ -189,3 +189,44 @@ def test_site_figures(site: Path) -> None:
         out = Path(os.environ["FLEETGYM_DOCS_ARTIFACTS"])
         out.mkdir(parents=True, exist_ok=True)
         (out / "site-figures.json").write_text(json.dumps(result, indent=2) + "\n")
+
+
+class _Prose(html.parser.HTMLParser):
+    """The text of a page's main article outside code (pre, code, scripts)."""
+
+    CODE = ("pre", "code", "script", "style", "kbd", "samp")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.article = 0
+        self.code = 0
+        self.chunks: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.article += tag == "article"
+        self.code += tag in self.CODE
+
+    def handle_endtag(self, tag: str) -> None:
+        self.article -= tag == "article" and self.article > 0
+        self.code -= tag in self.CODE and self.code > 0
+
+    def handle_data(self, data: str) -> None:
+        if self.article and not self.code:
+            self.chunks.append(data)
+
+
+#: Markdown or reST that did not render, as it would show in a page's prose.
+RAW_MARKUP = ("```", "](", ":class:`", ":func:`", ":meth:`", ":attr:`", ":data:`", ":mod:`")
+
+
+def test_no_raw_markup_in_any_page(site: Path) -> None:
+    """Every page's prose is rendered: no Markdown fence, link or reST role left as text."""
+    found = []
+    for page in sorted(site.rglob("*.html")):
+        if "_modules" in page.parts:
+            continue
+        prose = _Prose()
+        prose.feed(page.read_text(encoding="utf-8"))
+        text = " ".join(prose.chunks)
+        found += [f"{page.relative_to(site)}: {m!r}" for m in RAW_MARKUP if m in text]
+    assert not found, "raw markup in the rendered pages:\n" + "\n".join(found)
