@@ -175,6 +175,11 @@ CASES: dict[tuple[str, ...], dict[str, list[str]]] = {
         "--name": ["a/b", ".."],
     },
     ("train", "--mode", "async", "--log"): {"--out": ["", "{file}", "{file}/sub"]},
+    ("docs",): {
+        "--source": ["{file}", "{missing}", "{dir}"],
+        "--serve": ["0", "70000", "abc"],
+        "--out": ["", "{file}", "{file}/sub"],
+    },
     # Refused before any Ray cluster starts: Ray actors act with their own policy copy.
     ("train", "--mode", "async", "--backend", "ray"): {"--inference": ["server"]},
 }
