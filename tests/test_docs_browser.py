@@ -23,9 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from tests.test_docs_site import built_site
-from tests.test_docs_site import pytestmark as _needs_sphinx
+from test_docs_site import built_site
+from test_docs_site import pytestmark as _needs_sphinx
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 BROWSER = next((path for name in BROWSERS if (path := shutil.which(name))), None)

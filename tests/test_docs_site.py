@@ -71,7 +71,7 @@ def test_the_site_builds_without_warnings(site: Path) -> None:
 
 def public_names() -> list[str]:
     """Every public name, by its one address: ``module.name``."""
-    from tests.test_public_api import PUBLIC_MODULES
+    from test_public_api import PUBLIC_MODULES
 
     return [
         f"{module}.{name}"
@@ -102,15 +102,16 @@ def test_every_public_name_has_a_reference_entry(site: Path) -> None:
 
 
 def test_one_page_per_public_module() -> None:
-    from tests.test_public_api import PUBLIC_MODULES
+    from test_public_api import PUBLIC_MODULES
 
     pages = {p.stem for p in (DOCS / "reference" / "api").glob("fleetgym*.md")}
     assert pages == set(PUBLIC_MODULES)
 
 
 def test_the_env_ids_and_commands_are_in_the_reference(site: Path) -> None:
+    from test_cli_convention import COMMANDS
+
     from fleetgym.registration import ENV_SPECS
-    from tests.test_cli_convention import COMMANDS
 
     envs = (site / "reference" / "envs.html").read_text(encoding="utf-8")
     assert all(env_id in envs for env_id in ENV_SPECS)
@@ -171,7 +172,7 @@ def test_site_figures(site: Path) -> None:
     written to ``$FLEETGYM_DOCS_ARTIFACTS/site-figures.json`` when that is set."""
     import json
 
-    from tests.test_public_api import PUBLIC_MODULES
+    from test_public_api import PUBLIC_MODULES
 
     sys.path.insert(0, str(DOCS))
     try:
