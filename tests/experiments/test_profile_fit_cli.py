@@ -169,12 +169,13 @@ def test_profiles_without_an_action_still_lists(capsys):
 
 
 def test_docs_page_shows_the_fit_of_the_shipped_trace():
-    """docs/profile-fit.md holds the command's report on wifi-office.csv, verbatim."""
+    """docs/results/profiles.md holds the command's report on wifi-office.csv, verbatim."""
     from fleetgym.experiments.profile_fit import format_report
     from fleetgym.traces import trace_path
     from fleetgym.wrappers.profile_fit import fit_profile
 
-    page = (Path(__file__).resolve().parents[2] / "docs" / "profile-fit.md").read_text()
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    page = (docs / "results" / "profiles.md").read_text()
     report = format_report(fit_profile("wifi-office.csv"))
     report = report.replace(str(trace_path("wifi-office.csv")), "fleetgym/traces/wifi-office.csv")
     assert f"```text\n{report}\n```" in page
