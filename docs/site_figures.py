@@ -17,6 +17,7 @@ import argparse
 import html.parser
 import importlib
 import json
+import re
 import subprocess
 import sys
 import time
@@ -24,26 +25,13 @@ from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
 
-#: The public modules (docs/compatibility.md; tests/test_public_api.py checks the list).
-PUBLIC_MODULES = (
-    "fleetgym",
-    "fleetgym.errors",
-    "fleetgym.wrappers",
-    "fleetgym.wrappers.remote",
-    "fleetgym.traces",
-    "fleetgym.meta_env",
-    "fleetgym.agents",
-    "fleetgym.agents.fleet",
-    "fleetgym.agents.inference",
-    "fleetgym.agents.learners",
-    "fleetgym.agents.planning",
-    "fleetgym.agents.policies",
-    "fleetgym.agents.rollout",
-    "fleetgym.agents.schedulers",
-    "fleetgym.agents.tokens",
-    "fleetgym.agents.workloads",
-    "fleetgym.agents.world_model",
-)
+
+def public_modules() -> list[str]:
+    """The public modules, as docs/compatibility.md lists them (tests/test_public_api.py
+    checks that list against the package)."""
+    page = (DOCS / "compatibility.md").read_text(encoding="utf-8")
+    return re.findall(r"^\| `(fleetgym[\w.]*)` \|", page, flags=re.M)
+
 
 SECTIONS = ("getting started and guides", "in depth", "explanation", "results", "reference")
 
@@ -107,7 +95,7 @@ def figures(site: Path, build_seconds: float | None = None) -> dict:
         per[where]["words"] += words(page)
     names = [
         f"{module}.{name}"
-        for module in PUBLIC_MODULES
+        for module in public_modules()
         for name in importlib.import_module(module).__all__
     ]
     have = documented(site)

@@ -13,18 +13,16 @@ from __future__ import annotations
 
 from fleetgym.traces.loaders import (
     CSV_HEADER,
-    DELAY_KINDS,
-    PING_DEFAULT_INTERVAL_MS,
     TRACE_FORMATS,
-    TraceData,
     list_traces,
     load_trace,
     read_csv_trace,
     read_delay_list,
     read_mahimahi,
-    read_ping,
     trace_path,
 )
+from fleetgym.traces.ping import PING_DEFAULT_INTERVAL_MS, read_ping
+from fleetgym.traces.trace_data import DELAY_KINDS, TraceData
 
 __all__ = [
     "CSV_HEADER",

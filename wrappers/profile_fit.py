@@ -41,7 +41,8 @@ import numpy as np
 from scipy.special import kolmogi, ndtr, ndtri, xlogy
 
 from fleetgym.errors import FleetgymError
-from fleetgym.traces.loaders import TraceData, load_trace
+from fleetgym.traces.loaders import load_trace
+from fleetgym.traces.trace_data import TraceData
 from fleetgym.validation import check_choice, quote
 from fleetgym.wrappers.channels import Channel, GaussianChannel, GilbertElliottChannel
 from fleetgym.wrappers.fitted_channels import MAX_SIGMA, EmpiricalChannel, LogNormalChannel

@@ -50,7 +50,7 @@ HISTORY_CAP = 16
 _UNMEASURED = ("start_action", "copy_observations", "block_size", "info")
 
 
-class _TickEnv(gym.Env[np.ndarray, np.int64]):
+class TickEnv(gym.Env[np.ndarray, np.int64]):
     """Counter env used to measure staleness: the observation is the tick index."""
 
     metadata: dict[str, Any] = {"render_modes": []}
@@ -144,7 +144,7 @@ def _loop_ages(
     kwargs = dict(shim_kwargs)
     if profile is not None:
         kwargs["profile"] = profile
-    shim = NetworkShimWrapper(_TickEnv(), step_ms=step_ms, **kwargs)
+    shim = NetworkShimWrapper(TickEnv(), step_ms=step_ms, **kwargs)
     shim.reset(seed=seed)
     obs_ages = np.empty(n_steps, dtype=np.int64)
     action_ages = np.empty(n_steps, dtype=np.int64)

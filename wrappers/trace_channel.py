@@ -2,7 +2,7 @@
 
 The parametric channel models are in :mod:`fleetgym.wrappers.channels`, which
 re-exports :class:`TraceChannel`; the interface it implements is
-:mod:`fleetgym.wrappers.channel_base`. Traces are read by :mod:`fleetgym.traces.loaders`.
+:mod:`fleetgym.wrappers.channel_base`. Traces are read by :mod:`fleetgym.traces.loaders` (a :class:`~fleetgym.traces.trace_data.TraceData`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import os
 
 import numpy as np
 
-from fleetgym.traces.loaders import TraceData, load_trace
+from fleetgym.traces.loaders import load_trace
+from fleetgym.traces.trace_data import TraceData
 from fleetgym.validation import check_bool
 from fleetgym.wrappers.channel_base import Channel, DelaySampler, _check_rng, check_step_ms
 

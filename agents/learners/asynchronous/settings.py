@@ -134,6 +134,12 @@ def load_trainer(cls: Any, path: Any, overrides: dict[str, Any]) -> Any:
         # The caller's overrides may be what is wrong: same type, both named.
         kind = TypeError if isinstance(exc, TypeError) else ValueError
         raise kind(f"{exc} (settings {settings_path} with overrides {sorted(overrides)})") from exc
+    return restore_trainer(model, path, num_timesteps)
+
+
+def restore_trainer(model: Any, path: Path, num_timesteps: int) -> Any:
+    """Load the learner's state saved at ``path`` into a freshly built trainer and
+    publish its weights (the trainer is closed if that fails)."""
     try:
         model.learner.load(path)
     except BaseException:
@@ -150,6 +156,7 @@ __all__ = [
     "SETTINGS_KEYS",
     "load_trainer",
     "read_settings",
+    "restore_trainer",
     "save_trainer",
     "trainer_settings",
 ]

@@ -34,13 +34,13 @@ import numpy as np
 
 from fleetgym.agents.inference.batching import check_device
 from fleetgym.agents.inference.token_model import TokenPolicyModel
+from fleetgym.agents.learners.asynchronous.settings import restore_trainer
 from fleetgym.agents.learners.asynchronous.slots import AsyncActorSlots
 from fleetgym.agents.learners.asynchronous.token_actor import TokenActor
 from fleetgym.agents.learners.asynchronous.token_learner import TokenLagLearner
 from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
 from fleetgym.agents.learners.checkpoint import read_json_file
 from fleetgym.agents.learners.checks import check_path
-from fleetgym.agents.learners.lag import WeightRing
 from fleetgym.agents.learners.token_ppo import TokenPPOConfig
 from fleetgym.agents.types import Weights
 from fleetgym.validation import check_choice, check_float, check_int, quote
@@ -307,15 +307,7 @@ class TokenAsyncPPO(AsyncPPO):
             model = cls(**settings)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{settings_path}: {exc}") from exc
-        try:
-            model.learner.load(path)
-        except BaseException:
-            model.close()
-            raise
-        model.num_timesteps = steps
-        model.ring = WeightRing(model.lag_injection + 1)  # the constructor's weights are stale
-        model._publish()
-        return model
+        return restore_trainer(model, path, steps)
 
 
 __all__ = [
