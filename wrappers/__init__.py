@@ -33,6 +33,13 @@ from fleetgym.wrappers.compensation import (
 from fleetgym.wrappers.dynamics import CartPoleDynamics, MujocoStateDynamics
 from fleetgym.wrappers.fitted_channels import EmpiricalChannel, LogNormalChannel
 from fleetgym.wrappers.network_shim import NetworkShimWrapper
+from fleetgym.wrappers.policy_graph import (
+    ENV_NODE,
+    PolicyGraph,
+    PolicyGraphEnv,
+    PolicyLink,
+    PolicyNode,
+)
 from fleetgym.wrappers.predictive import PredictionError, PredictiveObservation, Predictor
 from fleetgym.wrappers.profile_fit import ProfileFit, TraceFitError, fit_profile
 from fleetgym.wrappers.profiles import (
@@ -58,6 +65,7 @@ from fleetgym.wrappers.vector import NetworkShimVectorWrapper
 
 __all__ = [
     "DELIVERY_MODES",
+    "ENV_NODE",
     "HISTORY_CAP",
     "STALL_ACTIONS",
     "STEP_INFO_KEYS",
@@ -75,6 +83,10 @@ __all__ = [
     "NetworkShimWrapper",
     "ObservationAgeFeatures",
     "ObservationHistory",
+    "PolicyGraph",
+    "PolicyGraphEnv",
+    "PolicyLink",
+    "PolicyNode",
     "PredictionError",
     "PredictiveObservation",
     "Predictor",
