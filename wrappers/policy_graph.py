@@ -382,7 +382,8 @@ class PolicyGraphEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructo
     a single node over one profile both ways has the shim's timing.
 
     ``reset`` gives every node linked from the env the initial observation at once (age
-    0, as the shim does). ``step(action)`` is one act of the trained node: it sends
+    0, as the shim does) and calls ``policy.reset()`` on every node whose policy has one
+    (a stateful policy starts each episode afresh). ``step(action)`` is one act of the trained node: it sends
     ``action`` and runs ticks until the trained node is due again (``period`` ticks) or the
     episode ends; the reward is the env's summed over those ticks. The observation is a
     ``Dict`` of the trained node's incoming links by source name. ``info`` holds the env's
@@ -535,6 +536,10 @@ class PolicyGraphEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructo
             first = obs if link.source == ENV_NODE else self.graph.nodes[link.source].start_output
             self._fresh[key] = (0, _copy_tree(first))
         self._applied = self.graph.nodes[self.graph.actuator].start_output
+        for name, node in self.graph.nodes.items():
+            hook = getattr(node.policy, "reset", None)
+            if name != self.trained and callable(hook):
+                hook()  # a stateful policy (a planner's current waypoint) starts over
         self._t, self._done = 0, False
         self._pos = self.graph.order.index(self.trained)
         self._run_nodes(0, stop_at_trained=True)

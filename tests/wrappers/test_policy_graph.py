@@ -278,3 +278,31 @@ def test_bad_env_arguments() -> None:
     env.reset(seed=0)
     with pytest.raises(ValueError, match="action: expected an element"):
         env.step(N)
+
+
+def test_reset_calls_the_policies_reset_hook() -> None:
+    class Counting:
+        def __init__(self) -> None:
+            self.calls = 0
+            self.resets = 0
+
+        def reset(self) -> None:
+            self.resets += 1
+            self.calls = 0
+
+        def __call__(self, inputs: dict[str, Any]) -> np.ndarray:
+            self.calls += 1
+            return np.float64(self.calls)
+
+    planner = Counting()
+    graph = _hierarchy("perfect")
+    graph = PolicyGraph(
+        [PolicyNode("planner", planner, GOALS), graph.nodes["controller"]], graph.links
+    )
+    env = PolicyGraphEnv(CounterEnv(N), graph, "controller", step_ms=20.0)
+    for seed in (0, 1):
+        obs, _ = env.reset(seed=seed)
+        assert float(obs["planner"]) == 1.0  # the first call of this episode
+        obs, *_ = env.step(0)
+        assert float(obs["planner"]) == 2.0
+    assert planner.resets == 2
