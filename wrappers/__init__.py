@@ -33,6 +33,7 @@ from fleetgym.wrappers.compensation import (
 from fleetgym.wrappers.dynamics import CartPoleDynamics, MujocoStateDynamics
 from fleetgym.wrappers.fitted_channels import EmpiricalChannel, LogNormalChannel
 from fleetgym.wrappers.network_shim import NetworkShimWrapper
+from fleetgym.wrappers.physics import PhysicsRandomizationWrapper
 from fleetgym.wrappers.policy_graph import (
     ENV_NODE,
     PolicyGraph,
@@ -83,6 +84,7 @@ __all__ = [
     "NetworkShimWrapper",
     "ObservationAgeFeatures",
     "ObservationHistory",
+    "PhysicsRandomizationWrapper",
     "PolicyGraph",
     "PolicyGraphEnv",
     "PolicyLink",
