@@ -8,6 +8,8 @@
   (``<stem>.json``) :meth:`AsyncPPO.save` writes and :meth:`AsyncPPO.load` reads back.
 * :mod:`~fleetgym.agents.learners.asynchronous.slots`: the actor slots the trainer owns
   (building, restarting and running each slot's thread).
+* :mod:`~fleetgym.agents.learners.asynchronous.balancing`: env instances across actors
+  (``envs_per_actor``): rounds, home queues and work stealing (``load_balancing``).
 * :mod:`~fleetgym.agents.learners.asynchronous.pipeline`: the bounded trajectory pipeline
   (admission tickets, backpressure) and actors served by the inference server.
 * :mod:`~fleetgym.agents.learners.asynchronous.process_actor`: an actor slot whose

@@ -41,6 +41,8 @@ SETTINGS_KEYS = (
     "actors",
     "seed",
     "imagination",
+    "envs_per_actor",
+    "load_balancing",
 )
 
 
@@ -69,6 +71,8 @@ def trainer_settings(model: Any) -> dict[str, Any]:
             if model.learner.imagination is None
             else model.learner.imagination.config.as_dict()
         ),
+        "envs_per_actor": model.envs_per_actor,
+        "load_balancing": model.load_balancing,
         "hyperparameters": model.hyperparameters,
         "num_timesteps": model.num_timesteps,
     }

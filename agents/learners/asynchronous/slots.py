@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from fleetgym.agents.learners.asynchronous.balancing import InstanceScheduler
 from fleetgym.agents.learners.asynchronous.pipeline import (
     ServedActor,
     TrajectoryPipeline,
@@ -78,6 +79,13 @@ class AsyncActorSlots:
         actor_factory: Builds a slot's actor (see :data:`ActorFactory`).
         ray_group: The Ray cluster of ``actors="ray"`` (a
             :class:`~fleetgym.agents.learners.asynchronous.ray_actor.RayActorGroup`).
+        envs_per_actor: Env instances each actor hosts (see
+            :mod:`~fleetgym.agents.learners.asynchronous.balancing`); with more than one,
+            or with ``load_balancing``, the actors collect in rounds through an
+            :class:`~fleetgym.agents.learners.asynchronous.balancing.InstanceScheduler`
+            and each instance is seeded as slot ``instance`` (its own thread-local env, worker
+            process or Ray actor, whichever actor drives it).
+        load_balancing: Idle actors steal queued instances from the actor furthest behind.
     """
 
     def __init__(
@@ -92,6 +100,8 @@ class AsyncActorSlots:
         actors: str,
         actor_factory: ActorFactory,
         ray_group: Any = None,
+        envs_per_actor: int = 1,
+        load_balancing: bool = False,
     ) -> None:
         self.workload = workload
         self.seed = seed
@@ -121,6 +131,12 @@ class AsyncActorSlots:
         self.server_max_batch: int | None = None
         self.server_max_wait_ms: float | str = 5.0
         self.server_device = "cpu"
+        #: Env instances (``n_actors * envs_per_actor``) and their scheduler (None: one
+        #: env per actor slot, no rounds: the plain loop).
+        self.n_instances = n_actors * envs_per_actor
+        self.scheduler: InstanceScheduler | None = None
+        if envs_per_actor > 1 or load_balancing:
+            self.scheduler = InstanceScheduler(n_actors, envs_per_actor, load_balancing)
 
     def _actor(self, slot: int) -> Any:
         if slot not in self._actors:
@@ -202,7 +218,7 @@ class AsyncActorSlots:
 
         threads = [
             threading.Thread(target=build, args=(slot,), name=f"prewarm-{slot}", daemon=True)
-            for slot in range(self.n_actors)
+            for slot in range(self.n_instances)
         ]
         for thread in threads:
             thread.start()
@@ -278,12 +294,44 @@ class AsyncActorSlots:
         logger.warning("actor %d: the Ray cluster has room again; the slot restarts", slot)
         return True
 
+    def _balanced_loop(self, lane: int, pipe: TrajectoryPipeline) -> None:
+        """Actor ``lane``: run the instances the scheduler gives it, one rollout each."""
+        scheduler = self.scheduler
+        assert scheduler is not None
+        failures = 0
+        while True:
+            instance = scheduler.acquire(lane, block=True)
+            if instance is None:
+                return
+            if not pipe.admit():
+                scheduler.abandon(lane, instance)
+                return
+            began = time.perf_counter()
+            try:
+                traj = self._collect(instance)
+            except Exception as error:
+                pipe.cancel()
+                scheduler.abandon(lane, instance)
+                if pipe.stopped:
+                    return
+                self._replace(instance, error)
+                failures += 1
+                if failures > MAX_RESTARTS:
+                    pipe.stop(error)
+                    scheduler.stop()
+                    return
+                continue
+            scheduler.release(lane, instance, len(traj), time.perf_counter() - began)
+            pipe.put(traj)
+
     def start(self, pipe: TrajectoryPipeline) -> None:
         """Start one thread per slot, each collecting into ``pipe`` while it admits."""
+        loop = self._actor_loop
+        if self.scheduler is not None:
+            self.scheduler.resume()
+            loop = self._balanced_loop
         self._threads = [
-            threading.Thread(
-                target=self._actor_loop, args=(slot, pipe), name=f"actor-{slot}", daemon=True
-            )
+            threading.Thread(target=loop, args=(slot, pipe), name=f"actor-{slot}", daemon=True)
             for slot in range(self.n_actors)
         ]
         for thread in self._threads:
@@ -297,6 +345,8 @@ class AsyncActorSlots:
         """
         if pipe is not None:
             pipe.stop()
+        if self.scheduler is not None:
+            self.scheduler.stop()
         if abort:
             for actor in list(self._actors.values()):
                 kill = getattr(actor, "kill", None)
@@ -317,6 +367,8 @@ class AsyncActorSlots:
     def next_batch(self, pipe: TrajectoryPipeline | None) -> list[Trajectory]:
         if pipe is not None:
             return pipe.take(self.batch_trajectories)
+        if self.scheduler is not None:
+            return self._scheduled_batch(self.scheduler)
         batch: list[Trajectory] = []
         for i in range(self.batch_trajectories):
             slot = i % self.n_actors
@@ -328,6 +380,36 @@ class AsyncActorSlots:
                     self._replace(slot, error)
                     if attempt == MAX_RESTARTS:
                         raise FleetError(f"actor {slot} failed for good: {error}") from error
+        return batch
+
+    def _scheduled_batch(self, scheduler: InstanceScheduler) -> list[Trajectory]:
+        """A batch without threads: the actors take turns, each its next instance."""
+        scheduler.resume()
+        batch: list[Trajectory] = []
+        lane = 0
+        while len(batch) < self.batch_trajectories:
+            instance = None
+            for offset in range(self.n_actors):
+                instance = scheduler.acquire((lane + offset) % self.n_actors)
+                if instance is not None:
+                    lane = (lane + offset) % self.n_actors
+                    break
+            assert instance is not None  # nothing runs between turns: a round always advances
+            began = time.perf_counter()
+            for attempt in range(MAX_RESTARTS + 1):
+                try:
+                    traj = self._collect(instance)
+                    break
+                except Exception as error:
+                    self._replace(instance, error)
+                    if attempt == MAX_RESTARTS:
+                        scheduler.abandon(lane, instance)
+                        raise FleetError(
+                            f"env instance {instance} failed for good: {error}"
+                        ) from error
+            scheduler.release(lane, instance, len(traj), time.perf_counter() - began)
+            batch.append(traj)
+            lane = (lane + 1) % self.n_actors
         return batch
 
     def close(self) -> None:

@@ -153,6 +153,13 @@ class AsyncPPO:
             :mod:`fleetgym.agents.world_model.imagination`); ``None``: real data only.
         actor_factory: Builds an actor slot (see :data:`ActorFactory`; default a
             :class:`~fleetgym.agents.rollout.RolloutWorker`).
+        envs_per_actor: Env instances each actor hosts (>= 1; default 1, one env per
+            actor). Above 1 the actors collect in rounds, one rollout per instance each
+            (see :mod:`fleetgym.agents.learners.asynchronous.balancing`), and
+            ``batch_trajectories`` defaults to ``n_actors * envs_per_actor``.
+        load_balancing: Work stealing: an actor with nothing left in a round takes a queued
+            instance from the actor furthest behind by its measured step rate, and the
+            instance migrates to it (on threads, processes and Ray alike).
         **hyperparameters: PPO hyperparameters (see
             :data:`fleetgym.agents.learners.ppo.HYPERPARAMETERS`).
 
@@ -191,6 +198,8 @@ class AsyncPPO:
         imagination: Any = None,
         address: str | None = None,
         ray_actor_options: dict[str, Any] | None = None,
+        envs_per_actor: int = 1,
+        load_balancing: bool = False,
         **hyperparameters: Any,
     ) -> None:
         self.workload = get_workload(workload)
@@ -211,6 +220,14 @@ class AsyncPPO:
             else check_int("max_policy_lag", max_policy_lag, 0, limits["max_policy_lag"])
         )
         self.n_actors = check_int("n_actors", n_actors, low=1, high=1024)
+        self.envs_per_actor = check_int("envs_per_actor", envs_per_actor, low=1, high=1024)
+        self.load_balancing = check_bool("load_balancing", load_balancing)
+        n_instances = self.n_actors * self.envs_per_actor
+        if n_instances > 4096:
+            raise ValueError(
+                f"envs_per_actor: expected n_actors * envs_per_actor <= 4096 env instances, "
+                f"actual {n_instances}"
+            )
         self.steps_per_actor = check_int(
             "steps_per_actor",
             self.workload.rollout_steps if steps_per_actor is None else steps_per_actor,
@@ -219,7 +236,7 @@ class AsyncPPO:
         )
         self.batch_trajectories = check_int(
             "batch_trajectories",
-            self.n_actors if batch_trajectories is None else batch_trajectories,
+            n_instances if batch_trajectories is None else batch_trajectories,
             1,
             limits["batch_trajectories"],
         )
@@ -263,7 +280,7 @@ class AsyncPPO:
         if self.actors == "ray":  # last: a cluster this trainer starts is closed by close()
             from fleetgym.agents.learners.asynchronous.ray_actor import RayActorGroup
 
-            ray_group = RayActorGroup(self.n_actors, address, ray_actor_options)
+            ray_group = RayActorGroup(n_instances, address, ray_actor_options)
         #: The actor slots this trainer owns (their actors, threads and inference server).
         self.slots = self._make_slots(ray_group)
         self._publish()
@@ -284,7 +301,7 @@ class AsyncPPO:
         return AsyncActorSlots(
             self.workload, self.seed, self.n_actors, self.steps_per_actor,
             self.batch_trajectories, self._behaviour, self.inference, self.actors,
-            self.actor_factory, ray_group,
+            self.actor_factory, ray_group, self.envs_per_actor, self.load_balancing,
         )  # fmt: skip
 
     # ----------------------------------------------------------------- weights
