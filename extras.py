@@ -35,6 +35,8 @@ OPTIONAL_MODULES: dict[str, tuple[str, str]] = {
     "matplotlib": ("plots", "matplotlib"),
     "ray": ("ray", "ray"),
     "transformers": ("tokens", "transformers"),
+    "peft": ("tokens", "peft"),
+    "tokenizers": ("tokens", "tokenizers"),
     "sphinx": ("docs", "sphinx"),
     "myst_parser": ("docs", "myst-parser"),
     "furo": ("docs", "furo"),

@@ -43,10 +43,6 @@ from torch import nn
 
 from fleetgym.agents.files import check_path, load_torch_file
 from fleetgym.agents.learners.losses import (
-    DEFAULT_TARGET_KL,
-    LEVEL_SCALES,
-    LOSSES,
-    RATIO_LEVELS,
     kl_estimate,
     level_log_probs,
     level_policy_loss,
@@ -54,6 +50,10 @@ from fleetgym.agents.learners.losses import (
     vtrace,
 )
 from fleetgym.agents.learners.ppo import compute_gae
+from fleetgym.agents.learners.token_config import (
+    TokenPPOConfig,
+    build_token_policy,
+)
 from fleetgym.agents.policies.running_stats import RunningMeanStd
 from fleetgym.agents.rollout.token_rollout import (
     TokenEnvSpec,
@@ -63,115 +63,15 @@ from fleetgym.agents.rollout.token_rollout import (
     env_factory,
     token_env_spec,
 )
-from fleetgym.agents.tokens.backbones import TinyCausalTransformer, llama_backbone
-from fleetgym.agents.tokens.policy import VALUE_INPUTS, TokenPolicy
-from fleetgym.agents.tokens.value_heads import VALUE_HEADS
-from fleetgym.validation import check_bool, check_choice, check_float, check_int, quote
+from fleetgym.agents.tokens.local import resolve_device
+from fleetgym.agents.tokens.missions import InstructionEncoder
+from fleetgym.agents.tokens.policy import TokenPolicy
+from fleetgym.validation import check_int, quote
 
-#: Backbones :class:`TokenPPO` builds by name (or pass your own module).
-BACKBONES = ("tiny", "llama")
 #: Completed episodes the reported mean return averages over.
 RETURN_WINDOW = 20
 #: What :meth:`TokenPPO.save` writes under ``"kind"``.
 FILE_KIND = "fleetgym.TokenPPO"
-
-
-@dataclass(frozen=True)
-class TokenPPOConfig:
-    """The hyperparameters of :class:`TokenPPO`, frozen and validated once.
-
-    Example:
-        >>> TokenPPOConfig(ratio_level="chunk", loss="gipo").effective_target_kl
-        0.02
-        >>> TokenPPOConfig(ratio_level="joint")
-        Traceback (most recent call last):
-        ...
-        ValueError: ratio_level: expected one of ('token', 'action', 'chunk'), actual 'joint'
-
-    Args:
-        ratio_level: ``"token"``, ``"action"`` or ``"chunk"`` (see the module docstring).
-        loss: ``"ppo"``, ``"gipo"`` or ``"vtrace"``.
-        value_head: ``"attention"``, ``"mean"`` or ``"first"``.
-        value_input: ``"prefix"`` (a state value) or ``"actions"`` (action-aware; see
-            :class:`~fleetgym.agents.tokens.policy.TokenPolicy`).
-        level_scale: ``"decision"`` (sum a decision's terms: one gradient scale at every
-            level) or ``"term"`` (average every term: the token level's step is
-            ``1 / (K D)`` of the chunk level's); see
-            :func:`~fleetgym.agents.learners.losses.level_policy_loss`.
-        chunk: Actions ``K`` per decision.
-        num_bins: Bins per action dimension.
-        backbone: ``"tiny"`` (pure torch) or ``"llama"`` (random ``LlamaConfig``, the
-            ``tokens`` extra).
-        hidden_size, layers, heads, vocab_size: The backbone's sizes; action ids are the
-            vocabulary's last ``num_bins`` ids.
-        n_envs, n_steps: Envs stepped in lockstep, decisions per env per update.
-        epochs, minibatch_size, lr, gamma, gae_lambda, clip, sigma, ent_coef, vf_coef,
-            max_grad_norm: As in PPO (``clip``: PPO's range; ``sigma``: GIPO's width).
-        target_kl: KL budget per update; ``None`` takes the loss's default
-            (:data:`~fleetgym.agents.learners.losses.DEFAULT_TARGET_KL`), ``0`` means none.
-        normalize_obs, normalize_reward: Running observation normalisation; rewards
-            scaled by the running std of the discounted return.
-    """
-
-    ratio_level: str = "token"
-    loss: str = "ppo"
-    value_head: str = "attention"
-    value_input: str = "prefix"
-    level_scale: str = "decision"
-    chunk: int = 1
-    num_bins: int = 256
-    backbone: str = "tiny"
-    hidden_size: int = 64
-    layers: int = 2
-    heads: int = 4
-    vocab_size: int = 32000
-    n_envs: int = 8
-    n_steps: int = 64
-    epochs: int = 4
-    minibatch_size: int = 128
-    lr: float = 3e-4
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    clip: float = 0.2
-    sigma: float = 0.8
-    ent_coef: float = 0.0
-    vf_coef: float = 0.5
-    max_grad_norm: float = 0.5
-    target_kl: float | None = None
-    normalize_obs: bool = True
-    normalize_reward: bool = True
-
-    def __post_init__(self) -> None:
-        check_choice("ratio_level", self.ratio_level, RATIO_LEVELS)
-        check_choice("loss", self.loss, LOSSES)
-        check_choice("value_head", self.value_head, VALUE_HEADS)
-        check_choice("value_input", self.value_input, VALUE_INPUTS)
-        check_choice("level_scale", self.level_scale, LEVEL_SCALES)
-        check_choice("backbone", self.backbone, BACKBONES)
-        for name in ("chunk", "hidden_size", "layers", "heads", "n_envs", "n_steps", "epochs"):
-            check_int(name, getattr(self, name), low=1)
-        check_int("num_bins", self.num_bins, low=2)
-        check_int("vocab_size", self.vocab_size, low=self.num_bins)
-        check_int("minibatch_size", self.minibatch_size, low=2)
-        check_float("lr", self.lr, 0.0, strict=True)
-        check_float("gamma", self.gamma, 0.0, 1.0)
-        check_float("gae_lambda", self.gae_lambda, 0.0, 1.0)
-        check_float("clip", self.clip, 0.0)
-        check_float("sigma", self.sigma, 0.0, strict=True)
-        for name in ("ent_coef", "vf_coef"):
-            check_float(name, getattr(self, name), 0.0)
-        check_float("max_grad_norm", self.max_grad_norm, 0.0, strict=True)
-        if self.target_kl is not None:
-            check_float("target_kl", self.target_kl, 0.0)
-        check_bool("normalize_obs", self.normalize_obs)
-        check_bool("normalize_reward", self.normalize_reward)
-
-    @property
-    def effective_target_kl(self) -> float | None:
-        """The KL budget in force: the given one (``0``: none) or the loss's default."""
-        if self.target_kl is None:
-            return DEFAULT_TARGET_KL[self.loss]
-        return self.target_kl or None
 
 
 @dataclass
@@ -200,21 +100,17 @@ def _rows(tensor: torch.Tensor | None, index: Any) -> torch.Tensor | None:
     return None if tensor is None else tensor[index]
 
 
-def build_token_policy(
-    config: TokenPPOConfig, spec: TokenEnvSpec, backbone_module: nn.Module | None = None
-) -> TokenPolicy:
-    """A fresh :class:`TokenPolicy` of ``config``'s sizes for an env of ``spec`` (torch's RNG)."""
-    c = config
-    backbone = backbone_module
-    if backbone is None and c.backbone == "llama":
-        backbone = llama_backbone(c.hidden_size, c.layers, c.heads, c.vocab_size, seed=None)
-    elif backbone is None:
-        backbone = TinyCausalTransformer(c.hidden_size, c.layers, c.heads, c.vocab_size)
-    return TokenPolicy(
-        backbone, spec.tokenizer, obs_dim=spec.obs_dim, chunk=c.chunk,
-        instruction_length=spec.instruction_length, value_head=c.value_head,
-        max_steps=spec.max_steps, value_input=c.value_input,
-    )  # fmt: skip
+def _checked_policy(policy: Any, config: TokenPPOConfig) -> TokenPolicy:
+    if not isinstance(policy, TokenPolicy):
+        raise TypeError(
+            f"policy_factory: expected it to return a TokenPolicy, actual {quote(policy)}"
+        )
+    if policy.chunk != config.chunk:
+        raise ValueError(
+            f"policy_factory: expected a policy of chunk {config.chunk} (the config's), actual "
+            f"{policy.chunk}"
+        )
+    return policy
 
 
 class TokenPPO:
@@ -239,6 +135,17 @@ class TokenPPO:
         backbone_module: Your own causal LM (a
             :class:`~fleetgym.agents.tokens.backbones.CausalBackbone` or a Hugging Face
             causal LM) instead of ``config.backbone``.
+        policy_factory: ``policy_factory(spec)`` returns the policy instead (e.g.
+            :meth:`TokenPolicy.from_pretrained
+            <fleetgym.agents.tokens.policy.TokenPolicy.from_pretrained>` with
+            ``tokenizer=spec.tokenizer``, ``obs_dim=spec.obs_dim``,
+            ``instruction_length=spec.instruction_length``); it runs under the seed, and
+            its ``chunk`` must be ``config.chunk``.
+        vocabulary: The instruction encoder of a language-conditioned env (a
+            :class:`~fleetgym.agents.tokens.MissionVocabulary`, the default, or an
+            :class:`~fleetgym.agents.tokens.InstructionTokenizer`).
+        device: Where the policy and the update run (``"cpu"``, ``"cuda[:N]"``); the envs
+            and the sampling's generator stay on the host.
         config: A :class:`TokenPPOConfig`; or give its fields as keywords.
 
     Raises:
@@ -252,6 +159,9 @@ class TokenPPO:
         seed: int = 0,
         *,
         backbone_module: nn.Module | None = None,
+        policy_factory: Callable[[TokenEnvSpec], TokenPolicy] | None = None,
+        vocabulary: InstructionEncoder | None = None,
+        device: str = "cpu",
         config: TokenPPOConfig | None = None,
         **kwargs: Any,
     ) -> None:
@@ -268,19 +178,27 @@ class TokenPPO:
         self.config = cfg = config if config is not None else TokenPPOConfig(**kwargs)
         self.seed = check_int("seed", seed, low=0)
         self.make_env = env_factory(env)
+        self.device = resolve_device("device", device)
+        if backbone_module is not None and policy_factory is not None:
+            raise TypeError("backbone_module, policy_factory: expected at most one of them")
         probe = self.make_env()
-        self.spec = spec = token_env_spec(probe, cfg.num_bins, cfg.vocab_size)
+        self.spec = spec = token_env_spec(probe, cfg.num_bins, cfg.vocab_size, vocabulary)
         self.action_shape = spec.action_shape
         probe.close()
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
-            self.policy = build_token_policy(cfg, spec, backbone_module)
+            if policy_factory is None:
+                self.policy = build_token_policy(cfg, spec, backbone_module)
+            else:
+                self.policy = _checked_policy(policy_factory(spec), cfg)
+        self.policy.to(self.device)
         self.optimizer = torch.optim.Adam(
             [p for p in self.policy.parameters() if p.requires_grad], lr=cfg.lr, eps=1e-5
         )
         self.collector = TokenRolloutCollector(
-            self.make_env, self.policy, cfg.n_envs, self.seed, cfg.gamma, cfg.normalize_obs
-        )
+            self.make_env, self.policy, cfg.n_envs, self.seed, cfg.gamma, cfg.normalize_obs,
+            vocabulary,
+        )  # fmt: skip
         self.generator = torch.Generator().manual_seed(self.seed)
         self.return_stats = RunningMeanStd()
         self._discounted = np.zeros(cfg.n_envs)
@@ -338,7 +256,7 @@ class TokenPPO:
                 current = torch.cat([
                     self.policy.evaluate(flat["obs"][i : i + 1024], flat["tokens"][i : i + 1024],
                                          _rows(flat.get("instructions"), slice(i, i + 1024)),
-                                         step=flat["steps"][i : i + 1024]).log_probs
+                                         step=flat["steps"][i : i + 1024]).log_probs.cpu()
                     for i in range(0, flat["obs"].shape[0], 1024)
                 ])  # fmt: skip
             mask = flat.get("mask")
@@ -378,7 +296,9 @@ class TokenPPO:
         cfg, pol = self.config, self.policy
         b, flat = rollout.num_decisions, self.flatten(rollout)
         adv_np, ret_np = self._targets(rollout, flat)
-        adv, ret = torch.from_numpy(adv_np.reshape(b)), torch.from_numpy(ret_np.reshape(b))
+        dev = pol.device
+        adv = torch.from_numpy(adv_np.reshape(b)).to(dev)
+        ret = torch.from_numpy(ret_np.reshape(b)).to(dev)
         budget = cfg.effective_target_kl
         totals: collections.defaultdict[str, float] = collections.defaultdict(float)
         count, mb, stopped = 0, min(cfg.minibatch_size, b), False
@@ -391,7 +311,8 @@ class TokenPPO:
                     flat["obs"][idx], flat["tokens"][idx], _rows(flat.get("instructions"), idx),
                     step=flat["steps"][idx],
                 )  # fmt: skip
-                old, mask = flat["old"][idx], _rows(flat.get("mask"), idx)
+                old, mask = flat["old"][idx].to(dev), _rows(flat.get("mask"), idx)
+                mask = None if mask is None else mask.to(dev)
                 kl = float(kl_estimate(_chunk(ev.log_probs, mask), _chunk(old, mask)))
                 if budget is not None and kl > budget:
                     stopped = True

@@ -37,7 +37,7 @@ import torch
 
 from fleetgym.agents.policies.running_stats import RunningMeanStd
 from fleetgym.agents.tokens import ActionTokenizer
-from fleetgym.agents.tokens.missions import MissionVocabulary
+from fleetgym.agents.tokens.missions import InstructionEncoder, MissionVocabulary
 from fleetgym.agents.tokens.policy import TokenPolicy
 from fleetgym.validation import check_bool, check_float, check_int, quote
 
@@ -112,7 +112,7 @@ class TokenEnvSpec:
 
 
 def token_env_spec(
-    env: gym.Env, num_bins: int, vocab_size: int, vocabulary: MissionVocabulary | None = None
+    env: gym.Env, num_bins: int, vocab_size: int, vocabulary: InstructionEncoder | None = None
 ) -> TokenEnvSpec:
     """The tokenizer and sizes of a token policy for ``env`` (which is reset once, seed 0).
 
@@ -157,8 +157,8 @@ class ObservationAdapter:
         ValueError: For another observation space.
     """
 
-    def __init__(self, space: gym.Space, vocabulary: MissionVocabulary | None = None) -> None:
-        self.vocabulary: MissionVocabulary | None = None
+    def __init__(self, space: gym.Space, vocabulary: InstructionEncoder | None = None) -> None:
+        self.vocabulary: InstructionEncoder | None = None
         if isinstance(space, gym.spaces.Box):
             self.obs_dim, self.instruction_length = int(np.prod(space.shape)), 0
         elif isinstance(space, gym.spaces.Dict) and {"image", "mission"} <= set(space.spaces):
@@ -211,7 +211,9 @@ class TokenRolloutCollector:
         seed: Seeds the envs and the sampling.
         gamma: Discount inside a chunk.
         normalize_obs: Normalise observations by running statistics.
-        vocabulary: The mission words of a language-conditioned env (BabyAI's by default).
+        vocabulary: The mission words of a language-conditioned env (BabyAI's by default; a
+            :class:`~fleetgym.agents.tokens.MissionVocabulary` or an
+            :class:`~fleetgym.agents.tokens.InstructionTokenizer`).
 
     Raises:
         TypeError: If ``make_env`` is not callable or returns no env, or ``policy`` is not a
@@ -227,7 +229,7 @@ class TokenRolloutCollector:
         seed: int = 0,
         gamma: float = 0.99,
         normalize_obs: bool = True,
-        vocabulary: MissionVocabulary | None = None,
+        vocabulary: InstructionEncoder | None = None,
     ) -> None:
         if not callable(make_env):
             raise TypeError(
@@ -291,7 +293,7 @@ class TokenRolloutCollector:
     def env_actions(self, policy: TokenPolicy, tokens: torch.Tensor) -> np.ndarray:
         """The env actions ``(B, K, D)`` of tokens: bin centres, or bin indices (Discrete)."""
         if self._discrete:  # one token per decision step, its bin is the action
-            return (tokens - self._offset).numpy()
+            return (tokens - self._offset).cpu().numpy()
         return policy.env_actions(tokens).numpy()
 
     def collect(self, policy: TokenPolicy, decisions: int) -> TokenRollout:
@@ -333,8 +335,8 @@ class TokenRolloutCollector:
                 instructions[t] = ids
             seen.append(self._raw.copy())
             sample = self._act(policy, obs[t], steps[t], ids)
-            tokens[t], log_probs[t] = sample.tokens.numpy(), sample.log_probs.numpy()
-            values[t] = sample.values.numpy()
+            tokens[t], log_probs[t] = sample.tokens.cpu().numpy(), sample.log_probs.cpu().numpy()
+            values[t] = sample.values.cpu().numpy()
             actions = self.env_actions(policy, sample.tokens)
             final: dict[int, tuple[np.ndarray, int, np.ndarray | None]] = {}
             for i, env in enumerate(self.envs):
@@ -376,13 +378,13 @@ class TokenRolloutCollector:
                     np.array([final[i][1] for i in cut_ids]),
                     missions,
                 )
-                truncation_values[t, cut_ids] = cut.values.numpy()
+                truncation_values[t, cut_ids] = cut.values.cpu().numpy()
         last = self._act(policy, self.normalize(self._raw), self._t.astype(np.float32), ids)
         if self.normalize_obs:
             self.obs_stats.update(np.concatenate(seen))
         return TokenRollout(
             obs, steps, tokens, log_probs, values, rewards, terminated, truncated,
-            truncation_values, last.values.numpy().astype(np.float32),
+            truncation_values, last.values.cpu().numpy().astype(np.float32),
             self.total_env_steps - start, returns, lengths, instructions, executed,
         )  # fmt: skip
 

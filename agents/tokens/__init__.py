@@ -13,13 +13,21 @@
   any Hugging Face causal LM, a random ``LlamaConfig`` model with the ``tokens`` extra);
 * :mod:`~fleetgym.agents.tokens.policy`: :class:`TokenPolicy`, the VLA-shaped actor-critic.
 * :mod:`~fleetgym.agents.tokens.missions`: :class:`MissionVocabulary`, mission text (BabyAI's
-  grammar) as instruction ids from a fixed word list.
+  grammar) as instruction ids from a fixed word list;
+* :mod:`~fleetgym.agents.tokens.instructions`: :class:`InstructionTokenizer`, the same with a
+  ``tokenizers`` word-level tokenizer built on the task's words (saved as ``tokenizer.json``);
+* :mod:`~fleetgym.agents.tokens.vision`: :class:`VisionPrefix`, a vision tower's patch
+  embeddings projected into the LM's width (image tokens in the prefix);
+* :mod:`~fleetgym.agents.tokens.lora`: :func:`apply_lora`, ``peft`` LoRA adapters on the LM;
+* :mod:`~fleetgym.agents.tokens.pretrained`: ``TokenPolicy.from_pretrained``, a local
+  checkpoint (nothing downloaded) with images, instructions, LoRA, a device and bf16.
 
 The ratio levels (token, action, chunk) of its updates are in
 :mod:`fleetgym.agents.learners.losses`. Depends on :mod:`fleetgym.agents.policies` and
 :mod:`fleetgym.agents.types` at most; the learners may import it. Importing the package
 imports neither torch nor ``transformers``: the torch names load on first use and need the
-``agents`` extra (``llama_backbone`` the ``tokens`` extra).
+``agents`` extra (``llama_backbone``, ``from_pretrained``, ``VisionPrefix``,
+``InstructionTokenizer`` and ``apply_lora`` the ``tokens`` extra).
 """
 
 from __future__ import annotations
@@ -54,6 +62,11 @@ _LAZY = {
     "FirstTokenValue": "value_heads",
     "MeanPoolValue": "value_heads",
     "make_value_head": "value_heads",
+    "IMAGE_LAYOUTS": "vision",
+    "VisionPrefix": "vision",
+    "InstructionTokenizer": "instructions",
+    "DEFAULT_LORA_TARGETS": "lora",
+    "apply_lora": "lora",
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)
@@ -71,6 +84,8 @@ if TYPE_CHECKING:
         action_log_softmax,
         head_parameter_count,
     )
+    from fleetgym.agents.tokens.instructions import InstructionTokenizer
+    from fleetgym.agents.tokens.lora import DEFAULT_LORA_TARGETS, apply_lora
     from fleetgym.agents.tokens.policy import (
         VALUE_INPUTS,
         TokenEvaluation,
@@ -84,14 +99,18 @@ if TYPE_CHECKING:
         MeanPoolValue,
         make_value_head,
     )
+    from fleetgym.agents.tokens.vision import IMAGE_LAYOUTS, VisionPrefix
 
 __all__ = [
     "ActionTokenizer",
     "AttentionPoolValue",
     "CausalBackbone",
     "DEFAULT_BINS",
+    "DEFAULT_LORA_TARGETS",
     "FirstTokenValue",
     "HFBackbone",
+    "IMAGE_LAYOUTS",
+    "InstructionTokenizer",
     "MeanPoolValue",
     "MissionVocabulary",
     "OUT_OF_RANGE",
@@ -103,9 +122,11 @@ __all__ = [
     "TokenPolicy",
     "TokenSample",
     "TokenizedActions",
+    "VisionPrefix",
     "VALUE_HEADS",
     "VALUE_INPUTS",
     "action_log_softmax",
+    "apply_lora",
     "as_backbone",
     "head_parameter_count",
     "llama_backbone",

@@ -11,6 +11,7 @@ fixed-length row of ids, the ``instruction`` a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -24,6 +25,19 @@ BABYAI_WORDS = (
 )  # fmt: skip
 #: The padding id.
 PAD_ID = 0
+
+
+class InstructionEncoder(Protocol):
+    """What turns an instruction into ids: :class:`MissionVocabulary` or
+    :class:`~fleetgym.agents.tokens.instructions.InstructionTokenizer`."""
+
+    @property
+    def length(self) -> int: ...  # noqa: D102
+
+    @property
+    def max_id(self) -> int: ...  # noqa: D102
+
+    def encode(self, mission: str) -> np.ndarray: ...  # noqa: D102
 
 
 @dataclass(frozen=True)

@@ -23,19 +23,32 @@ instead (AcceRL's action-aware pooling): those see ``a_1 .. a_{n-1}``, so that v
 With the slim head (the default) the full head is dropped from the backbone once its action
 rows are copied out: it is neither trained, kept nor published with the weights. A tied
 input embedding (``tie_word_embeddings``) stays trainable.
+
+With a vision encoder (``vision``, a :class:`~fleetgym.agents.tokens.vision.VisionPrefix`)
+the observation's first entries are an image: the prefix is then
+``[image tokens, proprio tokens, instruction tokens]`` (the proprio positions only where
+entries are left after the image), the prompt format of
+:meth:`TokenPolicy.from_pretrained`. Inputs may live on any device: they are moved to the
+policy's (:attr:`TokenPolicy.device`) and the outputs stay there. With ``bf16`` the
+backbone and the vision tower run under ``torch.autocast(dtype=bfloat16)`` while the slim
+head, the value head and the restricted softmax read the hidden states in float32.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import contextlib
+from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
 
 from fleetgym.agents.tokens.backbones import CausalBackbone, as_backbone
 from fleetgym.agents.tokens.head import SlimActionHead, action_log_softmax
+from fleetgym.agents.tokens.pretrained import from_pretrained
 from fleetgym.agents.tokens.tokenizer import ActionTokenizer
 from fleetgym.agents.tokens.value_heads import make_value_head
+from fleetgym.agents.tokens.vision import VisionPrefix
 from fleetgym.validation import check_bool, check_choice, check_int, quote
 
 #: What the value head reads: the prefix (a state value) or the sampled tokens' positions.
@@ -110,10 +123,15 @@ class TokenPolicy(nn.Module):
         value_input: ``"prefix"`` (``V(s)`` from the prefix positions, the default) or
             ``"actions"`` (the positions emitting the sampled tokens: action-aware, not a
             state value; see the module docstring).
+        vision: A :class:`~fleetgym.agents.tokens.vision.VisionPrefix`: the first
+            ``vision.image_entries`` entries of each observation are its image.
+        bf16: Run the backbone (and the vision tower) under bfloat16 autocast on the
+            policy's device (:meth:`from_pretrained` checks the device has it).
 
     Raises:
         TypeError: For a backbone that is neither, or a tokenizer of another type.
-        ValueError: If the tokenizer's ids leave the vocabulary.
+        ValueError: If the tokenizer's ids leave the vocabulary, or the image does not fit
+            in ``obs_dim``.
     """
 
     def __init__(
@@ -128,6 +146,8 @@ class TokenPolicy(nn.Module):
         max_steps: int = 1000,
         slim_head: bool = True,
         value_input: str = "prefix",
+        vision: VisionPrefix | None = None,
+        bf16: bool = False,
     ) -> None:
         super().__init__()
         self.backbone: CausalBackbone = as_backbone(backbone)
@@ -145,7 +165,27 @@ class TokenPolicy(nn.Module):
         self.obs_tokens = check_int("obs_tokens", obs_tokens, low=1)
         self.instruction_length = check_int("instruction_length", instruction_length, low=0)
         hidden = self.backbone.hidden_size
-        self.obs_embedding = nn.Linear(self.obs_dim, self.obs_tokens * hidden)
+        if vision is not None and not isinstance(vision, VisionPrefix):
+            raise TypeError(f"vision: expected a VisionPrefix, actual {quote(vision)}")
+        if vision is not None and vision.hidden_size != hidden:
+            raise ValueError(
+                f"vision: expected embeddings of the backbone's width {hidden}, actual "
+                f"{vision.hidden_size}"
+            )
+        self.vision = vision
+        image = 0 if vision is None else vision.image_entries
+        if image > self.obs_dim:
+            raise ValueError(
+                f"obs_dim: expected at least the image's {image} entries, actual {self.obs_dim}"
+            )
+        #: Observation entries after the image (all of them without a vision encoder).
+        self.proprio_dim = self.obs_dim - image
+        if self.proprio_dim == 0:
+            self.obs_tokens = 0
+        self.obs_embedding = (
+            nn.Linear(self.proprio_dim, self.obs_tokens * hidden) if self.proprio_dim else None
+        )
+        self.bf16 = check_bool("bf16", bf16)
         head = self.backbone.lm_head()
         self.head: SlimActionHead | FullHeadWindow
         self.value_input = check_choice("value_input", value_input, VALUE_INPUTS)
@@ -166,14 +206,46 @@ class TokenPolicy(nn.Module):
 
     @property
     def prefix_length(self) -> int:
-        """``P``: observation positions plus instruction tokens."""
-        return self.obs_tokens + self.instruction_length
+        """``P``: image tokens, proprio positions and instruction tokens."""
+        image = 0 if self.vision is None else self.vision.num_tokens
+        return image + self.obs_tokens + self.instruction_length
+
+    @property
+    def device(self) -> torch.device:
+        """Where the policy's parameters are (inputs are moved there)."""
+        return next(self.parameters()).device
+
+    @property
+    def _dtype(self) -> torch.dtype:
+        """The heads' dtype: the backbone's hidden states are read in it."""
+        return next(self.value_head.parameters()).dtype
+
+    @contextlib.contextmanager
+    def _autocast(self) -> Iterator[None]:
+        if not self.bf16:
+            yield
+            return
+        with torch.autocast(self.device.type, dtype=torch.bfloat16):
+            yield
+
+    def _run(self, embeds: torch.Tensor, past: Any = None, use_cache: bool = True):
+        """The backbone (under autocast with ``bf16``); hidden states in float32."""
+        with self._autocast():
+            hidden, cache = self.backbone(embeds, past, use_cache=use_cache)
+        return hidden.to(self._dtype), cache
 
     def _prefix(self, obs: torch.Tensor, instruction: torch.Tensor | None) -> torch.Tensor:
         if obs.ndim != 2 or obs.shape[1] != self.obs_dim:
             raise ValueError(f"obs: expected shape (B, {self.obs_dim}), actual {tuple(obs.shape)}")
         b, h = obs.shape[0], self.backbone.hidden_size
-        parts = [self.obs_embedding(obs).view(b, self.obs_tokens, h)]
+        parts = []
+        if self.vision is not None:
+            with self._autocast():
+                image = self.vision(obs[:, : self.vision.image_entries])
+            parts.append(image.to(self._dtype))
+        if self.obs_embedding is not None:
+            proprio = obs[:, obs.shape[1] - self.proprio_dim :]
+            parts.append(self.obs_embedding(proprio).view(b, self.obs_tokens, h))
         if self.instruction_length:
             if instruction is None:
                 raise ValueError(
@@ -185,10 +257,14 @@ class TokenPolicy(nn.Module):
                     f"instruction: expected shape ({b}, {self.instruction_length}), actual "
                     f"{tuple(instruction.shape)}"
                 )
-            parts.append(self.backbone.embed(instruction))
+            parts.append(self.backbone.embed(instruction).to(self._dtype))
         elif instruction is not None:
             raise ValueError("instruction: expected None (instruction_length=0), actual ids")
         return torch.cat(parts, 1)
+
+    def _to(self, *tensors: torch.Tensor | None) -> list[Any]:
+        device = self.device
+        return [None if t is None else t.to(device) for t in tensors]
 
     def _values(
         self, prefix: torch.Tensor, emitting: torch.Tensor | None, step: torch.Tensor | None
@@ -227,7 +303,8 @@ class TokenPolicy(nn.Module):
             raise ValueError(
                 f"uniforms: expected shape ({obs.shape[0]}, {n}), actual {tuple(uniforms.shape)}"
             )
-        hidden, past = self.backbone(self._prefix(obs, instruction), use_cache=True)
+        obs, instruction, step, uniforms = self._to(obs, instruction, step, uniforms)
+        hidden, past = self._run(self._prefix(obs, instruction), use_cache=True)
         prefix_hidden, current = hidden, hidden[:, -1:]
         emitting, tokens, log_probs = [], [], []
         for j in range(self.tokens_per_decision):
@@ -241,11 +318,14 @@ class TokenPolicy(nn.Module):
                 top = self.tokenizer.num_bins - 1  # a CDF rounded below 1 < u
                 bins = torch.searchsorted(cdf, u, right=True)[:, 0].clamp(max=top)
             else:
-                bins = torch.multinomial(dist.exp(), 1, generator=generator)[:, 0]
+                # A CPU generator draws on the host (the same draws on every device).
+                where = dist.device if generator is None else generator.device
+                probs = dist.exp().to(where)
+                bins = torch.multinomial(probs, 1, generator=generator)[:, 0].to(dist.device)
             tokens.append(bins + self.tokenizer.offset)
             log_probs.append(dist.gather(1, bins[:, None])[:, 0])
             if j + 1 < self.tokens_per_decision:
-                current, past = self.backbone(self.backbone.embed(tokens[-1][:, None]), past)
+                current, past = self._run(self.backbone.embed(tokens[-1][:, None]), past)
         values = self._values(prefix_hidden, torch.cat(emitting, 1), step)
         return TokenSample(
             self._shape(torch.stack(tokens, 1)), self._shape(torch.stack(log_probs, 1)), values
@@ -265,6 +345,7 @@ class TokenPolicy(nn.Module):
                 f"tokens: expected shape (B, {self.chunk}, {self.tokenizer.dims}), actual "
                 f"{tuple(tokens.shape)}"
             )
+        obs, tokens, instruction, step = self._to(obs, tokens, instruction, step)
         flat = tokens.reshape(tokens.shape[0], n)
         bins = flat - self.tokenizer.offset
         if bool(((bins < 0) | (bins >= self.tokenizer.num_bins)).any()):
@@ -274,7 +355,7 @@ class TokenPolicy(nn.Module):
             )
         prefix = self._prefix(obs, instruction)
         sequence = torch.cat([prefix, self.backbone.embed(flat[:, :-1])], 1)
-        hidden, _ = self.backbone(sequence, use_cache=False)
+        hidden, _ = self._run(sequence, use_cache=False)
         emitting = hidden[:, self.prefix_length - 1 : self.prefix_length - 1 + n]
         dist = self.head.log_probs(emitting)
         log_probs = dist.gather(-1, bins[..., None])[..., 0]
@@ -298,8 +379,15 @@ class TokenPolicy(nn.Module):
                 "value_input: expected 'prefix' for a state value, actual 'actions' (the "
                 "value of sampled tokens: use act or evaluate)"
             )
-        hidden, _ = self.backbone(self._prefix(obs, instruction), use_cache=False)
+        obs, instruction, step = self._to(obs, instruction, step)
+        hidden, _ = self._run(self._prefix(obs, instruction), use_cache=False)
         return self._values(hidden, None, step)
+
+    @classmethod
+    def from_pretrained(cls, path_or_config: Any, **kwargs: Any) -> TokenPolicy:
+        """A token policy on a local checkpoint (or a config): see
+        :func:`~fleetgym.agents.tokens.pretrained.from_pretrained` for the arguments."""
+        return from_pretrained(cls, path_or_config, **kwargs)
 
     def env_actions(self, tokens: torch.Tensor) -> torch.Tensor:
         """The decoded actions ``(B, K, D)`` (bin centres) of token ids ``(B, K, D)``."""

@@ -84,7 +84,7 @@ class TokenActor:
         seed: The trainer's seed.
         incarnation: Restarts of this slot so far.
         config: The token policy's sizes, chunk and discount (a
-            :class:`~fleetgym.agents.learners.token_ppo.TokenPPOConfig`).
+            :class:`~fleetgym.agents.learners.token_config.TokenPPOConfig`).
         client: An inference client of a server serving the token policy (``None``: the
             actor decodes with its own :class:`TokenPolicyModel`, built at its first
             local rollout, and loads the weights it is given; see also

@@ -145,7 +145,7 @@ class TokenAsyncPPO(AsyncPPO):
         sigma, max_policy_lag, n_actors, batch_trajectories, lag_injection, concurrent,
             seed, tensorboard_log: As :class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO`.
         steps_per_actor: Decisions per rollout (default: the workload's ``rollout_steps``).
-        token_config: A whole :class:`~fleetgym.agents.learners.token_ppo.TokenPPOConfig`
+        token_config: A whole :class:`~fleetgym.agents.learners.token_config.TokenPPOConfig`
             (its ``ratio_level``, ``loss``, ``sigma`` and ``target_kl`` are replaced by
             this trainer's).
         **token_hyperparameters: The token hyperparameters of :data:`TOKEN_FIELDS`

@@ -1,0 +1,190 @@
+"""Instruction text as token ids, by a ``tokenizers`` tokenizer built here on the task's words.
+
+A VLA reads its instruction through the language model's tokenizer. A randomly initialised
+backbone has no tokenizer to download, so :class:`InstructionTokenizer` builds one locally
+with Hugging Face's ``tokenizers`` library: a word-level model over the task's own
+vocabulary (BabyAI's mission grammar by default, or the words of a corpus of missions,
+:meth:`InstructionTokenizer.from_corpus`), lower-casing and commas dropped by its
+normaliser, whitespace splitting, padding to a fixed length with id 0. Word ``i`` is id
+``first_id + i``, so the ids stay below the action tokens at the vocabulary's tail. It is
+saved and loaded as one ``tokenizer.json`` (:meth:`~InstructionTokenizer.save`), e.g. beside
+a checkpoint, and a transformers ``PreTrainedTokenizerFast`` can wrap it
+(:meth:`~InstructionTokenizer.as_transformers`).
+
+It has the interface of :class:`~fleetgym.agents.tokens.missions.MissionVocabulary`
+(``encode``, ``length``, ``max_id``), so the collectors and ``TokenPPO(vocabulary=...)``
+take either. Needs the ``tokens`` extra.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fleetgym.agents.tokens.missions import BABYAI_WORDS, PAD_ID
+from fleetgym.extras import require
+from fleetgym.validation import check_int, quote
+
+PAD_TOKEN, UNK_TOKEN = "[PAD]", "[UNK]"
+
+
+class InstructionTokenizer:
+    """A word-level ``tokenizers.Tokenizer`` of the task's words: text to ``length`` ids.
+
+    Example:
+        >>> tok = InstructionTokenizer(length=6)
+        >>> tok.encode("Go to the red ball").tolist()
+        [1, 2, 8, 14, 20, 0]
+        >>> tok.encode("go to the pink ball")
+        Traceback (most recent call last):
+        ...
+        ValueError: mission: expected words of the vocabulary, actual 'pink' in 'go to the pink ball'
+
+    Args:
+        words: The vocabulary (BabyAI's mission grammar by default), distinct words without
+            spaces.
+        length: Ids per instruction (longer ones are refused).
+        first_id: The id of the first word (>= 1: 0 pads).
+
+    Raises:
+        ValueError: For duplicate or empty words, a length < 1 or a first id < 1.
+        DependencyNotInstalled: Without ``tokenizers`` (the ``tokens`` extra).
+    """
+
+    def __init__(
+        self, words: Sequence[str] = BABYAI_WORDS, length: int = 8, first_id: int = 1
+    ) -> None:
+        tokenizers = require("tokenizers", "fleetgym.agents.tokens.InstructionTokenizer")
+        words = tuple(words)
+        bad = [w for w in words if not isinstance(w, str) or not w or w != w.lower() or " " in w]
+        if not words or bad or len(set(words)) != len(words):
+            raise ValueError(
+                f"words: expected distinct lower-case words without spaces, actual "
+                f"{quote(bad or words)}"
+            )
+        self.words = words
+        self.length = check_int("length", length, low=1)
+        self.first_id = check_int("first_id", first_id, low=PAD_ID + 1)
+        vocab = {w: self.first_id + i for i, w in enumerate(words)}
+        vocab[PAD_TOKEN] = PAD_ID
+        vocab[UNK_TOKEN] = self.max_id + 1
+        t = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token=UNK_TOKEN))
+        n = tokenizers.normalizers
+        t.normalizer = n.Sequence([n.Lowercase(), n.Replace(",", " ")])
+        t.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
+        #: The ``tokenizers.Tokenizer`` itself.
+        self.tokenizer = t
+
+    @classmethod
+    def from_corpus(
+        cls, texts: Iterable[str], length: int = 8, first_id: int = 1
+    ) -> InstructionTokenizer:
+        """Train the vocabulary on ``texts`` (``tokenizers``' ``WordLevelTrainer``).
+
+        Words are ordered by the trainer (most frequent first), so one corpus gives one
+        tokenizer.
+
+        Raises:
+            ValueError: For an empty corpus.
+        """
+        tokenizers = require("tokenizers", "fleetgym.agents.tokens.InstructionTokenizer")
+        texts = [t for t in texts]
+        if not texts or not all(isinstance(t, str) for t in texts):
+            raise ValueError(f"texts: expected a non-empty list of str, actual {quote(texts)}")
+        trainer_tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(unk_token=UNK_TOKEN))
+        n = tokenizers.normalizers
+        trainer_tok.normalizer = n.Sequence([n.Lowercase(), n.Replace(",", " ")])
+        trainer_tok.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
+        trainer = tokenizers.trainers.WordLevelTrainer(
+            special_tokens=[PAD_TOKEN, UNK_TOKEN], show_progress=False
+        )
+        trainer_tok.train_from_iterator(texts, trainer)
+        vocab = trainer_tok.get_vocab()
+        words = [w for w, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
+        return cls([w for w in words if w not in (PAD_TOKEN, UNK_TOKEN)], length, first_id)
+
+    @property
+    def max_id(self) -> int:
+        """The largest id it emits (the backbone's vocabulary must be larger)."""
+        return self.first_id + len(self.words) - 1
+
+    def encode(self, mission: str) -> np.ndarray:
+        """The ids ``(length,)`` of an instruction, padded with 0.
+
+        Raises:
+            TypeError: If ``mission`` is not a str.
+            ValueError: For a word outside the vocabulary or more than ``length`` words.
+        """
+        if not isinstance(mission, str):
+            raise TypeError(f"mission: expected a str, actual {quote(mission)}")
+        encoding = self.tokenizer.encode(mission)
+        unknown = [
+            mission.lower().replace(",", " ").split()[i]
+            for i, t in enumerate(encoding.tokens)
+            if t == UNK_TOKEN
+        ]
+        if unknown:
+            raise ValueError(
+                f"mission: expected words of the vocabulary, actual {unknown[0]!r} in {mission!r}"
+            )
+        if len(encoding.ids) > self.length:
+            raise ValueError(
+                f"mission: expected at most {self.length} words, actual {len(encoding.ids)} "
+                f"in {mission!r}"
+            )
+        ids = np.full(self.length, PAD_ID, np.int64)
+        ids[: len(encoding.ids)] = encoding.ids
+        return ids
+
+    def save(self, path: str | Path) -> Path:
+        """Write ``tokenizer.json`` into the directory ``path`` (created); returns the file.
+
+        The file is ``tokenizers``' own, with the length and first id under ``fleetgym``.
+        """
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        data = json.loads(self.tokenizer.to_str())
+        data["fleetgym"] = {"length": self.length, "first_id": self.first_id}
+        file = folder / "tokenizer.json"
+        file.write_text(json.dumps(data))
+        return file
+
+    @classmethod
+    def load(cls, path: str | Path) -> InstructionTokenizer:
+        """Read what :meth:`save` wrote (the directory or the ``tokenizer.json`` itself).
+
+        Raises:
+            FileNotFoundError: If there is no such file.
+            ValueError: If it is not an instruction tokenizer's file.
+        """
+        file = Path(path)
+        file = file / "tokenizer.json" if file.is_dir() else file
+        if not file.is_file():
+            raise FileNotFoundError(f"path: expected a tokenizer.json, actual {str(file)!r}")
+        try:
+            data = json.loads(file.read_text())
+            meta, vocab = data["fleetgym"], data["model"]["vocab"]
+            first = int(meta["first_id"])
+            words = [w for w, i in sorted(vocab.items(), key=lambda kv: kv[1]) if i >= first]
+            return cls(words[:-1], int(meta["length"]), first)  # the last is [UNK]
+        except (KeyError, TypeError, ValueError, json.JSONDecodeError) as exc:
+            raise ValueError(
+                f"path: expected an InstructionTokenizer's tokenizer.json, actual {str(file)!r}"
+            ) from exc
+
+    def as_transformers(self) -> Any:
+        """A ``transformers.PreTrainedTokenizerFast`` around the same tokenizer."""
+        transformers = require("transformers", "InstructionTokenizer.as_transformers")
+        return transformers.PreTrainedTokenizerFast(
+            tokenizer_object=self.tokenizer, pad_token=PAD_TOKEN, unk_token=UNK_TOKEN
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"InstructionTokenizer({len(self.words)} words, length={self.length}, "
+            f"first_id={self.first_id})"
+        )
