@@ -7,7 +7,8 @@
 * :class:`ImaginedVectorEnv` -- a Gymnasium ``VectorEnv`` over a model, started from real
   states, that any learner (SB3's included) trains in;
 * :class:`ImaginationConfig` / :class:`Imagination` -- the imagination buffer a learner
-  mixes into its updates (horizon and share from measured model error).
+  mixes into its updates (horizon and share from measured model error);
+* :class:`MBPO` -- SB3's SAC trained on short model rollouts branched from real states.
 
 The models need the ``agents`` extra (torch); the package imports without it.
 """
@@ -28,6 +29,7 @@ _EXPORTS = {
     "linear_schedule": "imagination",
     "multistep_error": "imagination",
     "validation_schedule": "imagination",
+    "MBPO": "mbpo",
     "ImaginedEnv": "imagined_env",
     "ImaginedVectorEnv": "imagined_env",
     "FitReport": "model",
@@ -53,6 +55,7 @@ if TYPE_CHECKING:
         validation_schedule,
     )
     from fleetgym.agents.world_model.imagined_env import ImaginedEnv, ImaginedVectorEnv
+    from fleetgym.agents.world_model.mbpo import MBPO
     from fleetgym.agents.world_model.model import (
         FitReport,
         ModelDivergedError,
@@ -63,6 +66,7 @@ if TYPE_CHECKING:
     from fleetgym.agents.world_model.success import SuccessRewardModel
 
 __all__ = [
+    "MBPO",
     "FitReport",
     "Imagination",
     "ImaginationConfig",

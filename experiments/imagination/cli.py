@@ -10,6 +10,11 @@ Example::
 
     fleetgym imagination --env CartPole-v1 --seeds 5 --out runs/imagination
 
+With ``--mbpo`` it runs MBPO (:class:`fleetgym.agents.world_model.MBPO`) against SAC at
+the same updates per real step instead (:mod:`fleetgym.experiments.imagination.mbpo`)::
+
+    fleetgym imagination --mbpo --env Hopper-v5 --seeds 1 --budget 20000
+
 Every argument is checked before the first run (a bad one exits 2); an error during a run
 is a crash (exit 3, with its traceback).
 """
@@ -30,15 +35,42 @@ from fleetgym.experiments.argtypes import (
     output_folder,
     positive_int,
     seed_range,
+    unit_interval,
 )
 
 ENV_NAMES = ("CartPole-v1", "Hopper-v5", "MiniGrid-DoorKey-5x5-v0")
+#: Envs of --mbpo (flat continuous spaces).
+MBPO_ENV_NAMES = ("Hopper-v5", "Pendulum-v1")
+#: --mbpo's own options (refused without it): flag -> (dest, setup field).
+MBPO_FLAGS = {
+    "--updates-per-step": "updates_per_step",
+    "--real-ratio": "real_ratio",
+    "--rollout-length": "rollout_length",
+    "--ensemble-size": "ensemble_size",
+    "--eval-every": "eval_every",
+    "--learning-starts": "learning_starts",
+}
+
+
+def rollout_length(text: str) -> int | str:
+    """``linear``, ``error`` or a positive int (an argparse type)."""
+    if text in ("linear", "error"):
+        return text
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected linear, error or an int >= 1, actual {text!r}"
+        ) from None
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add this subcommand's arguments (imports nothing heavy)."""
     parser.add_argument(
-        "--env", choices=ENV_NAMES, default="CartPole-v1", help="env (default CartPole-v1)"
+        "--env",
+        choices=(*ENV_NAMES, "Pendulum-v1"),
+        default="CartPole-v1",
+        help="env (default CartPole-v1; --mbpo: Hopper-v5 or Pendulum-v1)",
     )
     parser.add_argument(
         "--seeds", type=int_in(1, 100), default=5, help="seeds FIRST..FIRST+N-1 (default 5)"
@@ -79,6 +111,50 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=20_000,
         help="--async: real env steps per run (default 20000)",
+    )
+    parser.add_argument(
+        "--mbpo",
+        action="store_true",
+        help="instead: MBPO (SAC on short model rollouts) against SAC with the same "
+        "updates per real step (arms mbpo, sac), return and forward velocity",
+    )
+    parser.add_argument(
+        "--updates-per-step",
+        type=positive_int,
+        default=None,
+        help="--mbpo: SAC gradient steps per real step, both arms (default 10)",
+    )
+    parser.add_argument(
+        "--real-ratio",
+        type=unit_interval,
+        default=None,
+        help="--mbpo: share of real data in each batch, in [0, 1] (default 0.05)",
+    )
+    parser.add_argument(
+        "--rollout-length",
+        type=rollout_length,
+        default=None,
+        help="--mbpo: rollout length k: linear (MBPO's schedule), error (the measured "
+        "error's) or an int (default linear)",
+    )
+    parser.add_argument(
+        "--ensemble-size",
+        type=int_in(1, 64),
+        default=None,
+        help="--mbpo: world-model members, 5 of 7 of them elites (default 7)",
+    )
+    parser.add_argument(
+        "--eval-every",
+        type=positive_int,
+        default=None,
+        help="--mbpo: real steps between evaluations (default: the env's, Hopper 5000)",
+    )
+    parser.add_argument(
+        "--learning-starts",
+        type=positive_int,
+        default=None,
+        help="--mbpo: random real steps before any update, both arms (default: the env's, "
+        "Hopper 5000)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
@@ -256,6 +332,71 @@ def _run_async(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_mbpo(args: argparse.Namespace) -> int:
+    """MBPO and matched SAC per seed; 0 when every run asked for reached the target."""
+    import dataclasses
+
+    from tqdm import tqdm
+
+    from fleetgym.experiments.imagination.mbpo import (
+        MBPO_ARMS,
+        MBPO_ENVS,
+        mbpo_table,
+        run_mbpo_arm,
+    )
+
+    if args.env not in MBPO_ENVS:
+        raise UsageError(f"--env: expected one of {list(MBPO_ENVS)} with --mbpo")
+    setup = MBPO_ENVS[args.env]
+    changes = {dest: getattr(args, dest) for dest in MBPO_FLAGS.values()}
+    if args.budget is not None:
+        changes["budget"] = args.budget
+    setup = dataclasses.replace(setup, **{k: v for k, v in changes.items() if v is not None})
+    arms = list(MBPO_ARMS)
+    if args.arms is not None:
+        wanted = [a.strip() for a in args.arms.split(",") if a.strip()]
+        unknown = [w for w in wanted if w not in MBPO_ARMS]
+        if unknown or not wanted:
+            raise UsageError(f"--arms: expected names among {list(MBPO_ARMS)}, actual {unknown}")
+        arms = [a for a in MBPO_ARMS if a in wanted]
+    out: Path = check_output_dir("--out", args.out)
+    path = out / f"results_mbpo_{args.env}.json"
+    results = _earlier_results(path)
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    bar = tqdm(
+        total=len(arms) * len(seeds) * setup.budget,
+        unit="step",
+        disable=args.no_progress,
+        dynamic_ncols=True,
+    )
+    for seed in seeds:
+        for arm in arms:
+            done = [0]
+
+            def progress(
+                steps: int, score: float, arm: str = arm, seed: int = seed, done: Any = done
+            ) -> None:
+                bar.update(steps - done[0])
+                done[0] = steps
+                bar.set_postfix(arm=arm, seed=seed, ret=f"{score:.0f}", refresh=False)
+
+            result = run_mbpo_arm(args.env, setup, arm, seed, progress)
+            bar.update(setup.budget - done[0])
+            results = [r for r in results if not (r["arm"] == arm and r["seed"] == seed)]
+            results.append(result)
+            path.write_text(json.dumps(results, indent=1))
+            bar.write(
+                f"{args.env} {arm} seed {seed}: final return {result['final_return']:.0f} "
+                f"({result['cpu_s']:.0f} s CPU, {result['wall_s']:.0f} s wall)"
+            )
+    bar.close()
+    table = mbpo_table(results, args.env, setup.target)
+    (out / f"summary_mbpo_{args.env}.md").write_text(table)
+    print(table)
+    ran = [r for r in results if r["arm"] in arms and r["seed"] in seeds]
+    return 0 if ran and all(r["steps_to_target"] is not None for r in ran) else 1
+
+
 def _earlier_results(path: Path) -> list[dict[str, Any]]:
     """The runs an earlier study left in ``path`` (kept), checked before any run.
 
@@ -289,6 +430,16 @@ def run(args: argparse.Namespace) -> int:
     from fleetgym.experiments.imagination.study import ENVS, random_score, run_arm
 
     seed_range(args.first_seed, args.seeds)
+    if not args.mbpo:
+        for flag, dest in MBPO_FLAGS.items():
+            if getattr(args, dest) is not None:
+                raise UsageError(f"{flag}: expected --mbpo with {flag}")
+        if args.env not in ENV_NAMES:
+            raise UsageError(f"--env: expected one of {list(ENV_NAMES)} without --mbpo")
+    elif args.asynchronous:
+        raise UsageError("--mbpo: expected no --async with --mbpo (one study at a time)")
+    else:
+        return _run_mbpo(args)
     if args.asynchronous:
         for flag, value in (("--arms", args.arms), ("--budget", args.budget)):
             if value is not None:

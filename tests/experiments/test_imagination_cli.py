@@ -204,3 +204,63 @@ def test_an_async_run_is_scored_by_the_synchronous_evaluator(monkeypatch):
     run = asynchronous._one(4, 256, 0.0, 0.0, None)  # one AsyncPPO update, no delay
     assert seen == {"episodes": 20, "seed": 10_004, "deterministic": False}
     assert run["eval_return"] > 0 and run["real_steps"] >= 256
+
+
+def test_mbpo_study_runs_both_arms_and_writes_its_report(tmp_path):
+    code = cli.main(
+        [
+            "imagination",
+            "--mbpo",
+            "--env",
+            "Pendulum-v1",
+            "--seeds",
+            "1",
+            "--budget",
+            "1200",
+            "--eval-every",
+            "600",
+            "--updates-per-step",
+            "1",
+            "--ensemble-size",
+            "2",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
+    # 200 SAC updates cannot hold Pendulum at -250 for three evaluations (two are made).
+    assert code == 1
+    results = json.loads((tmp_path / "results_mbpo_Pendulum-v1.json").read_text())
+    assert [(r["arm"], r["seed"]) for r in results] == [("mbpo", 0), ("sac", 0)]
+    mbpo, sac = results
+    assert [s for s, _, _ in mbpo["curve"]] == [600, 1200] == [s for s, _, _ in sac["curve"]]
+    # The learner settings match apart from the model; only MBPO fitted and imagined.
+    assert mbpo["mbpo"]["model_version"] >= 1 and mbpo["mbpo"]["imagined_rows"] > 0
+    assert mbpo["setup"]["updates_per_step"] == sac["setup"]["updates_per_step"] == 1
+    assert sac["model_fit_s"] == 0.0 and mbpo["model_fit_s"] > 0
+    assert mbpo["final_velocity"] is None  # Pendulum reports no forward velocity
+    table = (tmp_path / "summary_mbpo_Pendulum-v1.md").read_text()
+    assert table.startswith("### Pendulum-v1: MBPO against SAC")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--real-ratio", "0.5"], "--real-ratio: expected --mbpo"),
+        (["--env", "Pendulum-v1"], "--env: expected one of"),
+        (["--mbpo", "--env", "CartPole-v1"], "--env: expected one of ['Hopper-v5'"),
+        (["--mbpo", "--real-ratio", "1.5"], "--real-ratio"),
+        (["--mbpo", "--updates-per-step", "0"], "--updates-per-step"),
+        (["--mbpo", "--rollout-length", "0"], "--rollout-length"),
+        (["--mbpo", "--env", "Hopper-v5", "--arms", "ppo"], "--arms: expected names among"),
+        (["--mbpo", "--async"], "--mbpo: expected no --async"),
+    ],
+)
+def test_mbpo_bad_input_is_a_usage_error(tmp_path, capsys, argv, message):
+    try:
+        code = cli.main(["imagination", *argv, "--out", str(tmp_path / "out")])
+    except SystemExit as stop:  # argparse's own type errors
+        code = stop.code
+    assert code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
