@@ -6,18 +6,24 @@ next one once the cart has settled within 0.15 of the current one); a stabiliser
 discrete LQR on CartPole's linearised dynamics, bang-bang on the two pushes) balances the
 pole and steers the cart towards the waypoint every tick. Both are frozen callables.
 
-Two deployments of the same two policies, each over one network profile:
+Three deployments of the same two policies, each over one network profile:
 
 * ``graph``: the planner on a server behind the profile (its observations and its goals
   cross it), the stabiliser next to the env (``"perfect"`` links): a
   :class:`~fleetgym.wrappers.PolicyGraph` of two nodes.
 * ``remote``: planner and stabiliser together on the server (a one-node graph): every
   observation and every push crosses the profile, as for a monolithic remote policy.
+* ``remote+predictor``: the same, with a Smith predictor in front of the stabiliser: it
+  rolls the observation forward through CartPole's own dynamics with the pushes it sent
+  since (``H`` ticks: the median observation age plus the median action age of the
+  profile's channels, by the shim's timing rule), so it acts on the predicted state at
+  the time its push lands. A remote policy that knows the physics exactly and the link's
+  median delay: the strongest monolithic baseline short of training one.
 
 Each episode reports its length (CartPole's return: ticks with the pole up, at most 500)
 and the waypoints reached. Per profile the script prints mean +- std over seeds of both
-and the paired difference graph - remote (the same seed gives both arms the same initial
-state), with a paired t statistic, and writes every episode to ``results.json`` in
+and the paired differences graph - remote and graph - remote+predictor (the same seed
+gives every arm the same initial state), with a paired t statistic, and writes every episode to ``results.json`` in
 ``--out``.
 
 Run::
@@ -30,20 +36,30 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import resource
 import subprocess
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import scipy.linalg
+from gymnasium.envs.classic_control import CartPoleEnv
 from tqdm import tqdm
 
-from fleetgym.wrappers import PolicyGraph, PolicyGraphEnv, PolicyLink, PolicyNode, list_profiles
+from fleetgym.wrappers import (
+    PolicyGraph,
+    PolicyGraphEnv,
+    PolicyLink,
+    PolicyNode,
+    get_profile,
+    list_profiles,
+)
 
 WAYPOINTS = (0.8, -0.8)
 PLANNER_PERIOD = 10  # ticks (200 ms at CartPole's 20 ms)
@@ -99,21 +115,54 @@ class Stabiliser:
 
 
 class Monolith:
-    """Planner and stabiliser in one process: the planner every ``PLANNER_PERIOD`` ticks."""
+    """Planner and stabiliser in one process: the planner every ``PLANNER_PERIOD`` ticks.
 
-    def __init__(self) -> None:
+    With ``horizon > 0`` the stabiliser acts on the observation rolled ``horizon`` ticks
+    forward through CartPole's dynamics with the pushes sent since (a Smith predictor).
+    """
+
+    def __init__(self, horizon: int = 0) -> None:
         self.planner, self.stabiliser = Planner(), Stabiliser()
+        self.horizon = horizon
+        self.model = CartPoleEnv()
+        self.sent: deque[int] = deque(maxlen=max(1, horizon))
         self.tick, self.goal = 0, np.array(0.0)
 
     def reset(self) -> None:
         self.planner.reset()
-        self.tick, self.goal = 0, GOAL_SPACE.low * 0.0
+        self.sent.clear()
+        self.tick, self.goal = 0, np.array(0.0)
+
+    def _predict(self, obs: np.ndarray) -> np.ndarray:
+        # Pushes not yet in the observation: the last `horizon` sent (the env applied the
+        # start action, push left, before the first one landed).
+        pending = [0] * (self.horizon - len(self.sent)) + list(self.sent)
+        self.model.state = np.asarray(obs, dtype=np.float64).copy()
+        self.model.steps_beyond_terminated = None  # a model state, not an episode
+        for push in pending:
+            self.model.step(push)
+        return np.asarray(self.model.state, dtype=np.float64)
 
     def __call__(self, inputs: dict[str, Any]) -> int:
         if self.tick % PLANNER_PERIOD == 0:
             self.goal = self.planner(inputs)
         self.tick += 1
-        return self.stabiliser({"env": inputs["env"], "planner": self.goal})
+        state = self._predict(inputs["env"]) if self.horizon else inputs["env"]
+        push = self.stabiliser({"env": state, "planner": self.goal})
+        self.sent.append(push)
+        return push
+
+
+def median_round_trip(profile: str, step_ms: float = 20.0, share: float = 0.5) -> int:
+    """Ticks from an observation's emission to the landing of the push that answers it.
+
+    The shim's rule at the channels' median delays: an observation ``u`` ms late is used
+    ``floor(u / P + 1 - s)`` ticks later, a push ``d`` ms late lands ``floor(d / P + s)``
+    ticks later.
+    """
+    p = get_profile(profile)
+    up, down = p.uplink.delay_quantile_ms(0.5), p.downlink.delay_quantile_ms(0.5)
+    return math.floor(up / step_ms + 1 - share) + math.floor(down / step_ms + share)
 
 
 def split_graph(profile: str) -> tuple[PolicyGraph, Planner]:
@@ -133,8 +182,8 @@ def split_graph(profile: str) -> tuple[PolicyGraph, Planner]:
     return graph, planner
 
 
-def remote_graph(profile: str) -> tuple[PolicyGraph, Planner]:
-    policy = Monolith()
+def remote_graph(profile: str, horizon: int = 0) -> tuple[PolicyGraph, Planner]:
+    policy = Monolith(horizon)
     graph = PolicyGraph(
         [PolicyNode("remote", policy, PUSHES)],
         [PolicyLink("env", "remote", profile), PolicyLink("remote", "env", profile)],
@@ -142,8 +191,15 @@ def remote_graph(profile: str) -> tuple[PolicyGraph, Planner]:
     return graph, policy.planner
 
 
+ARMS = ("graph", "remote", "remote+predictor")
+
+
 def episode(arm: str, profile: str, seed: int) -> dict[str, Any]:
-    graph, planner = (split_graph if arm == "graph" else remote_graph)(profile)
+    if arm == "graph":
+        graph, planner = split_graph(profile)
+    else:
+        horizon = median_round_trip(profile) if arm == "remote+predictor" else 0
+        graph, planner = remote_graph(profile, horizon)
     trained = "stabiliser" if arm == "graph" else "remote"
     env = PolicyGraphEnv(gym.make("CartPole-v1"), graph, trained)
     length, _ = env.run_episode(seed=seed)
@@ -158,6 +214,7 @@ def episode(arm: str, profile: str, seed: int) -> dict[str, Any]:
 
 
 def summarise(rows: list[dict[str, Any]], profile: str) -> dict[str, Any]:
+    """Mean ± std per arm and the paired differences graph - each other arm."""
     out: dict[str, Any] = {"profile": profile}
     for key in ("length", "waypoints"):
         by_arm = {
@@ -169,18 +226,22 @@ def summarise(rows: list[dict[str, Any]], profile: str) -> dict[str, Any]:
                 ],
                 dtype=float,
             )
-            for arm in ("graph", "remote")
+            for arm in ARMS
         }
-        diff = by_arm["graph"] - by_arm["remote"]
-        sd = float(diff.std(ddof=1)) if diff.size > 1 else 0.0
-        out[key] = {
-            "graph": [float(by_arm["graph"].mean()), float(by_arm["graph"].std(ddof=1))],
-            "remote": [float(by_arm["remote"].mean()), float(by_arm["remote"].std(ddof=1))],
-            "paired_diff": [float(diff.mean()), sd],
-            "paired_t": float(diff.mean() / (sd / np.sqrt(diff.size))) if sd > 0 else None,
-            "graph_better": int((diff > 0).sum()),
-            "ties": int((diff == 0).sum()),
+        entry: dict[str, Any] = {
+            arm: [float(v.mean()), float(v.std(ddof=1))] for arm, v in by_arm.items()
         }
+        for other in ARMS[1:]:
+            diff = by_arm["graph"] - by_arm[other]
+            sd = float(diff.std(ddof=1))
+            entry[f"graph - {other}"] = {
+                "mean": float(diff.mean()),
+                "std": sd,
+                "paired_t": float(diff.mean() / (sd / np.sqrt(diff.size))) if sd > 0 else None,
+                "graph_better": int((diff > 0).sum()),
+                "ties": int((diff == 0).sum()),
+            }
+        out[key] = entry
     return out
 
 
@@ -200,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"--profiles: unknown profile {profile!r}; known: {', '.join(list_profiles())}"
             )
     seeds = range(args.first_seed, args.first_seed + args.seeds)
-    jobs = [(arm, p, s) for p in args.profiles for arm in ("graph", "remote") for s in seeds]
+    jobs = [(arm, p, s) for p in args.profiles for arm in ARMS for s in seeds]
     wall, cpu = time.perf_counter(), time.process_time()
     rows = [episode(*job) for job in tqdm(jobs, disable=args.no_progress, desc="episodes")]
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -228,16 +289,18 @@ def main(argv: list[str] | None = None) -> int:
         json.dumps({"meta": meta, "summary": summary, "episodes": rows}, indent=1)
     )
     for s in summary:
-        print(f"{s['profile']}:")
+        print(f"{s['profile']} (predictor horizon {median_round_trip(s['profile'])} ticks):")
         for key in ("length", "waypoints"):
             v = s[key]
-            t = "n/a" if v["paired_t"] is None else f"{v['paired_t']:.2f}"
-            print(
-                f"  {key:9s} graph {v['graph'][0]:7.2f} ± {v['graph'][1]:6.2f}   "
-                f"remote {v['remote'][0]:7.2f} ± {v['remote'][1]:6.2f}   "
-                f"graph - remote {v['paired_diff'][0]:+7.2f} ± {v['paired_diff'][1]:6.2f} (t = {t}; "
-                f"graph better on {v['graph_better']}/{len(seeds)}, ties {v['ties']})"
-            )
+            arms = "   ".join(f"{arm} {v[arm][0]:6.2f} ± {v[arm][1]:6.2f}" for arm in ARMS)
+            print(f"  {key:9s} {arms}")
+            for other in ARMS[1:]:
+                d = v[f"graph - {other}"]
+                t = "n/a" if d["paired_t"] is None else f"{d['paired_t']:.2f}"
+                print(
+                    f"  {'':9s} graph - {other}: {d['mean']:+7.2f} ± {d['std']:6.2f} (t = {t}; "
+                    f"graph better on {d['graph_better']}/{len(seeds)}, ties {d['ties']})"
+                )
     print(f"commit {commit}, wall {wall:.1f} s, CPU {cpu:.1f} s -> {args.out / 'results.json'}")
     return 0
 
