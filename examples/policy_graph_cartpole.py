@@ -138,8 +138,8 @@ class Monolith:
         # start action, push left, before the first one landed).
         pending = [0] * (self.horizon - len(self.sent)) + list(self.sent)
         self.model.state = np.asarray(obs, dtype=np.float64).copy()
-        self.model.steps_beyond_terminated = None  # a model state, not an episode
         for push in pending:
+            self.model.steps_beyond_terminated = None  # a model state, not an episode
             self.model.step(push)
         return np.asarray(self.model.state, dtype=np.float64)
 
