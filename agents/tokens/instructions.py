@@ -76,7 +76,8 @@ class InstructionTokenizer:
         n = tokenizers.normalizers
         t.normalizer = n.Sequence([n.Lowercase(), n.Replace(",", " ")])
         t.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
-        #: The ``tokenizers.Tokenizer`` itself.
+        t.enable_padding(length=self.length, pad_id=PAD_ID, pad_token=PAD_TOKEN)
+        #: The ``tokenizers.Tokenizer`` itself (it pads to ``length``).
         self.tokenizer = t
 
     @classmethod
@@ -122,35 +123,32 @@ class InstructionTokenizer:
         if not isinstance(mission, str):
             raise TypeError(f"mission: expected a str, actual {quote(mission)}")
         encoding = self.tokenizer.encode(mission)
+        count = int(sum(encoding.attention_mask))
         unknown = [
             mission.lower().replace(",", " ").split()[i]
-            for i, t in enumerate(encoding.tokens)
+            for i, t in enumerate(encoding.tokens[:count])
             if t == UNK_TOKEN
         ]
         if unknown:
             raise ValueError(
                 f"mission: expected words of the vocabulary, actual {unknown[0]!r} in {mission!r}"
             )
-        if len(encoding.ids) > self.length:
+        if count > self.length:
             raise ValueError(
-                f"mission: expected at most {self.length} words, actual {len(encoding.ids)} "
-                f"in {mission!r}"
+                f"mission: expected at most {self.length} words, actual {count} in {mission!r}"
             )
-        ids = np.full(self.length, PAD_ID, np.int64)
-        ids[: len(encoding.ids)] = encoding.ids
-        return ids
+        return np.asarray(encoding.ids, np.int64)
 
     def save(self, path: str | Path) -> Path:
         """Write ``tokenizer.json`` into the directory ``path`` (created); returns the file.
 
-        The file is ``tokenizers``' own, with the length and first id under ``fleetgym``.
+        The file is ``tokenizers``' own (``tokenizers.Tokenizer.from_file`` reads it); the
+        length is its fixed padding, the first id its smallest word id.
         """
         folder = Path(path)
         folder.mkdir(parents=True, exist_ok=True)
-        data = json.loads(self.tokenizer.to_str())
-        data["fleetgym"] = {"length": self.length, "first_id": self.first_id}
         file = folder / "tokenizer.json"
-        file.write_text(json.dumps(data))
+        self.tokenizer.save(str(file))
         return file
 
     @classmethod
@@ -167,10 +165,11 @@ class InstructionTokenizer:
             raise FileNotFoundError(f"path: expected a tokenizer.json, actual {str(file)!r}")
         try:
             data = json.loads(file.read_text())
-            meta, vocab = data["fleetgym"], data["model"]["vocab"]
-            first = int(meta["first_id"])
-            words = [w for w, i in sorted(vocab.items(), key=lambda kv: kv[1]) if i >= first]
-            return cls(words[:-1], int(meta["length"]), first)  # the last is [UNK]
+            vocab, length = data["model"]["vocab"], data["padding"]["strategy"]["Fixed"]
+            ranked = sorted(vocab.items(), key=lambda kv: kv[1])
+            words = [w for w, _ in ranked if w not in (PAD_TOKEN, UNK_TOKEN)]
+            first = min(i for w, i in ranked if w not in (PAD_TOKEN, UNK_TOKEN))
+            return cls(words, int(length), first)
         except (KeyError, TypeError, ValueError, json.JSONDecodeError) as exc:
             raise ValueError(
                 f"path: expected an InstructionTokenizer's tokenizer.json, actual {str(file)!r}"

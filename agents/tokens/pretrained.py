@@ -195,8 +195,8 @@ def from_pretrained(
             inside the model's vocabulary).
         num_bins: Bins per ``Box`` entry.
         image_shape, image_layout: The image inside the observation (``None``: no image).
-        vision: The vision tower: a directory or a config; by default the checkpoint's own
-            (a vision-language model's) or ``<path>/vision``.
+        vision: The vision tower: a directory or a config; by default (with ``image_shape``)
+            the checkpoint's own (a vision-language model's) or ``<path>/vision``.
         freeze_vision: Freeze a separately loaded tower (its projector stays trainable).
         instruction_length, chunk, obs_tokens, value_head, max_steps, slim_head,
             value_input: As :class:`TokenPolicy`.
@@ -223,7 +223,8 @@ def from_pretrained(
     lora_rank = check_int("lora_rank", lora_rank, low=0)
     model = load_causal_lm(path_or_config, local_files_only)
     own_tower, own_projector = _vision_parts(model)
-    if vision is None and own_tower is None and isinstance(path_or_config, (str, Path)):
+    auto = vision is None and own_tower is None and image_shape is not None
+    if auto and isinstance(path_or_config, (str, Path)):
         candidate = Path(path_or_config) / "vision"
         vision = candidate if (candidate / "config.json").is_file() else None
     tower: nn.Module | None = None
