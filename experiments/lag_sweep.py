@@ -1,11 +1,15 @@
 """``fleetgym lag-sweep``: final return against an injected policy lag, per loss and compensation.
 
 Each run trains :class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO` without threads
-(``concurrent=False``) with ``lag_injection=k``: the actor acts with the weights from ``k``
+(``concurrent=False``) with ``lag_injection=k``: the actors act with the weights from ``k``
 updates ago (early on, the oldest that exist), so every sample of update ``u`` has lag
-``min(k, u)`` exactly and a run is deterministic for its seed. After the step budget, the
-learner's own policy (not the stale behaviour policy) is scored over deterministic
-evaluation episodes. The grid: lags 0, 10, 50, 200, 1000 updates; PPO-clip, V-trace and
+``min(k, u)`` exactly and a run is deterministic for its seed. The lag is counted in
+updates, so a run of ``U`` updates (``ceil(steps / samples per update)``) refuses lags
+``>= U`` (the actors would act with the initial policy throughout). After the step budget,
+the learner's own policy (not the stale behaviour policy) is scored over deterministic
+evaluation episodes: their mean return and, where the env reports ``x_velocity`` (MuJoCo
+locomotion), their mean forward velocity; on Hopper a run *hops* when both reach
+:data:`HOP_RETURN` and :data:`HOP_VELOCITY`. The grid: lags 0, 10, 50, 200, 1000 updates; PPO-clip, V-trace and
 GIPO (sigma 0.5 and 0.8); with and without value recomputation and global advantage
 normalisation (both on or both off); several seeds. Writes into ``--out``
 ``lag_sweep.md`` (a table, mean +- std over seeds), ``lag_sweep.csv`` (one row per run)
@@ -48,6 +52,10 @@ from fleetgym.validation import quote
 
 ENVS = ("CartPole-v1", "Hopper-v5")
 LAGS = (0, 10, 50, 200, 1000)
+#: A Hopper run hops (a gait, not the balancing plateau of about 1 per step alive) when its
+#: deterministic evaluation reaches both this return and this forward velocity (m/s).
+HOP_RETURN = 2000.0
+HOP_VELOCITY = 0.5
 #: (label, loss, sigma)
 LOSSES: tuple[tuple[str, str, float], ...] = (
     ("ppo", "ppo", 0.8),
@@ -56,11 +64,23 @@ LOSSES: tuple[tuple[str, str, float], ...] = (
     ("gipo-0.8", "gipo", 0.8),
 )
 VARIANTS = ("plain", "compensated")  # compensated: value recomputation + global norm
-#: Per env: env steps per update (one actor), epochs, minibatch, and the step budgets.
+#: Per env: actors and env steps per actor (one update consumes one rollout of each), PPO
+#: epochs and minibatch, the step budgets and the lags of ``--quick``. Hopper uses its
+#: workload's epochs, minibatch, learning rate, observation normalisation and reward
+#: scaling and its 8 actors, with rollouts of 64 steps instead of 256: 512 samples per
+#: update, so the default budget of 262,144 env steps is 512 updates and a lag of 200
+#: updates is reached after 40 % of a run (with the workload's 2,048 samples per update a
+#: run of the same length would be 128 updates).
 SETTINGS: dict[str, dict[str, Any]] = {
-    "CartPole-v1": dict(steps=32, epochs=2, minibatch=32, budget=40_000, quick_budget=3_200),
-    "Hopper-v5": dict(steps=64, epochs=2, minibatch=64, budget=200_000, quick_budget=6_400),
-}
+    "CartPole-v1": dict(
+        actors=1, steps=32, epochs=2, minibatch=32, budget=40_000, quick_budget=3_200,
+        quick_lags=(0, 10, 50),
+    ),
+    "Hopper-v5": dict(
+        actors=8, steps=64, epochs=10, minibatch=64, budget=262_144, quick_budget=25_600,
+        quick_lags=(0, 10),
+    ),
+}  # fmt: skip
 QUICK_LOSSES = ("ppo", "gipo-0.8")
 
 
@@ -78,6 +98,25 @@ class SweepRun:
     final_return: float  # deterministic evaluation of the learner's final policy
     train_return: float  # mean of the last 100 training episodes (behaviour policy)
     wall_s: float
+    #: Mean forward velocity (m/s) over the evaluation episodes; NaN where the env reports
+    #: none (CartPole; sweeps written before the column existed).
+    velocity: float = math.nan
+
+    @property
+    def hops(self) -> bool:
+        """Whether the final policy hops (:data:`HOP_RETURN` and :data:`HOP_VELOCITY`)."""
+        return self.final_return >= HOP_RETURN and self.velocity >= HOP_VELOCITY
+
+
+def samples_per_update(env: str) -> int:
+    """Env steps one update of ``env``'s sweep consumes (actors x steps per actor)."""
+    setting = SETTINGS[env]
+    return int(setting["actors"] * setting["steps"])
+
+
+def updates_in(env: str, steps: int) -> int:
+    """Updates a run of ``steps`` env steps makes (the last one may overshoot the budget)."""
+    return -(-steps // samples_per_update(env))
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -87,7 +126,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--quick",
         action="store_true",
         help=f"minutes on 2 cores: losses {', '.join(QUICK_LOSSES)}, compensated only, "
-        "a short budget",
+        "a short budget and the lags it holds",
     )
     parser.add_argument(
         "--seeds", type=positive_int, default=3, help="seeds per cell, FIRST..FIRST+N-1"
@@ -107,7 +146,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="output folder: lag_sweep.md, lag_sweep.csv and lag_sweep.png",
     )
     parser.add_argument(
-        "--lags", type=non_negative_int, nargs="+", default=list(LAGS), help="lags in updates"
+        "--lags",
+        type=non_negative_int,
+        nargs="+",
+        default=None,
+        help=f"lags in updates, each below the run's number of updates (default "
+        f"{' '.join(map(str, LAGS))}; --quick: "
+        + "; ".join(f"{env} {' '.join(map(str, s['quick_lags']))}" for env, s in SETTINGS.items())
+        + ")",
     )
     parser.add_argument(
         "--losses",
@@ -130,7 +176,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--steps",
         type=positive_int,
         default=None,
-        help=f"env steps per run (default: {budgets})",
+        help=f"env steps per run, at least one update's (default: {budgets})",
     )
     parser.add_argument(
         "--eval-episodes", type=positive_int, default=5, help="evaluation episodes per run"
@@ -153,6 +199,45 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shard", default=None, help=argparse.SUPPRESS)  # "i/n", internal
 
 
+def _lags(args: argparse.Namespace) -> list[int]:
+    if args.lags is not None:
+        return list(args.lags)
+    return list(SETTINGS[args.env]["quick_lags"] if args.quick else LAGS)
+
+
+def _budget(args: argparse.Namespace) -> int:
+    setting = SETTINGS[args.env]
+    return int(args.steps or (setting["quick_budget"] if args.quick else setting["budget"]))
+
+
+def check_run_shape(env: str, steps: int, lags: list[int]) -> int:
+    """The updates a run of ``steps`` env steps makes, after checking that the budget holds
+    one update and every lag is below the run's number of updates.
+
+    Raises:
+        UsageError: ``--steps`` below one update's samples, or a lag ``>=`` the run's
+            updates (the actors would act with the initial policy throughout); the
+            message says how many updates the run has.
+    """
+    per_update = samples_per_update(env)
+    setting = SETTINGS[env]
+    if steps < per_update:
+        raise UsageError(
+            f"--steps: expected at least one update's env steps on {env}, {per_update} "
+            f"({setting['actors']} actor(s) x {setting['steps']} steps), actual {steps}"
+        )
+    updates = updates_in(env, steps)
+    too_long = sorted({lag for lag in lags if lag >= updates})
+    if too_long:
+        raise UsageError(
+            f"--lags: expected lags below the run's {updates} updates ({steps} env steps, "
+            f"{per_update} per update on {env}; at a lag >= {updates} the actors act with "
+            f"the initial policy throughout: raise --steps to at least "
+            f"{(max(too_long) + 1) * per_update}), actual {too_long}"
+        )
+    return updates
+
+
 def _grid(args: argparse.Namespace) -> list[tuple[str, str, int, int]]:
     losses = args.losses or (list(QUICK_LOSSES) if args.quick else [x[0] for x in LOSSES])
     variants = args.variants or (["compensated"] if args.quick else list(VARIANTS))
@@ -160,9 +245,47 @@ def _grid(args: argparse.Namespace) -> list[tuple[str, str, int, int]]:
         (loss, variant, lag, seed)
         for loss in losses
         for variant in variants
-        for lag in args.lags
+        for lag in _lags(args)
         for seed in range(args.first_seed, args.first_seed + args.seeds)
     ]
+
+
+def evaluate(policy: Any, env_id: str, episodes: int, seed: int) -> tuple[list[float], float]:
+    """Deterministic evaluation of ``policy``: the return of each of ``episodes`` episodes
+    and the mean forward velocity over them (the mean of the env's ``info["x_velocity"]``
+    per step, which is the displacement over the episode's duration; NaN if the env reports
+    no ``x_velocity``). Actions are clipped to the bounds, as the actors do."""
+    import gymnasium as gym
+    import numpy as np
+
+    from fleetgym.agents.workloads import get_workload
+
+    env = get_workload(env_id).make_env(seed=seed)
+    rng = np.random.default_rng(seed)
+    space = env.action_space
+    returns: list[float] = []
+    velocities: list[float] = []
+    try:
+        obs, _ = env.reset(seed=seed)
+        for _ in range(episodes):
+            total, done, speeds = 0.0, False, []
+            while not done:
+                action = policy.act(np.asarray(obs)[None], deterministic=True, rng=rng)[0][0]
+                if isinstance(space, gym.spaces.Box):
+                    action = np.clip(action, space.low, space.high)
+                else:
+                    action = int(action)
+                obs, reward, terminated, truncated, info = env.step(action)
+                total += float(reward)
+                if "x_velocity" in info:
+                    speeds.append(float(info["x_velocity"]))
+                done = bool(terminated or truncated)
+            returns.append(total)
+            velocities.append(float(np.mean(speeds)) if speeds else math.nan)
+            obs, _ = env.reset()
+    finally:
+        env.close()
+    return returns, float(np.mean(velocities))
 
 
 def run_one(
@@ -170,7 +293,6 @@ def run_one(
 ) -> SweepRun:
     """Train one cell of the grid and evaluate its final policy."""
     from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
-    from fleetgym.agents.learners.training import evaluate_policy
 
     setting = SETTINGS[env]
     _, kind, sigma = next(x for x in LOSSES if x[0] == loss)
@@ -183,7 +305,7 @@ def run_one(
         max_policy_lag=lag,
         lag_injection=lag,
         concurrent=False,
-        n_actors=1,
+        n_actors=setting["actors"],
         steps_per_actor=setting["steps"],
         recompute_values=compensated,
         global_advantage_norm=compensated,
@@ -192,8 +314,8 @@ def run_one(
         minibatch_size=setting["minibatch"],
     )
     model.learn(steps)
-    returns = evaluate_policy(model.learner.policy, env, episodes, seed=10_000 + seed)
     model.close()
+    returns, velocity = evaluate(model.learner.policy, env, episodes, seed=10_000 + seed)
     return SweepRun(
         env=env,
         loss=loss,
@@ -205,13 +327,15 @@ def run_one(
         final_return=sum(returns) / len(returns),
         train_return=model.learner.mean_return,
         wall_s=time.perf_counter() - started,
+        velocity=velocity,
     )
 
 
 def _describe(done: SweepRun) -> str:
+    speed = "" if math.isnan(done.velocity) else f", velocity {done.velocity:.2f} m/s"
     return (
         f"{done.loss} {done.variant} lag {done.lag} seed {done.seed}: final return "
-        f"{done.final_return:.0f} ({done.wall_s:.0f} s)"
+        f"{done.final_return:.0f}{speed} ({done.wall_s:.0f} s)"
     )
 
 
@@ -256,7 +380,7 @@ def _run_parallel(
     base = [sys.executable, "-m", "fleetgym", "lag-sweep", "--env", args.env]
     base += ["--seeds", str(args.seeds), "--first-seed", str(args.first_seed)]
     base += ["--steps", str(steps), "--out", str(shard_dir)]
-    base += ["--eval-episodes", str(args.eval_episodes), "--lags", *map(str, args.lags)]
+    base += ["--eval-episodes", str(args.eval_episodes), "--lags", *map(str, _lags(args))]
     if args.quick:
         base.append("--quick")
     if args.losses:
@@ -289,31 +413,66 @@ def _run_parallel(
     return [run for path in files for run in _read_lines(path)]
 
 
+def _cell(values: list[float], digits: int) -> str:
+    finite = [v for v in values if not math.isnan(v)]
+    if not finite:
+        return "-"
+    mean, std = mean_std(finite)
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
 def report(runs: list[SweepRun], out: Path, title: str) -> tuple[Path, Path]:
-    """Write the Markdown table and the PNG (final return vs lag, mean +- std over seeds)."""
+    """Write the Markdown tables and the PNG (final return vs lag, mean +- std over seeds).
+
+    The tables: final return; where the runs measured a velocity, forward velocity and, on
+    Hopper, the seeds that hop (:attr:`SweepRun.hops`) out of the seeds run.
+    """
     from matplotlib.figure import Figure
 
     lags = sorted({r.lag for r in runs})
     cells = group_by(runs, key=lambda r: (r.loss, r.variant, r.lag))
-    rows = []
-    for loss, variant in group_by(runs, key=lambda r: (r.loss, r.variant)):
-        row = [loss, variant]
-        for lag in lags:
-            values = [r.final_return for r in cells.get((loss, variant, lag), [])]
-            mean, std = mean_std(values) if values else (math.nan, math.nan)
-            row.append("-" if math.isnan(mean) else f"{mean:.0f} ± {std:.0f}")
-        rows.append(row)
+    pairs = list(group_by(runs, key=lambda r: (r.loss, r.variant)))
+    header = ["loss", "compensation", *[f"lag {k}" for k in lags]]
+
+    def table(cell: Callable[[list[SweepRun]], str]) -> list[str]:
+        rows = [
+            [loss, variant, *[cell(cells.get((loss, variant, lag), [])) for lag in lags]]
+            for loss, variant in pairs
+        ]
+        return markdown_table(header, rows)
+
     seeds = len({r.seed for r in runs})
-    steps = max(r.steps for r in runs)
+    steps = sorted({r.steps for r in runs})
+    updates = sorted({r.updates for r in runs})
+    shape = (
+        f"{steps[0]} env steps = {updates[0]} updates per run"
+        if len(steps) == 1 and len(updates) == 1
+        else f"{steps[0]}-{steps[-1]} env steps = {updates[0]}-{updates[-1]} updates per run"
+    )
     lines = [
         f"# {title}",
         "",
         f"Final return (deterministic evaluation of the learner's policy), mean ± std over "
-        f"{seeds} seeds, {steps} env steps per run; columns: injected lag in updates.",
+        f"{seeds} seeds, {shape}; columns: injected lag in updates.",
         "",
-        *markdown_table(["loss", "compensation", *[f"lag {k}" for k in lags]], rows),
+        *table(lambda rs: _cell([r.final_return for r in rs], 0)),
         "",
     ]
+    if any(not math.isnan(r.velocity) for r in runs):
+        lines += [
+            "Forward velocity (m/s, mean over the evaluation episodes), mean ± std over seeds:",
+            "",
+            *table(lambda rs: _cell([r.velocity for r in rs], 2)),
+            "",
+        ]
+        if any(r.env == "Hopper-v5" for r in runs):
+            lines += [
+                f"Seeds that hop (final return >= {HOP_RETURN:.0f} and forward velocity >= "
+                f"{HOP_VELOCITY} m/s) out of the seeds run:",
+                "",
+                *table(lambda rs: f"{sum(r.hops for r in rs)}/{len(rs)}" if rs else "-"),
+                "",
+            ]
     md = out / "lag_sweep.md"
     md.write_text("\n".join(lines))
 
@@ -333,6 +492,8 @@ def report(runs: list[SweepRun], out: Path, title: str) -> tuple[Path, Path]:
             means = [p[1] for p in points]
             stds = [p[2] for p in points]
             ax.errorbar(xs, means, yerr=stds, marker="o", capsize=3, label=loss)
+        if any(r.env == "Hopper-v5" for r in runs):
+            ax.axhline(HOP_RETURN, color="grey", linestyle="--", linewidth=0.8)
         ax.set_xscale("symlog", linthresh=10)
         ax.set_xlabel("injected policy lag (updates)")
         ax.set_title(variant)
@@ -358,6 +519,8 @@ def _run_of(row: dict[str, Any], where: str) -> SweepRun:
     """One CSV row as a run, each value checked (names known, counts >= 0, finite)."""
     values: dict[str, Any] = {}
     for f in dataclasses.fields(SweepRun):
+        if f.name == "velocity" and row.get(f.name) is None:
+            continue  # a sweep written before the column: NaN
         text = (row.get(f.name) or "").strip()
         kind = str(f.type)
         try:
@@ -373,7 +536,11 @@ def _run_of(row: dict[str, Any], where: str) -> SweepRun:
             raise UsageError(
                 f"--merge: {where}: {f.name}: expected an integer >= 0, actual {value}"
             )
-        if kind == "float" and not math.isfinite(value):
+        if (
+            kind == "float"
+            and not math.isfinite(value)
+            and not (f.name == "velocity" and math.isnan(value))
+        ):
             raise UsageError(
                 f"--merge: {where}: {f.name}: expected a finite number, actual {text!r}"
             )
@@ -398,11 +565,18 @@ def read_runs(folder: Path) -> list[SweepRun]:
             not UTF-8 text), lacks a column of :class:`SweepRun`, or a value does not
             parse or is out of range (a NaN or infinite return, a negative lag, seed or
             count, an unknown env, loss or variant); the message names the file and line.
+            The ``velocity`` column may be missing (a sweep written before it) or NaN
+            (none measured).
     """
     path = Path(folder) / "lag_sweep.csv"
     if not path.is_file():
         raise UsageError(f"--merge: expected a sweep's output folder, {path} is missing")
-    names = [f.name for f in dataclasses.fields(SweepRun)]
+    return read_csv(path)
+
+
+def read_csv(path: Path) -> list[SweepRun]:
+    """The runs of one sweep's CSV file (checked as :func:`read_runs` says)."""
+    names = [f.name for f in dataclasses.fields(SweepRun) if f.name != "velocity"]
     runs = []
     line = 1
     try:
@@ -430,6 +604,31 @@ def _bounded_lines(fh: Any, path: Path) -> Any:
                 f"actual {len(text)} characters"
             )
         yield text
+
+
+#: The committed Hopper-v5 grid, in parts: ``docs/results/data`` of a source checkout
+#: (docs/results/async.md tells the commands and the commit of each part).
+COMMITTED_GRID = "docs/results/data/lag_sweep_hopper_gait_*.csv"
+
+
+def committed_grid(root: Path | None = None) -> tuple[list[SweepRun], list[Path]]:
+    """The runs of the committed Hopper grid and the files they came from.
+
+    Args:
+        root: The source tree (default: the one this module lies in, whose root is the
+            package); an installation without ``docs/`` gives no runs.
+
+    Returns:
+        ``(runs, files)``: a run found in several parts is kept once, from the last file
+        in name order; ``([], [])`` when no part is found.
+    """
+    root = Path(__file__).resolve().parents[1] if root is None else Path(root)
+    files = sorted(root.glob(COMMITTED_GRID))
+    merged: dict[tuple[str, str, str, int, int], SweepRun] = {}
+    for path in files:
+        for r in read_csv(path):
+            merged[(r.env, r.loss, r.variant, r.lag, r.seed)] = r
+    return list(merged.values()), files
 
 
 def merge(folders: list[Path], out: Path) -> int:
@@ -472,12 +671,12 @@ def run(args: argparse.Namespace) -> int:
         return merge(args.merge, args.out)
     seed_range(args.first_seed, args.seeds)
     shard = None if args.shard is None else _shard(args.shard)
+    steps = _budget(args)
+    updates = check_run_shape(args.env, steps, _lags(args))
     check_output_dir("--out", args.out)
     import torch
 
     torch.set_num_threads(1)
-    setting = SETTINGS[args.env]
-    steps = args.steps or (setting["quick_budget"] if args.quick else setting["budget"])
     if shard is not None:
         # A child of --jobs: silent, each run appended to its JSON-lines file at once.
         index, count = shard
@@ -493,7 +692,10 @@ def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     grid = _grid(args)
-    print(f"lag sweep on {args.env}: {len(grid)} runs of {steps} env steps, {args.jobs} job(s)")
+    print(
+        f"lag sweep on {args.env}: {len(grid)} runs of {steps} env steps ({updates} updates of "
+        f"{samples_per_update(args.env)}), {args.jobs} job(s)"
+    )
     started = time.perf_counter()
     with tqdm(total=len(grid), desc="lag sweep", unit="run", disable=args.no_progress) as bar:
 

@@ -116,10 +116,13 @@ CASES: dict[tuple[str, ...], dict[str, list[str]]] = {
         "--seeds": BAD_INTS,
         "--first-seed": ["-1", "abc", "4294967295"],
         "--steps": BAD_INTS,
+        "--lags": ["1250", "5000"],  # the default CartPole run has 1,250 updates
         "--jobs": BAD_INTS,
         "--env": ["nope"],
         "--out": ["", "{file}"],
     },
+    # Hopper's sweep updates on 512 env steps: a smaller budget holds no update.
+    ("lag-sweep", "--env", "Hopper-v5", "--lags", "0"): {"--steps": ["511", "1"]},
     ("calf",): {
         "--timesteps": BAD_INTS,
         "--step-ms": BAD_NUMBERS,

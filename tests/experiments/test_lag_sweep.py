@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
+import math
 
 import pytest
 
 from fleetgym.cli import main
-from fleetgym.experiments.lag_sweep import SweepRun, report, run_one
+from fleetgym.experiments.lag_sweep import (
+    HOP_VELOCITY,
+    SweepRun,
+    check_run_shape,
+    committed_grid,
+    evaluate,
+    read_runs,
+    report,
+    run_one,
+    updates_in,
+)
 from fleetgym.experiments.tables import write_csv
 
 
@@ -26,7 +38,7 @@ def test_lag_sweep_writes_table_csv_and_png(tmp_path, capsys):
             "--seeds",
             "1",
             "--steps",
-            "64",
+            "128",
             "--eval-episodes",
             "1",
             "--out",
@@ -44,9 +56,12 @@ def test_lag_sweep_writes_table_csv_and_png(tmp_path, capsys):
         ("gipo-0.8", "0"),
         ("gipo-0.8", "3"),
     }
-    assert all(int(r["steps"]) == 64 and int(r["updates"]) == 2 for r in rows)
+    assert all(int(r["steps"]) == 128 and int(r["updates"]) == 4 for r in rows)
+    assert all(r["velocity"] == "nan" for r in rows)  # CartPole reports no x_velocity
     assert (out / "lag_sweep.png").stat().st_size > 1000
-    assert "lag sweep on CartPole-v1: 4 runs" in capsys.readouterr().out
+    assert "lag sweep on CartPole-v1: 4 runs of 128 env steps (4 updates of 32)" in (
+        capsys.readouterr().out
+    )
 
 
 def test_run_one_is_deterministic_for_a_seed():
@@ -130,7 +145,7 @@ def test_lag_sweep_jobs_and_first_seed(tmp_path, capsys):
     """Two child processes share the grid; their runs come back as they finish."""
     out = tmp_path / "sweep"
     argv = ["lag-sweep", "--losses", "ppo", "--variants", "plain", "--lags", "0", "2"]
-    argv += ["--seeds", "1", "--first-seed", "5", "--steps", "64", "--eval-episodes", "1"]
+    argv += ["--seeds", "1", "--first-seed", "5", "--steps", "96", "--eval-episodes", "1"]
     assert main([*argv, "--jobs", "2", "--no-progress", "--out", str(out)]) == 0
     with (out / "lag_sweep.csv").open() as fh:
         rows = list(csv.DictReader(fh))
@@ -138,3 +153,93 @@ def test_lag_sweep_jobs_and_first_seed(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "ppo plain lag 0 seed 5: final return" in err
     assert "ppo plain lag 2 seed 5: final return" in err
+
+
+def test_a_lag_the_run_cannot_hold_is_refused_naming_its_updates(tmp_path, capsys):
+    """Lag counts updates: at a lag >= the run's updates the actors never leave the initial
+    policy, so the sweep refuses it before any work, saying how many updates the run has."""
+    out = tmp_path / "sweep"
+    argv = ["lag-sweep", "--losses", "ppo", "--variants", "plain", "--seeds", "1"]
+    # CartPole: 32 samples per update, so 320 steps are 10 updates (lags 0-9 fit).
+    assert main([*argv, "--steps", "320", "--lags", "0", "10", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--lags: expected lags below the run's 10 updates" in err and "[10]" in err
+    assert "at least 352" in err  # the budget that would hold lag 10
+    assert not out.exists()
+    # The default lags (up to 1000) at the default Hopper budget: 512 updates of 512.
+    assert main([*argv, "--env", "Hopper-v5", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "the run's 512 updates (262144 env steps, 512 per update" in err
+    assert "[1000]" in err
+    assert not out.exists()
+
+
+def test_a_budget_below_one_update_is_refused(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    argv = ["lag-sweep", "--env", "Hopper-v5", "--lags", "0", "--steps", "511"]
+    assert main([*argv, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--steps: expected at least one update's env steps on Hopper-v5, 512" in err
+    assert "actual 511" in err
+    assert not out.exists()
+
+
+def test_check_run_shape_counts_updates_with_a_partial_last_one():
+    assert updates_in("CartPole-v1", 32) == 1
+    assert updates_in("CartPole-v1", 33) == 2  # learn() finishes the update it started
+    assert updates_in("Hopper-v5", 262_144) == 512
+    assert check_run_shape("CartPole-v1", 320, [0, 9]) == 10
+
+
+def test_evaluate_reports_hopper_forward_velocity_and_hops():
+    """The velocity is the mean of info["x_velocity"]; an untrained policy neither hops
+    nor moves forward at 0.5 m/s, and CartPole has no velocity."""
+    from fleetgym.agents.workloads import get_workload
+
+    policy = get_workload("Hopper-v5").make_policy()
+    returns, velocity = evaluate(policy, "Hopper-v5", 2, seed=0)
+    assert len(returns) == 2 and all(0 < r < 1000 for r in returns)
+    assert math.isfinite(velocity) and abs(velocity) < HOP_VELOCITY
+    cart = get_workload("CartPole-v1").make_policy()
+    assert math.isnan(evaluate(cart, "CartPole-v1", 1, seed=0)[1])
+    run = SweepRun("Hopper-v5", "ppo", "plain", 0, 0, 1, 1, 2500.0, 0.0, 1.0, velocity=0.6)
+    assert run.hops
+    assert not dataclasses.replace(run, velocity=0.4).hops  # balancing fast, not moving
+    assert not dataclasses.replace(run, final_return=1999.0).hops
+
+
+def test_report_writes_velocity_and_hop_tables_for_hopper(tmp_path):
+    runs = [
+        SweepRun("Hopper-v5", "ppo", "compensated", 0, 0, 64, 2, 2500.0, 9.0, 1.0, 1.2),
+        SweepRun("Hopper-v5", "ppo", "compensated", 0, 1, 64, 2, 1000.0, 9.0, 1.0, 0.1),
+        SweepRun("Hopper-v5", "ppo", "compensated", 10, 0, 64, 2, 3000.0, 9.0, 1.0, 1.0),
+    ]
+    text = report(runs, tmp_path, "t")[0].read_text()
+    assert "2 seeds, 64 env steps = 2 updates per run" in text
+    assert "| ppo | compensated | 1750 ± 750 | 3000 ± 0 |" in text
+    assert "| ppo | compensated | 0.65 ± 0.55 | 1.00 ± 0.00 |" in text
+    assert "| ppo | compensated | 1/2 | 1/1 |" in text
+
+
+def test_merge_reads_sweeps_written_before_the_velocity_column(tmp_path):
+    folder = tmp_path / "old"
+    folder.mkdir()
+    (folder / "lag_sweep.csv").write_text(
+        "env,loss,variant,lag,seed,steps,updates,final_return,train_return,wall_s\n"
+        "Hopper-v5,ppo,plain,0,0,64,1,1000.0,900.0,1.0\n"
+    )
+    (run,) = read_runs(folder)
+    assert math.isnan(run.velocity) and not run.hops
+
+
+def test_committed_grid_merges_the_parts_of_a_source_tree(tmp_path):
+    data = tmp_path / "docs" / "results" / "data"
+    assert committed_grid(tmp_path) == ([], [])
+    first = [SweepRun("Hopper-v5", "ppo", "plain", lag, 0, 64, 2, 5.0, 1.0, 1.0) for lag in (0, 1)]
+    write_csv(data / "lag_sweep_hopper_gait_a.csv", first)
+    second = [SweepRun("Hopper-v5", "ppo", "plain", 1, 0, 64, 2, 7.0, 1.0, 1.0, 0.9)]
+    write_csv(data / "lag_sweep_hopper_gait_b.csv", second)
+    write_csv(data / "other.csv", second)  # not a part
+    runs, files = committed_grid(tmp_path)
+    assert [f.name for f in files] == ["lag_sweep_hopper_gait_a.csv", "lag_sweep_hopper_gait_b.csv"]
+    assert sorted((r.lag, r.final_return) for r in runs) == [(0, 5.0), (1, 7.0)]

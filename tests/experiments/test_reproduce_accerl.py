@@ -15,7 +15,7 @@ def test_accerl_part_writes_its_tables_and_figures(tmp_path, monkeypatch):
         kinds=["heterogeneous"],
         seeds=1,
         steps=64,
-        lag_sweep=["--quick", "--steps", "64", "--lags", "0", "10", "--seeds", "1"],
+        lag_sweep=["--quick", "--steps", "96", "--lags", "0", "2", "--seeds", "1"],
     )
     monkeypatch.setitem(reproduce.ACCERL_SCALES, "quick", tiny)
     argv = ["reproduce", "--only", "accerl", "--out", str(tmp_path), "--no-progress"]
@@ -28,6 +28,8 @@ def test_accerl_part_writes_its_tables_and_figures(tmp_path, monkeypatch):
     assert "| heterogeneous | 8 | async | sync-default |" in report  # the paired ratios
     assert "### Final return against an injected policy lag" in report
     assert "| ppo | compensated |" in report and "| gipo-0.8 | compensated |" in report
+    assert "**This run (live, short):**" in report
+    assert "**The committed grid (not rerun here):** Hopper-v5" in report
     for png in ("accerl/overlap/async_compare.png", "accerl/lag/lag_sweep.png"):
         assert f"]({png})" in report and (tmp_path / png).stat().st_size > 0
     assert "- accerl: " in report  # its wall time
