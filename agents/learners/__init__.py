@@ -10,7 +10,10 @@
   with the ratio level (token, action, chunk) and the loss as switches;
 * :class:`AsyncPPO`, the asynchronous trainer (actors keep collecting while the learner
   trains; threads, processes or Ray), and :class:`TokenAsyncPPO`, the token policy
-  trained through its loop.
+  trained through its loop;
+* :class:`DataParallelPPO`, PPO over several learner ranks (``torch.distributed``, gloo;
+  processes or Ray actors) with gradients and advantage statistics all-reduced, and
+  :class:`DistributedPPOLearner`, one rank of it.
 
 Every name needs the ``agents`` extra (torch); the package itself imports without it,
 and a name used without torch raises :class:`~fleetgym.errors.DependencyNotInstalled`.
@@ -65,6 +68,9 @@ _EXPORTS = {
     "UpdateRecord": "asynchronous.records",
     "ProcessActor": "asynchronous.process_actor",
     "TokenAsyncPPO": "asynchronous.token_trainer",
+    # the data-parallel learner
+    "DataParallelPPO": "data_parallel.group",
+    "DistributedPPOLearner": "data_parallel.rank",
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
@@ -74,6 +80,8 @@ if TYPE_CHECKING:
     from fleetgym.agents.learners.asynchronous.records import UpdateRecord
     from fleetgym.agents.learners.asynchronous.token_trainer import TokenAsyncPPO
     from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
+    from fleetgym.agents.learners.data_parallel.group import DataParallelPPO
+    from fleetgym.agents.learners.data_parallel.rank import DistributedPPOLearner
     from fleetgym.agents.learners.lag import (
         CompensatedPPOLearner,
         LagUpdateStats,
@@ -110,6 +118,8 @@ __all__ = [
     "CompensatedPPOLearner",
     "DEFAULT_SIGMA",
     "DEFAULT_TARGET_KL",
+    "DataParallelPPO",
+    "DistributedPPOLearner",
     "HYPERPARAMETERS",
     "LOSSES",
     "LagUpdateStats",
