@@ -91,15 +91,28 @@ CASES: dict[tuple[str, ...], dict[str, list[str]]] = {
         "--out": ["", "{file}", "{file}/sub"]
     },
     ("imagination",): {
-        "--env": ["nope", ""],
+        "--env": ["nope", "", "Pendulum-v1"],  # Pendulum is --mbpo's
         "--seeds": BAD_INTS,
         "--first-seed": ["-1", "abc"],
         "--budget": BAD_INTS,
         "--arms": ["nope", ",", "ppo,nope"],
         "--async-steps": BAD_INTS,
         "--out": ["", "{file}", "{file}/sub"],
+        "--real-ratio": ["0.5"],  # --mbpo's options without --mbpo
+        "--updates-per-step": ["5"],
     },
     ("imagination", "--async"): {"--arms": ["ppo"], "--budget": ["1000"]},
+    ("imagination", "--mbpo", "--env", "Hopper-v5"): {
+        "--env": ["CartPole-v1", "nope"],
+        "--updates-per-step": BAD_INTS,
+        "--real-ratio": ["2", "-0.1", "nan", "abc", ""],
+        "--rollout-length": ["0", "-1", "cosine", ""],
+        "--ensemble-size": [*BAD_INTS, "65"],
+        "--eval-every": BAD_INTS,
+        "--learning-starts": BAD_INTS,
+        "--arms": ["ppo", ",", "mbpo,nope"],
+        "--out": ["", "{file}"],
+    },
     ("profiles",): {
         "--samples": ["0", "99", "1000000000000", "abc"],
         "--step-ms": BAD_NUMBERS,
