@@ -206,3 +206,17 @@ def test_ray_actors_balance_too():
     finally:
         if started:
             ray.shutdown()
+
+
+@pytest.mark.timeout(120)
+def test_served_instances_balance_too():
+    model = AsyncPPO(
+        "CartPole-v1", seed=0, inference="server", envs_per_actor=2, load_balancing=True,
+        max_policy_lag=1, **TINY,
+    )  # fmt: skip
+    seen = _spy(model)
+    model.learn(4 * 16 * 2)
+    model.close()
+    assert seen
+    for batch in seen:
+        assert sorted(t.actor_id for t in batch) == [0, 1, 2, 3]
