@@ -178,7 +178,7 @@ class MBPO(SAC):
             1,
             100_000_000,
         )
-        self.model_kwargs = {
+        self.model_kwargs: dict[str, Any] = {
             "ensemble_size": check_int("ensemble_size", ensemble_size, 1, 64),
             "elites": check_int("elites", elites, 1, ensemble_size),
             "hidden_sizes": [
@@ -231,7 +231,7 @@ class MBPO(SAC):
         super()._setup_model()
         check_mbpo_env(self.observation_space, self.action_space)
         seed = 0 if self.seed is None else int(self.seed)
-        dim = int(self.action_space.shape[0])
+        dim = int(np.prod(self.action_space.shape or (1,)))
         # The replay buffer holds SAC's actions rescaled to [-1, 1]; the model takes those.
         scaled = gym.spaces.Box(-1.0, 1.0, (dim,), np.float32)
         self.world_model = WorldModel(
