@@ -65,20 +65,20 @@ LOSSES: tuple[tuple[str, str, float], ...] = (
 )
 VARIANTS = ("plain", "compensated")  # compensated: value recomputation + global norm
 #: Per env: actors and env steps per actor (one update consumes one rollout of each), PPO
-#: epochs and minibatch, the step budgets and the lags of ``--quick``. Hopper uses its
+#: epochs and minibatch, the step budgets and the lags they hold (default and ``--quick``). Hopper uses its
 #: workload's epochs, minibatch, learning rate, observation normalisation and reward
 #: scaling and its 8 actors, with rollouts of 64 steps instead of 256: 512 samples per
 #: update, so the default budget of 262,144 env steps is 512 updates and a lag of 200
-#: updates is reached after 40 % of a run (with the workload's 2,048 samples per update a
+#: updates is reached after 40 % of a run (a lag of 1000 needs ``--steps`` >= 512,512) (with the workload's 2,048 samples per update a
 #: run of the same length would be 128 updates).
 SETTINGS: dict[str, dict[str, Any]] = {
     "CartPole-v1": dict(
         actors=1, steps=32, epochs=2, minibatch=32, budget=40_000, quick_budget=3_200,
-        quick_lags=(0, 10, 50),
+        lags=LAGS, quick_lags=(0, 10, 50),
     ),
     "Hopper-v5": dict(
         actors=8, steps=64, epochs=10, minibatch=64, budget=262_144, quick_budget=25_600,
-        quick_lags=(0, 10),
+        lags=(0, 10, 50, 200), quick_lags=(0, 10),
     ),
 }  # fmt: skip
 QUICK_LOSSES = ("ppo", "gipo-0.8")
@@ -150,9 +150,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=non_negative_int,
         nargs="+",
         default=None,
-        help=f"lags in updates, each below the run's number of updates (default "
-        f"{' '.join(map(str, LAGS))}; --quick: "
-        + "; ".join(f"{env} {' '.join(map(str, s['quick_lags']))}" for env, s in SETTINGS.items())
+        help="lags in updates, each below the run's number of updates (default: "
+        + "; ".join(
+            f"{env} {' '.join(map(str, s['lags']))} (--quick {' '.join(map(str, s['quick_lags']))})"
+            for env, s in SETTINGS.items()
+        )
         + ")",
     )
     parser.add_argument(
@@ -202,7 +204,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def _lags(args: argparse.Namespace) -> list[int]:
     if args.lags is not None:
         return list(args.lags)
-    return list(SETTINGS[args.env]["quick_lags"] if args.quick else LAGS)
+    return list(SETTINGS[args.env]["quick_lags" if args.quick else "lags"])
 
 
 def _budget(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ import pytest
 from fleetgym.cli import main
 from fleetgym.experiments.lag_sweep import (
     HOP_VELOCITY,
+    SETTINGS,
     SweepRun,
     check_run_shape,
     committed_grid,
@@ -166,8 +167,8 @@ def test_a_lag_the_run_cannot_hold_is_refused_naming_its_updates(tmp_path, capsy
     assert "--lags: expected lags below the run's 10 updates" in err and "[10]" in err
     assert "at least 352" in err  # the budget that would hold lag 10
     assert not out.exists()
-    # The default lags (up to 1000) at the default Hopper budget: 512 updates of 512.
-    assert main([*argv, "--env", "Hopper-v5", "--out", str(out)]) == 2
+    # A lag of 1000 at the default Hopper budget: 512 updates of 512.
+    assert main([*argv, "--env", "Hopper-v5", "--lags", "0", "1000", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "the run's 512 updates (262144 env steps, 512 per update" in err
     assert "[1000]" in err
@@ -243,3 +244,10 @@ def test_committed_grid_merges_the_parts_of_a_source_tree(tmp_path):
     runs, files = committed_grid(tmp_path)
     assert [f.name for f in files] == ["lag_sweep_hopper_gait_a.csv", "lag_sweep_hopper_gait_b.csv"]
     assert sorted((r.lag, r.final_return) for r in runs) == [(0, 5.0), (1, 7.0)]
+
+
+def test_every_env_default_and_quick_lags_fit_their_budget():
+    for env, setting in SETTINGS.items():
+        assert check_run_shape(env, setting["budget"], list(setting["lags"])) > max(setting["lags"])
+        quick = check_run_shape(env, setting["quick_budget"], list(setting["quick_lags"]))
+        assert quick > max(setting["quick_lags"])
