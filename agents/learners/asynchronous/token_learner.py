@@ -102,6 +102,7 @@ class TokenLagLearner(TokenPPO):
         config: The token policy and PPO settings (``n_envs`` and ``n_steps`` unused).
         max_policy_lag: Trajectories with an older decision are dropped (``None``: none).
         seed: Seeds the weights and the minibatch order.
+        device: Where the policy and the update run (``"cpu"``, ``"cuda[:N]"``).
 
     Raises:
         TypeError: If ``config`` is not a TokenPPOConfig.
@@ -114,10 +115,13 @@ class TokenLagLearner(TokenPPO):
         config: TokenPPOConfig,
         max_policy_lag: int | None = None,
         seed: int = 0,
+        device: str = "cpu",
     ) -> None:
         if not isinstance(config, TokenPPOConfig):
             raise TypeError(f"config: expected a TokenPPOConfig, actual {quote(config)}")
-        super().__init__(workload.make_env, seed, config=dataclasses.replace(config, n_envs=1))
+        super().__init__(
+            workload.make_env, seed, config=dataclasses.replace(config, n_envs=1), device=device
+        )
         self.workload = workload
         self.max_policy_lag = (
             None if max_policy_lag is None else check_int("max_policy_lag", max_policy_lag, 0)

@@ -141,7 +141,9 @@ class TokenAsyncPPO(AsyncPPO):
         server_wait_ms: ``inference="server"``: the longest wait of a batch's oldest
             request for the batch to fill (``T_max`` in ms, or ``"auto"``).
         server_device: ``inference="server"``: where the server decodes (``"cpu"`` or
-            ``"cuda[:N]"``; the learner stays on the CPU).
+            ``"cuda[:N]"``).
+        learner_device: Where the learner's policy and update run (``"cpu"`` or
+            ``"cuda[:N]"``; the weights are published to the actors as host arrays).
         sigma, max_policy_lag, n_actors, batch_trajectories, lag_injection, concurrent,
             seed, tensorboard_log: As :class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO`.
         steps_per_actor: Decisions per rollout (default: the workload's ``rollout_steps``).
@@ -179,6 +181,7 @@ class TokenAsyncPPO(AsyncPPO):
         server_batch: int | None = None,
         server_wait_ms: float | str = 5.0,
         server_device: str = "cpu",
+        learner_device: str = "cpu",
         **token_hyperparameters: Any,
     ) -> None:
         check_choice("actors", actors, ("thread", "process"))
@@ -189,6 +192,7 @@ class TokenAsyncPPO(AsyncPPO):
             server_wait_ms = check_float("server_wait_ms", server_wait_ms, low=0.0)
         self.server_wait_ms = server_wait_ms
         self.server_device = check_device("server_device", server_device)
+        self.learner_device = check_device("learner_device", learner_device)
         refused = sorted(set(REFUSED) & set(token_hyperparameters))
         if refused:
             raise ValueError(f"TokenAsyncPPO: expected none of {refused}, actual given")
@@ -228,7 +232,10 @@ class TokenAsyncPPO(AsyncPPO):
         return self.token_config.ratio_level
 
     def _make_learner(self, imagination: Any) -> TokenLagLearner:
-        return TokenLagLearner(self.workload, self.token_config, self.max_policy_lag, self.seed)
+        return TokenLagLearner(
+            self.workload, self.token_config, self.max_policy_lag, self.seed,
+            device=self.learner_device,
+        )  # fmt: skip
 
     def _make_slots(self, ray_group: Any) -> TokenActorSlots:
         return TokenActorSlots(
@@ -262,7 +269,8 @@ class TokenAsyncPPO(AsyncPPO):
             "lag_injection": self.lag_injection, "concurrent": self.concurrent,
             "inference": self.inference, "actors": self.actors, "seed": self.seed,
             "server_batch": self.server_batch, "server_wait_ms": self.server_wait_ms,
-            "server_device": self.server_device, "token_hyperparameters": token,
+            "server_device": self.server_device, "learner_device": self.learner_device,
+            "token_hyperparameters": token,
             "num_timesteps": self.num_timesteps,
         }  # fmt: skip
 

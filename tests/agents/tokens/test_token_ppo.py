@@ -213,3 +213,28 @@ def test_bad_input():
         TokenPPO("Pendulum-v1", config=TokenPPOConfig(), chunk=2)
     assert TokenPPOConfig(loss="ppo").effective_target_kl is None
     assert TokenPPOConfig(loss="vtrace", target_kl=0).effective_target_kl is None
+
+
+def test_the_device_is_checked_and_the_policy_lives_there():
+    with pytest.raises(ValueError, match="device: expected 'cpu' or 'cuda"):
+        TokenPPO("Pendulum-v1", device="tpu", **TINY_DEVICE)
+    model = TokenPPO("Pendulum-v1", device="cpu", **TINY_DEVICE)
+    assert model.policy.device.type == "cpu"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_a_gpu_token_ppo_collects_and_updates_there():  # pragma: no cover - GPU only
+    gpu = TokenPPO("Pendulum-v1", seed=0, device="cuda", **TINY_DEVICE)
+    cpu = TokenPPO("Pendulum-v1", seed=0, device="cpu", **TINY_DEVICE)
+    rollouts = [m.collector.collect(m.policy, 4) for m in (gpu, cpu)]
+    # the same uniforms on the host: the same tokens unless a draw falls within float
+    # rounding of a CDF boundary
+    assert (rollouts[0].tokens == rollouts[1].tokens).mean() > 0.9
+    gpu.update(rollouts[0])
+    assert gpu.policy.device.type == "cuda"
+    assert all(torch.isfinite(p).all() for p in gpu.policy.parameters())
+
+
+TINY_DEVICE = dict(
+    n_envs=2, n_steps=4, epochs=1, hidden_size=16, layers=1, heads=2, vocab_size=64, num_bins=16
+)

@@ -234,6 +234,25 @@ def test_the_server_batch_wait_and_device_are_the_users():
         TokenAsyncPPO("CartPole-v1", server_batch=0, **TINY)
     with pytest.raises(ValueError, match="server_device: expected 'cpu' or 'cuda"):
         TokenAsyncPPO("CartPole-v1", server_device="tpu", **TINY)
+    with pytest.raises(ValueError, match="learner_device: expected 'cpu' or 'cuda"):
+        TokenAsyncPPO("CartPole-v1", learner_device="tpu", **TINY)
+    learner = TokenAsyncPPO("CartPole-v1", learner_device="cpu", concurrent=False, **TINY)
+    assert learner.learner.policy.device.type == "cpu"
+    assert learner.settings()["learner_device"] == "cpu"
+    learner.close()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_a_gpu_the_learner_and_the_server_run_there():  # pragma: no cover - GPU only
+    model = TokenAsyncPPO(
+        "CartPole-v1", inference="server", n_actors=2, steps_per_actor=8, concurrent=False,
+        server_device="cuda", learner_device="cuda", **TINY,
+    )  # fmt: skip
+    model.learn(64)
+    assert model.learner.policy.device.type == "cuda"
+    assert model.slots.server.model.policy.device.type == "cuda"
+    assert all(np.isfinite(v).all() for v in model.learner.get_weights().values())
+    model.close()
 
 
 def test_bad_input_is_refused():
