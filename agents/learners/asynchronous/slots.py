@@ -326,7 +326,7 @@ class AsyncActorSlots:
 
     def start(self, pipe: TrajectoryPipeline) -> None:
         """Start one thread per slot, each collecting into ``pipe`` while it admits."""
-        loop = self._actor_loop
+        loop: Callable[[int, TrajectoryPipeline], None] = self._actor_loop
         if self.scheduler is not None:
             self.scheduler.resume()
             loop = self._balanced_loop
