@@ -120,6 +120,14 @@ def main(argv: list[str] | None = None) -> int:
             jobs += [("sweep", actors, s, args.rounds * per_round) for s in seeds]
     if args.part in ("target", "both"):
         jobs += [("target", args.target_actors, s, args.steps) for s in seeds]
+    # The commit measured: HEAD when the runs start.
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True,
+            cwd=Path(__file__).resolve().parent,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
     rows: list[dict[str, Any]] = []
     wall, cpu = time.perf_counter(), time.process_time()
     bar = tqdm(total=2 * len(jobs), disable=args.no_progress, desc="runs")
@@ -132,13 +140,6 @@ def main(argv: list[str] | None = None) -> int:
             bar.set_postfix(part=part, actors=actors, mode=mode, sps=f"{row['steps_per_s']:.0f}")
     bar.close()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True,
-            cwd=Path(__file__).resolve().parent,
-        ).stdout.strip()  # fmt: skip
-    except (OSError, subprocess.CalledProcessError):
-        commit = "unknown"
     meta = {
         "commit": commit,
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",

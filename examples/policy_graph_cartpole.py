@@ -262,10 +262,7 @@ def main(argv: list[str] | None = None) -> int:
             )
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     jobs = [(arm, p, s) for p in args.profiles for arm in ARMS for s in seeds]
-    wall, cpu = time.perf_counter(), time.process_time()
-    rows = [episode(*job) for job in tqdm(jobs, disable=args.no_progress, desc="episodes")]
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    summary = [summarise(rows, p) for p in args.profiles]
+    # The commit measured: HEAD when the runs start.
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"],
@@ -276,6 +273,10 @@ def main(argv: list[str] | None = None) -> int:
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         commit = "unknown"
+    wall, cpu = time.perf_counter(), time.process_time()
+    rows = [episode(*job) for job in tqdm(jobs, disable=args.no_progress, desc="episodes")]
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    summary = [summarise(rows, p) for p in args.profiles]
     meta = {
         "seeds": list(seeds),
         "commit": commit,
