@@ -158,6 +158,11 @@ class PhysicsRandomizationWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.Rec
         self.values: dict[str, Any] = {}
 
     # -- parameters -------------------------------------------------------------------
+    @property
+    def _base(self) -> Any:
+        """The innermost env (CartPoleEnv or a MujocoEnv), typed loosely."""
+        return self.env.unwrapped
+
     def _target(self, name: str) -> tuple[str, int | None, Any]:
         """``(attribute, column, element index or None)`` of one parameter name."""
         if self.kind == "cartpole":
@@ -175,7 +180,7 @@ class PhysicsRandomizationWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.Rec
             )
         index = None
         if element:
-            model = self.env.unwrapped.model
+            model = self._base.model
             try:
                 index = int(getattr(model, _MUJOCO_KINDS[attr])(element).id)
             except (KeyError, ValueError, IndexError):
@@ -187,7 +192,7 @@ class PhysicsRandomizationWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.Rec
 
     def _view(self, target: tuple[str, int | None, Any]) -> np.ndarray:
         attr, column, index = target
-        array = getattr(self.env.unwrapped.model, attr)
+        array = getattr(self._base.model, attr)
         view = array if column is None else array[:, column]
         return view if index is None else view[index : index + 1]
 
@@ -209,7 +214,7 @@ class PhysicsRandomizationWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.Rec
 
     def _derive(self) -> None:
         if self.kind == "cartpole":  # as CartPoleEnv.__init__ computes them
-            base = self.env.unwrapped
+            base: Any = self.env.unwrapped
             base.total_mass = base.masspole + base.masscart
             base.polemass_length = base.masspole * base.length
 

@@ -252,7 +252,7 @@ class DistributedPPOLearner(PPOLearner):
             self._check_finite_update(saved)
             self._collective("all-reduce the observation statistics", self._fold_obs_stats, batch)
             kl_sum = torch.zeros(1, dtype=torch.float64)
-            if not empty:
+            if before is not None:
                 after, log_std_after = self._distribution(batch.obs)
                 kl = self.policy.kl_divergence(before, after, log_std_before, log_std_after)
                 kl_sum += kl.double().sum()
@@ -329,7 +329,7 @@ class DistributedPPOLearner(PPOLearner):
         n_global = self._global_n
         n_local = len(batch)
         k = math.ceil(n_global / min(self.workload.minibatch_size, n_global))
-        params = [p for p in self.policy.parameters() if p.requires_grad]
+        params: list[torch.Tensor] = [p for p in self.policy.parameters() if p.requires_grad]
         sizes = torch.tensor(
             [len(c) for c in torch.tensor_split(torch.arange(n_local), k)], dtype=torch.float64
         )
