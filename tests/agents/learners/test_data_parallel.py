@@ -109,6 +109,27 @@ def test_two_ranks_on_a_split_batch_update_as_one_learner_on_the_whole(lengths):
     assert moved > 10.0
 
 
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+def test_ray_ranks_update_as_the_process_ranks_do():
+    pytest.importorskip("ray")
+    trajectories = _trajectories((70, 50, 30), seed=2)
+    kwargs = dict(epochs=2, minibatch_size=64)
+    results = []
+    for backend in ("processes", "ray"):
+        with DataParallelPPO(
+            WORKLOAD, world_size=2, seed=2, backend=backend, port=free_port(), **kwargs
+        ) as group:
+            stats = group.update(trajectories)
+            results.append((stats, group.replica_weights()))
+    (p_stats, p_replicas), (r_stats, r_replicas) = results
+    assert r_stats.num_samples == p_stats.num_samples == 150
+    # The same ranks, shards and generators: the same float operations, bit for bit.
+    for name in p_replicas[0]:
+        for replica in (*p_replicas[1:], *r_replicas):
+            np.testing.assert_array_equal(replica[name], p_replicas[0][name])
+
+
 @pytest.mark.timeout(300)
 def test_minibatches_and_an_empty_rank_keep_the_replicas_in_step():
     trajectories = _trajectories((64, 64), seed=1)
