@@ -107,7 +107,7 @@ def evaluate(model: Any, env_name: str, episodes: int, seed: int) -> tuple[float
 def make_learner(arm: str, env_name: str, setup: MbpoSetup, seed: int) -> Any:
     """The arm's learner (SAC's defaults otherwise, both arms alike)."""
     env = gym.make(env_name)
-    common = {
+    common: dict[str, Any] = {
         "learning_starts": setup.learning_starts,
         "seed": seed,
         "device": "cpu",
