@@ -172,7 +172,8 @@ class TokenPolicyModel:
 
     Raises:
         TypeError: If ``policy`` is not a TokenPolicy.
-        TypeError, ValueError: If ``device`` is not one torch can use here.
+        TypeError, ValueError: If ``device`` is not one torch can use here, or has no
+            bfloat16 for a ``bf16`` policy.
     """
 
     def __init__(self, policy: Any, device: str = "cpu") -> None:
@@ -181,6 +182,15 @@ class TokenPolicyModel:
         if not isinstance(policy, TokenPolicy):
             raise TypeError(f"policy: expected a TokenPolicy, actual {quote(policy)}")
         self.device = check_device("device", device)
+        import torch
+
+        from fleetgym.agents.tokens.local import bf16_supported
+
+        if policy.bf16 and not bf16_supported(torch.device(self.device)):
+            raise ValueError(
+                f"device: expected a device with bfloat16 for a bf16 policy, actual "
+                f"{self.device!r} without it"
+            )
         self.policy = policy.to(self.device).eval()
         k, d = policy.chunk, policy.tokenizer.dims
         self._obs_dim, self._length = policy.obs_dim, policy.instruction_length

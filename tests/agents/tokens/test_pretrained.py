@@ -278,3 +278,16 @@ def test_an_image_without_a_tower_and_a_tower_without_an_image_are_refused(check
         load(checkpoint, image_shape=(7, 7, 4), obs_dim=197)
     with pytest.raises(ValueError, match="obs_dim: expected at least the image's 147"):
         load(checkpoint, obs_dim=100)
+
+
+def test_a_bf16_policy_is_not_served_on_a_device_without_bfloat16(monkeypatch):
+    from fleetgym.agents.inference import TokenPolicyModel
+
+    monkeypatch.setattr(local_module, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
+    policy = TokenPolicy.from_pretrained(
+        llama_config(), obs_dim=3, action_space=DISCRETE, bf16=True
+    )
+    TokenPolicyModel(policy)  # served where it has bfloat16
+    monkeypatch.setattr(local_module, "cpu_flags", lambda: frozenset())
+    with pytest.raises(ValueError, match="device: expected a device with bfloat16"):
+        TokenPolicyModel(policy)
