@@ -97,8 +97,7 @@ def test_scheduler_threads_lose_and_duplicate_nothing():
     assert not any(t.is_alive() for t in threads)
     for r in range(5):
         assert sorted(i for rr, i in log if rr == r) == list(range(12))
-    assert s.migrations > 0
-    assert sorted(s.home.count(a) for a in range(4)) != [3, 3, 3, 3]
+    assert s.migrations > 0  # the idle actors took instances off actor 0
 
 
 @pytest.mark.timeout(120)
