@@ -221,7 +221,7 @@ def from_pretrained(
     if (action_space is None) == (tokenizer is None):
         raise TypeError("action_space, tokenizer: expected exactly one of them")
     lora_rank = check_int("lora_rank", lora_rank, low=0)
-    model = load_causal_lm(path_or_config, local_files_only)
+    model: Any = load_causal_lm(path_or_config, local_files_only)
     own_tower, own_projector = _vision_parts(model)
     auto = vision is None and own_tower is None and image_shape is not None
     if auto and isinstance(path_or_config, (str, Path)):
