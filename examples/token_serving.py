@@ -35,7 +35,7 @@ from fleetgym.agents.tokens import InstructionTokenizer, TokenPolicy
 OBS = 148
 
 
-def build(tokens: int) -> TokenPolicy:
+def build(tokens: int, device: str) -> TokenPolicy:
     from transformers import LlamaConfig, LlamaForCausalLM, SiglipVisionConfig, SiglipVisionModel
 
     folder = Path(tempfile.mkdtemp(prefix="tiny_vla_"))
@@ -65,7 +65,7 @@ def build(tokens: int) -> TokenPolicy:
     space = gym.spaces.Discrete(7) if tokens == 1 else gym.spaces.Box(-1.0, 1.0, (tokens,))
     return TokenPolicy.from_pretrained(
         folder, obs_dim=OBS, action_space=space, image_shape=(7, 7, 3), instruction_length=8,
-        max_steps=64, lora_rank=8,
+        max_steps=64, lora_rank=8, device=device,
     )  # fmt: skip
 
 
@@ -75,11 +75,12 @@ def main() -> None:
     p.add_argument("--tokens", type=int, default=1, help="action tokens per request")
     p.add_argument("--requests", type=int, default=1024, help="at least this many per size")
     p.add_argument("--out", type=Path, default=Path("fleetgym-out/token_serving"))
+    p.add_argument("--device", default="cpu", help="where the server decodes (cuda[:N])")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args()
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
-    policy = build(args.tokens)
+    policy = build(args.tokens, args.device)
     rng = np.random.default_rng(0)
     ids = InstructionTokenizer().encode("go to the red ball")
     rows = []
@@ -87,7 +88,7 @@ def main() -> None:
         # the request row: [raw observation, step, instruction ids] (float32)
         parts = [rng.normal(size=(b, OBS)), np.zeros((b, 1)), np.repeat(ids[None], b, 0)]
         obs = np.concatenate(parts, axis=1).astype(np.float32)
-        model = TokenPolicyModel(policy)
+        model = TokenPolicyModel(policy, device=args.device)
         rounds = max(3, -(-args.requests // b))
         with InferenceServer(model, max_batch=b, max_wait_ms=50.0) as server:
             client = server.connect(slots=max(b, 1))
