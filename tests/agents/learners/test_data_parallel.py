@@ -18,6 +18,7 @@ import torch
 from fleetgym.agents.learners import DataParallelPPO, DistributedPPOLearner, PPOLearner
 from fleetgym.agents.learners.data_parallel.group import free_port, split_trajectories
 from fleetgym.agents.rollout import RolloutWorker
+from fleetgym.agents.types import Learner
 from fleetgym.errors import FleetError
 
 WORKLOAD = "CartPole-v1"
@@ -136,6 +137,7 @@ def test_minibatches_and_an_empty_rank_keep_the_replicas_in_step():
     with DataParallelPPO(
         WORKLOAD, world_size=3, seed=1, epochs=2, minibatch_size=32, port=free_port()
     ) as group:
+        assert isinstance(group, Learner)  # usable wherever a learner is (train, fleets)
         # Rank 2 holds no sample; every rank still takes part in every step.
         stats = group.update_shards([trajectories[:1], trajectories[1:], []])
         replicas = group.replica_weights()
