@@ -17,6 +17,7 @@ rollout size, minibatch, epochs, learning rate, gamma, lambda and clip.
 Success is reward > 0 (the goal reached within the step limit): the last 100 training
 episodes, and 50 sampled episodes on seeds 10000-10049. Writes ``runs.csv`` and
 ``curves.csv`` under ``--out`` (rows are appended, so runs can be split across processes).
+``random`` (no training) evaluates the uniform policy over the 7 actions the same way.
 
     nice -n 10 python examples/token_babyai_vla.py --env BabyAI-GoToLocalS5N2-v0 \
         --policies token mlp --seeds 0 1 2 3 4 --steps 30000 --out fleetgym-out/token_babyai_vla
@@ -162,6 +163,19 @@ def evaluate_mlp(env_id: str, model, norm, episodes: int) -> np.ndarray:
     return np.array(returns)
 
 
+def random_returns(args: argparse.Namespace, seed: int) -> np.ndarray:
+    rng, returns = np.random.default_rng(seed), []
+    for e in range(args.eval_episodes):
+        env = gym.make(args.env)
+        env.reset(seed=EVAL_SEED + e)
+        total, done = 0.0, False
+        while not done:
+            _, r, term, trunc, _ = env.step(int(rng.integers(7)))
+            total, done = total + float(r), bool(term or trunc)
+        returns.append(total)
+    return np.array(returns)
+
+
 def append(path: Path, rows: list[dict]) -> None:
     new = not path.exists()
     with open(path, "a", newline="") as f:
@@ -174,7 +188,9 @@ def append(path: Path, rows: list[dict]) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--env", default="BabyAI-GoToLocalS5N2-v0")
-    p.add_argument("--policies", nargs="+", default=["token", "mlp"], choices=["token", "mlp"])
+    p.add_argument(
+        "--policies", nargs="+", default=["token", "mlp"], choices=["token", "mlp", "random"]
+    )
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     p.add_argument("--steps", type=int, default=30_000)
     p.add_argument("--eval-episodes", type=int, default=50)
@@ -187,7 +203,9 @@ def main() -> None:
     for policy in args.policies:
         for seed in args.seeds:
             cpu0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-            if policy == "token":
+            if policy == "random":  # no training: uniform over the 7 actions
+                returns, env_steps, trainable, curve = random_returns(args, seed), 0, 0, [(0, 0.0)]
+            elif policy == "token":
                 model, curve = token_run(args.env, seed, args.steps, not args.no_progress)
                 returns, env_steps = evaluate_token(model, args.eval_episodes), model.env_steps
                 trainable = sum(p.numel() for p in model.policy.parameters() if p.requires_grad)
