@@ -18,6 +18,7 @@ Success is reward > 0 (the goal reached within the step limit): the last 100 tra
 episodes, and 50 sampled episodes on seeds 10000-10049. Writes ``runs.csv`` and
 ``curves.csv`` under ``--out`` (rows are appended, so runs can be split across processes).
 ``random`` (no training) evaluates the uniform policy over the 7 actions the same way.
+``--plot DIR ...`` draws the training curves of finished folders into ``--out``.
 
     nice -n 10 python examples/token_babyai_vla.py --env BabyAI-GoToLocalS5N2-v0 \
         --policies token mlp --seeds 0 1 2 3 4 --steps 30000 --out fleetgym-out/token_babyai_vla
@@ -176,6 +177,35 @@ def random_returns(args: argparse.Namespace, seed: int) -> np.ndarray:
     return np.array(returns)
 
 
+def plot(folders: list[Path], target: Path) -> None:
+    """Training success (last 100 episodes) against env steps, a panel per folder."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(folders), figsize=(5.5 * len(folders), 4), squeeze=False)
+    for ax, folder in zip(axes[0], folders, strict=True):
+        with open(folder / "curves.csv") as f:
+            rows = list(csv.DictReader(f))
+        for i, policy in enumerate(("token", "mlp")):
+            seeds = sorted({r["seed"] for r in rows if r["policy"] == policy})
+            for seed in seeds:
+                mine = [r for r in rows if (r["policy"], r["seed"]) == (policy, seed)]
+                x = [int(r["env_steps"]) for r in mine]
+                y = [float(r["success_last100"]) for r in mine]
+                label = {"token": "token policy (LoRA)", "mlp": "MLP PPO"}[policy]
+                ax.plot(x, y, f"C{i}", alpha=0.7, label=label if seed == seeds[0] else None)
+        ax.set_title(rows[0]["env"])
+        ax.set_xlabel("env steps")
+        ax.set_ylim(0, 1.02)
+    axes[0][0].set_ylabel("training success (last 100 episodes)")
+    axes[0][0].legend()
+    fig.tight_layout()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(target, dpi=90)
+
+
 def append(path: Path, rows: list[dict]) -> None:
     new = not path.exists()
     with open(path, "a", newline="") as f:
@@ -196,7 +226,11 @@ def main() -> None:
     p.add_argument("--eval-episodes", type=int, default=50)
     p.add_argument("--out", type=Path, default=Path("fleetgym-out/token_babyai_vla"))
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--plot", nargs="+", type=Path, help="only plot these --out folders' curves")
     args = p.parse_args()
+    if args.plot:
+        plot(args.plot, args.out / "curves.png")
+        return
     torch.set_num_threads(1)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     args.out.mkdir(parents=True, exist_ok=True)
