@@ -200,7 +200,7 @@ def mbpo_table(results: list[dict[str, Any]], env_name: str, target: float) -> s
         "",
         "| arm | seed | real steps | final return | best return | final forward velocity "
         "| steps to " + f"{target:g} (3 in a row) | CPU s | wall s | CPU ms per real step "
-        "| model fit + rollouts CPU-share |",
+        "| model fit + rollouts, share of wall |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in sorted(results, key=lambda r: (r["arm"], r["seed"])):
