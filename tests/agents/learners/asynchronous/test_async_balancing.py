@@ -219,3 +219,13 @@ def test_served_instances_balance_too():
     assert seen
     for batch in seen:
         assert sorted(t.actor_id for t in batch) == [0, 1, 2, 3]
+
+
+def test_save_load_keeps_the_balancing_options(tmp_path):
+    model = AsyncPPO("CartPole-v1", seed=0, envs_per_actor=2, load_balancing=True, **TINY)
+    model.save(tmp_path / "m.pt")
+    model.close()
+    loaded = AsyncPPO.load(tmp_path / "m.pt")
+    assert (loaded.envs_per_actor, loaded.load_balancing, loaded.batch_trajectories) == (2, True, 4)
+    assert loaded.slots.scheduler is not None and loaded.slots.scheduler.n_instances == 4
+    loaded.close()
