@@ -270,10 +270,10 @@ def test_scheduling_defaults_table() -> None:
         assert written == pytest.approx(expected, rel=1e-9), f"{row[0]}: {written} != {expected}"
 
 
-def test_readme_layout_matches_the_tree() -> None:
-    """Every file or folder the README's layout table names exists where the row says."""
+def test_layout_table_matches_the_tree() -> None:
+    """Every file or folder the design page's layout table names exists where the row says."""
     missing = []
-    for row in _table(README, "path")[1:]:
+    for row in _table(DOCS / "design.md", "path")[1:]:
         folders = [ROOT] + [
             ROOT / token for token in re.findall(r"`([^`]+/)`", row[0]) if (ROOT / token).is_dir()
         ]
@@ -282,4 +282,4 @@ def test_readme_layout_matches_the_tree() -> None:
                 continue
             if not any((folder / token).exists() for folder in folders):
                 missing.append(token)
-    assert not missing, f"README.md layout names paths not in the tree: {missing}"
+    assert not missing, f"docs/design.md layout names paths not in the tree: {missing}"
