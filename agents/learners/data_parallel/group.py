@@ -62,7 +62,6 @@ def split_trajectories(
     may get none when there are fewer trajectories than ranks.
 
     Example:
-        >>> from types import SimpleNamespace as T
         >>> [[len(t) for t in s] for s in split_trajectories([[0] * 3, [0] * 1, [0] * 4], 2)]
         [[3, 1], [4]]
     """
