@@ -140,7 +140,7 @@ def task_env() -> WaypointTask:
     return WaypointTask(gym.make("CartPole-v1"))
 
 
-def graph_env(profile: str) -> gym.Env[Any, Any]:
+def graph_env(profile: str, *, flatten: bool = True) -> gym.Env[Any, Any]:
     """The graph as an env for the controller (flattened: state, then goal)."""
     base = task_env()
     graph = PolicyGraph(
@@ -155,7 +155,8 @@ def graph_env(profile: str) -> gym.Env[Any, Any]:
             PolicyLink("controller", "env", "perfect"),
         ],
     )
-    return gym.wrappers.FlattenObservation(PolicyGraphEnv(base, graph, trained="controller"))
+    env = PolicyGraphEnv(base, graph, trained="controller")
+    return gym.wrappers.FlattenObservation(env) if flatten else env
 
 
 def remote_env(profile: str) -> gym.Env[Any, Any]:
@@ -185,6 +186,34 @@ def evaluate(model: Any, make: Any, profile: str, episodes: int) -> list[dict[st
         rows.append({"return": total, "length": length, "distance": distance / length})
     env.close()
     return rows
+
+
+class HandMade:
+    """A hand-made controller with ``predict``: the LQR stabiliser of
+    ``policy_graph_cartpole.py`` steering the cart to the planner's goal, or to 0."""
+
+    def __init__(self, use_goal: bool) -> None:
+        from policy_graph_cartpole import Stabiliser  # the sibling example's frozen LQR
+
+        self.stabiliser, self.use_goal = Stabiliser(), use_goal
+
+    def predict(self, obs: dict[str, Any], deterministic: bool = True) -> tuple[int, None]:
+        goal = obs["planner"] if self.use_goal else np.float64(0.0)
+        return self.stabiliser({"env": obs["env"], "planner": goal}), None
+
+
+def references(profile: str, episodes: int) -> dict[str, Any]:
+    """The graph's controller replaced by a hand-made one, on the held-out seeds: what
+    tracking the waypoints is worth on this reward, and what holding the centre is."""
+    out: dict[str, Any] = {"profile": profile}
+    for name, use_goal in (("lqr_tracking_goal", True), ("lqr_holding_centre", False)):
+        rows = evaluate(
+            HandMade(use_goal), lambda p: graph_env(p, flatten=False), profile, episodes
+        )
+        out[name] = {
+            k: float(np.mean([r[k] for r in rows])) for k in ("return", "length", "distance")
+        }
+    return out
 
 
 def train_one(arm: str, profile: str, seed: int, steps: int, episodes: int) -> dict[str, Any]:
@@ -273,6 +302,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument("--profiles", nargs="+", default=["wifi-normal"])
     parser.add_argument("--out", type=Path, default=Path("fleetgym-out/policy_graph_train"))
+    parser.add_argument(
+        "--references",
+        action="store_true",
+        help="only evaluate hand-made controllers in the graph (no training)",
+    )
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     if args.seeds < 2:
@@ -291,10 +325,24 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(
                 f"--profiles: unknown profile {profile!r}; known: {', '.join(list_profiles())}"
             )
+    commit = head_commit()
+    if args.references:
+        refs = [references(p, args.eval_episodes) for p in args.profiles]
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "references.json").write_text(
+            json.dumps({"commit": commit, "eval_seeds": EVAL_SEED, "references": refs}, indent=1)
+        )
+        for ref in refs:
+            for name in ("lqr_tracking_goal", "lqr_holding_centre"):
+                v = ref[name]
+                print(
+                    f"{ref['profile']} {name}: return {v['return']:.2f}, "
+                    f"length {v['length']:.1f}, distance {v['distance']:.3f}"
+                )
+        return 0
     import torch
 
     torch.set_num_threads(1)
-    commit = head_commit()
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     jobs = [(arm, p, s) for p in args.profiles for s in seeds for arm in ARMS]
     wall, cpu = time.perf_counter(), time.process_time()
