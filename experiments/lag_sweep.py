@@ -482,7 +482,7 @@ def report(runs: list[SweepRun], out: Path, title: str) -> tuple[Path, Path]:
     fig = Figure(figsize=(5.2 * len(variants), 3.8))
     axes = fig.subplots(1, len(variants), sharey=True, squeeze=False)[0]
     for ax, variant in zip(axes, variants, strict=True):
-        for loss in dict.fromkeys(r.loss for r in runs):
+        for colour, loss in enumerate(dict.fromkeys(r.loss for r in runs)):
             points = [
                 (lag, *mean_std([r.final_return for r in cells[(loss, variant, lag)]]))
                 for lag in lags
@@ -493,15 +493,17 @@ def report(runs: list[SweepRun], out: Path, title: str) -> tuple[Path, Path]:
             xs = [p[0] for p in points]
             means = [p[1] for p in points]
             stds = [p[2] for p in points]
-            ax.errorbar(xs, means, yerr=stds, marker="o", capsize=3, label=loss)
+            ax.errorbar(xs, means, yerr=stds, marker="o", capsize=3, label=loss, color=f"C{colour}")
         if any(r.env == "Hopper-v5" for r in runs):
             ax.axhline(HOP_RETURN, color="grey", linestyle="--", linewidth=0.8)
         ax.set_xscale("symlog", linthresh=10)
+        ax.set_xlim(-0.5, max(lags) * 1.5 + 1)
+        ax.set_xticks(lags, [str(lag) for lag in lags])
         ax.set_xlabel("injected policy lag (updates)")
         ax.set_title(variant)
         ax.grid(alpha=0.3)
+        ax.legend(loc="best", fontsize=8)
     axes[0].set_ylabel("final return")
-    axes[0].legend(loc="best", fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
     png = out / "lag_sweep.png"
