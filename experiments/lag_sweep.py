@@ -235,7 +235,7 @@ def check_run_shape(env: str, steps: int, lags: list[int]) -> int:
             f"--lags: expected lags below the run's {updates} updates ({steps} env steps, "
             f"{per_update} per update on {env}; at a lag >= {updates} the actors act with "
             f"the initial policy throughout: raise --steps to at least "
-            f"{(max(too_long) + 1) * per_update}), actual {too_long}"
+            f"{max(too_long) * per_update + 1}), actual {too_long}"
         )
     return updates
 

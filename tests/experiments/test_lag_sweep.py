@@ -165,7 +165,7 @@ def test_a_lag_the_run_cannot_hold_is_refused_naming_its_updates(tmp_path, capsy
     assert main([*argv, "--steps", "320", "--lags", "0", "10", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "--lags: expected lags below the run's 10 updates" in err and "[10]" in err
-    assert "at least 352" in err  # the budget that would hold lag 10
+    assert "at least 321" in err  # 11 updates, the last one partial, hold lag 10
     assert not out.exists()
     # A lag of 1000 at the default Hopper budget: 512 updates of 512.
     assert main([*argv, "--env", "Hopper-v5", "--lags", "0", "1000", "--out", str(out)]) == 2
