@@ -17,6 +17,12 @@ steps per real step), its extra samples replayed from earlier real trajectories 
 of imagined in a model (``source="replay"`` of
 :class:`~fleetgym.agents.world_model.ImaginationConfig`).
 
+CartPole's ``ppo+epochs`` arm is the stronger no-model control: the same real steps per
+round as ``ppo+imagination`` and only fresh real data, with the PPO epochs raised until
+its gradient steps per real step equal the imagination arm's
+(:func:`matched_epochs`, computed from both arms' settings by
+:func:`gradient_steps_per_update`).
+
 Measuring on evaluations rather than on the training window matters here: the learner's
 ``mean_return`` averages the last 100 *completed training episodes*, and 100 CartPole
 episodes at 475 are 47,500 real steps by themselves, a floor no learner can beat
@@ -40,6 +46,8 @@ __all__ = [
     "Arm",
     "EnvSetup",
     "RunResult",
+    "gradient_steps_per_update",
+    "matched_epochs",
     "random_score",
     "run_arm",
     "steps_to_target",
@@ -92,6 +100,72 @@ class EnvSetup:
     checkpoints: tuple[int, ...] = ()
 
 
+def _minibatches(samples: int, minibatch_size: int) -> int:
+    """Gradient steps of one PPO epoch over ``samples`` (as ``PPOLearner`` runs it: shuffled
+    minibatches of ``minibatch_size``, a 1-sample tail skipped)."""
+    mb = min(minibatch_size, samples)
+    steps = math.ceil(samples / mb)
+    return steps - 1 if samples >= 2 and samples % mb == 1 else steps
+
+
+def gradient_steps_per_update(workload: str, actors: int, arm: Arm) -> tuple[int, int]:
+    """``(gradient steps, real samples)`` of one of ``arm``'s learner updates once its
+    imagination (or replay) is running, from the arm's settings.
+
+    An update trains ``epochs`` passes of minibatches on the round's ``actors *
+    steps_per_actor`` real samples plus ``share / (1 - share)`` times that imagined (or
+    replayed), capped at ``MAX_IMAGINED_MULTIPLE`` (share 1: the imagined ones alone),
+    and each further pass of ``updates_per_round`` on as many freshly imagined ones.
+    Before the model's first fit (``warmup``) an update trains on the real samples alone.
+
+    Raises:
+        ValueError: If the arm's share is not a fixed number (``"auto"`` or a callable
+            chooses it from measured error, so no count follows from the settings).
+    """
+    from fleetgym.agents.workloads import get_workload
+    from fleetgym.agents.world_model.config import MAX_IMAGINED_MULTIPLE, ImaginationConfig
+
+    hp = get_workload(workload).with_overrides(**arm.overrides)
+    real = actors * arm.steps_per_actor
+    if arm.imagination is None:
+        return hp.epochs * _minibatches(real, hp.minibatch_size), real
+    config = ImaginationConfig(**arm.imagination)
+    if isinstance(config.share, str) or callable(config.share):
+        raise ValueError(
+            f"share: expected a fixed number to count gradient steps, actual {config.share!r}"
+        )
+    s = float(config.share)
+    multiple = MAX_IMAGINED_MULTIPLE if s >= 1.0 else min(MAX_IMAGINED_MULTIPLE, s / (1.0 - s))
+    imagined = int(round(real * multiple))
+    first = imagined + (real if s < 1.0 else 0)
+    per_pass = _minibatches(first, hp.minibatch_size) + (
+        config.updates_per_round - 1
+    ) * _minibatches(imagined, hp.minibatch_size)
+    return hp.epochs * per_pass, real
+
+
+def matched_epochs(workload: str, actors: int, arm: Arm, steps_per_actor: int) -> int:
+    """PPO epochs at which a no-model arm of ``steps_per_actor`` real steps per actor per
+    round makes exactly ``arm``'s gradient steps per real step.
+
+    Raises:
+        ValueError: If no whole number of epochs matches exactly.
+    """
+    from fleetgym.agents.workloads import get_workload
+
+    steps, real = gradient_steps_per_update(workload, actors, arm)
+    own = actors * steps_per_actor
+    per_epoch = _minibatches(own, get_workload(workload).minibatch_size)
+    # steps / real == epochs * per_epoch / own
+    epochs, rest = divmod(steps * own, real * per_epoch)
+    if rest or epochs < 1:
+        raise ValueError(
+            f"steps_per_actor: no whole number of epochs matches {steps} gradient steps "
+            f"per {real} real steps with {per_epoch} minibatches per epoch of {own}"
+        )
+    return epochs
+
+
 def doorkey() -> gym.Env:
     """``MiniGrid-DoorKey-5x5-v0`` as a flat observation (its image, flattened) for the MLP."""
     import minigrid  # noqa: F401  (registers the MiniGrid IDs)
@@ -104,6 +178,15 @@ def doorkey() -> gym.Env:
 _CARTPOLE_MODEL = {"share": 0.75, "horizon": "auto"}
 #: ppo+imagination's samples per update, the extra ones replayed from real data.
 _CARTPOLE_REPLAY = {"share": 0.75, "source": "replay"}
+_CARTPOLE_IMAGINATION = Arm("ppo+imagination", 32, _CARTPOLE_MODEL)
+#: No model, fresh real data only: ppo+imagination's real rounds and gradient steps per
+#: real step (10 epochs x 4 minibatches of 256 on 256 + 768 samples = 40 per 256 real
+#: steps; 40 epochs x 1 minibatch on 256 real samples).
+_CARTPOLE_EPOCHS = Arm(
+    "ppo+epochs",
+    32,
+    overrides={"epochs": matched_epochs("CartPole-v1", 8, _CARTPOLE_IMAGINATION, 32)},
+)
 
 ENVS: dict[str, EnvSetup] = {
     "CartPole-v1": EnvSetup(
@@ -116,8 +199,9 @@ ENVS: dict[str, EnvSetup] = {
         arms=(
             Arm("ppo", 128),
             Arm("ppo-small-rounds", 32),
-            Arm("ppo+imagination", 32, _CARTPOLE_MODEL),
+            _CARTPOLE_IMAGINATION,
             Arm("ppo+replay", 32, _CARTPOLE_REPLAY),
+            _CARTPOLE_EPOCHS,
             Arm("ppo+imagination-7x", 16, {"share": 0.875, "horizon": "auto"}),
         ),
     ),
