@@ -108,7 +108,9 @@ def _minibatches(samples: int, minibatch_size: int) -> int:
     return steps - 1 if samples >= 2 and samples % mb == 1 else steps
 
 
-def gradient_steps_per_update(workload: str, actors: int, arm: Arm) -> tuple[int, int]:
+def gradient_steps_per_update(
+    workload: str, actors: int, arm: Arm, horizon: int | None = None
+) -> tuple[int, int]:
     """``(gradient steps, real samples)`` of one of ``arm``'s learner updates once its
     imagination (or replay) is running, from the arm's settings.
 
@@ -117,6 +119,12 @@ def gradient_steps_per_update(workload: str, actors: int, arm: Arm) -> tuple[int
     replayed), capped at ``MAX_IMAGINED_MULTIPLE`` (share 1: the imagined ones alone),
     and each further pass of ``updates_per_round`` on as many freshly imagined ones.
     Before the model's first fit (``warmup``) an update trains on the real samples alone.
+
+    With ``horizon`` (the one an update chose; ``None``: the nominal count) the imagined
+    samples are what the model's rollouts make of it: ``B = ceil(n / horizon)`` episodes
+    of ``ceil(n / B)`` steps, which rounds ``n`` up when ``horizon`` does not divide it
+    (``n = 768`` at horizon 30: 26 episodes of 30 steps, 780 samples, so a fifth
+    minibatch of 12 on CartPole).
 
     Raises:
         ValueError: If the arm's share is not a fixed number (``"auto"`` or a callable
@@ -137,6 +145,9 @@ def gradient_steps_per_update(workload: str, actors: int, arm: Arm) -> tuple[int
     s = float(config.share)
     multiple = MAX_IMAGINED_MULTIPLE if s >= 1.0 else min(MAX_IMAGINED_MULTIPLE, s / (1.0 - s))
     imagined = int(round(real * multiple))
+    if horizon is not None and config.source == "model" and imagined > 0:
+        episodes = max(1, math.ceil(imagined / horizon))
+        imagined = episodes * math.ceil(imagined / episodes)
     first = imagined + (real if s < 1.0 else 0)
     per_pass = _minibatches(first, hp.minibatch_size) + (
         config.updates_per_round - 1

@@ -115,7 +115,7 @@ def _reached(env, setup, arm, seed, progress=None):
     return RunResult(env, arm.name, seed, steps, steps, 3, curve=curve)
 
 
-@pytest.mark.parametrize("arm", ["ppo+imagination-7x", "ppo", "ppo+replay"])
+@pytest.mark.parametrize("arm", ["ppo+imagination-7x", "ppo", "ppo+replay", "ppo+epochs"])
 def test_the_exit_status_is_that_of_the_arms_asked_for(arm, tmp_path, monkeypatch):
     from fleetgym.experiments.imagination import study
 
