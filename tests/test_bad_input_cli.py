@@ -100,8 +100,10 @@ CASES: dict[tuple[str, ...], dict[str, list[str]]] = {
         "--out": ["", "{file}", "{file}/sub"],
         "--real-ratio": ["0.5"],  # --mbpo's options without --mbpo
         "--updates-per-step": ["5"],
+        "--epochs": BAD_INTS,
     },
-    ("imagination", "--async"): {"--arms": ["ppo"], "--budget": ["1000"]},
+    ("imagination", "--arms", "ppo"): {"--epochs": ["48"]},  # without the ppo+epochs arm
+    ("imagination", "--async"): {"--arms": ["ppo"], "--budget": ["1000"], "--epochs": ["48"]},
     ("imagination", "--mbpo", "--env", "Hopper-v5"): {
         "--env": ["CartPole-v1", "nope"],
         "--updates-per-step": BAD_INTS,
@@ -112,6 +114,7 @@ CASES: dict[tuple[str, ...], dict[str, list[str]]] = {
         "--learning-starts": BAD_INTS,
         "--arms": ["ppo", ",", "mbpo,nope"],
         "--out": ["", "{file}"],
+        "--epochs": ["48"],
     },
     ("profiles",): {
         "--samples": ["0", "99", "1000000000000", "abc"],

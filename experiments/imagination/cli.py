@@ -156,6 +156,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="--mbpo: random real steps before any update, both arms (default: the env's, "
         "Hopper 5000)",
     )
+    parser.add_argument(
+        "--epochs",
+        type=positive_int,
+        default=None,
+        help="the ppo+epochs arm's PPO epochs, run as arm ppo+epochs-N (default: matched "
+        "to ppo+imagination's gradient steps per real step)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -430,6 +437,8 @@ def run(args: argparse.Namespace) -> int:
     from fleetgym.experiments.imagination.study import ENVS, random_score, run_arm
 
     seed_range(args.first_seed, args.seeds)
+    if args.epochs is not None and (args.mbpo or args.asynchronous):
+        raise UsageError("--epochs: expected neither --mbpo nor --async with --epochs")
     if not args.mbpo:
         for flag, dest in MBPO_FLAGS.items():
             if getattr(args, dest) is not None:
@@ -459,6 +468,19 @@ def run(args: argparse.Namespace) -> int:
         if unknown or not wanted:
             raise UsageError(f"--arms: expected names among {names}, actual {unknown}")
         arms = tuple(a for a in arms if a.name in wanted)
+    if args.epochs is not None:
+        import dataclasses
+
+        if "ppo+epochs" not in [a.name for a in arms]:
+            raise UsageError("--epochs: expected the ppo+epochs arm among the arms run")
+        arms = tuple(
+            dataclasses.replace(
+                a, name=f"ppo+epochs-{args.epochs}", overrides={"epochs": args.epochs}
+            )
+            if a.name == "ppo+epochs"
+            else a
+            for a in arms
+        )
     out: Path = check_output_dir("--out", args.out)
     path = out / f"results_{args.env}.json"
     results = _earlier_results(path)

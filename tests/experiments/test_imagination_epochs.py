@@ -135,3 +135,22 @@ def test_the_counted_gradient_steps_are_the_learners(name):
         assert [n for n, _ in running] == [nominal] * len(running)
     else:  # the rollouts round the imagined samples up, never down
         assert all(n >= nominal for n, _ in running)
+
+
+def test_the_epochs_option_runs_the_arm_at_other_epochs(tmp_path):
+    import json
+
+    from fleetgym import cli
+    from fleetgym.experiments.imagination.study import gradient_steps_per_update
+
+    argv = ["imagination", "--env", "CartPole-v1", "--seeds", "1", "--budget", "512"]
+    argv += ["--arms", "ppo+epochs", "--epochs", "3", "--out", str(tmp_path), "--no-progress"]
+    assert cli.main(argv) == 1  # 512 real steps cannot reach 475
+    (run,) = json.loads((tmp_path / "results_CartPole-v1.json").read_text())
+    assert run["arm"] == "ppo+epochs-3"
+    setup, arms = _arms()
+    import dataclasses
+
+    three = dataclasses.replace(arms["ppo+epochs"], overrides={"epochs": 3})
+    steps, real = gradient_steps_per_update(setup.workload, setup.actors, three)
+    assert Fraction(steps, real) == Fraction(3, setup.actors * three.steps_per_actor)
