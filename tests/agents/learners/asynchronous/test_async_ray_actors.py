@@ -133,6 +133,12 @@ def test_a_ray_actor_killed_mid_learn_is_replaced_and_counted(cluster):
 
     def kill_once(record):
         if record.update == 1:
+            # Under load slot 0's Ray actor may still be starting when the first update
+            # (made from slot 1's rollout alone) lands: wait, bounded, until it exists.
+            deadline = time.monotonic() + 120
+            while 0 not in model.slots._actors:
+                assert time.monotonic() < deadline, "slot 0 had no Ray actor within 120 s"
+                time.sleep(0.05)
             actor = model.slots._actors[0]
             killed.append(actor.pid)
             ray.kill(actor.handle, no_restart=True)
