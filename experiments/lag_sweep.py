@@ -101,11 +101,31 @@ class SweepRun:
     #: Mean forward velocity (m/s) over the evaluation episodes; NaN where the env reports
     #: none (CartPole; sweeps written before the column existed).
     velocity: float = math.nan
+    #: The best checkpoint (see :func:`run_one`), scored on the same evaluation episodes as
+    #: the final policy: its return and forward velocity, NaN in sweeps written before
+    #: these columns existed; ``best_update`` is the update it was taken after.
+    best_return: float = math.nan
+    best_velocity: float = math.nan
+    best_update: int = 0
 
     @property
     def hops(self) -> bool:
         """Whether the final policy hops (:data:`HOP_RETURN` and :data:`HOP_VELOCITY`)."""
         return self.final_return >= HOP_RETURN and self.velocity >= HOP_VELOCITY
+
+    @property
+    def best_hops(self) -> bool:
+        """Whether the best checkpoint hops (:data:`HOP_RETURN` and :data:`HOP_VELOCITY`)."""
+        return self.best_return >= HOP_RETURN and self.best_velocity >= HOP_VELOCITY
+
+
+#: Columns a sweep's CSV may lack (written before they existed): read as their defaults.
+OPTIONAL_COLUMNS = ("velocity", "best_return", "best_velocity", "best_update")
+#: Checkpoints a run considers for its best policy (one every ``updates // CHECKPOINTS``
+#: updates, and the final one), each scored on :data:`SELECTION_EPISODES` deterministic
+#: episodes of their own.
+CHECKPOINTS = 32
+SELECTION_EPISODES = 3
 
 
 def samples_per_update(env: str) -> int:
@@ -315,9 +335,32 @@ def run_one(
         epochs=setting["epochs"],
         minibatch_size=setting["minibatch"],
     )
-    model.learn(steps)
+    policy = model.learner.policy
+    every = max(1, updates_in(env, steps) // CHECKPOINTS)
+    best: dict[str, Any] = {"score": -math.inf, "weights": None, "update": 0}
+
+    def consider(update: int) -> None:
+        # Selection episodes of their own (seed 20,000 + seed), so the best checkpoint's
+        # reported score, on the final evaluation's episodes, is not the one it won on.
+        scores, _ = evaluate(policy, env, SELECTION_EPISODES, seed=20_000 + seed)
+        if sum(scores) / len(scores) > best["score"]:
+            best.update(
+                score=sum(scores) / len(scores), weights=policy.get_weights(), update=update
+            )
+
+    def checkpoint(record: Any) -> None:
+        if (record.update + 1) % every == 0:
+            consider(record.update + 1)
+
+    model.learn(steps, callback=checkpoint)
     model.close()
-    returns, velocity = evaluate(model.learner.policy, env, episodes, seed=10_000 + seed)
+    if best["update"] != model.learner.policy_version:
+        consider(model.learner.policy_version)
+    returns, velocity = evaluate(policy, env, episodes, seed=10_000 + seed)
+    final = policy.get_weights()
+    policy.load_weights(best["weights"])
+    best_returns, best_velocity = evaluate(policy, env, episodes, seed=10_000 + seed)
+    policy.load_weights(final)
     return SweepRun(
         env=env,
         loss=loss,
@@ -330,6 +373,9 @@ def run_one(
         train_return=model.learner.mean_return,
         wall_s=time.perf_counter() - started,
         velocity=velocity,
+        best_return=sum(best_returns) / len(best_returns),
+        best_velocity=best_velocity,
+        best_update=int(best["update"]),
     )
 
 
@@ -523,8 +569,8 @@ def _run_of(row: dict[str, Any], where: str) -> SweepRun:
     """One CSV row as a run, each value checked (names known, counts >= 0, finite)."""
     values: dict[str, Any] = {}
     for f in dataclasses.fields(SweepRun):
-        if f.name == "velocity" and row.get(f.name) is None:
-            continue  # a sweep written before the column: NaN
+        if f.name in OPTIONAL_COLUMNS and row.get(f.name) is None:
+            continue  # a sweep written before the column: its default
         text = (row.get(f.name) or "").strip()
         kind = str(f.type)
         try:
@@ -543,7 +589,7 @@ def _run_of(row: dict[str, Any], where: str) -> SweepRun:
         if (
             kind == "float"
             and not math.isfinite(value)
-            and not (f.name == "velocity" and math.isnan(value))
+            and not (f.name in OPTIONAL_COLUMNS and math.isnan(value))
         ):
             raise UsageError(
                 f"--merge: {where}: {f.name}: expected a finite number, actual {text!r}"
@@ -580,7 +626,7 @@ def read_runs(folder: Path) -> list[SweepRun]:
 
 def read_csv(path: Path) -> list[SweepRun]:
     """The runs of one sweep's CSV file (checked as :func:`read_runs` says)."""
-    names = [f.name for f in dataclasses.fields(SweepRun) if f.name != "velocity"]
+    names = [f.name for f in dataclasses.fields(SweepRun) if f.name not in OPTIONAL_COLUMNS]
     runs = []
     line = 1
     try:
