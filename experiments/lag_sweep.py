@@ -27,15 +27,13 @@ Example::
 from __future__ import annotations
 
 import argparse
-import csv
-import dataclasses
 import json
 import math
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -47,96 +45,58 @@ from fleetgym.experiments.argtypes import (
     positive_int,
     seed_range,
 )
-from fleetgym.experiments.tables import group_by, markdown_table, mean_std, write_csv
-from fleetgym.validation import quote
-
-ENVS = ("CartPole-v1", "Hopper-v5")
-LAGS = (0, 10, 50, 200, 1000)
-#: A Hopper run hops (a gait, not the balancing plateau of about 1 per step alive) when its
-#: deterministic evaluation reaches both this return and this forward velocity (m/s).
-HOP_RETURN = 2000.0
-HOP_VELOCITY = 0.5
-#: (label, loss, sigma)
-LOSSES: tuple[tuple[str, str, float], ...] = (
-    ("ppo", "ppo", 0.8),
-    ("vtrace", "vtrace", 0.8),
-    ("gipo-0.5", "gipo", 0.5),
-    ("gipo-0.8", "gipo", 0.8),
+from fleetgym.experiments.lag_sweep_results import (
+    COMMITTED_GRID,
+    ENVS,
+    HOP_RETURN,
+    HOP_VELOCITY,
+    LAGS,
+    LOSSES,
+    QUICK_LOSSES,
+    SETTINGS,
+    VARIANTS,
+    SweepRun,
+    committed_grid,
+    merge,
+    read_csv,
+    read_runs,
+    report,
+    samples_per_update,
+    title,
+    updates_in,
 )
-VARIANTS = ("plain", "compensated")  # compensated: value recomputation + global norm
-#: Per env: actors and env steps per actor (one update consumes one rollout of each), PPO
-#: epochs and minibatch, the step budgets and the lags they hold (default and ``--quick``). Hopper uses its
-#: workload's epochs, minibatch, learning rate, observation normalisation and reward
-#: scaling and its 8 actors, with rollouts of 64 steps instead of 256: 512 samples per
-#: update, so the default budget of 262,144 env steps is 512 updates and a lag of 200
-#: updates is reached after 40 % of a run (a lag of 1000 needs ``--steps`` >= 512,512) (with the workload's 2,048 samples per update a
-#: run of the same length would be 128 updates).
-SETTINGS: dict[str, dict[str, Any]] = {
-    "CartPole-v1": dict(
-        actors=1, steps=32, epochs=2, minibatch=32, budget=40_000, quick_budget=3_200,
-        lags=LAGS, quick_lags=(0, 10, 50),
-    ),
-    "Hopper-v5": dict(
-        actors=8, steps=64, epochs=10, minibatch=64, budget=262_144, quick_budget=25_600,
-        lags=(0, 10, 50, 200), quick_lags=(0, 10),
-    ),
-}  # fmt: skip
-QUICK_LOSSES = ("ppo", "gipo-0.8")
+from fleetgym.experiments.tables import write_csv
 
+__all__ = [
+    "COMMITTED_GRID",
+    "ENVS",
+    "HOP_RETURN",
+    "HOP_VELOCITY",
+    "LAGS",
+    "LOSSES",
+    "QUICK_LOSSES",
+    "SETTINGS",
+    "VARIANTS",
+    "SweepRun",
+    "check_run_shape",
+    "committed_grid",
+    "configure",
+    "evaluate",
+    "merge",
+    "read_csv",
+    "read_runs",
+    "report",
+    "run",
+    "run_one",
+    "samples_per_update",
+    "updates_in",
+]
 
-@dataclass
-class SweepRun:
-    """One training run of the sweep and its evaluated final return."""
-
-    env: str
-    loss: str
-    variant: str
-    lag: int
-    seed: int
-    steps: int
-    updates: int
-    final_return: float  # deterministic evaluation of the learner's final policy
-    train_return: float  # mean of the last 100 training episodes (behaviour policy)
-    wall_s: float
-    #: Mean forward velocity (m/s) over the evaluation episodes; NaN where the env reports
-    #: none (CartPole; sweeps written before the column existed).
-    velocity: float = math.nan
-    #: The best checkpoint (see :func:`run_one`), scored on the same evaluation episodes as
-    #: the final policy: its return and forward velocity, NaN in sweeps written before
-    #: these columns existed; ``best_update`` is the update it was taken after.
-    best_return: float = math.nan
-    best_velocity: float = math.nan
-    best_update: int = 0
-
-    @property
-    def hops(self) -> bool:
-        """Whether the final policy hops (:data:`HOP_RETURN` and :data:`HOP_VELOCITY`)."""
-        return self.final_return >= HOP_RETURN and self.velocity >= HOP_VELOCITY
-
-    @property
-    def best_hops(self) -> bool:
-        """Whether the best checkpoint hops (:data:`HOP_RETURN` and :data:`HOP_VELOCITY`)."""
-        return self.best_return >= HOP_RETURN and self.best_velocity >= HOP_VELOCITY
-
-
-#: Columns a sweep's CSV may lack (written before they existed): read as their defaults.
-OPTIONAL_COLUMNS = ("velocity", "best_return", "best_velocity", "best_update")
 #: Checkpoints a run considers for its best policy (one every ``updates // CHECKPOINTS``
 #: updates, and the final one), each scored on :data:`SELECTION_EPISODES` deterministic
 #: episodes of their own.
 CHECKPOINTS = 32
 SELECTION_EPISODES = 3
-
-
-def samples_per_update(env: str) -> int:
-    """Env steps one update of ``env``'s sweep consumes (actors x steps per actor)."""
-    setting = SETTINGS[env]
-    return int(setting["actors"] * setting["steps"])
-
-
-def updates_in(env: str, steps: int) -> int:
-    """Updates a run of ``steps`` env steps makes (the last one may overshoot the budget)."""
-    return -(-steps // samples_per_update(env))
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -461,252 +421,6 @@ def _run_parallel(
     return [run for path in files for run in _read_lines(path)]
 
 
-def _cell(values: list[float], digits: int) -> str:
-    finite = [v for v in values if not math.isnan(v)]
-    if not finite:
-        return "-"
-    mean, std = mean_std(finite)
-    return f"{mean:.{digits}f} ± {std:.{digits}f}"
-
-
-def report(runs: list[SweepRun], out: Path, title: str) -> tuple[Path, Path]:
-    """Write the Markdown tables and the PNG (final return vs lag, mean +- std over seeds).
-
-    The tables: final return; where the runs measured a velocity, forward velocity and, on
-    Hopper, the seeds that hop (:attr:`SweepRun.hops`) out of the seeds run.
-    """
-    from matplotlib.figure import Figure
-
-    lags = sorted({r.lag for r in runs})
-    cells = group_by(runs, key=lambda r: (r.loss, r.variant, r.lag))
-    pairs = list(group_by(runs, key=lambda r: (r.loss, r.variant)))
-    header = ["loss", "compensation", *[f"lag {k}" for k in lags]]
-
-    def table(cell: Callable[[list[SweepRun]], str]) -> list[str]:
-        rows = [
-            [loss, variant, *[cell(cells.get((loss, variant, lag), [])) for lag in lags]]
-            for loss, variant in pairs
-        ]
-        return markdown_table(header, rows)
-
-    seeds = len({r.seed for r in runs})
-    steps = sorted({r.steps for r in runs})
-    updates = sorted({r.updates for r in runs})
-    shape = (
-        f"{steps[0]} env steps = {updates[0]} updates per run"
-        if len(steps) == 1 and len(updates) == 1
-        else f"{steps[0]}-{steps[-1]} env steps = {updates[0]}-{updates[-1]} updates per run"
-    )
-    lines = [
-        f"# {title}",
-        "",
-        f"Final return (deterministic evaluation of the learner's policy), mean ± std over "
-        f"{seeds} seeds, {shape}; columns: injected lag in updates.",
-        "",
-        *table(lambda rs: _cell([r.final_return for r in rs], 0)),
-        "",
-    ]
-    if any(not math.isnan(r.velocity) for r in runs):
-        lines += [
-            "Forward velocity (m/s, mean over the evaluation episodes), mean ± std over seeds:",
-            "",
-            *table(lambda rs: _cell([r.velocity for r in rs], 2)),
-            "",
-        ]
-        if any(r.env == "Hopper-v5" for r in runs):
-            lines += [
-                f"Seeds that hop (final return >= {HOP_RETURN:.0f} and forward velocity >= "
-                f"{HOP_VELOCITY} m/s) out of the seeds run:",
-                "",
-                *table(lambda rs: f"{sum(r.hops for r in rs)}/{len(rs)}" if rs else "-"),
-                "",
-            ]
-    md = out / "lag_sweep.md"
-    md.write_text("\n".join(lines))
-
-    variants = list(dict.fromkeys(r.variant for r in runs))
-    fig = Figure(figsize=(5.2 * len(variants), 3.8))
-    axes = fig.subplots(1, len(variants), sharey=True, squeeze=False)[0]
-    for ax, variant in zip(axes, variants, strict=True):
-        for colour, loss in enumerate(dict.fromkeys(r.loss for r in runs)):
-            points = [
-                (lag, *mean_std([r.final_return for r in cells[(loss, variant, lag)]]))
-                for lag in lags
-                if (loss, variant, lag) in cells
-            ]
-            if not points:
-                continue
-            xs = [p[0] for p in points]
-            means = [p[1] for p in points]
-            stds = [p[2] for p in points]
-            ax.errorbar(xs, means, yerr=stds, marker="o", capsize=3, label=loss, color=f"C{colour}")
-        if any(r.env == "Hopper-v5" for r in runs):
-            ax.axhline(HOP_RETURN, color="grey", linestyle="--", linewidth=0.8)
-        ax.set_xscale("symlog", linthresh=10)
-        ax.set_xlim(-0.5, max(lags) * 1.5 + 1)
-        ax.set_xticks(lags, [str(lag) for lag in lags])
-        ax.set_xlabel("injected policy lag (updates)")
-        ax.set_title(variant)
-        ax.grid(alpha=0.3)
-        ax.legend(loc="best", fontsize=8)
-    axes[0].set_ylabel("final return")
-    fig.suptitle(title)
-    fig.tight_layout()
-    png = out / "lag_sweep.png"
-    fig.savefig(png, dpi=110)
-    return md, png
-
-
-def _title(env: str) -> str:
-    return f"{env}: final return vs injected policy lag"
-
-
-#: Longest line of a ``lag_sweep.csv`` read (a row holds short names and numbers).
-MAX_CSV_LINE = 16_384
-
-
-def _run_of(row: dict[str, Any], where: str) -> SweepRun:
-    """One CSV row as a run, each value checked (names known, counts >= 0, finite)."""
-    values: dict[str, Any] = {}
-    for f in dataclasses.fields(SweepRun):
-        if f.name in OPTIONAL_COLUMNS and row.get(f.name) is None:
-            continue  # a sweep written before the column: its default
-        text = (row.get(f.name) or "").strip()
-        kind = str(f.type)
-        try:
-            if kind != "str" and not text.isascii():
-                raise ValueError(text)
-            value: Any = int(text) if kind == "int" else float(text) if kind == "float" else text
-        except ValueError:
-            what = "an integer" if kind == "int" else "a number"
-            raise UsageError(
-                f"--merge: {where}: {f.name}: expected {what}, actual {quote(text)}"
-            ) from None
-        if kind == "int" and value < 0:
-            raise UsageError(
-                f"--merge: {where}: {f.name}: expected an integer >= 0, actual {value}"
-            )
-        if (
-            kind == "float"
-            and not math.isfinite(value)
-            and not (f.name in OPTIONAL_COLUMNS and math.isnan(value))
-        ):
-            raise UsageError(
-                f"--merge: {where}: {f.name}: expected a finite number, actual {text!r}"
-            )
-        if f.name == "wall_s" and value < 0:
-            raise UsageError(f"--merge: {where}: wall_s: expected a number >= 0, actual {text!r}")
-        values[f.name] = value
-    known = {"env": ENVS, "loss": tuple(label for label, _, _ in LOSSES), "variant": VARIANTS}
-    for name, choices in known.items():
-        if values[name] not in choices:
-            raise UsageError(
-                f"--merge: {where}: {name}: expected one of {list(choices)}, "
-                f"actual {quote(values[name])}"
-            )
-    return SweepRun(**values)
-
-
-def read_runs(folder: Path) -> list[SweepRun]:
-    """The runs an earlier sweep wrote to ``folder/lag_sweep.csv``.
-
-    Raises:
-        UsageError: ``folder`` holds no ``lag_sweep.csv``, the file cannot be read (or is
-            not UTF-8 text), lacks a column of :class:`SweepRun`, or a value does not
-            parse or is out of range (a NaN or infinite return, a negative lag, seed or
-            count, an unknown env, loss or variant); the message names the file and line.
-            The ``velocity`` column may be missing (a sweep written before it) or NaN
-            (none measured).
-    """
-    path = Path(folder) / "lag_sweep.csv"
-    if not path.is_file():
-        raise UsageError(f"--merge: expected a sweep's output folder, {path} is missing")
-    return read_csv(path)
-
-
-def read_csv(path: Path) -> list[SweepRun]:
-    """The runs of one sweep's CSV file (checked as :func:`read_runs` says)."""
-    names = [f.name for f in dataclasses.fields(SweepRun) if f.name not in OPTIONAL_COLUMNS]
-    runs = []
-    line = 1
-    try:
-        with path.open(newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(_bounded_lines(fh, path))
-            for row in reader:
-                line = reader.line_num
-                missing = sorted(set(names) - set(row))
-                if missing:
-                    raise UsageError(
-                        f"--merge: {path}: expected the columns {missing}, "
-                        f"actual {quote(sorted(str(k) for k in row))}"
-                    )
-                runs.append(_run_of(row, f"{path}, line {line}"))
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise UsageError(f"--merge: {path}, line {line}: cannot be read ({exc})") from None
-    return runs
-
-
-def _bounded_lines(fh: Any, path: Path) -> Any:
-    for number, text in enumerate(fh, start=1):
-        if len(text) > MAX_CSV_LINE:
-            raise UsageError(
-                f"--merge: {path}, line {number}: expected a line of a sweep's CSV, "
-                f"actual {len(text)} characters"
-            )
-        yield text
-
-
-#: The committed Hopper-v5 grid, in parts: ``docs/results/data`` of a source checkout
-#: (docs/results/async.md tells the commands and the commit of each part).
-COMMITTED_GRID = "docs/results/data/lag_sweep_hopper_gait_*.csv"
-
-
-def committed_grid(root: Path | None = None) -> tuple[list[SweepRun], list[Path]]:
-    """The runs of the committed Hopper grid and the files they came from.
-
-    Args:
-        root: The source tree (default: the one this module lies in, whose root is the
-            package); an installation without ``docs/`` gives no runs.
-
-    Returns:
-        ``(runs, files)``: a run found in several parts is kept once, from the last file
-        in name order; ``([], [])`` when no part is found.
-    """
-    root = Path(__file__).resolve().parents[1] if root is None else Path(root)
-    files = sorted(root.glob(COMMITTED_GRID))
-    merged: dict[tuple[str, str, str, int, int], SweepRun] = {}
-    for path in files:
-        for r in read_csv(path):
-            merged[(r.env, r.loss, r.variant, r.lag, r.seed)] = r
-    return list(merged.values()), files
-
-
-def merge(folders: list[Path], out: Path) -> int:
-    """Combine earlier sweeps' runs into one table, CSV and figure in ``out``; returns 0.
-
-    A run (env, loss, variant, lag, seed) found in several folders is kept once, from the
-    last folder that has it.
-
-    Raises:
-        UsageError: A folder is not a sweep's output, or the folders hold runs of more
-            than one env, or none at all.
-    """
-    check_output_dir("--out", out)
-    merged: dict[tuple[str, str, str, int, int], SweepRun] = {}
-    for folder in folders:
-        for r in read_runs(folder):
-            merged[(r.env, r.loss, r.variant, r.lag, r.seed)] = r
-    runs = list(merged.values())
-    envs = sorted({r.env for r in runs})
-    if len(envs) != 1:
-        raise UsageError(f"--merge: expected the runs of one env, actual {envs or 'no runs'}")
-    write_csv(out / "lag_sweep.csv", runs)
-    md, png = report(runs, out, _title(envs[0]))
-    print(md.read_text())
-    print(f"merged {len(runs)} runs from {len(folders)} folders: wrote {md} and {png}")
-    return 0
-
-
 def _shard(text: str) -> tuple[int, int]:
     """The internal ``--shard i/n`` (this child runs every n-th cell from i)."""
     index, sep, count = text.partition("/")
@@ -761,7 +475,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             runs = _run_shard(args, steps, 0, 1, finished)
     write_csv(args.out / "lag_sweep.csv", runs)
-    md, png = report(runs, args.out, _title(args.env))
+    md, png = report(runs, args.out, title(args.env))
     print(md.read_text())
     print(
         f"wrote {md}, {png} and {args.out / 'lag_sweep.csv'} in {time.perf_counter() - started:.0f} s"

@@ -71,6 +71,34 @@ def test_run_one_is_deterministic_for_a_seed():
     assert (a.final_return, a.train_return, a.updates) == (b.final_return, b.train_return, 3)
 
 
+def test_run_one_keeps_its_best_checkpoint():
+    # 3200 env steps of 32 are 100 updates: a checkpoint every 100 // 32 = 3 updates, and
+    # the final one; the best is one of them and, scored on the final evaluation's
+    # episodes, equals the final policy's score when it is the final policy.
+    a = run_one("CartPole-v1", "ppo", "compensated", 0, 0, 3200, 2)
+    b = run_one("CartPole-v1", "ppo", "compensated", 0, 0, 3200, 2)
+    assert a.updates == 100
+    assert a.best_update == 100 or (a.best_update % 3 == 0 and 3 <= a.best_update <= 99)
+    assert 8 <= a.best_return <= 500 and math.isnan(a.best_velocity)
+    if a.best_update == a.updates:
+        assert a.best_return == a.final_return
+    assert (a.best_update, a.best_return) == (b.best_update, b.best_return)
+
+
+def test_report_writes_the_best_checkpoint_tables(tmp_path):
+    base = SweepRun("Hopper-v5", "ppo", "plain", 0, 0, 64, 2, 900.0, 9.0, 1.0, 1.0)
+    runs = [
+        dataclasses.replace(base, best_return=2500.0, best_velocity=1.5, best_update=2),
+        dataclasses.replace(base, seed=1, best_return=2100.0, best_velocity=0.2, best_update=1),
+        dataclasses.replace(base, seed=2),  # an older run: no best checkpoint
+    ]
+    assert runs[0].best_hops and not runs[1].best_hops and not runs[2].best_hops
+    text = report(runs, tmp_path, "t")[0].read_text()
+    assert "| ppo | plain | 2300 ± 200 |" in text
+    assert "| ppo | plain | 1/2 |" in text  # of the two seeds that recorded one
+    assert "| ppo | plain | 0/3 |" in text  # the final policies
+
+
 def test_report_marks_missing_cells(tmp_path):
     runs = [
         SweepRun("CartPole-v1", "ppo", "plain", 0, s, 64, 2, 10.0 + s, 9.0, 1.0) for s in (0, 1)
@@ -231,6 +259,7 @@ def test_merge_reads_sweeps_written_before_the_velocity_column(tmp_path):
     )
     (run,) = read_runs(folder)
     assert math.isnan(run.velocity) and not run.hops
+    assert math.isnan(run.best_return) and run.best_update == 0 and not run.best_hops
 
 
 def test_committed_grid_merges_the_parts_of_a_source_tree(tmp_path):
