@@ -34,13 +34,8 @@ from fleetgym.wrappers.dynamics import CartPoleDynamics, MujocoStateDynamics
 from fleetgym.wrappers.fitted_channels import EmpiricalChannel, LogNormalChannel
 from fleetgym.wrappers.network_shim import NetworkShimWrapper
 from fleetgym.wrappers.physics import PhysicsRandomizationWrapper
-from fleetgym.wrappers.policy_graph import (
-    ENV_NODE,
-    PolicyGraph,
-    PolicyGraphEnv,
-    PolicyLink,
-    PolicyNode,
-)
+from fleetgym.wrappers.policy_graph import ENV_NODE, PolicyGraph, PolicyLink, PolicyNode
+from fleetgym.wrappers.policy_graph_env import PolicyGraphEnv
 from fleetgym.wrappers.predictive import PredictionError, PredictiveObservation, Predictor
 from fleetgym.wrappers.profile_fit import ProfileFit, TraceFitError, fit_profile
 from fleetgym.wrappers.profiles import (
