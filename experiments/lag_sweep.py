@@ -314,7 +314,7 @@ def run_one(
 
     model.learn(steps, callback=checkpoint)
     model.close()
-    if best["update"] != model.learner.policy_version:
+    if model.learner.policy_version % every:  # the final policy was not a checkpoint
         consider(model.learner.policy_version)
     returns, velocity = evaluate(policy, env, episodes, seed=10_000 + seed)
     final = policy.get_weights()

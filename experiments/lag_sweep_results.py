@@ -147,46 +147,40 @@ def report(runs: list[SweepRun], out: Path, title: str) -> tuple[Path, Path]:
         if len(steps) == 1 and len(updates) == 1
         else f"{steps[0]}-{steps[-1]} env steps = {updates[0]}-{updates[-1]} updates per run"
     )
-    lines = [
-        f"# {title}",
-        "",
+
+    def section(caption: str, cell: Callable[[list[SweepRun]], str]) -> list[str]:
+        return [caption, "", *table(cell), ""]
+
+    lines = [f"# {title}", ""]
+    lines += section(
         f"Final return (deterministic evaluation of the learner's policy), mean ± std over "
         f"{seeds} seeds, {shape}; columns: injected lag in updates.",
-        "",
-        *table(lambda rs: _cell([r.final_return for r in rs], 0)),
-        "",
-    ]
+        lambda rs: _cell([r.final_return for r in rs], 0),
+    )
+    hopper = any(r.env == "Hopper-v5" for r in runs)
     if any(not math.isnan(r.velocity) for r in runs):
-        lines += [
+        lines += section(
             "Forward velocity (m/s, mean over the evaluation episodes), mean ± std over seeds:",
-            "",
-            *table(lambda rs: _cell([r.velocity for r in rs], 2)),
-            "",
-        ]
-        if any(r.env == "Hopper-v5" for r in runs):
-            lines += [
+            lambda rs: _cell([r.velocity for r in rs], 2),
+        )
+        if hopper:
+            lines += section(
                 f"Seeds that hop (final return >= {HOP_RETURN:.0f} and forward velocity >= "
                 f"{HOP_VELOCITY} m/s) out of the seeds run:",
-                "",
-                *table(lambda rs: f"{sum(r.hops for r in rs)}/{len(rs)}" if rs else "-"),
-                "",
-            ]
+                lambda rs: f"{sum(r.hops for r in rs)}/{len(rs)}" if rs else "-",
+            )
     if any(not math.isnan(r.best_return) for r in runs):
-        lines += [
+        lines += section(
             "Best checkpoint (one every 1/32 of the run and the final policy, chosen on "
             "selection episodes of its own and scored on the final evaluation's episodes): "
             "return, mean ± std over seeds:",
-            "",
-            *table(lambda rs: _cell([r.best_return for r in rs], 0)),
-            "",
-        ]
-        if any(r.env == "Hopper-v5" for r in runs):
-            lines += [
+            lambda rs: _cell([r.best_return for r in rs], 0),
+        )
+        if hopper:
+            lines += section(
                 "Seeds whose best checkpoint hops, out of the seeds that recorded one:",
-                "",
-                *table(_best_hops),
-                "",
-            ]
+                _best_hops,
+            )
     md = out / "lag_sweep.md"
     md.write_text("\n".join(lines))
 
