@@ -5,7 +5,7 @@ Same control-loop model, channels, profiles and ``info`` keys as
 fixed list of whole-array numpy operations over all sub-envs and both directions
 instead of a Python loop: delays are pre-drawn per sub-env in blocks (as whole ticks),
 and in-flight packets and their payloads live in per-sub-env arrival calendars (ring
-buffers indexed by a global arrival tick, see :class:`~fleetgym.wrappers.links.VectorLinks`).
+buffers indexed by a global arrival tick, see :class:`~fleetgym.wrappers.vector_links.VectorLinks`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 from fleetgym.errors import UnsupportedSpaceError
 from fleetgym.validation import check_choice, check_int, quote
 from fleetgym.wrappers.channels import Channel
-from fleetgym.wrappers.links import VectorLinks
 from fleetgym.wrappers.profiles import NetworkProfile
 from fleetgym.wrappers.shim_config import (
     INFO_LEVELS,
@@ -33,6 +32,7 @@ from fleetgym.wrappers.shim_config import (
     check_seed,
     infer_step_ms,
 )
+from fleetgym.wrappers.vector_links import VectorLinks
 
 __all__ = ["NetworkShimVectorWrapper"]
 
