@@ -264,7 +264,7 @@ def plot_fit(fit: Any, path: str | os.PathLike[str]) -> None:
     import numpy as np
     from matplotlib.figure import Figure
 
-    from fleetgym.wrappers.profile_fit import gaussian_cdf
+    from fleetgym.wrappers.fit_models import gaussian_cdf
 
     directions = [("uplink and downlink" if fit.same_both_ways else "uplink", fit.uplink)]
     if not fit.same_both_ways:

@@ -34,6 +34,7 @@ from fleetgym.traces import TraceData, load_trace
 from fleetgym.traces.generate import write_csv
 from fleetgym.wrappers import NetworkShimWrapper, make_robust_env
 from fleetgym.wrappers.channels import GaussianChannel, GilbertElliottChannel
+from fleetgym.wrappers.fit_models import KS_CRITICAL, RUN_BINS, _Sample, gaussian_cdf
 from fleetgym.wrappers.fitted_channels import (
     EmpiricalChannel,
     LogNormalChannel,
@@ -42,13 +43,9 @@ from fleetgym.wrappers.fitted_channels import (
     rescale_gilbert_elliott,
 )
 from fleetgym.wrappers.profile_fit import (
-    KS_CRITICAL,
-    RUN_BINS,
     TraceFitError,
-    _Sample,
     fit_direction,
     fit_profile,
-    gaussian_cdf,
     split_round_trip_loss,
 )
 from fleetgym.wrappers.profiles import (
