@@ -35,7 +35,7 @@ _EXPORTS = {
     "HYPERPARAMETERS": "ppo",
     "Batch": "ppo",
     "PPOLearner": "ppo",
-    "compute_gae": "ppo",
+    "compute_gae": "gae",
     "RoundRecord": "training",
     "TrainingHistory": "training",
     "evaluate_policy": "training",
@@ -82,6 +82,7 @@ if TYPE_CHECKING:
     from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
     from fleetgym.agents.learners.data_parallel.group import DataParallelPPO
     from fleetgym.agents.learners.data_parallel.rank import DistributedPPOLearner
+    from fleetgym.agents.learners.gae import compute_gae
     from fleetgym.agents.learners.lag import (
         CompensatedPPOLearner,
         LagUpdateStats,
@@ -103,7 +104,7 @@ if TYPE_CHECKING:
         vtrace,
         vtrace_policy_loss,
     )
-    from fleetgym.agents.learners.ppo import HYPERPARAMETERS, Batch, PPOLearner, compute_gae
+    from fleetgym.agents.learners.ppo import HYPERPARAMETERS, Batch, PPOLearner
     from fleetgym.agents.learners.token_ppo import TokenPPO, TokenPPOConfig, TokenUpdateStats
     from fleetgym.agents.learners.training import (
         RoundRecord,

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from fleetgym.agents.learners.checks import MAX_VERSION, check_observation, check_version
+from fleetgym.agents.learners.gae import compute_gae
 from fleetgym.agents.learners.losses import (
     LossConfig,
     gipo_loss,
@@ -37,7 +38,7 @@ from fleetgym.agents.learners.losses import (
     vtrace,
 )
 from fleetgym.agents.learners.losses import vtrace_policy_loss as _vtrace_policy_loss
-from fleetgym.agents.learners.ppo import Batch, PPOLearner, compute_gae
+from fleetgym.agents.learners.ppo import Batch, PPOLearner
 from fleetgym.agents.types import Trajectory, UpdateStats, Weights
 from fleetgym.agents.workloads import Workload
 from fleetgym.validation import check_int, quote

@@ -298,7 +298,7 @@ def vtrace(
     """V-trace value targets and policy-gradient advantages of one time-major trajectory.
 
     With ``rho_t = min(rho_bar, pi/mu)``, ``c_t = min(c_bar, pi/mu)`` and ``V_next`` as in
-    :func:`~fleetgym.agents.learners.ppo.compute_gae` (0 after a termination, the truncation value
+    :func:`~fleetgym.agents.learners.gae.compute_gae` (0 after a termination, the truncation value
     after a time-limit end, ``V(s_{t+1})`` otherwise):
 
     ``delta_t = rho_t * (r_t + gamma * V_next - V(s_t))``,

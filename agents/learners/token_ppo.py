@@ -42,6 +42,7 @@ import torch
 from torch import nn
 
 from fleetgym.agents.files import check_path, load_torch_file
+from fleetgym.agents.learners.gae import compute_gae
 from fleetgym.agents.learners.losses import (
     kl_estimate,
     level_log_probs,
@@ -49,7 +50,6 @@ from fleetgym.agents.learners.losses import (
     normalize,
     vtrace,
 )
-from fleetgym.agents.learners.ppo import compute_gae
 from fleetgym.agents.learners.token_config import (
     TokenPPOConfig,
     build_token_policy,

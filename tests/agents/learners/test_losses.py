@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from fleetgym.agents.learners.gae import compute_gae
 from fleetgym.agents.learners.lag import (
     CompensatedPPOLearner,
     LagUpdateStats,
@@ -25,7 +26,6 @@ from fleetgym.agents.learners.losses import (
     vtrace,
     vtrace_policy_loss,
 )
-from fleetgym.agents.learners.ppo import compute_gae
 from fleetgym.agents.rollout import RolloutWorker
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import fleetgym.agents.learners.token_ppo as token_ppo
-from fleetgym.agents.learners.ppo import compute_gae
+from fleetgym.agents.learners.gae import compute_gae
 from fleetgym.agents.learners.token_ppo import TokenPPO, TokenPPOConfig
 
 TINY = dict(
