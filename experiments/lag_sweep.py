@@ -14,7 +14,9 @@ GIPO (sigma 0.5 and 0.8); with and without value recomputation and global advant
 normalisation (both on or both off); several seeds. Writes into ``--out``
 ``lag_sweep.md`` (a table, mean +- std over seeds), ``lag_sweep.csv`` (one row per run)
 and ``lag_sweep.png``; a progress bar counts the runs (``--no-progress``: one line per
-run on stderr instead).
+run on stderr instead). ``--set NAME=VALUE`` changes a training setting of every run (a
+hyperparameter, the policy's initial log standard deviation, PPO's KL target); each run's
+row records what was changed, and the tables keep differently set runs apart.
 ``--merge`` trains nothing: it reads the ``lag_sweep.csv`` of earlier sweeps (a grid run in
 parts) and writes the combined table and figure.
 
@@ -35,7 +37,6 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from fleetgym.experiments.argtypes import (
     UsageError,
@@ -54,10 +55,13 @@ from fleetgym.experiments.lag_sweep_results import (
     LOSSES,
     QUICK_LOSSES,
     SETTINGS,
+    TUNABLE,
     VARIANTS,
     SweepRun,
     committed_grid,
+    format_settings,
     merge,
+    parse_settings,
     read_csv,
     read_runs,
     report,
@@ -65,9 +69,16 @@ from fleetgym.experiments.lag_sweep_results import (
     title,
     updates_in,
 )
+from fleetgym.experiments.lag_sweep_train import (
+    CHECKPOINTS,
+    evaluate,
+    make_model,
+    run_one,
+)
 from fleetgym.experiments.tables import write_csv
 
 __all__ = [
+    "CHECKPOINTS",
     "COMMITTED_GRID",
     "ENVS",
     "HOP_RETURN",
@@ -77,11 +88,13 @@ __all__ = [
     "QUICK_LOSSES",
     "SETTINGS",
     "VARIANTS",
+    "TUNABLE",
     "SweepRun",
     "check_run_shape",
     "committed_grid",
     "configure",
     "evaluate",
+    "make_model",
     "merge",
     "read_csv",
     "read_runs",
@@ -91,12 +104,6 @@ __all__ = [
     "samples_per_update",
     "updates_in",
 ]
-
-#: Checkpoints a run considers for its best policy (one every ``updates // CHECKPOINTS``
-#: updates, and the final one), each scored on :data:`SELECTION_EPISODES` deterministic
-#: episodes of their own.
-CHECKPOINTS = 32
-SELECTION_EPISODES = 3
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -178,7 +185,34 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="no progress bar (one line per finished run on stderr instead)",
     )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        type=_override,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help=f"change one training setting of every run, NAME among {', '.join(TUNABLE)} "
+        "(repeatable; the CSV's settings column records it)",
+    )
     parser.add_argument("--shard", default=None, help=argparse.SUPPRESS)  # "i/n", internal
+
+
+def _override(text: str) -> tuple[str, float]:
+    """One ``--set NAME=VALUE`` (checked by :func:`check_setting`)."""
+    try:
+        parsed = parse_settings(text.replace(",", ";")) if text.strip() else {}
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--set: ")) from None
+    if not parsed:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, actual {text!r}")
+    ((name, value),) = parsed.items()
+    return name, value
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, float]:
+    """The ``--set`` overrides as one mapping; a name given twice is refused."""
+    return parse_settings(",".join(f"{name}={value!r}" for name, value in args.overrides))
 
 
 def _lags(args: argparse.Namespace) -> list[int]:
@@ -232,113 +266,6 @@ def _grid(args: argparse.Namespace) -> list[tuple[str, str, int, int]]:
     ]
 
 
-def evaluate(policy: Any, env_id: str, episodes: int, seed: int) -> tuple[list[float], float]:
-    """Deterministic evaluation of ``policy``: the return of each of ``episodes`` episodes
-    and the mean forward velocity over them (the mean of the env's ``info["x_velocity"]``
-    per step, which is the displacement over the episode's duration; NaN if the env reports
-    no ``x_velocity``). Actions are clipped to the bounds, as the actors do."""
-    import gymnasium as gym
-    import numpy as np
-
-    from fleetgym.agents.workloads import get_workload
-
-    env = get_workload(env_id).make_env(seed=seed)
-    rng = np.random.default_rng(seed)
-    space = env.action_space
-    returns: list[float] = []
-    velocities: list[float] = []
-    try:
-        obs, _ = env.reset(seed=seed)
-        for _ in range(episodes):
-            total, done, speeds = 0.0, False, []
-            while not done:
-                action = policy.act(np.asarray(obs)[None], deterministic=True, rng=rng)[0][0]
-                if isinstance(space, gym.spaces.Box):
-                    action = np.clip(action, space.low, space.high)
-                else:
-                    action = int(action)
-                obs, reward, terminated, truncated, info = env.step(action)
-                total += float(reward)
-                if "x_velocity" in info:
-                    speeds.append(float(info["x_velocity"]))
-                done = bool(terminated or truncated)
-            returns.append(total)
-            velocities.append(float(np.mean(speeds)) if speeds else math.nan)
-            obs, _ = env.reset()
-    finally:
-        env.close()
-    return returns, float(np.mean(velocities))
-
-
-def run_one(
-    env: str, loss: str, variant: str, lag: int, seed: int, steps: int, episodes: int
-) -> SweepRun:
-    """Train one cell of the grid and evaluate its final policy."""
-    from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
-
-    setting = SETTINGS[env]
-    _, kind, sigma = next(x for x in LOSSES if x[0] == loss)
-    compensated = variant == "compensated"
-    started = time.perf_counter()
-    model = AsyncPPO(
-        env,
-        loss=kind,
-        sigma=sigma,
-        max_policy_lag=lag,
-        lag_injection=lag,
-        concurrent=False,
-        n_actors=setting["actors"],
-        steps_per_actor=setting["steps"],
-        recompute_values=compensated,
-        global_advantage_norm=compensated,
-        seed=seed,
-        epochs=setting["epochs"],
-        minibatch_size=setting["minibatch"],
-    )
-    policy = model.learner.policy
-    every = max(1, updates_in(env, steps) // CHECKPOINTS)
-    best: dict[str, Any] = {"score": -math.inf, "weights": None, "update": 0}
-
-    def consider(update: int) -> None:
-        # Selection episodes of their own (seed 20,000 + seed), so the best checkpoint's
-        # reported score, on the final evaluation's episodes, is not the one it won on.
-        scores, _ = evaluate(policy, env, SELECTION_EPISODES, seed=20_000 + seed)
-        if sum(scores) / len(scores) > best["score"]:
-            best.update(
-                score=sum(scores) / len(scores), weights=policy.get_weights(), update=update
-            )
-
-    def checkpoint(record: Any) -> None:
-        if (record.update + 1) % every == 0:
-            consider(record.update + 1)
-
-    model.learn(steps, callback=checkpoint)
-    model.close()
-    if model.learner.policy_version % every:  # the final policy was not a checkpoint
-        consider(model.learner.policy_version)
-    returns, velocity = evaluate(policy, env, episodes, seed=10_000 + seed)
-    final = policy.get_weights()
-    policy.load_weights(best["weights"])
-    best_returns, best_velocity = evaluate(policy, env, episodes, seed=10_000 + seed)
-    policy.load_weights(final)
-    return SweepRun(
-        env=env,
-        loss=loss,
-        variant=variant,
-        lag=lag,
-        seed=seed,
-        steps=model.num_timesteps,
-        updates=model.learner.policy_version,
-        final_return=sum(returns) / len(returns),
-        train_return=model.learner.mean_return,
-        wall_s=time.perf_counter() - started,
-        velocity=velocity,
-        best_return=sum(best_returns) / len(best_returns),
-        best_velocity=best_velocity,
-        best_update=int(best["update"]),
-    )
-
-
 def _describe(done: SweepRun) -> str:
     speed = "" if math.isnan(done.velocity) else f", velocity {done.velocity:.2f} m/s"
     return (
@@ -358,7 +285,18 @@ def _run_shard(
     runs = []
     for i, (loss, variant, lag, seed) in enumerate(_grid(args)):
         if i % count == index:
-            runs.append(run_one(args.env, loss, variant, lag, seed, steps, args.eval_episodes))
+            runs.append(
+                run_one(
+                    args.env,
+                    loss,
+                    variant,
+                    lag,
+                    seed,
+                    steps,
+                    args.eval_episodes,
+                    _overrides(args),
+                )  # fmt: skip
+            )
             finished(runs[-1])
     return runs
 
@@ -395,6 +333,8 @@ def _run_parallel(
         base += ["--losses", *args.losses]
     if args.variants:
         base += ["--variants", *args.variants]
+    for name, value in _overrides(args).items():
+        base += ["--set", f"{name}={value!r}"]
     children = [subprocess.Popen([*base, "--shard", f"{i}/{args.jobs}"]) for i in range(args.jobs)]
     seen = [0] * args.jobs
 
@@ -437,6 +377,7 @@ def run(args: argparse.Namespace) -> int:
     shard = None if args.shard is None else _shard(args.shard)
     steps = _budget(args)
     updates = check_run_shape(args.env, steps, _lags(args))
+    changed = _overrides(args)
     check_output_dir("--out", args.out)
     import torch
 
@@ -459,6 +400,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"lag sweep on {args.env}: {len(grid)} runs of {steps} env steps ({updates} updates of "
         f"{samples_per_update(args.env)}), {args.jobs} job(s)"
+        + (f", settings {format_settings(changed)}" if changed else "")
     )
     started = time.perf_counter()
     with tqdm(total=len(grid), desc="lag sweep", unit="run", disable=args.no_progress) as bar:

@@ -77,6 +77,9 @@ class SweepRun:
     best_return: float = math.nan
     best_velocity: float = math.nan
     best_update: int = 0
+    #: What ``--set`` changed from :data:`SETTINGS` (:func:`format_settings`), "" for none
+    #: (and in sweeps written before the column existed).
+    settings: str = ""
 
     @property
     def hops(self) -> bool:
@@ -90,7 +93,66 @@ class SweepRun:
 
 
 #: Columns a sweep's CSV may lack (written before they existed): read as their defaults.
-OPTIONAL_COLUMNS = ("velocity", "best_return", "best_velocity", "best_update")
+OPTIONAL_COLUMNS = ("velocity", "best_return", "best_velocity", "best_update", "settings")
+
+#: What ``--set NAME=VALUE`` may change, with the range each accepts (``low < value <=
+#: high``; ``ent_coef`` also takes 0): the learner's hyperparameters, the Gaussian policy's
+#: initial log standard deviation and PPO's early-stopping KL target.
+TUNABLE: dict[str, tuple[float, float]] = {
+    "gamma": (0.0, 1.0),
+    "gae_lambda": (0.0, 1.0),
+    "lr": (0.0, 1.0),
+    "ent_coef": (0.0, 1.0),
+    "clip_coef": (0.0, 10.0),
+    "log_std_init": (-10.0, 2.0),
+    "target_kl": (0.0, 10.0),
+}
+
+
+def check_setting(name: str, value: float, where: str = "--set") -> float:
+    """``value`` if ``name`` is :data:`TUNABLE` and ``value`` in its range.
+
+    Raises:
+        UsageError: An unknown name or a value out of range (or not finite).
+    """
+    if name not in TUNABLE:
+        raise UsageError(f"{where}: expected a name among {sorted(TUNABLE)}, actual {quote(name)}")
+    low, high = TUNABLE[name]
+    ok = math.isfinite(value) and (low < value or (name == "ent_coef" and value == low))
+    if not (ok and value <= high):
+        bound = ">=" if name == "ent_coef" else ">"
+        raise UsageError(
+            f"{where}: {name}: expected a number {bound} {low:g} and <= {high:g}, actual {value!r}"
+        )
+    return float(value)
+
+
+def parse_settings(text: str, where: str = "--set") -> dict[str, float]:
+    """The overrides ``NAME=VALUE,NAME=VALUE`` (as :func:`format_settings` writes them).
+
+    Raises:
+        UsageError: A part is not ``NAME=VALUE``, a name repeats, or :func:`check_setting`
+            refuses one.
+    """
+    settings: dict[str, float] = {}
+    for part in filter(None, text.split(",")):
+        name, sep, value = part.partition("=")
+        name = name.strip()
+        try:
+            number = float(value) if sep else math.nan
+        except ValueError:
+            number = math.nan
+        if not sep or math.isnan(number):
+            raise UsageError(f"{where}: expected NAME=VALUE with a number, actual {quote(part)}")
+        if name in settings:
+            raise UsageError(f"{where}: expected each name once, actual {name} twice")
+        settings[name] = check_setting(name, number, where)
+    return settings
+
+
+def format_settings(settings: dict[str, float]) -> str:
+    """``settings`` as one CSV cell, sorted by name ("" for none)."""
+    return ",".join(f"{name}={float(settings[name])!r}" for name in sorted(settings))
 
 
 def samples_per_update(env: str) -> int:
@@ -128,14 +190,20 @@ def report(runs: list[SweepRun], out: Path, title: str) -> tuple[Path, Path]:
     from matplotlib.figure import Figure
 
     lags = sorted({r.lag for r in runs})
-    cells = group_by(runs, key=lambda r: (r.loss, r.variant, r.lag))
-    pairs = list(group_by(runs, key=lambda r: (r.loss, r.variant)))
-    header = ["loss", "compensation", *[f"lag {k}" for k in lags]]
+    cells = group_by(runs, key=lambda r: (r.loss, r.variant, r.settings, r.lag))
+    rows_of = list(group_by(runs, key=lambda r: (r.loss, r.variant, r.settings)))
+    tuned = any(r.settings for r in runs)  # a settings column only where --set was used
+    header = ["loss", "compensation", *(["settings"] if tuned else []), *[f"lag {k}" for k in lags]]
 
     def table(cell: Callable[[list[SweepRun]], str]) -> list[str]:
         rows = [
-            [loss, variant, *[cell(cells.get((loss, variant, lag), [])) for lag in lags]]
-            for loss, variant in pairs
+            [
+                loss,
+                variant,
+                *([settings or "defaults"] if tuned else []),
+                *[cell(cells.get((loss, variant, settings, lag), [])) for lag in lags],
+            ]
+            for loss, variant, settings in rows_of
         ]
         return markdown_table(header, rows)
 
@@ -188,18 +256,22 @@ def report(runs: list[SweepRun], out: Path, title: str) -> tuple[Path, Path]:
     fig = Figure(figsize=(5.2 * len(variants), 3.8))
     axes = fig.subplots(1, len(variants), sharey=True, squeeze=False)[0]
     for ax, variant in zip(axes, variants, strict=True):
-        for colour, loss in enumerate(dict.fromkeys(r.loss for r in runs)):
+        series = dict.fromkeys((r.loss, r.settings) for r in runs)
+        for colour, (loss, settings) in enumerate(series):
             points = [
-                (lag, *mean_std([r.final_return for r in cells[(loss, variant, lag)]]))
+                (lag, *mean_std([r.final_return for r in cells[(loss, variant, settings, lag)]]))
                 for lag in lags
-                if (loss, variant, lag) in cells
+                if (loss, variant, settings, lag) in cells
             ]
             if not points:
                 continue
             xs = [p[0] for p in points]
             means = [p[1] for p in points]
             stds = [p[2] for p in points]
-            ax.errorbar(xs, means, yerr=stds, marker="o", capsize=3, label=loss, color=f"C{colour}")
+            label = f"{loss} ({settings})" if settings else loss
+            ax.errorbar(
+                xs, means, yerr=stds, marker="o", capsize=3, label=label, color=f"C{colour}"
+            )
         if any(r.env == "Hopper-v5" for r in runs):
             ax.axhline(HOP_RETURN, color="grey", linestyle="--", linewidth=0.8)
         ax.set_xscale("symlog", linthresh=10)
@@ -257,6 +329,10 @@ def _run_of(row: dict[str, Any], where: str) -> SweepRun:
         if f.name == "wall_s" and value < 0:
             raise UsageError(f"--merge: {where}: wall_s: expected a number >= 0, actual {text!r}")
         values[f.name] = value
+    if "settings" in values:  # as --set writes it: checked, in its canonical order
+        values["settings"] = format_settings(
+            parse_settings(values["settings"], f"--merge: {where}: settings")
+        )
     known = {"env": ENVS, "loss": tuple(label for label, _, _ in LOSSES), "variant": VARIANTS}
     for name, choices in known.items():
         if values[name] not in choices:
@@ -344,18 +420,18 @@ def committed_grid(root: Path | None = None) -> tuple[list[SweepRun], list[Path]
 def merge(folders: list[Path], out: Path) -> int:
     """Combine earlier sweeps' runs into one table, CSV and figure in ``out``; returns 0.
 
-    A run (env, loss, variant, lag, seed) found in several folders is kept once, from the
-    last folder that has it.
+    A run (env, loss, variant, settings, lag, seed) found in several folders is kept once,
+    from the last folder that has it.
 
     Raises:
         UsageError: A folder is not a sweep's output, or the folders hold runs of more
             than one env, or none at all.
     """
     check_output_dir("--out", out)
-    merged: dict[tuple[str, str, str, int, int], SweepRun] = {}
+    merged: dict[tuple[str, str, str, str, int, int], SweepRun] = {}
     for folder in folders:
         for r in read_runs(folder):
-            merged[(r.env, r.loss, r.variant, r.lag, r.seed)] = r
+            merged[(r.env, r.loss, r.variant, r.settings, r.lag, r.seed)] = r
     runs = list(merged.values())
     envs = sorted({r.env for r in runs})
     if len(envs) != 1:

@@ -16,6 +16,7 @@ from fleetgym.experiments.lag_sweep import (
     check_run_shape,
     committed_grid,
     evaluate,
+    make_model,
     read_runs,
     report,
     run_one,
@@ -280,3 +281,71 @@ def test_every_env_default_and_quick_lags_fit_their_budget():
         assert check_run_shape(env, setting["budget"], list(setting["lags"])) > max(setting["lags"])
         quick = check_run_shape(env, setting["quick_budget"], list(setting["quick_lags"]))
         assert quick > max(setting["quick_lags"])
+
+
+def test_set_overrides_reach_the_learner_the_policy_and_the_kl_target():
+    model = make_model(
+        "Hopper-v5", "ppo", "plain", 0, 0,
+        {"gamma": 0.995, "ent_coef": 0.01, "log_std_init": -0.5, "target_kl": 0.02},
+    )  # fmt: skip
+    try:
+        learner = model.learner
+        assert learner.workload.gamma == 0.995 and learner.workload.ent_coef == 0.01
+        assert learner.config.target_kl == 0.02
+        assert learner.policy.log_std.detach().tolist() == [-0.5, -0.5, -0.5]
+        assert model.workload.log_std_init == -0.5  # the actors build the same policy
+    finally:
+        model.close()
+    plain = make_model("Hopper-v5", "ppo", "plain", 0, 0)
+    try:  # no overrides: the workload's defaults and PPO-clip's (no KL target)
+        assert plain.learner.workload.gamma == 0.99 and plain.learner.config.target_kl is None
+        assert plain.learner.policy.log_std.detach().tolist() == [0.0, 0.0, 0.0]
+    finally:
+        plain.close()
+
+
+@pytest.mark.timeout(240)
+def test_set_is_recorded_per_run_and_kept_apart_in_tables(tmp_path):
+    out = tmp_path / "set"
+    argv = ["lag-sweep", "--losses", "ppo", "--variants", "plain", "--lags", "0"]
+    argv += ["--seeds", "1", "--steps", "96", "--eval-episodes", "1", "--no-progress"]
+    assert main([*argv, "--set", "gamma=0.9", "--set", "ent_coef=0", "--out", str(out)]) == 0
+    (run,) = read_runs(out)
+    assert run.settings == "ent_coef=0.0,gamma=0.9"
+    default = _sweep_folder(tmp_path / "d", [dataclasses.replace(run, settings="")])
+    merged = tmp_path / "m"
+    assert main(["lag-sweep", "--merge", str(out), str(default), "--out", str(merged)]) == 0
+    text = (merged / "lag_sweep.md").read_text()
+    assert "| ppo | plain | ent_coef=0.0,gamma=0.9 |" in text
+    assert "| ppo | plain | defaults |" in text
+    assert len(read_runs(merged)) == 2  # the same cell and seed, set differently: both kept
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--set", "gamma=1.5"], "gamma: expected a number > 0 and <= 1, actual 1.5"),
+        (["--set", "ent_coef=-1"], "ent_coef: expected a number >= 0"),
+        (["--set", "lr=nan"], "expected NAME=VALUE with a number"),
+        (["--set", "depth=3"], "expected a name among"),
+        (["--set", "gamma"], "expected NAME=VALUE with a number"),
+        (["--set", ""], "expected NAME=VALUE"),
+        (["--set", "gamma=0.9", "--set", "gamma=0.8"], "expected each name once"),
+    ],
+)
+def test_bad_set_is_refused_before_any_work(tmp_path, capsys, argv, message):
+    out = tmp_path / "sweep"
+    try:  # argparse refuses a bad value, the sweep a name given twice: status 2 either way
+        status = main(["lag-sweep", "--losses", "ppo", *argv, "--out", str(out)])
+    except SystemExit as exc:
+        status = exc.code
+    assert status == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_merge_refuses_a_malformed_settings_cell(tmp_path, capsys):
+    run = SweepRun("Hopper-v5", "ppo", "plain", 0, 0, 64, 1, 1.0, 1.0, 1.0, settings="gamma=7")
+    folder = _sweep_folder(tmp_path / "bad", [run])
+    assert main(["lag-sweep", "--merge", str(folder), "--out", str(tmp_path / "o")]) == 2
+    assert "settings: gamma: expected a number > 0 and <= 1, actual 7.0" in capsys.readouterr().err
