@@ -410,10 +410,10 @@ def committed_grid(root: Path | None = None) -> tuple[list[SweepRun], list[Path]
     """
     root = Path(__file__).resolve().parents[1] if root is None else Path(root)
     files = sorted(root.glob(COMMITTED_GRID))
-    merged: dict[tuple[str, str, str, int, int], SweepRun] = {}
+    merged: dict[tuple[str, str, str, str, int, int], SweepRun] = {}
     for path in files:
         for r in read_csv(path):
-            merged[(r.env, r.loss, r.variant, r.lag, r.seed)] = r
+            merged[(r.env, r.loss, r.variant, r.settings, r.lag, r.seed)] = r
     return list(merged.values()), files
 
 

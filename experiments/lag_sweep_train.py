@@ -82,7 +82,9 @@ def make_model(
     _, kind, sigma = next(x for x in LOSSES if x[0] == loss)
     compensated = variant == "compensated"
     changed = {name: check_setting(name, value) for name, value in (overrides or {}).items()}
-    hyper = {k: v for k, v in changed.items() if k not in ("log_std_init", "target_kl")}
+    hyper: dict[str, Any] = {
+        k: v for k, v in changed.items() if k not in ("log_std_init", "target_kl")
+    }
     workload: Any = env
     if "log_std_init" in changed:
         workload = get_workload(env).with_overrides(log_std_init=changed["log_std_init"])
