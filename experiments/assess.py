@@ -12,10 +12,12 @@ the shim on a counter env (the shim's own timeline, as
 
 Then the return the env's clean policy keeps behind the network, over ``--episodes``
 episodes: bare (no network), behind the network with no compensation, and with the best
-causal compensation the project has: the predictive compensation with the env's true
-dynamics where it has them (CartPole, MuJoCo locomotion: ``lookahead="action"``,
-``samples=16``, the prior action age derived from the network, ``stall_action="predict"``),
-else the history stack (a second policy, trained under the network). The clean policy is
+causal compensation the project has. Where the env has true dynamics (CartPole, Pendulum,
+MuJoCo locomotion), or with ``--predictor learned``, that is the better of the predictive
+compensation (the env applies what arrived last) and scheduled action chunks (a playout
+buffer applies each packet's actions at the ticks they are stamped for; ``D`` and ``k``
+chosen from the network and reported): :mod:`fleetgym.experiments.assess_returns`. Else it
+is the history stack (a second policy, trained under the network). The clean policy is
 ``--policy PATH`` (an SB3 zip) or trained with the CALF study's clean-policy training and
 cache (:func:`fleetgym.experiments.calf.train.clean_policy`).
 
@@ -135,6 +137,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="folder of trained clean policies, reused across runs (default: %(default)s)",
     )
     parser.add_argument(
+        "--predictor",
+        choices=("true-dynamics", "learned"),
+        default="true-dynamics",
+        help="the model-based compensations' predictor: the env's own equations where it "
+        "has them, or a world model fitted on Mode 1 data of the env (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--delay",
+        type=positive_int,
+        default=None,
+        metavar="D",
+        help="the scheduled chunks' playout delay in ticks (default: chosen from the network)",
+    )
+    parser.add_argument(
+        "--chunk",
+        type=positive_int,
+        default=None,
+        metavar="K",
+        help="actions per scheduled packet (default: chosen from the network's loss bursts)",
+    )
+    parser.add_argument(
         "--network-only",
         action="store_true",
         help="only the network figures: no policy, no returns, no verdict",
@@ -149,61 +172,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", action="store_true", help="draw the figures to DIR/*.png")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-# --------------------------------------------------------------------------------------
-# The returns
-# --------------------------------------------------------------------------------------
-def _has_true_dynamics(env_id: str) -> bool:
-    import gymnasium as gym
-
-    from fleetgym.errors import UnsupportedSpaceError
-    from fleetgym.wrappers.dynamics import true_dynamics
-
-    env = gym.make(env_id)
-    try:
-        true_dynamics(env)
-        return True
-    except (UnsupportedSpaceError, TypeError, ValueError, AttributeError):
-        return False
-    finally:
-        env.close()
-
-
-def _episodes(
-    model: Any, env: Any, episodes: int, seed: int, random: bool = False
-) -> tuple[list[float], list[int]]:
-    """Returns and the longest observation age of each episode (seeded resets)."""
-    returns, worst = [], []
-    for episode in range(episodes):
-        obs, _ = env.reset(seed=100_000 + 1_000 * seed + episode)
-        env.action_space.seed(seed * 1_000 + episode)
-        total, done, oldest, state, start = 0.0, False, 0, None, True
-        while not done:
-            if random:
-                action = env.action_space.sample()
-            else:
-                action, state = model.predict(
-                    obs, state=state, episode_start=np.array([start]), deterministic=True
-                )
-            start = False
-            obs, reward, terminated, truncated, info = env.step(action)
-            total += float(reward)
-            oldest = max(oldest, int(info.get("obs_age_steps", 0)))
-            done = terminated or truncated
-        returns.append(total)
-        worst.append(oldest)
-    env.close()
-    return returns, worst
-
-
-def _summary(returns: list[float], ages: list[int], step_ms: float) -> dict[str, Any]:
-    return {
-        "mean": float(np.mean(returns)),
-        "std": float(np.std(returns)),
-        "returns": [float(r) for r in returns],
-        "longest_obs_age_s": [a * step_ms / 1000.0 for a in ages],
-    }
 
 
 def verdict(
@@ -313,11 +281,24 @@ def _report_text(report: dict[str, Any]) -> str:
         ("clean", "clean (no network)"),
         ("random", "random actions (no network)"),
         ("delivered", "behind the network, uncompensated"),
+        ("predictive", "predictive (applies what arrived)"),
+        ("scheduled", "scheduled chunks (playout buffer)"),
         ("compensated", "with the best compensation (below)"),
     ):
+        if key not in returns:
+            continue
         r = returns[key]
         lines.append(f"  {label:<36} {r['mean']:>9.1f} ± {r['std']:.1f}")
     lines.append(f"  compensation: {report['compensation']}")
+    schedule = report.get("schedule")
+    if schedule is not None:
+        lines.append(
+            f"  schedule: D = {schedule['delay']} ticks ({schedule['source']}; p"
+            f"{schedule['quantile'] * 100:g} of the actions' lateness; "
+            f"{schedule['late_share']:.1%} of the action packets miss their own tick), "
+            f"k = {schedule['chunk']} actions per packet (ticks left uncovered: "
+            f"{schedule['underrun_share']:.3%})"
+        )
     lines += [
         "",
         f"Kept {report['kept']:.0%} of the clean policy's margin over random actions "
@@ -349,12 +330,22 @@ def _plot(report: dict[str, Any], series: dict[str, np.ndarray], path: Path) -> 
     axes[1].set_ylabel("share of time in longer stalls")
     axes[1].set_title("stalls")
     if "returns" in report:
-        keys = ["clean", "random", "delivered", "compensated"]
+        returns = report["returns"]
+        both = "scheduled" in returns
+        keys = ["clean", "random", "delivered"]
+        keys += ["predictive", "scheduled"] if both else ["compensated"]
+        best = returns["compensated"]["mean"]
+        labels = {"delivered": "uncompensated", "compensated": "compensated"}
+        schedule = report.get("schedule")
+        if schedule is not None:
+            labels["scheduled"] = f"scheduled\nD={schedule['delay']}, k={schedule['chunk']}"
         for i, key in enumerate(keys):
-            r = report["returns"][key]
-            axes[2].bar(i, r["mean"], color="lightgrey", edgecolor="black")
+            r = returns[key]
+            chosen = key in ("predictive", "scheduled", "compensated") and r["mean"] == best
+            colour = "tab:green" if chosen else "lightgrey"
+            axes[2].bar(i, r["mean"], color=colour, edgecolor="black")
             axes[2].plot([i] * len(r["returns"]), r["returns"], "k.", alpha=0.6)
-        axes[2].set_xticks(range(len(keys)), keys)
+        axes[2].set_xticks(range(len(keys)), [labels.get(k, k) for k in keys], fontsize=8)
         axes[2].set_ylabel("episode return")
         axes[2].set_title(
             f"{report['verdict'].split(':')[0]}: kept {report['kept']:.0%} of clean - random"
@@ -439,100 +430,26 @@ def _network_of(shim_kwargs: dict[str, Any]) -> Any:
 def _returns(
     args: argparse.Namespace, shim_kwargs: dict[str, Any], step_ms: float, network: dict, bar: Any
 ) -> dict[str, Any]:
-    """The returns of the clean policy (bare, random, behind the network, compensated)."""
-    import gymnasium as gym
-    import torch
+    """The returns (:func:`~fleetgym.experiments.assess_returns.measure_returns`) and the
+    verdict on them."""
+    from fleetgym.experiments.assess_returns import measure_returns
 
-    from fleetgym.experiments.calf.conditions import regime_by_name, resolve_condition
-    from fleetgym.experiments.calf.setup import env_setup, make_condition_env
-    from fleetgym.experiments.calf.train import algo_class, clean_policy, train_regime
-    from fleetgym.wrappers import NetworkShimWrapper, make_robust_env
-
-    torch.set_num_threads(1)
-    env_id = args.env
-    setup = env_setup(env_id, algo=args.algo, step_ms=step_ms)
-    timesteps = args.timesteps if args.timesteps is not None else setup.quick_timesteps
-    bar.set_postfix_str("clean policy")
-    if args.policy is not None:
-        model = algo_class(args.algo).load(args.policy, device="cpu")
-        policy = f"{args.policy} ({args.algo})"
-    else:
-        model, loaded = clean_policy(setup, args.seed, timesteps, cache=args.cache)
-        policy = (
-            f"{args.algo} seed {args.seed}, {timesteps} steps "
-            f"({setup.hyperparams_source}; {'loaded from' if loaded else 'trained, cached in'} "
-            f"{args.cache})"
-        )
-    bar.update()
-    network_kwargs = dict(shim_kwargs)
-    profile = network_kwargs.pop("profile", None)
-    n, seed = args.episodes, args.seed
-    bar.set_postfix_str("clean returns")
-    clean = _episodes(model, gym.make(env_id), n, seed)
-    rand = _episodes(None, gym.make(env_id), n, seed, random=True)
-    bar.update()
-    bar.set_postfix_str("behind the network")
-    delivered = _episodes(
-        model,
-        NetworkShimWrapper(gym.make(env_id), profile=profile, step_ms=step_ms, **network_kwargs),
-        n,
-        seed,
-    )
-    bar.update()
-    bar.set_postfix_str("compensated")
-    if _has_true_dynamics(env_id):
-        comp_env = make_robust_env(
-            env_id,
-            profile,
-            step_ms=step_ms,
-            compensation="predictive",
-            predictor="true-dynamics",
-            predict_kwargs={"lookahead": "action", "samples": 16},
-            stall_action="predict",
-            **network_kwargs,
-        )
-        compensation = (
-            "the predictive compensation (true dynamics, lookahead='action', 16 samples, "
-            f"derived prior action age {comp_env.get_wrapper_attr('action_delay')}, "
-            "stall_action='predict')"
-        )
-        compensated = _episodes(model, comp_env, n, seed)
-    else:
-        # No true dynamics: the history stack, whose input the clean policy cannot read: a
-        # second policy trained under the network with it.
-        regime = regime_by_name(f"{args.profile}+comp")
-        trained = train_regime(setup, regime, seed, timesteps)
-        layout = trained.layout
-        cond_env = make_condition_env(setup, resolve_condition(args.profile), layout)
-        compensation = (
-            f"the history stack (k={layout.history_length}, m={layout.action_history_length}; "
-            f"{env_id} has no true dynamics: a policy trained under the network with it, "
-            f"{timesteps} steps)"
-        )
-        compensated = _episodes(trained.model, cond_env, n, seed)
-    bar.update()
-    returns = {
-        "clean": _summary(*clean, step_ms),
-        "random": _summary(*rand, step_ms),
-        "delivered": _summary(*delivered, step_ms),
-        "compensated": _summary(*compensated, step_ms),
-    }
+    out = measure_returns(args, shim_kwargs, _network_of(shim_kwargs), step_ms, bar)
+    returns_, ages = out.pop("_compensated_ages")
+    returns = out["returns"]
     clean_mean, random_mean = returns["clean"]["mean"], returns["random"]["mean"]
     margin = clean_mean - random_mean
     survived = [
         age
-        for ret, age in zip(compensated[0], compensated[1], strict=True)
+        for ret, age in zip(returns_, ages, strict=True)
         if abs(margin) > 1e-9 and (ret - random_mean) / margin >= FEASIBLE_KEPT
     ]
     tolerated = max(survived) * step_ms / 1000.0 if survived else None
     line, kept = verdict(network, returns, tolerated)
-    return {
-        "policy": policy,
-        "episodes": n,
-        "compensation": compensation,
-        "returns": returns,
-        "kept": kept,
-        "tolerated_stall_s": tolerated,
-        "verdict": line,
-        "thresholds": {"feasible_kept": FEASIBLE_KEPT, "infeasible_kept": INFEASIBLE_KEPT},
-    }
+    out.update(
+        kept=kept,
+        tolerated_stall_s=tolerated,
+        verdict=line,
+        thresholds={"feasible_kept": FEASIBLE_KEPT, "infeasible_kept": INFEASIBLE_KEPT},
+    )
+    return out

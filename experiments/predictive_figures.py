@@ -33,12 +33,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from fleetgym.agents.world_model.predictor import WorldModelPredictor
 from fleetgym.experiments.calf.conditions import resolve_condition
-from fleetgym.experiments.calf.predict import (
-    WorldModelPredictor,
-    _fit_world_model,
-    median_action_age,
-)
+from fleetgym.experiments.calf.predict import _fit_world_model, median_action_age
 from fleetgym.wrappers import NetworkShimWrapper, PredictiveObservation
 
 _RTT = re.compile(r"rtt-(\d+)(-jitter)?")

@@ -10,7 +10,7 @@ with each input a deployer can give it without retraining:
   env's own physics (:class:`~fleetgym.wrappers.MujocoStateDynamics`): the
   causal ceiling;
 * ``predict``: the same with a world model fitted on Mode 1 transitions of the policy
-  itself (:class:`~fleetgym.experiments.calf.predict.WorldModelPredictor`);
+  itself (:class:`~fleetgym.agents.world_model.WorldModelPredictor`);
 * ``oracle``: the env's true current observation (non-causal, a reference).
 
 Subcommands::
@@ -202,7 +202,7 @@ def _world_model(policy: CleanPolicy, seed: int, transitions: int) -> Any:
     import torch
 
     from fleetgym.agents.world_model import TransitionBuffer, WorldModel
-    from fleetgym.experiments.calf.predict import WorldModelPredictor
+    from fleetgym.agents.world_model.predictor import WorldModelPredictor
 
     torch.set_num_threads(1)
     env = gym.make(ENV_ID)

@@ -84,7 +84,7 @@ _WINDOWS = re.compile(
 )
 _PING_LIKE = re.compile(
     r"(\[\d+(?:\.\d+)?\]\s*)?(PING \S|\d+ bytes from |Request timeout for icmp_seq|"
-    r"no answer yet for icmp_seq|From \S+ icmp_seq=|Pinging \S|Reply from \S)"
+    r"no answer yet for icmp_seq|From \S+ icmp_seq=|Pinging \S|Reply from \S|ping: )"
 )
 
 _LINUX, _MAC = "Linux iputils", "macOS/BSD"
@@ -93,10 +93,16 @@ _LINUX, _MAC = "Linux iputils", "macOS/BSD"
 def looks_like_ping(line: str) -> bool:
     """Whether ``line`` (a file's first non-comment line) starts ``ping`` output.
 
+    ping's own messages (``ping: Warning: ...``, printed before the header by ``ping -I``)
+    count: they start ping output, and the reader skips them as it skips the header and the
+    statistics.
+
     Example:
         >>> looks_like_ping("PING example.org (93.184.216.34) 56(84) bytes of data.")
         True
         >>> looks_like_ping("[1700000000.1] 64 bytes from 1.2.3.4: icmp_seq=1 ttl=57 time=9.1 ms")
+        True
+        >>> looks_like_ping("ping: Warning: source address might be selected on device other than: eth0")
         True
         >>> looks_like_ping("send_ms,delay_ms"), looks_like_ping("12.5")
         (False, False)

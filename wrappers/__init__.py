@@ -20,6 +20,7 @@ from fleetgym.wrappers.channels import (
     GilbertElliottChannel,
     TraceChannel,
 )
+from fleetgym.wrappers.chunking import Schedule, ScheduledChunks, choose_schedule
 from fleetgym.wrappers.compensation import (
     HISTORY_CAP,
     STALL_ACTIONS,
@@ -30,10 +31,16 @@ from fleetgym.wrappers.compensation import (
     history_length_for_profile,
     make_robust_env,
 )
-from fleetgym.wrappers.dynamics import CartPoleDynamics, MujocoStateDynamics
+from fleetgym.wrappers.dynamics import CartPoleDynamics, MujocoStateDynamics, PendulumDynamics
 from fleetgym.wrappers.fitted_channels import EmpiricalChannel, LogNormalChannel
 from fleetgym.wrappers.network_shim import NetworkShimWrapper
 from fleetgym.wrappers.physics import PhysicsRandomizationWrapper
+from fleetgym.wrappers.playout import (
+    START_RULES,
+    UNDERRUN_RULES,
+    ActionPacket,
+    Playout,
+)
 from fleetgym.wrappers.policy_graph import ENV_NODE, PolicyGraph, PolicyLink, PolicyNode
 from fleetgym.wrappers.policy_graph_env import PolicyGraphEnv
 from fleetgym.wrappers.predictive import PredictionError, PredictiveObservation, Predictor
@@ -64,7 +71,10 @@ __all__ = [
     "ENV_NODE",
     "HISTORY_CAP",
     "STALL_ACTIONS",
+    "START_RULES",
     "STEP_INFO_KEYS",
+    "UNDERRUN_RULES",
+    "ActionPacket",
     "CartPoleDynamics",
     "Channel",
     "DelaySampler",
@@ -79,7 +89,9 @@ __all__ = [
     "NetworkShimWrapper",
     "ObservationAgeFeatures",
     "ObservationHistory",
+    "PendulumDynamics",
     "PhysicsRandomizationWrapper",
+    "Playout",
     "PolicyGraph",
     "PolicyGraphEnv",
     "PolicyLink",
@@ -89,12 +101,15 @@ __all__ = [
     "Predictor",
     "ProfileFileError",
     "ProfileFit",
+    "Schedule",
+    "ScheduledChunks",
     "SentActionHistory",
     "ShimConfig",
     "StallWatchdog",
     "TraceChannel",
     "TraceFitError",
     "action_delay_for_profile",
+    "choose_schedule",
     "control_period",
     "default_start_action",
     "fit_profile",

@@ -29,7 +29,7 @@ from gymnasium import spaces
 from fleetgym.errors import UnsupportedSpaceError
 from fleetgym.validation import quote
 
-__all__ = ["CartPoleDynamics", "MujocoStateDynamics", "true_dynamics"]
+__all__ = ["CartPoleDynamics", "MujocoStateDynamics", "PendulumDynamics", "true_dynamics"]
 
 _CONSTANTS = ("gravity", "masscart", "masspole", "length", "force_mag", "tau")
 
@@ -184,6 +184,86 @@ class CartPoleDynamics:
         return state
 
 
+class PendulumDynamics:
+    """Pendulum-v1's equations of motion as a batched predictor (no model error).
+
+    The observation ``(cos th, sin th, th_dot)`` holds the whole state; one step clips the
+    torque to ``max_torque``, integrates ``th_dot`` (clipped to ``max_speed``) and then
+    ``th`` with the env's ``dt``, as the env does. The predictor protocol's batched form:
+    ``obs`` ``(B, 3)``, ``actions`` ``(B, n, 1)`` or ``(B, n)``; returns ``(B, 3)``.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> import numpy as np
+        >>> env = gym.make("Pendulum-v1")
+        >>> obs, _ = env.reset(seed=0)
+        >>> nxt, *_ = env.step(np.array([1.5], np.float32))
+        >>> model = PendulumDynamics.from_env(env)
+        >>> bool(np.allclose(model(obs[None], np.array([[[1.5]]]), None)[0], nxt, atol=1e-5))
+        True
+    """
+
+    batched = True
+
+    def __init__(
+        self,
+        g: float = 10.0,
+        m: float = 1.0,
+        l: float = 1.0,  # noqa: E741 (the env's own name)
+        dt: float = 0.05,
+        max_torque: float = 2.0,
+        max_speed: float = 8.0,
+        observation_space: spaces.Box | None = None,
+        action_space: spaces.Box | None = None,
+    ) -> None:
+        for name, value in (("g", g), ("m", m), ("l", l), ("dt", dt)):
+            if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
+                raise ValueError(f"{name}: expected a finite number > 0, actual {quote(value)}")
+        self.g, self.m, self.l, self.dt = float(g), float(m), float(l), float(dt)
+        self.max_torque, self.max_speed = float(max_torque), float(max_speed)
+        if observation_space is None:
+            high = np.array([1.0, 1.0, self.max_speed], dtype=np.float32)
+            observation_space = spaces.Box(-high, high, dtype=np.float32)
+        if action_space is None:
+            action_space = spaces.Box(-self.max_torque, self.max_torque, (1,), np.float32)
+        self.observation_space = observation_space
+        self.action_space = action_space
+
+    @classmethod
+    def from_env(cls, env: gym.Env[Any, Any]) -> PendulumDynamics:
+        """The dynamics of a Pendulum env (its own constants and spaces).
+
+        Raises:
+            UnsupportedSpaceError: If ``env`` is not a Pendulum.
+        """
+        inner = env.unwrapped
+        names = ("g", "m", "l", "dt", "max_torque", "max_speed")
+        if not all(hasattr(inner, name) for name in names):
+            raise UnsupportedSpaceError(
+                f"PendulumDynamics: expected a Pendulum env, actual {type(inner).__name__}"
+            )
+        return cls(
+            **{name: getattr(inner, name) for name in names},
+            observation_space=env.observation_space,  # type: ignore[arg-type]
+            action_space=env.action_space,  # type: ignore[arg-type]
+        )
+
+    def __call__(self, obs: np.ndarray, actions: np.ndarray, ages: Any) -> np.ndarray:
+        """The observations after applying ``actions[:, i]`` for i = 0..n-1 to ``obs``."""
+        state = np.asarray(obs, dtype=np.float64).reshape(-1, 3)
+        th = np.arctan2(state[:, 1], state[:, 0])
+        thdot = state[:, 2].copy()
+        acts = np.asarray(actions, dtype=np.float64).reshape(state.shape[0], -1)
+        a, b = 3.0 * self.g / (2.0 * self.l), 3.0 / (self.m * self.l**2)
+        for i in range(acts.shape[1]):
+            u = np.clip(acts[:, i], -self.max_torque, self.max_torque)
+            thdot = np.clip(
+                thdot + (a * np.sin(th) + b * u) * self.dt, -self.max_speed, self.max_speed
+            )
+            th = th + thdot * self.dt
+        return np.stack([np.cos(th), np.sin(th), thdot], axis=1)
+
+
 #: MuJoCo envs whose observation is ``qpos[k:]`` then ``qvel`` (clipped or not), with the
 #: number ``k`` of root positions left out (the robot's place on a flat floor).
 _STATE_ENVS = {"Hopper": 1, "Walker2d": 1, "HalfCheetah": 1, "Swimmer": 2}
@@ -282,7 +362,7 @@ class MujocoStateDynamics:
 
 
 def true_dynamics(env: gym.Env[Any, Any]) -> Any:
-    """The env's own dynamics as a predictor: CartPole's equations, a MuJoCo twin, or a
+    """The env's own dynamics as a predictor: CartPole's or Pendulum's equations, a MuJoCo twin, or a
     fixed-layout MiniGrid task's (:class:`~fleetgym.wrappers.grid_dynamics.MiniGridStateDynamics`).
 
     Raises:
@@ -293,6 +373,16 @@ def true_dynamics(env: gym.Env[Any, Any]) -> Any:
         from fleetgym.wrappers.grid_dynamics import MiniGridStateDynamics
 
         return MiniGridStateDynamics.from_env(env)
+    if type(inner).__name__ == "PendulumEnv" or (
+        getattr(inner, "remote_env_id", "") or ""
+    ).startswith("Pendulum"):
+        if hasattr(inner, "max_torque"):
+            return PendulumDynamics.from_env(env)
+        local = gym.make(getattr(inner, "remote_env_id"))  # noqa: B009 (not on every env)
+        try:
+            return PendulumDynamics.from_env(local)
+        finally:
+            local.close()
     if all(hasattr(inner, name) for name in _CONSTANTS) or (
         getattr(inner, "remote_env_id", "") or ""
     ).startswith("CartPole"):
@@ -301,6 +391,6 @@ def true_dynamics(env: gym.Env[Any, Any]) -> Any:
         return MujocoStateDynamics.from_env(env)
     except UnsupportedSpaceError as error:
         raise UnsupportedSpaceError(
-            "predictor 'true-dynamics': expected a CartPole, a MuJoCo locomotion env "
+            "predictor 'true-dynamics': expected a CartPole, a Pendulum, a MuJoCo locomotion env "
             f"({', '.join(_STATE_ENVS)}) or a fixed-layout MiniGrid task, actual {type(inner).__name__} ({error})"
         ) from None

@@ -18,6 +18,7 @@ from fleetgym.errors import UnknownProfileError
 from fleetgym.validation import check_bool, check_choice
 from fleetgym.wrappers.channels import Channel
 from fleetgym.wrappers.links import FifoLink, PacketLink, always_on_time
+from fleetgym.wrappers.playout import ArrivalLink, Playout, PlayoutEnd
 from fleetgym.wrappers.profiles import NetworkProfile, get_profile
 from fleetgym.wrappers.shim_config import (
     INFO_LEVELS,
@@ -198,6 +199,13 @@ class NetworkShimWrapper(
             ``(1 - uplink_share) * step_ms`` after the agent's tick, leaving
             ``uplink_share * step_ms`` for the observation's trip; the remote client's
             parameter of the same name (``"loop"`` only).
+        playout: A :class:`~fleetgym.wrappers.playout.Playout`: ``step`` then takes
+            action packets (:class:`~fleetgym.wrappers.playout.ActionPacket`: scheduled, chunked actions)
+            and the env side applies each tick's action from a playout buffer
+            (:mod:`fleetgym.wrappers.playout`: the packet format, the clock, the start and
+            underrun rules; ``info`` adds ``action_source``). ``start_action`` is then unused.
+            :class:`~fleetgym.wrappers.chunking.ScheduledChunks` makes the packets from any
+            policy.
 
     Raises:
         TypeError, ValueError, UnknownProfileError, UnsupportedSpaceError: For a bad
@@ -220,6 +228,7 @@ class NetworkShimWrapper(
         timing: str = "loop",
         uplink_share: float = 0.5,
         info: str = "train",
+        playout: Playout | None = None,
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
             self,
@@ -234,6 +243,7 @@ class NetworkShimWrapper(
             timing=timing,
             uplink_share=uplink_share,
             info=info,
+            playout=playout,
         )
         if not isinstance(env, gym.Env):
             raise TypeError(f"env: expected a gymnasium.Env, actual {type(env).__name__}")
@@ -271,7 +281,11 @@ class NetworkShimWrapper(
         self._profile_name = self.profile.name
         # fifo (the default): FifoLink, ticked inline by step(); latest, or fifo with
         # copy_observations: PacketLink, ticked by _step_links.
-        self._fifo_links = self.config.fifo and not self._copy
+        self._fifo_links = self.config.fifo and not self._copy and playout is None
+        # A playout buffer: step() takes packets (PlayoutEnd.step; never the fast paths).
+        self._playout = (
+            None if playout is None else PlayoutEnd(playout, env.action_space, self._check_action)
+        )
         self._up: Any = None
         self._down: Any = None
         self._k = 0  # position of the next draw in the FifoLinks' blocks (both in step)
@@ -336,7 +350,12 @@ class NetworkShimWrapper(
             self._k = block  # the first step draws the first blocks
         else:
             self._up = PacketLink(up, step_ms, block, fifo, up_offset)
-            self._down = PacketLink(down, step_ms, block, fifo, down_offset)
+            if self._playout is None:
+                self._down = PacketLink(down, step_ms, block, fifo, down_offset)
+            else:
+                self._down = ArrivalLink(down, step_ms, block, fifo, down_offset)
+                self._on_time = self._fast = False
+                return
         self._on_time = always_on_time(self.profile.uplink, step_ms, up_offset) and always_on_time(
             self.profile.downlink, step_ms, down_offset
         )
@@ -360,7 +379,11 @@ class NetworkShimWrapper(
         # The action in use (the freshest arrived, held until a newer one arrives) is the
         # downlink's freshest payload; before the first arrival, the start action.
         up.start(0, _copy_tree(obs) if self._copy else obs)
-        down.start(-1, self._start_action)
+        if self._playout is None:
+            down.start(-1, self._start_action)
+        else:
+            down.start()
+            self._playout.start(obs)
         self._t = 0
         self._holds = 0
         info["obs_age_steps"] = 0
@@ -484,6 +507,8 @@ class NetworkShimWrapper(
         down = self._down
         if down is None:
             raise gym.error.ResetNeeded("call reset() before step()")
+        if self._playout is not None:
+            return self._step_playout(action)
         t = self._t
         if type(action) not in _INT_TYPES or action not in self._valid_ints:
             self._check_action(action, t)
@@ -511,6 +536,40 @@ class NetworkShimWrapper(
         if terminated or truncated:  # what Monitor(info_keywords=...) reads, at the end
             info["profile"] = self._profile_name
             info["network"] = self.network_stats()
+        return ret, reward, terminated, truncated, info
+
+    def _step_playout(self, packet: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        """:meth:`step` with a playout buffer: ``packet`` is an ActionPacket."""
+        end = self._playout
+        assert end is not None
+        t = self._t
+        ret, reward, terminated, truncated, info, ours = end.step(
+            self.env, t, packet, self._down, self._up
+        )
+        self._t = t + 1
+        if ours["action_source"] not in ("packet", "wait"):
+            self._holds += 1
+        applied = ours.pop("applied_action")
+        if self._full_info:
+            up, down = self._up, self._down
+            ours.update(
+                obs_age_ms=ours["obs_age_steps"] * self.step_ms,
+                action_age_ms=ours["action_age_steps"] * self.step_ms,
+                action_held=ours["action_source"] != "packet",
+                applied_action=applied,
+                true_obs=end.obs,
+                reordered_packets=up.reordered + down.reordered,
+                stale_packets=up.stale,
+                lost_packets=up.lost + down.lost,
+                action_holds=self._holds,
+                profile=self._profile_name,
+            )
+        else:
+            del ours["uplink_lost"], ours["downlink_lost"]
+        if terminated or truncated:
+            ours["profile"] = self._profile_name
+            ours["network"] = self.network_stats()
+        info.update(ours)
         return ret, reward, terminated, truncated, info
 
     def _full(
@@ -562,7 +621,7 @@ class NetworkShimWrapper(
         t, up, down = self._t, self._up, self._down
         if up is None or down is None:
             return {"ticks": t, "action_holds": self._holds}
-        return {
+        stats = {
             "ticks": t,
             "action_holds": self._holds,
             "uplink_sent": t,
@@ -572,8 +631,11 @@ class NetworkShimWrapper(
             "downlink_sent": t,
             "downlink_lost": down.lost,
             "downlink_reordered": down.reordered,
-            "downlink_stale": down.stale,
+            "downlink_stale": getattr(down, "stale", 0),
         }
+        if self._playout is not None:
+            stats.update(self._playout.stats())
+        return stats
 
     @property
     def profiles(self) -> tuple[NetworkProfile, ...]:

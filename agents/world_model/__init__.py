@@ -8,7 +8,9 @@
   states, that any learner (SB3's included) trains in;
 * :class:`ImaginationConfig` / :class:`Imagination` -- the imagination buffer a learner
   mixes into its updates (horizon and share from measured model error);
-* :class:`MBPO` -- SB3's SAC trained on short model rollouts branched from real states.
+* :class:`MBPO` -- SB3's SAC trained on short model rollouts branched from real states;
+* :class:`WorldModelPredictor` / :func:`fit_predictor` -- a model as the predictor of the
+  delay compensations (predictive observations, scheduled action chunks).
 
 The models need the ``agents`` extra (torch); the package imports without it.
 """
@@ -39,6 +41,8 @@ _EXPORTS = {
     "SpaceCodec": "spaces",
     "check_model_spaces": "spaces",
     "SuccessRewardModel": "success",
+    "WorldModelPredictor": "predictor",
+    "fit_predictor": "predictor",
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
@@ -62,6 +66,7 @@ if TYPE_CHECKING:
         StepPrediction,
         WorldModel,
     )
+    from fleetgym.agents.world_model.predictor import WorldModelPredictor, fit_predictor
     from fleetgym.agents.world_model.spaces import SpaceCodec, check_model_spaces
     from fleetgym.agents.world_model.success import SuccessRewardModel
 
@@ -80,8 +85,10 @@ __all__ = [
     "SuccessRewardModel",
     "TransitionBuffer",
     "WorldModel",
+    "WorldModelPredictor",
     "check_model_spaces",
     "collect_transitions",
+    "fit_predictor",
     "linear_schedule",
     "multistep_error",
     "validation_schedule",

@@ -31,13 +31,12 @@ import functools
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
-import numpy as np
 
+from fleetgym.agents.world_model.predictor import WorldModelPredictor
 from fleetgym.wrappers import NetworkShimWrapper, action_delay_for_profile, make_robust_env
 
 __all__ = [
     "TrueStateObservation",
-    "WorldModelPredictor",
     "learned_predictor",
     "median_action_age",
     "predictive_env",
@@ -148,36 +147,6 @@ def predictive_env(
         predict_kwargs=options,
         **kwargs,
     )
-
-
-class WorldModelPredictor:
-    """A learned world model as a batched predictor: its elites' mean, step after step.
-
-    Rolls :meth:`~fleetgym.agents.world_model.WorldModel.predict` through the actions
-    (one model call per step for the whole batch) and reports, per case, the sum of the
-    elites' disagreement over the steps as the uncertainty. The spaces are the model's,
-    so the predictive wrapper refuses a model fitted on another env.
-
-    Args:
-        model: A fitted :class:`~fleetgym.agents.world_model.WorldModel`.
-    """
-
-    batched = True
-
-    def __init__(self, model: Any) -> None:
-        self.model = model
-        self.observation_space = model.observation_space
-        self.action_space = model.action_space
-
-    def __call__(self, obs: np.ndarray, actions: np.ndarray, ages: Any) -> Any:
-        state = np.asarray(obs, dtype=np.float32).reshape(len(obs), -1)
-        acts = np.asarray(actions)
-        unc = np.zeros(len(state))
-        for i in range(acts.shape[1]):
-            step = self.model.predict(state, acts[:, i])
-            state = np.asarray(step.next_obs, dtype=np.float32)
-            unc += np.asarray(step.uncertainty, dtype=np.float64)
-        return state.reshape(np.shape(obs)), unc
 
 
 #: The learned predictor's budget: Mode 1 transitions (random actions) and model size.

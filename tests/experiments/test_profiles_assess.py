@@ -121,8 +121,20 @@ def test_the_whole_assessment_at_a_tiny_budget(tmp_path, capsys):
     cache = tmp_path / "cache"
     argv = ["ethernet", "--timesteps", "256", "--episodes", "1", "--ticks", "300"]
     report = _assess(tmp_path, capsys, *argv, "--cache", str(cache), "--plot")
-    assert set(report["returns"]) == {"clean", "random", "delivered", "compensated"}
-    assert "predictive compensation" in report["compensation"]
+    assert set(report["returns"]) == {
+        "clean",
+        "random",
+        "delivered",
+        "predictive",
+        "scheduled",
+        "compensated",
+    }
+    assert "predictive compensation" in report["compensations"]["predictive"]
+    assert report["compensation"] in report["compensations"].values()
+    best = max(report["returns"]["predictive"]["mean"], report["returns"]["scheduled"]["mean"])
+    assert report["returns"]["compensated"]["mean"] == best
+    # ethernet: every action packet is on time, so D = 1 and one action a packet.
+    assert report["schedule"]["delay"] == 1 and report["schedule"]["chunk"] == 1
     assert report["verdict"].split(":")[0] in ("feasible", "degraded", "infeasible")
     assert list(cache.glob("CartPole-v1_ppo_seed0_256.zip"))
     assert (tmp_path / "out" / "assess_ethernet_CartPole-v1.png").exists()
@@ -154,3 +166,21 @@ def test_bad_input_is_a_usage_error_before_any_work(tmp_path, capsys, monkeypatc
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
     assert not out.exists() or not list(out.iterdir())
+
+
+def test_scheduled_chunks_take_the_delay_and_chunk_given(tmp_path, capsys):
+    argv = ["wifi-normal", "--timesteps", "256", "--episodes", "1", "--ticks", "300"]
+    report = _assess(
+        tmp_path, capsys, *argv, "--cache", str(tmp_path / "cache"), "--delay", "4", "--chunk", "2"
+    )
+    assert (report["schedule"]["delay"], report["schedule"]["chunk"]) == (4, 2)
+    assert report["schedule"]["source"] == "--delay/--chunk"
+    assert "D=4, k=2" in report["compensations"]["scheduled"]
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--delay", "0"), ("--chunk", "-2")])
+def test_a_bad_delay_or_chunk_is_refused_by_the_parser(tmp_path, capsys, flag, value):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["profiles", "assess", "wifi-normal", flag, value, "--out", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert f"argument {flag}: expected an integer >= 1" in capsys.readouterr().err

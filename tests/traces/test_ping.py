@@ -214,3 +214,17 @@ def test_an_interval_that_contradicts_the_capture_is_refused(tmp_path):
     path = write(tmp_path, "fast.txt", fast)
     _error(path, 64, "1000 ms (ping's default", "about 20 ms apart", "give --interval-ms")
     assert load_trace(path, interval_ms=20).send_ms[-1] == 59 * 20
+
+
+def test_pings_own_warning_before_the_header_is_not_data(tmp_path):
+    # `ping -D -I eth0 ...` prints a warning line before its header; a user's capture
+    # starts with it, and both the auto-detected load and the reader skip it.
+    text = (
+        "ping: Warning: source address might be selected on device other than: eth0\n"
+        + linux_capture(50, lost=(10, 11))
+    )
+    path = write(tmp_path, "capture.txt", text)
+    plain = write(tmp_path, "plain.txt", linux_capture(50, lost=(10, 11)))
+    trace = load_trace(path)
+    assert isinstance(trace, TraceData) and len(trace) == 50
+    assert trace.delay_ms.tolist() == load_trace(plain).delay_ms.tolist()

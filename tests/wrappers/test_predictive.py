@@ -255,7 +255,7 @@ def test_a_predictor_for_other_spaces_is_refused():
     with pytest.raises(UnsupportedSpaceError, match="action_space"):
         PredictiveObservation(cartpole_shim(1, 1), other_actions)
     with pytest.raises(UnsupportedSpaceError, match="CartPole"):
-        PredictiveObservation(NetworkShimWrapper(pendulum), "true-dynamics")
+        PredictiveObservation(NetworkShimWrapper(gym.make("Acrobot-v1")), "true-dynamics")
 
 
 @pytest.mark.parametrize(
@@ -318,8 +318,8 @@ def test_mujoco_dynamics_refuse_envs_whose_obs_is_not_the_joint_state():
         MujocoStateDynamics("Hopper-v5", {"exclude_current_positions_from_observation": False})
     with pytest.raises(UnsupportedSpaceError, match="Ant"):
         MujocoStateDynamics("Ant-v5")
-    with pytest.raises(UnsupportedSpaceError, match="CartPole, a MuJoCo"):
-        PredictiveObservation(NetworkShimWrapper(gym.make("Pendulum-v1")), "true-dynamics")
+    with pytest.raises(UnsupportedSpaceError, match="CartPole, a Pendulum, a MuJoCo"):
+        PredictiveObservation(NetworkShimWrapper(gym.make("Acrobot-v1")), "true-dynamics")
 
 
 # ------------------------------------------------------------------ the prior action age

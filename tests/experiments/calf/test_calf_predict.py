@@ -7,14 +7,11 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from fleetgym.agents.world_model.predictor import WorldModelPredictor
 from fleetgym.errors import UnsupportedSpaceError
 from fleetgym.experiments.calf.conditions import regime_by_name, resolve_condition
 from fleetgym.experiments.calf.experiment import _clean_identity
-from fleetgym.experiments.calf.predict import (
-    TrueStateObservation,
-    WorldModelPredictor,
-    median_action_age,
-)
+from fleetgym.experiments.calf.predict import TrueStateObservation, median_action_age
 from fleetgym.experiments.calf.setup import InputLayout, env_setup, make_condition_env
 from fleetgym.wrappers.network_shim import NetworkShimWrapper
 from fleetgym.wrappers.predictive import PredictiveObservation
