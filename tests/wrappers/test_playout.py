@@ -100,7 +100,11 @@ def test_waits_for_the_first_action_then_applies_each_at_its_tick():
     applied, rewards = [], []
     for t in range(12):
         obs, reward, term, trunc, info = env.step(ActionPacket(t + 3, [t % 2]))
-        applied.append(info["action_source"] if info["action_source"] == "wait" else int(info["applied_action"]))
+        applied.append(
+            info["action_source"]
+            if info["action_source"] == "wait"
+            else int(info["applied_action"])
+        )
         rewards.append(reward)
         if t < 3:  # physics paused: the same state, reward 0
             np.testing.assert_array_equal(info["true_obs"], obs0)
@@ -288,7 +292,9 @@ def test_chunks_hold_cartpole_over_a_lossy_jittery_link():
 
 def test_agent_side_errors():
     with pytest.raises(TypeError, match="playout"):
-        ScheduledChunks(NetworkShimWrapper(gym.make("CartPole-v1"), "ethernet"), "true-dynamics", delay=2)
+        ScheduledChunks(
+            NetworkShimWrapper(gym.make("CartPole-v1"), "ethernet"), "true-dynamics", delay=2
+        )
     with pytest.raises(ValueError, match="delay"):
         ScheduledChunks(shim(1), "true-dynamics", delay=0)
     with pytest.raises(ValueError, match="chunk"):
