@@ -7,7 +7,8 @@ Runs, in order:
    trained without one, what network-aware training with compensation wins back, and
    what the compensation that works gives the clean policy itself, untrained for the
    network (``baseline+best``: the predictive compensation with the true dynamics and the
-   prior derived from the network, :data:`CALF_REGIMES`);
+   prior derived from the network) and with scheduled action chunks (``baseline+sched``:
+   a playout buffer at the env, D and k chosen from the network; :data:`CALF_REGIMES`);
 2. the actor-scheduling comparison
    (:func:`fleetgym.experiments.schedule.compare.quick_scheduler_report`): the shipped
    learned scheduler against every baseline, with the actors-per-round and time-cost
@@ -41,7 +42,7 @@ from fleetgym.experiments.calf import experiment as calf_experiment
 PARTS = ("calf", "schedule", "accerl")
 #: The ``calf`` part's regimes: ``calf --quick``'s and, beside them, the clean policy with
 #: the best causal compensation (no training of its own: the clean policy's evaluation).
-CALF_REGIMES: tuple[str, ...] = (*calf_conditions.QUICK_REGIMES, "baseline+best")
+CALF_REGIMES: tuple[str, ...] = (*calf_conditions.QUICK_REGIMES, "baseline+best", "baseline+sched")
 #: The ``accerl`` part's budgets: the comparison's workloads, seeds and env-step budget
 #: (runs stop at the target), and the lag sweep's arguments.
 ACCERL_SCALES: dict[str, dict[str, Any]] = {
@@ -87,7 +88,11 @@ def _parts(text: str) -> list[str]:
 
 
 def _run_calf(out: Path, full: bool, progress: bool) -> list[str]:
-    regimes = [*calf_conditions.DEFAULT_REGIMES, "baseline+best"] if full else list(CALF_REGIMES)
+    regimes = (
+        [*calf_conditions.DEFAULT_REGIMES, "baseline+best", "baseline+sched"]
+        if full
+        else list(CALF_REGIMES)
+    )
     results = calf_experiment.run_calf(
         "CartPole-v1", quick=not full, out_dir=out, progress=progress, regimes=regimes
     )
@@ -104,7 +109,11 @@ def _run_calf(out: Path, full: bool, progress: bool) -> list[str]:
         "`baseline+best` is the clean policy, trained without a network, behind each "
         "synthetic profile with the compensation that works: `make_robust_env`'s predictive "
         'compensation with CartPole\'s true dynamics, `lookahead="action"`, 16 samples, '
-        'the prior action age derived from the profile and `stall_action="predict"`. '
+        'the prior action age derived from the profile and `stall_action="predict"`; '
+        "the env applies whatever action arrived last. `baseline+sched` is the same clean "
+        "policy with scheduled action chunks: each packet is stamped for the tick D ahead "
+        "and carries k actions planned with the true dynamics and the policy itself, and "
+        "the env applies them from a playout buffer (D and k chosen from each profile). "
         "For your own network: `fleetgym profiles assess PROFILE --env CartPole-v1` "
         "(a profile name, a `profiles fit` file or a trace file).",
         "",

@@ -21,6 +21,16 @@ from fleetgym.wrappers.channels import (
     TraceChannel,
 )
 from fleetgym.wrappers.chunking import Schedule, ScheduledChunks, choose_schedule
+from fleetgym.wrappers.compensations import (
+    COMPENSATION_REGISTRY,
+    AugmentedCompensation,
+    Compensation,
+    HistoryCompensation,
+    NetworkContext,
+    PredictiveCompensation,
+    ScheduledCompensation,
+    register_compensation,
+)
 from fleetgym.wrappers.compensation import (
     HISTORY_CAP,
     STALL_ACTIONS,
@@ -67,6 +77,7 @@ from fleetgym.wrappers.stall import StallWatchdog
 from fleetgym.wrappers.vector import NetworkShimVectorWrapper
 
 __all__ = [
+    "COMPENSATION_REGISTRY",
     "DELIVERY_MODES",
     "ENV_NODE",
     "HISTORY_CAP",
@@ -75,15 +86,19 @@ __all__ = [
     "STEP_INFO_KEYS",
     "UNDERRUN_RULES",
     "ActionPacket",
+    "AugmentedCompensation",
     "CartPoleDynamics",
     "Channel",
+    "Compensation",
     "DelaySampler",
     "EmpiricalChannel",
     "FixedDelay",
     "GaussianChannel",
     "GilbertElliottChannel",
+    "HistoryCompensation",
     "LogNormalChannel",
     "MujocoStateDynamics",
+    "NetworkContext",
     "NetworkProfile",
     "NetworkShimVectorWrapper",
     "NetworkShimWrapper",
@@ -97,12 +112,14 @@ __all__ = [
     "PolicyLink",
     "PolicyNode",
     "PredictionError",
+    "PredictiveCompensation",
     "PredictiveObservation",
     "Predictor",
     "ProfileFileError",
     "ProfileFit",
     "Schedule",
     "ScheduledChunks",
+    "ScheduledCompensation",
     "SentActionHistory",
     "ShimConfig",
     "StallWatchdog",
@@ -120,6 +137,7 @@ __all__ = [
     "load_profile_file",
     "make_network_shim_env",
     "make_robust_env",
+    "register_compensation",
     "register_profile",
     "save_profile_file",
 ]

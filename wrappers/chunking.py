@@ -81,7 +81,7 @@ class ScheduledChunks(
     See the module docstring. The observation is the predicted state at ``t + D`` (clipped
     into the observation space, cast to its dtype); the action is that tick's action, from
     which the wrapper builds the packet. The rollout follows the env's playout rules
-    (:class:`~fleetgym.wrappers.playout.Playout`, read from the shim): before the first
+    (:class:`~fleetgym.wrappers.Playout`, read from the shim): before the first
     packet's tick the env waits (no step) or applies the safe action; a tick no packet of
     the agent covers holds the last action (or the safe one). ``info`` gains
     ``predicted_steps`` and ``chunk`` (the packet sent).

@@ -20,16 +20,20 @@ import numpy as np
 from gymnasium.wrappers import FlattenObservation
 
 from fleetgym.validation import check_bool, check_choice, check_int, quote
+from fleetgym.wrappers.compensations import (
+    COMPENSATION_REGISTRY,
+    Compensation,
+    NetworkContext,
+    resolve_compensation,
+)
 from fleetgym.wrappers.delay_features import (
     ObservationAgeFeatures,
     ObservationHistory,
     SentActionHistory,
-    cap_length,
     check_length,
     require_box,
 )
 from fleetgym.wrappers.network_shim import NetworkShimWrapper
-from fleetgym.wrappers.predictive import MAX_AGE, PredictiveObservation
 from fleetgym.wrappers.staleness import (
     HISTORY_CAP,
     MAX_HISTORY,
@@ -40,8 +44,9 @@ from fleetgym.wrappers.staleness import (
 )
 from fleetgym.wrappers.stall import STALL_ACTIONS, STALL_STEPS, StallWatchdog
 
-#: The stacks of :func:`make_robust_env`.
-COMPENSATIONS = ("history", "augmented", "predictive")
+#: The stacks of :func:`make_robust_env` (the names of
+#: :data:`~fleetgym.wrappers.COMPENSATION_REGISTRY`).
+COMPENSATIONS = ("history", "augmented", "predictive", "scheduled")
 
 __all__ = [
     "COMPENSATIONS",
@@ -59,14 +64,6 @@ __all__ = [
 ]
 
 
-def _network_name(profile: Any) -> str:
-    if profile is None:
-        return "of the given uplink/downlink channels"
-    if isinstance(profile, str) or hasattr(profile, "name"):
-        return quote(getattr(profile, "name", profile))
-    return quote([getattr(p, "name", p) for p in profile])
-
-
 def make_robust_env(
     env: str | gym.Env[Any, Any],
     profile: str | Sequence[str] | None = "wifi-normal",
@@ -78,7 +75,7 @@ def make_robust_env(
     quantile: float = 0.99,
     max_age_steps: int | None = None,
     env_kwargs: dict[str, Any] | None = None,
-    compensation: str = "history",
+    compensation: str | Compensation = "history",
     predictor: Any = None,
     predict_kwargs: dict[str, Any] | None = None,
     max_history: int = HISTORY_CAP,
@@ -106,16 +103,22 @@ def make_robust_env(
     and the age features gain the stall flag (``stall_features``), set when the delivered
     observation is ``stall_steps`` ticks old or more.
 
-    ``compensation`` picks the stack: ``"history"`` (above), ``"augmented"`` (the
-    augmented state of the delayed-RL literature: the delivered observation with its age
-    and the last m sent actions, i.e. ``"history"`` with k = 1; with the age the policy
-    can tell which of the m actions are still in flight) or ``"predictive"``: the shim
-    and :class:`~fleetgym.wrappers.PredictiveObservation` with ``predictor``
-    (``"true-dynamics"`` for CartPole's own equations) and ``predict_kwargs``, whose
-    observation is the env's own (a clean-trained policy runs on it unchanged). Its
-    prior action age ``action_delay`` is the network's median action age,
-    :func:`~fleetgym.wrappers.action_delay_for_profile` of the profile (or channels),
-    control period and shim arguments given here, unless ``predict_kwargs`` sets it.
+    ``compensation`` picks the stack, by name (one of
+    :data:`~fleetgym.wrappers.COMPENSATION_REGISTRY`) or as a
+    :class:`~fleetgym.wrappers.Compensation` object: ``"history"`` (above),
+    ``"augmented"`` (the augmented state of the delayed-RL literature: the delivered
+    observation with its age and the last m sent actions, i.e. ``"history"`` with k = 1;
+    with the age the policy can tell which of the m actions are still in flight),
+    ``"predictive"``: the shim and :class:`~fleetgym.wrappers.PredictiveObservation` with
+    ``predictor`` (``"true-dynamics"`` for CartPole's own equations) and
+    ``predict_kwargs``, whose observation is the env's own (a clean-trained policy runs on
+    it unchanged; its prior action age ``action_delay`` is the network's, from
+    :func:`~fleetgym.wrappers.action_delay_for_profile`, unless ``predict_kwargs`` sets
+    it), or ``"scheduled"``: a shim with a playout buffer and
+    :class:`~fleetgym.wrappers.ScheduledChunks` with ``predictor``; ``predict_kwargs``
+    then holds :class:`~fleetgym.wrappers.ScheduledCompensation`'s options
+    (``policy``, ``delay``, ``chunk``, ``playout``; D and k chosen from the network when
+    not given, and k = 1 without a policy). Its observation is the env's own too.
 
     ``stall_action`` states what the loop does in a stall, i.e. once ``stall_steps`` ticks
     pass without a fresh action at the env (or a fresh observation at the agent):
@@ -156,8 +159,11 @@ def make_robust_env(
         quantile: Quantile used for the automatic lengths.
         max_age_steps: Saturation of the age feature; ``None`` = max(k, 2).
         env_kwargs: Keyword arguments of ``gym.make`` when ``env`` is an ID.
-        compensation: ``"history"``, ``"augmented"`` or ``"predictive"``.
-        predictor: The predictor of ``"predictive"`` (required there, refused elsewhere).
+        compensation: ``"history"``, ``"augmented"``, ``"predictive"``, ``"scheduled"``, or
+            a :class:`~fleetgym.wrappers.Compensation` (then the options of
+            the named ones are not used).
+        predictor: The predictor of ``"predictive"`` and ``"scheduled"`` (required there,
+            refused elsewhere).
         predict_kwargs: More :class:`~fleetgym.wrappers.PredictiveObservation` arguments
             (``lookahead``, ``applied_ids``, ``action_delay``, ``samples``, ...); an
             ``action_delay`` given here overrides the profile's median action age.
@@ -178,22 +184,31 @@ def make_robust_env(
         TypeError, ValueError: on a bad argument (also the shim's own validation).
     """
     check_bool("age_features", age_features)
-    check_choice("compensation", compensation, COMPENSATIONS)
-    if (predictor is None) == (compensation == "predictive"):
-        raise ValueError(
-            "predictor: expected a predictor exactly when compensation='predictive', "
-            f"actual {quote(predictor)} with compensation={compensation!r}"
+    model_based = ("predictive", "scheduled")
+    if isinstance(compensation, str):
+        check_choice("compensation", compensation, tuple(COMPENSATION_REGISTRY))
+        if compensation in COMPENSATIONS:
+            if (predictor is None) == (compensation in model_based):
+                raise ValueError(
+                    "predictor: expected a predictor exactly when compensation is "
+                    f"'predictive' or 'scheduled', actual {quote(predictor)} with "
+                    f"compensation={compensation!r}"
+                )
+    elif not isinstance(compensation, Compensation):
+        raise TypeError(
+            f"compensation: expected a name or a Compensation, actual {quote(compensation)}"
         )
+    name = compensation if isinstance(compensation, str) else compensation.name
     cap = check_length("max_history", max_history)
     stall_steps = check_length("stall_steps", stall_steps)
     if stall_action is None:
-        stall = "predict" if compensation == "predictive" else "hold"
+        stall = "predict" if name in model_based else "hold"
     else:
         stall = check_choice("stall_action", stall_action, STALL_ACTIONS)
-    if stall == "predict" and compensation != "predictive":
+    if stall == "predict" and name not in model_based:
         raise ValueError(
             "stall_action: expected 'hold' or 'safe' with compensation="
-            f"{compensation!r} ('predict' keeps the predictive compensation's rollout "
+            f"{name!r} ('predict' keeps the predictive compensation's rollout "
             "going through a stall: it needs compensation='predictive'), actual 'predict'"
         )
     if safe_action is not None and stall != "safe":
@@ -203,9 +218,9 @@ def make_robust_env(
         )
     if stall_features is not None:
         check_bool("stall_features", stall_features)
-        if compensation == "predictive":
+        if name in model_based:
             raise ValueError(
-                "stall_features: expected None with compensation='predictive' (its "
+                f"stall_features: expected None with compensation={name!r} (its "
                 f"observation is the env's own, without age features), actual {stall_features}"
             )
         if stall_features and not age_features:
@@ -213,6 +228,24 @@ def make_robust_env(
                 "stall_features: expected False or None when age_features is False (the "
                 "stall flag is one of the age features), actual True"
             )
+    if isinstance(compensation, str):
+        if compensation == "scheduled":
+            options: dict[str, Any] = {"predictor": predictor, **(predict_kwargs or {})}
+        else:  # the other names: each class takes the options of its own fields
+            options = {
+                "predictor": predictor,
+                "options": dict(predict_kwargs or {}),
+                "history_length": history_length,
+                "action_history_length": action_history_length,
+                "age_features": age_features,
+                "quantile": quantile,
+                "max_age_steps": max_age_steps,
+                "max_history": cap,
+                "stall_features": stall_features,
+            }
+        comp = resolve_compensation(compensation, **options)
+    else:
+        comp = compensation
     if isinstance(env, str):
         from fleetgym.wrappers.shim_env import _ensure_registered
 
@@ -229,50 +262,21 @@ def make_robust_env(
     shim_args = dict(shim_kwargs)
     if step_ms is not None:
         shim_args["step_ms"] = step_ms
+    shim_args.update(comp.shim_kwargs())
     shim = NetworkShimWrapper(base, profile=profile, **shim_args)
     robust: gym.Env[Any, Any] = shim
     if stall == "safe":
         robust = StallWatchdog(shim, stall_steps, safe_action)
-    period = float(shim.step_ms)
-    measured = {k: v for k, v in shim_kwargs.items() if k not in ("start_action",)}
-    if compensation == "predictive":
-        kwargs: dict[str, Any] = {"start_action": shim_kwargs.get("start_action")}
-        if stall != "predict":
-            kwargs["max_horizon"] = stall_steps
-        if isinstance(robust, StallWatchdog):
-            kwargs.update(stall_steps=stall_steps, safe_action=robust.safe_action)
-        kwargs.update(predict_kwargs or {})
-        if kwargs.get("action_delay") is None:
-            prior = action_delay_for_profile(profile, period, **measured)
-            kwargs["action_delay"] = min(prior, MAX_AGE)
-        return PredictiveObservation(robust, predictor, **kwargs)
-    if compensation == "augmented":
-        history_length = 1 if history_length is None else history_length
-    network = _network_name(profile)
-    capped = False
-    if history_length is None:
-        wanted = history_length_for_profile(profile, period, quantile, **measured)
-        k = cap_length("history_length", wanted, cap, "frames", network)
-        capped = k < wanted
-    else:
-        k = check_length("history_length", history_length)
-    if action_history_length is None:
-        wanted = history_length_for_profile(
-            profile, period, quantile, path="round_trip", **measured
-        )
-        m = cap_length("action_history_length", wanted, cap, "sent actions", network)
-        capped = capped or m < wanted
-    else:
-        m = check_int("action_history_length", action_history_length, 0, MAX_HISTORY)
-    flag = capped if stall_features is None else stall_features
-    return compensate(
-        robust,
-        k,
-        m,
-        age_features=age_features,
-        max_age_steps=max_age_steps,
-        stall_steps=stall_steps if flag and age_features else None,
+    network = NetworkContext(
+        profile=profile,
+        step_ms=float(shim.step_ms),
+        measured={k: v for k, v in shim_kwargs.items() if k not in ("start_action",)},
+        stall=stall,
+        stall_steps=stall_steps,
+        start_action=shim_kwargs.get("start_action"),
+        safe_action=robust.safe_action if isinstance(robust, StallWatchdog) else None,
     )
+    return comp.build(robust, network)
 
 
 def compensate(

@@ -199,12 +199,12 @@ class NetworkShimWrapper(
             ``(1 - uplink_share) * step_ms`` after the agent's tick, leaving
             ``uplink_share * step_ms`` for the observation's trip; the remote client's
             parameter of the same name (``"loop"`` only).
-        playout: A :class:`~fleetgym.wrappers.playout.Playout`: ``step`` then takes
-            action packets (:class:`~fleetgym.wrappers.playout.ActionPacket`: scheduled, chunked actions)
+        playout: A :class:`~fleetgym.wrappers.Playout`: ``step`` then takes
+            action packets (:class:`~fleetgym.wrappers.ActionPacket`: scheduled, chunked actions)
             and the env side applies each tick's action from a playout buffer
             (:mod:`fleetgym.wrappers.playout`: the packet format, the clock, the start and
             underrun rules; ``info`` adds ``action_source``). ``start_action`` is then unused.
-            :class:`~fleetgym.wrappers.chunking.ScheduledChunks` makes the packets from any
+            :class:`~fleetgym.wrappers.ScheduledChunks` makes the packets from any
             policy.
 
     Raises:

@@ -2,7 +2,7 @@
 
 The predictor protocol of :mod:`fleetgym.wrappers.predictive` (``predictor(obs, actions,
 ages)``, batched) is what :class:`~fleetgym.wrappers.predictive.PredictiveObservation` and
-:class:`~fleetgym.wrappers.chunking.ScheduledChunks` roll an observation forward with.
+:class:`~fleetgym.wrappers.ScheduledChunks` roll an observation forward with.
 :class:`WorldModelPredictor` puts a fitted :class:`~fleetgym.agents.world_model.WorldModel`
 behind it, and :func:`fit_predictor` fits one from the user's own undelayed (Mode 1)
 transitions, so an env without known equations gets a predictor too.

@@ -75,7 +75,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "(baseline: none, delay-only: fixed 50 ms, net-aware: wifi-normal), '+comp' adds "
         "the compensation inputs, '+aug' the augmented state, '+ceiling' the prediction with "
         "the true dynamics (-dist, -noid, -ahead, -ahead-dist: its variants), '+predict' "
-        "with a learned world model (-dist, -ahead), '+oracle' the true state (default: "
+        "with a learned world model (-dist, -ahead), '+oracle' the true state, '+sched' scheduled action chunks (a playout buffer at the env, the true dynamics; '+sched-learned': the learned world model) (default: "
         "the three with and without +comp; with --quick baseline, net-aware, "
         "net-aware+comp, net-aware+ceiling, net-aware+predict); any condition name also trains "
         "under it, and so does a profile file (my-net.json, as 'profiles fit' writes) or a "

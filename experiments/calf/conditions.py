@@ -362,7 +362,10 @@ class Regime:
 #: ``lookahead="action"``, 16 samples, the prior action age derived from the network,
 #: ``stall_action="predict"``); ``learned`` the same with the learned world model (and its
 #: ``-dist`` / ``-ahead`` variants); ``oracle`` the true current
-#: state (non-causal).
+#: state (non-causal); ``scheduled`` (``+sched``) scheduled action chunks with the true
+#: dynamics (a playout buffer at the env, D and k chosen from the network the policy runs
+#: behind, the chunk's actions from the policy itself), ``scheduled-learned`` the same with
+#: the learned world model.
 COMPENSATIONS: dict[str, str] = {
     "+comp": "history",
     "+aug": "augmented",
@@ -376,6 +379,8 @@ COMPENSATIONS: dict[str, str] = {
     "+predict-dist": "learned-dist",
     "+predict-ahead": "learned-ahead",
     "+oracle": "oracle",
+    "+sched": "scheduled",
+    "+sched-learned": "scheduled-learned",
 }
 
 

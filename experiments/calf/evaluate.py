@@ -65,6 +65,8 @@ def evaluate_policy(
 
     n_episodes = check_int("n_episodes", n_episodes, low=1)
     n_envs = max(1, min(n_envs, n_episodes))
+    if policy.layout.policy_slot is not None:  # the scheduled chunks: this policy's plans
+        policy.layout.policy_slot.model = policy.model
     vec = vec_env(setup, condition, policy.layout, n_envs, seed=seed)
     returns, _ = sb3_evaluate(
         policy.model,

@@ -36,11 +36,33 @@ from fleetgym.agents.world_model.predictor import WorldModelPredictor
 from fleetgym.wrappers import NetworkShimWrapper, action_delay_for_profile, make_robust_env
 
 __all__ = [
+    "PolicySlot",
     "TrueStateObservation",
     "learned_predictor",
     "median_action_age",
     "predictive_env",
 ]
+
+
+class PolicySlot:
+    """The policy that makes the scheduled chunks' actions, set once it exists.
+
+    The CALF study builds a regime's envs before its model (training) or from a layout
+    (evaluation); the scheduled compensation's chunks are made by that model, which the
+    trainer and the evaluator put here (``slot.model = model``). Deterministic actions:
+    a chunk is a plan.
+
+    Raises:
+        RuntimeError: When called before a model is set.
+    """
+
+    def __init__(self) -> None:
+        self.model: Any = None
+
+    def __call__(self, obs: Any) -> Any:
+        if self.model is None:
+            raise RuntimeError("PolicySlot: no model set yet (slot.model = model)")
+        return self.model.predict(obs, deterministic=True)[0]
 
 
 class TrueStateObservation(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArgs):
@@ -118,6 +140,21 @@ def predictive_env(
     """
     comp = layout.compensation
     kwargs = dict(shim_kwargs)
+    if comp.startswith("scheduled"):
+        predictor: Any = "true-dynamics"
+        if comp == "scheduled-learned":
+            if layout.predictor is None:
+                raise ValueError("layout.predictor: expected a learned predictor, actual None")
+            predictor = layout.predictor
+        profile = kwargs.pop("profile", None)
+        return make_robust_env(
+            base,
+            profile,
+            compensation="scheduled",
+            predictor=predictor,
+            predict_kwargs={"policy": layout.policy_slot},
+            **kwargs,
+        )
     if comp == "oracle":
         return TrueStateObservation(NetworkShimWrapper(base, **{**kwargs, "info": "full"}))
     base_comp, _, variant = comp.partition("-")
@@ -131,7 +168,7 @@ def predictive_env(
         {} if variant == "best" else {"action_delay": median_action_age(kwargs)}
     )
     options.update(VARIANT_OPTIONS[variant])
-    predictor: Any = "true-dynamics"
+    predictor = "true-dynamics"
     if base_comp == "learned":
         if layout.predictor is None:
             raise ValueError("layout.predictor: expected a learned predictor, actual None")

@@ -212,6 +212,9 @@ class InputLayout:
         predictor: The learned predictor of ``"learned"`` (built per training seed).
         stall_features: Whether the age features carry the stall flag (k or m measured
             above :data:`~fleetgym.wrappers.HISTORY_CAP`, and capped to it).
+        policy_slot: For the scheduled chunks: the
+            :class:`~fleetgym.experiments.calf.predict.PolicySlot` through which the chunks
+            are made by the policy trained or evaluated on this layout.
     """
 
     compensated: bool
@@ -220,12 +223,17 @@ class InputLayout:
     compensation: str = "history"
     predictor: Any = field(default=None, compare=False)
     stall_features: bool = False
+    policy_slot: Any = field(default=None, compare=False)
 
 
 def layout_for(regime: Regime, setup: EnvSetup, quantile: float = 0.99) -> InputLayout:
     """The input layout of a regime: k and m measured from its training network."""
     if not regime.compensated:
         return InputLayout(False)
+    if regime.compensation.startswith("scheduled"):
+        from fleetgym.experiments.calf.predict import PolicySlot
+
+        return InputLayout(True, compensation=regime.compensation, policy_slot=PolicySlot())
     if regime.compensation not in ("history", "augmented"):
         return InputLayout(True, compensation=regime.compensation)
     cond = resolve_condition(regime.train_condition)

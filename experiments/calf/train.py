@@ -71,7 +71,7 @@ def policy_layout(
 ) -> InputLayout:
     """:func:`layout_for`, with the learned predictor of ``+predict`` fitted for ``seed``."""
     layout = layout_for(regime, setup, quantile)
-    if layout.compensation.startswith("learned"):
+    if layout.compensation.startswith("learned") or layout.compensation == "scheduled-learned":
         layout = dataclasses.replace(layout, predictor=learned_predictor(setup, seed))
     return layout
 
@@ -117,6 +117,8 @@ def train_regime(
     params = build_kwargs(setup.hyperparams, vec.action_space)
     policy = "MlpLstmPolicy" if setup.algo == "recurrent-ppo" else "MlpPolicy"
     model: Any = algo_class(setup.algo)(policy, vec, seed=seed, device=device, verbose=0, **params)
+    if layout.policy_slot is not None:  # the scheduled chunks are the model's own plans
+        layout.policy_slot.model = model
     # No outputs: SB3's default logger would create a dated folder in the temp dir per run.
     model.set_logger(Logger(folder=None, output_formats=[]))
     start = time.perf_counter()

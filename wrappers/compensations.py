@@ -1,0 +1,324 @@
+"""Compensations as objects, with one registry: what :func:`~fleetgym.wrappers.make_robust_env`
+puts around the shim.
+
+A :class:`Compensation` says what it needs from the shim (:meth:`Compensation.shim_kwargs`:
+the scheduled one needs a playout buffer) and builds its stack around the networked env
+(:meth:`Compensation.build`), given the facts of the network (:class:`NetworkContext`). The
+four the project ships are registered under their names:
+
+========== ====================================================================
+name        the policy's input
+========== ====================================================================
+history     k delivered frames with their ages, then m sent actions
+augmented   the same with k = 1 (the augmented state of delayed RL)
+predictive  the freshest observation rolled forward to the tick the next action
+            meets (the env applies what arrived last)
+scheduled   the state at the tick the action is stamped for; packets of k actions
+            applied from a playout buffer (:mod:`fleetgym.wrappers.playout`)
+========== ====================================================================
+
+A new compensation is a subclass with a ``name``, registered with
+:func:`register_compensation`; ``make_robust_env(env, profile, compensation=MyComp(...))``
+takes an instance, and ``compensation="my-name"`` the registered class built from
+``make_robust_env``'s own options.
+
+Example:
+    >>> sorted(COMPENSATION_REGISTRY)
+    ['augmented', 'history', 'predictive', 'scheduled']
+    >>> ScheduledCompensation("true-dynamics", delay=3, chunk=1).shim_kwargs()["playout"]
+    Playout(start='wait', underrun='hold', safe_action=None, max_wait=1000, max_ahead=1000, max_chunk=256)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import gymnasium as gym
+
+from fleetgym.validation import check_bool, check_int, quote
+from fleetgym.wrappers.chunking import ScheduledChunks, choose_schedule
+from fleetgym.wrappers.delay_features import cap_length, check_length
+from fleetgym.wrappers.playout import Playout
+from fleetgym.wrappers.predictive import MAX_AGE, PredictiveObservation
+from fleetgym.wrappers.staleness import (
+    HISTORY_CAP,
+    MAX_HISTORY,
+    action_delay_for_profile,
+    history_length_for_profile,
+)
+
+__all__ = [
+    "COMPENSATION_REGISTRY",
+    "AugmentedCompensation",
+    "Compensation",
+    "HistoryCompensation",
+    "NetworkContext",
+    "PredictiveCompensation",
+    "ScheduledCompensation",
+    "register_compensation",
+    "resolve_compensation",
+]
+
+
+@dataclass(frozen=True)
+class NetworkContext:
+    """What a compensation knows of the network it is built for.
+
+    Attributes:
+        profile: The shim's profile argument (a name, a profile, a sequence, or None with
+            explicit channels in ``measured``).
+        step_ms: The control period.
+        measured: The shim's other arguments that shape the network (channels, delivery,
+            timing, ...), for measuring it.
+        stall: ``"hold"``, ``"safe"`` or ``"predict"`` (:func:`make_robust_env`'s
+            ``stall_action``).
+        stall_steps: Ticks without a fresh packet that make a stall.
+        start_action: The shim's start action (None: its default).
+        safe_action: The watchdog's safe action (``stall="safe"``), else None.
+    """
+
+    profile: Any
+    step_ms: float
+    measured: Mapping[str, Any] = field(default_factory=dict)
+    stall: str = "hold"
+    stall_steps: int = 16
+    start_action: Any = None
+    safe_action: Any = None
+
+    @property
+    def name(self) -> str:
+        profile = self.profile
+        if profile is None:
+            return "of the given uplink/downlink channels"
+        if isinstance(profile, str) or hasattr(profile, "name"):
+            return quote(getattr(profile, "name", profile))
+        return quote([getattr(p, "name", p) for p in profile])
+
+
+class Compensation:
+    """The base of the compensations: a name, what the shim needs, and the stack.
+
+    Subclasses set ``name`` and implement :meth:`build`; :meth:`from_options` builds one
+    from :func:`~fleetgym.wrappers.make_robust_env`'s keyword options (those it does not
+    take are refused there).
+    """
+
+    name: ClassVar[str] = ""
+    #: Whether its observation is the env's own (a clean-trained policy runs on it).
+    keeps_observation: ClassVar[bool] = False
+
+    def shim_kwargs(self) -> dict[str, Any]:
+        """Extra :class:`~fleetgym.wrappers.NetworkShimWrapper` arguments it needs."""
+        return {}
+
+    def build(self, env: gym.Env[Any, Any], network: NetworkContext) -> gym.Env[Any, Any]:
+        """The compensated env around ``env`` (the shim, or the shim and a watchdog)."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_options(cls, **options: Any) -> Compensation:
+        """An instance from the options of its own fields (a dataclass), others left out."""
+        if dataclasses.is_dataclass(cls):
+            names = {f.name for f in dataclasses.fields(cls)}
+            options = {k: v for k, v in options.items() if k in names}
+        else:
+            options = {}
+        return cls(**options)
+
+
+#: Every compensation by name (:func:`register_compensation` adds one).
+COMPENSATION_REGISTRY: dict[str, type[Compensation]] = {}
+
+
+def register_compensation(cls: type[Compensation]) -> type[Compensation]:
+    """Register ``cls`` under ``cls.name`` (usable as a class decorator).
+
+    Raises:
+        TypeError: If ``cls`` is not a Compensation subclass with a name.
+        ValueError: If the name is taken by another class.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Compensation)) or not cls.name:
+        raise TypeError(f"expected a Compensation subclass with a name, actual {quote(cls)}")
+    if COMPENSATION_REGISTRY.get(cls.name, cls) is not cls:
+        raise ValueError(f"compensation {cls.name!r}: the name is registered already")
+    COMPENSATION_REGISTRY[cls.name] = cls
+    return cls
+
+
+@register_compensation
+@dataclass(frozen=True)
+class HistoryCompensation(Compensation):
+    """k delivered frames (with their ages) and m sent actions, flattened
+    (:func:`~fleetgym.wrappers.compensate`); lengths from the network when None."""
+
+    name: ClassVar[str] = "history"
+    history_length: int | None = None
+    action_history_length: int | None = None
+    age_features: bool = True
+    quantile: float = 0.99
+    max_age_steps: int | None = None
+    max_history: int = HISTORY_CAP
+    stall_features: bool | None = None
+
+    def _k(self) -> int | None:
+        return self.history_length
+
+    def build(self, env: gym.Env[Any, Any], network: NetworkContext) -> gym.Env[Any, Any]:
+        from fleetgym.wrappers.compensation import compensate
+
+        check_bool("age_features", self.age_features)
+        cap = check_length("max_history", self.max_history)
+        period, measured = network.step_ms, dict(network.measured)
+        capped = False
+        k = self._k()
+        if k is None:
+            wanted = history_length_for_profile(network.profile, period, self.quantile, **measured)
+            k = cap_length("history_length", wanted, cap, "frames", network.name)
+            capped = k < wanted
+        else:
+            k = check_length("history_length", k)
+        if self.action_history_length is None:
+            wanted = history_length_for_profile(
+                network.profile, period, self.quantile, path="round_trip", **measured
+            )
+            m = cap_length("action_history_length", wanted, cap, "sent actions", network.name)
+            capped = capped or m < wanted
+        else:
+            m = check_int("action_history_length", self.action_history_length, 0, MAX_HISTORY)
+        flag = capped if self.stall_features is None else self.stall_features
+        return compensate(
+            env,
+            k,
+            m,
+            age_features=self.age_features,
+            max_age_steps=self.max_age_steps,
+            stall_steps=network.stall_steps if flag and self.age_features else None,
+        )
+
+
+@register_compensation
+@dataclass(frozen=True)
+class AugmentedCompensation(HistoryCompensation):
+    """The augmented state: the delivered observation, its age and m sent actions (k = 1
+    unless given)."""
+
+    name: ClassVar[str] = "augmented"
+
+    def _k(self) -> int | None:
+        return 1 if self.history_length is None else self.history_length
+
+
+@register_compensation
+@dataclass(frozen=True)
+class PredictiveCompensation(Compensation):
+    """:class:`~fleetgym.wrappers.PredictiveObservation` with ``predictor`` and ``options``;
+    its prior action age is the network's unless ``options`` sets ``action_delay``."""
+
+    name: ClassVar[str] = "predictive"
+    keeps_observation: ClassVar[bool] = True
+    predictor: Any = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def build(self, env: gym.Env[Any, Any], network: NetworkContext) -> gym.Env[Any, Any]:
+        kwargs: dict[str, Any] = {"start_action": network.start_action}
+        if network.stall != "predict":
+            kwargs["max_horizon"] = network.stall_steps
+        if network.stall == "safe":
+            kwargs.update(stall_steps=network.stall_steps, safe_action=network.safe_action)
+        kwargs.update(self.options)
+        if kwargs.get("action_delay") is None:
+            prior = action_delay_for_profile(network.profile, network.step_ms, **network.measured)
+            kwargs["action_delay"] = min(prior, MAX_AGE)
+        return PredictiveObservation(env, self.predictor, **kwargs)
+
+
+@register_compensation
+@dataclass(frozen=True)
+class ScheduledCompensation(Compensation):
+    """Scheduled action chunks (:class:`~fleetgym.wrappers.ScheduledChunks`) over a shim
+    with a playout buffer; ``D`` and ``k`` from :func:`~fleetgym.wrappers.choose_schedule`
+    on the network unless given.
+
+    Args:
+        predictor: The predictor (``"true-dynamics"`` or a
+            :class:`~fleetgym.wrappers.predictive.Predictor`).
+        policy: What makes a chunk's actions after the first; None with ``chunk`` 1, or to
+            be set later with ``env.get_wrapper_attr("set_policy")(model)`` (training: the
+            model being trained).
+        delay: D in ticks (None: chosen).
+        chunk: k (None: chosen; 1 when no policy is given).
+        playout: The env side's rules.
+        quantile: The share of arrived packets D covers when chosen.
+    """
+
+    name: ClassVar[str] = "scheduled"
+    keeps_observation: ClassVar[bool] = True
+    predictor: Any = None
+    policy: Any = None
+    delay: int | None = None
+    chunk: int | None = None
+    playout: Playout = field(default_factory=Playout)
+    quantile: float = 0.99
+
+    def shim_kwargs(self) -> dict[str, Any]:
+        return {"playout": self.playout}
+
+    def build(self, env: gym.Env[Any, Any], network: NetworkContext) -> gym.Env[Any, Any]:
+        if network.stall == "safe":
+            raise ValueError(
+                "stall_action: expected 'hold' or 'predict' with compensation='scheduled' "
+                "(its playout buffer has its own gap rule: Playout(underrun='safe')), "
+                "actual 'safe'"
+            )
+        delay, chunk = self.delay, self.chunk
+        if delay is None or chunk is None:
+            measured = network.measured
+            chosen = (
+                choose_schedule(
+                    network.profile,
+                    network.step_ms,
+                    quantile=self.quantile,
+                    timing=measured.get("timing", "loop"),
+                    uplink_share=measured.get("uplink_share", 0.5),
+                    delivery=measured.get("delivery", "fifo"),
+                )
+                if network.profile is not None
+                else None
+            )
+            if delay is None:
+                if chosen is None:
+                    raise ValueError(
+                        "delay: expected D with explicit channels (no profile to choose it "
+                        "from), actual None"
+                    )
+                delay = chosen.delay
+            if chunk is None:
+                chunk = chosen.chunk if chosen is not None and self.policy is not None else 1
+        wrapped = ScheduledChunks(env, self.predictor, delay=delay, chunk=chunk, policy=self.policy)
+        return wrapped
+
+
+def resolve_compensation(compensation: Any, **options: Any) -> Compensation:
+    """A Compensation instance as is, or the registered class of a name built from
+    ``options`` (None values left out).
+
+    Raises:
+        ValueError: For an unknown name.
+        TypeError: For anything else.
+    """
+    if isinstance(compensation, Compensation):
+        return compensation
+    if not isinstance(compensation, str):
+        raise TypeError(
+            f"compensation: expected a name or a Compensation, actual {quote(compensation)}"
+        )
+    cls = COMPENSATION_REGISTRY.get(compensation)
+    if cls is None:
+        raise ValueError(
+            f"compensation: expected one of {sorted(COMPENSATION_REGISTRY)}, "
+            f"actual {compensation!r}"
+        )
+    return cls.from_options(**{k: v for k, v in options.items() if v is not None})
