@@ -21,16 +21,6 @@ from fleetgym.wrappers.channels import (
     TraceChannel,
 )
 from fleetgym.wrappers.chunking import Schedule, ScheduledChunks, choose_schedule
-from fleetgym.wrappers.compensations import (
-    COMPENSATION_REGISTRY,
-    AugmentedCompensation,
-    Compensation,
-    HistoryCompensation,
-    NetworkContext,
-    PredictiveCompensation,
-    ScheduledCompensation,
-    register_compensation,
-)
 from fleetgym.wrappers.compensation import (
     HISTORY_CAP,
     STALL_ACTIONS,
@@ -40,6 +30,16 @@ from fleetgym.wrappers.compensation import (
     action_delay_for_profile,
     history_length_for_profile,
     make_robust_env,
+)
+from fleetgym.wrappers.compensations import (
+    COMPENSATION_REGISTRY,
+    AugmentedCompensation,
+    Compensation,
+    HistoryCompensation,
+    NetworkContext,
+    PredictiveCompensation,
+    ScheduledCompensation,
+    register_compensation,
 )
 from fleetgym.wrappers.dynamics import CartPoleDynamics, MujocoStateDynamics, PendulumDynamics
 from fleetgym.wrappers.fitted_channels import EmpiricalChannel, LogNormalChannel
