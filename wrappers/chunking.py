@@ -181,6 +181,7 @@ class ScheduledChunks(
         self._t = 0
         self._plan: dict[int, Any] = {}
         self._first: int | None = None  # the first tick the agent scheduled
+        self._forgotten = 0  # every plan entry below this tick is forgotten
         # What the env did at each tick, from info["action_source"]; the agent uses tick i's
         # only once an observation emitted after it has arrived (the observation packet
         # carries it, as a real env host can).
@@ -268,8 +269,6 @@ class ScheduledChunks(
             plan[start + m] = a
         if self._first is None:
             self._first = start
-        for old in [i for i in plan if i < t - 2 * self.max_horizon]:
-            del plan[old]
         obs, reward, terminated, truncated, info = self.env.step(packet)
         self._t = t + 1
         age = info.get("obs_age_steps", 0)
@@ -286,6 +285,12 @@ class ScheduledChunks(
                 if source != "wait":
                     self._started_at = i
                     break
+        # Ticks before j - 1 are never rolled through again (j only grows): forget them.
+        low = self._forgotten
+        while low < j - 1:
+            plan.pop(low, None)
+            low += 1
+        self._forgotten = low
         est = self._estimate(obs, j, t)
         self._est = est
         info["predicted_steps"] = self.last_horizon

@@ -547,16 +547,15 @@ class NetworkShimWrapper(
             self.env, t, packet, self._down, self._up
         )
         self._t = t + 1
-        if ours["action_source"] not in ("packet", "wait"):
+        source = ours["action_source"]
+        if source != "packet" and source != "wait":
             self._holds += 1
-        applied = ours.pop("applied_action")
         if self._full_info:
             up, down = self._up, self._down
             ours.update(
                 obs_age_ms=ours["obs_age_steps"] * self.step_ms,
                 action_age_ms=ours["action_age_steps"] * self.step_ms,
-                action_held=ours["action_source"] != "packet",
-                applied_action=applied,
+                action_held=source != "packet",
                 true_obs=end.obs,
                 reordered_packets=up.reordered + down.reordered,
                 stale_packets=up.stale,
@@ -564,12 +563,14 @@ class NetworkShimWrapper(
                 action_holds=self._holds,
                 profile=self._profile_name,
             )
+            info.update(ours)
         else:
-            del ours["uplink_lost"], ours["downlink_lost"]
+            info["action_source"] = source
+            info["obs_age_steps"] = ours["obs_age_steps"]
+            info["action_age_steps"] = ours["action_age_steps"]
         if terminated or truncated:
-            ours["profile"] = self._profile_name
-            ours["network"] = self.network_stats()
-        info.update(ours)
+            info["profile"] = self._profile_name
+            info["network"] = self.network_stats()
         return ret, reward, terminated, truncated, info
 
     def _full(

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -186,10 +187,10 @@ class Playout:
 class ArrivalLink:
     """One direction that delivers *every* packet, in arrival order (not only the freshest).
 
-    The same delays as the shim's :class:`~fleetgym.wrappers.links.PacketLink` for the same
-    sampler (drawn ``block`` at a time, in periods, the direction's ``offset`` added): a
-    packet sent at tick ``i`` arrives at ``a = i + rel`` (``fifo``: never before the packet
-    sent before it) and is delivered at tick ``floor(a)``.
+    The same delays as the shim's ``PacketLink`` for the same sampler (drawn ``block`` at a
+    time, in periods, the direction's ``offset`` added): a packet sent at tick ``i`` arrives
+    at ``a = i + rel`` (``fifo``: never before the packet sent before it) and is delivered
+    at tick ``floor(a)``.
     """
 
     __slots__ = (
@@ -199,7 +200,8 @@ class ArrivalLink:
         "offset",
         "fifo",
         "_draws",
-        "_heap",
+        "_k",
+        "_pending",
         "_last",
         "lost",
         "reordered",
@@ -214,47 +216,61 @@ class ArrivalLink:
         self.block = block
         self.offset = offset
         self.fifo = fifo
-        self._draws: Any = iter(())
-        self._heap: list[tuple[float, int, Any]] = []
+        self._draws: list[float] = []
+        self._k = 0
+        self._pending: Any = deque() if fifo else []
         self.start()
 
     def start(self) -> None:
         """Nothing in flight, counters 0 (delays stay pre-drawn)."""
-        self._heap.clear()
+        self._pending.clear()
         self._last = -_INF
         self._newest = -1
         self.lost = self.reordered = 0
 
-    def _rel(self) -> float:
-        try:
-            return next(self._draws)  # type: ignore[no-any-return]
-        except StopIteration:
-            rel = self.sampler.next(self.block) / self.step_ms
-            if self.offset:
-                rel += self.offset
-            self._draws = iter(rel.tolist())
-            return next(self._draws)  # type: ignore[no-any-return]
-
     def tick(self, idx: int, payload: Any) -> tuple[bool, list[tuple[int, Any]]]:
         """Send packet ``idx`` at tick ``idx``; returns (lost, the ``(idx, payload)`` of every
         packet delivered at this tick, in arrival order)."""
-        rel = self._rel()
+        k = self._k
+        draws = self._draws
+        if k >= len(draws):
+            rel_block = self.sampler.next(self.block) / self.step_ms
+            if self.offset:
+                rel_block += self.offset
+            self._draws = draws = rel_block.tolist()
+            k = 0
+        rel = draws[k]
+        self._k = k + 1
+        limit = idx + 1.0
+        pending = self._pending
         lost = rel == _INF
-        if lost:
-            self.lost += 1
-        else:
-            arrival = idx + rel
-            if self.fifo:
+        if self.fifo:
+            if lost:
+                self.lost += 1
+            else:
+                arrival = idx + rel
                 if arrival < self._last:
                     arrival = self._last
                 self._last = arrival
-            heapq.heappush(self._heap, (arrival, idx, payload))
-        heap = self._heap
-        if not heap or heap[0][0] >= idx + 1.0:
+                if arrival < limit and not pending:
+                    return False, [(idx, payload)]  # on time, nothing in flight
+                pending.append((arrival, idx, payload))
+            if not pending or pending[0][0] >= limit:
+                return lost, []
+            out = []
+            while pending and pending[0][0] < limit:
+                item = pending.popleft()
+                out.append((item[1], item[2]))
+            return lost, out
+        if lost:
+            self.lost += 1
+        else:
+            heapq.heappush(pending, (idx + rel, idx, payload))
+        if not pending or pending[0][0] >= limit:
             return lost, []
         out = []
-        while heap and heap[0][0] < idx + 1.0:
-            _, i, p = heapq.heappop(heap)
+        while pending and pending[0][0] < limit:
+            _, i, p = heapq.heappop(pending)
             if i < self._newest:
                 self.reordered += 1
             else:
@@ -285,11 +301,11 @@ class PlayoutBuffer:
     def __len__(self) -> int:
         return len(self._plan)
 
-    def receive(self, sent: int, packet: ActionPacket, now: int) -> int:
-        """File ``packet`` (sent at tick ``sent``) at tick ``now``; returns the ticks it
-        still covers (0: it came too late for all of them, counted in ``late``)."""
-        start = packet.tick
-        actions = packet.actions
+    def receive(self, sent: int, packet: ActionPacket | tuple[int, Any], now: int) -> int:
+        """File ``packet`` (sent at tick ``sent``; an ActionPacket or its ``(tick, actions)``)
+        at tick ``now``; returns the ticks it still covers (0: it came too late for all of
+        them, counted in ``late``)."""
+        start, actions = (packet.tick, packet.actions) if type(packet) is ActionPacket else packet
         first = now - start if now > start else 0
         k = len(actions)
         if first >= k:
@@ -345,10 +361,10 @@ def check_packet(
 class PlayoutEnd:
     """The env end of a shim with a playout buffer: one episode's state and one tick.
 
-    :meth:`step` is the shim's ``step`` for a packet: send it on the downlink
+    :meth:`step` is the shim's ``step`` for a packet: check it, send it on the downlink
     (:class:`ArrivalLink`), file what arrived, apply tick ``t``'s action (or wait, or handle
-    an underrun), step the env, send the observation on the uplink
-    (:class:`~fleetgym.wrappers.links.PacketLink`), and return the freshest observation.
+    an underrun), step the env, send the observation on the uplink (the shim's
+    ``PacketLink``), and return the freshest observation.
     """
 
     def __init__(self, playout: Playout, space: gym.Space[Any], check_action: Any) -> None:
@@ -356,7 +372,12 @@ class PlayoutEnd:
             raise TypeError(f"playout: expected a Playout or None, actual {quote(playout)}")
         self.playout = playout
         self.safe = playout.safe_for(space)
+        self._space = space
         self._check_action = check_action
+        self._batch_checks: dict[int, Any] = {}
+        # A Discrete space's valid Python ints skip the call (the shim's fast path).
+        lo, hi = check_action.int_range or (0, 0)
+        self._lo, self._hi = lo, hi
         self._wait = playout.start == "wait"
         self._underrun = playout.underrun
         self.buffer = PlayoutBuffer()
@@ -378,6 +399,37 @@ class PlayoutEnd:
             "underruns": self.underruns,
             "late_packets": self.buffer.late,
         }
+
+    def check(self, packet: Any, t: int) -> Any:
+        """:func:`check_packet`, with the common cases kept cheap; returns the actions to
+        file (a Discrete space's as Python ints, which the env checks fastest)."""
+        if type(packet) is not ActionPacket:
+            check_packet(packet, t, self.playout, self._check_action)
+        playout = self.playout
+        tick, actions = packet.tick, packet.actions
+        if tick < t or tick > t + playout.max_ahead or len(actions) > playout.max_chunk:
+            check_packet(packet, t, playout, self._check_action)
+        lo, hi = self._lo, self._hi
+        if type(actions) is np.ndarray and actions.ndim >= 1:
+            if hi and actions.ndim == 1 and actions.dtype.kind in "iu":
+                ints = actions.tolist()
+                for action in ints:
+                    if not lo <= action < hi:
+                        self._check_action(action, t)
+                return ints
+            k = len(actions)
+            batch = self._batch_checks.get(k)
+            if batch is None:
+                from fleetgym.wrappers.action_check import ActionCheck
+
+                batch = self._batch_checks[k] = ActionCheck(self._space, batch=k)
+            batch(actions, t)
+            return actions
+        for action in actions:
+            if type(action) is int and lo <= action < hi:
+                continue
+            self._check_action(action, t)
+        return actions
 
     def choose(self, t: int) -> tuple[Any, str]:
         """Tick ``t``'s action and where it came from (``None`` and ``"wait"``: no step)."""
@@ -403,36 +455,40 @@ class PlayoutEnd:
 
     def step(
         self, env: gym.Env[Any, Any], t: int, packet: Any, down: ArrivalLink, up: Any
-    ) -> tuple[Any, float, bool, bool, dict[str, Any], dict[str, Any]]:
-        """One tick; returns ``(obs, reward, terminated, truncated, env info, ours)``."""
-        packet = check_packet(packet, t, self.playout, self._check_action)
-        down_lost, arrived = down.tick(t, packet)
-        buffer = self.buffer
-        for sent, p in arrived:
-            buffer.receive(sent, p, t)
+    ) -> tuple[Any, Any, bool, bool, dict[str, Any], dict[str, Any]]:
+        """One tick; returns ``(obs, reward, terminated, truncated, env info, ours)``;
+        ``ours`` holds ``action_source``, the link codes and the ages (see the shim)."""
+        actions = self.check(packet, t)
+        down_lost, arrived = down.tick(t, (packet.tick, actions))
+        if arrived:
+            receive = self.buffer.receive
+            for sent, p in arrived:
+                receive(sent, p, t)
         action, source = self.choose(t)
-        ours: dict[str, Any] = {"action_source": source, "downlink_lost": down_lost}
         info: dict[str, Any]
-        reward: Any
         if action is None:  # waiting for the first action: the env does not step
             obs = self.obs
-            obs = obs.copy() if isinstance(obs, np.ndarray) else obs
-            reward, terminated, info = 0.0, False, {}
+            obs = obs.copy() if type(obs) is np.ndarray else obs
+            reward: Any = 0.0
+            terminated, info = False, {}
             truncated = self.wait_ticks >= self.playout.max_wait
             if truncated:
-                ours["playout_timeout"] = True
+                info["playout_timeout"] = True
         else:
             obs, reward, terminated, truncated, info = env.step(action)
             self.obs = obs
-        # The age of the packet whose plan applies (held or not); before the first, the
-        # start counts as sent at tick -1 (applied_sent is -1 then).
-        action_age = t - self.applied_sent
         up_code = up.tick(t + 1, obs)
         ret = up.best_payload
-        if up_code < 2:
-            ret = ret.copy() if type(ret) is np.ndarray else ret
-        ours["uplink_lost"] = up_code & 1 == 1
-        ours["obs_age_steps"] = t + 1 - up.best_idx
-        ours["action_age_steps"] = action_age
-        ours["applied_action"] = action
-        return ret, float(reward), bool(terminated), bool(truncated), info, ours
+        if up_code < 2 and type(ret) is np.ndarray:
+            ret = ret.copy()
+        # The age of the packet whose plan applies (held or not); before the first, the
+        # start counts as sent at tick -1 (applied_sent is -1 then).
+        ours = {
+            "action_source": source,
+            "obs_age_steps": t + 1 - up.best_idx,
+            "action_age_steps": t - self.applied_sent,
+            "uplink_lost": up_code & 1 == 1,
+            "downlink_lost": down_lost,
+            "applied_action": action,
+        }
+        return ret, reward, terminated, truncated, info, ours
