@@ -137,6 +137,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="folder of trained clean policies, reused across runs (default: %(default)s)",
     )
     parser.add_argument(
+        "--deploy",
+        metavar="NETWORK",
+        default=None,
+        help="measure the returns behind this network instead (a profile name or file, or a "
+        "trace file such as the rest of the capture PROFILE was fitted on); the network "
+        "figures, D, k and the predictive prior still come from PROFILE",
+    )
+    parser.add_argument(
+        "--fallback",
+        action="store_true",
+        help="scheduled chunks with an env-side fallback: in a gap no packet covers, the env "
+        "runs a copy of the clean policy on its own state (default: it holds the last action)",
+    )
+    parser.add_argument(
         "--predictor",
         choices=("true-dynamics", "learned"),
         default="true-dynamics",
@@ -277,6 +291,10 @@ def _report_text(report: dict[str, Any]) -> str:
         "",
         f"Clean policy: {report['policy']}; {report['episodes']} episodes per input (mean ± std):",
     ]
+    if report.get("deploy"):
+        lines.append(
+            f"  (behind {report['deploy']}; D, k and the predictive prior from {report['profile']})"
+        )
     for key, label in (
         ("clean", "clean (no network)"),
         ("random", "random actions (no network)"),
@@ -359,6 +377,15 @@ def run(args: argparse.Namespace) -> int:
 
     folder = check_output_dir("--out", args.out)
     profile, label, step_ms, source = _resolve(args)
+    deploy = None
+    if args.deploy is not None:
+        from fleetgym.errors import FleetgymError
+        from fleetgym.experiments.calf.conditions import resolve_condition
+
+        try:
+            deploy = resolve_condition(args.deploy).shim_kwargs()
+        except (ValueError, TypeError, FleetgymError) as exc:
+            raise UsageError(f"--deploy: {exc}") from None
     env_id = args.env
     if args.policy is not None and not os.path.isfile(args.policy):
         raise UsageError(
@@ -398,7 +425,7 @@ def run(args: argparse.Namespace) -> int:
         "network": network,
     }
     if not args.network_only:
-        report.update(_returns(args, profile, step_ms, network, bar))
+        report.update(_returns(args, profile, step_ms, network, bar, deploy))
     bar.close()
     report["wall_s"] = time.perf_counter() - start
     json_path, text_path = folder / f"{stem}.json", folder / f"{stem}.txt"
@@ -428,13 +455,18 @@ def _network_of(shim_kwargs: dict[str, Any]) -> Any:
 
 
 def _returns(
-    args: argparse.Namespace, shim_kwargs: dict[str, Any], step_ms: float, network: dict, bar: Any
+    args: argparse.Namespace,
+    shim_kwargs: dict[str, Any],
+    step_ms: float,
+    network: dict,
+    bar: Any,
+    deploy: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The returns (:func:`~fleetgym.experiments.assess_returns.measure_returns`) and the
     verdict on them."""
     from fleetgym.experiments.assess_returns import measure_returns
 
-    out = measure_returns(args, shim_kwargs, _network_of(shim_kwargs), step_ms, bar)
+    out = measure_returns(args, shim_kwargs, _network_of(shim_kwargs), step_ms, bar, deploy)
     returns_, ages = out.pop("_compensated_ages")
     returns = out["returns"]
     clean_mean, random_mean = returns["clean"]["mean"], returns["random"]["mean"]

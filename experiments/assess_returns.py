@@ -117,6 +117,11 @@ def _predictor(args: argparse.Namespace, env_id: str, model: Any) -> tuple[Any, 
     return "true-dynamics", "true dynamics"
 
 
+def _measured(shim: dict[str, Any]) -> dict[str, Any]:
+    """The shim arguments that shape the network (what its measurements take)."""
+    return {k: v for k, v in shim.items() if k not in ("start_action", "step_ms")}
+
+
 def _schedule(args: argparse.Namespace, profile: Any, step_ms: float, shim: dict) -> Any:
     from fleetgym.wrappers import Schedule, choose_schedule
 
@@ -145,16 +150,28 @@ def measure_returns(
     network_profile: Any,
     step_ms: float,
     bar: Any,
+    deploy: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The returns (clean, random, behind the network, each compensation, the best), the
-    compensation's description, the policy's and the schedule's."""
+    compensation's description, the policy's and the schedule's.
+
+    ``deploy``: the shim arguments of the network the episodes run behind, when it is not
+    the assessed one (the rest of a capture); D, k and the predictive compensation's prior
+    action age still come from the assessed network.
+    """
     import gymnasium as gym
     import torch
 
     from fleetgym.experiments.calf.conditions import regime_by_name, resolve_condition
     from fleetgym.experiments.calf.setup import env_setup, make_condition_env
     from fleetgym.experiments.calf.train import algo_class, clean_policy, train_regime
-    from fleetgym.wrappers import NetworkShimWrapper, Playout, ScheduledChunks, make_robust_env
+    from fleetgym.wrappers import (
+        NetworkShimWrapper,
+        Playout,
+        ScheduledChunks,
+        action_delay_for_profile,
+        make_robust_env,
+    )
 
     torch.set_num_threads(1)
     env_id = args.env
@@ -172,11 +189,15 @@ def measure_returns(
             f"{args.cache})"
         )
     bar.update()
-    network_kwargs = dict(shim_kwargs)
+    assessed = dict(shim_kwargs)
+    assessed_profile = assessed.pop("profile", None)
+    network_kwargs = dict(shim_kwargs if deploy is None else deploy)
     profile = network_kwargs.pop("profile", None)
     n, seed = args.episodes, args.seed
     bar.set_postfix_str("clean returns")
     out: dict[str, Any] = {"policy": policy, "episodes": n}
+    if deploy is not None:
+        out["deploy"] = args.deploy
     runs = {
         "clean": run_episodes(model, gym.make(env_id), n, seed),
         "random": run_episodes(None, gym.make(env_id), n, seed, random=True),
@@ -199,7 +220,13 @@ def measure_returns(
             step_ms=step_ms,
             compensation="predictive",
             predictor=predictor,
-            predict_kwargs={"lookahead": "action", "samples": 16},
+            predict_kwargs={
+                "lookahead": "action",
+                "samples": 16,
+                "action_delay": action_delay_for_profile(
+                    assessed_profile, step_ms, **_measured(assessed)
+                ),
+            },
             stall_action="predict",
             **network_kwargs,
         )
@@ -209,15 +236,24 @@ def measure_returns(
             "stall_action='predict')"
         )
         runs["predictive"] = run_episodes(model, comp_env, n, seed)
-        schedule, source = _schedule(args, network_profile, step_ms, network_kwargs)
+        schedule, source = _schedule(args, network_profile, step_ms, assessed)
+        if args.fallback:  # a copy of the clean policy at the env, for the gaps
+
+            def local(obs: Any) -> Any:
+                return model.predict(obs, deterministic=True)[0]
+
+            playout = Playout(underrun="fallback", fallback=local)
+            gap = "runs a copy of the clean policy on its own state in a gap"
+        else:
+            playout, gap = Playout(), "holds in a gap"
         shim = NetworkShimWrapper(
-            gym.make(env_id), profile=profile, step_ms=step_ms, playout=Playout(), **network_kwargs
+            gym.make(env_id), profile=profile, step_ms=step_ms, playout=playout, **network_kwargs
         )
         sched_env = ScheduledChunks(shim, predictor, delay=schedule, policy=model)
         runs["scheduled"] = run_episodes(model, sched_env, n, seed)
         scheduled = (
             f"scheduled action chunks ({described}, D={schedule.delay}, k={schedule.chunk} "
-            f"{source}; the env waits for the first action and holds in a gap)"
+            f"{source}; the env waits for the first action and {gap})"
         )
         out["schedule"] = {
             "delay": schedule.delay,

@@ -265,8 +265,16 @@ def trace_path(name: str) -> Path:
 def _guess_format(name: str, lines_head: str) -> str:
     if looks_like_ping(lines_head):
         return "ping"
-    if name.endswith(".csv") or lines_head.replace(" ", "").startswith("send_ms"):
+    if lines_head.replace(" ", "").startswith("send_ms"):
         return "csv"
+    if name.endswith(".csv"):
+        # A .csv of one number per line (round trips exported from a logger) is a delay
+        # list; any other .csv is fleetgym's send_ms,delay_ms (its reader names a bad header).
+        try:
+            float(lines_head.strip())
+        except ValueError:
+            return "csv"
+        return "delays"
     if name.endswith(_MAHIMAHI_SUFFIXES):
         return "mahimahi"
     return "delays"
@@ -288,7 +296,8 @@ def load_trace(
             line), ``"mahimahi"`` (mm-link delivery opportunities), ``"ping"`` (raw
             ``ping`` output, :func:`fleetgym.traces.read_ping`) or ``"auto"``: a file
             whose first line is ping output (``PING host ...``, ``64 bytes from ...``) is
-            ping, ``.csv`` files or a ``send_ms`` header mean csv,
+            ping, a ``send_ms`` header or a ``.csv`` file means csv (but a ``.csv`` whose
+            first line is a single number is a delay list),
             ``.up``/``.down``/``.mahimahi``/``.mm`` mean mahimahi, anything else is a delay
             list.
         interval_ms: Packet spacing of a delay list (see :func:`read_delay_list`), or of

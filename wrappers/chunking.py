@@ -128,12 +128,14 @@ class ScheduledChunks(
         policy: Any = None,
         max_horizon: int = 10_000,
     ) -> None:
+        # The predictor and the policy are recorded by kind only: gymnasium deep-copies
+        # what it records, and a model's tensors need not support that.
         gym.utils.RecordConstructorArgs.__init__(
             self,
-            predictor=predictor,
+            predictor=predictor if isinstance(predictor, str) else type(predictor).__name__,
             delay=delay,
             chunk=chunk,
-            policy=policy,
+            policy=None if policy is None else type(policy).__name__,
             max_horizon=max_horizon,
         )
         gym.Wrapper.__init__(self, env)

@@ -228,3 +228,12 @@ def test_pings_own_warning_before_the_header_is_not_data(tmp_path):
     trace = load_trace(path)
     assert isinstance(trace, TraceData) and len(trace) == 50
     assert trace.delay_ms.tolist() == load_trace(plain).delay_ms.tolist()
+
+
+def test_a_csv_of_one_number_per_line_is_a_delay_list(tmp_path):
+    # Round trips exported by a logger as a .csv, one per line, no header.
+    path = write(tmp_path, "rtt.csv", "120.5\n4.5\n4.6\n")
+    trace = load_trace(path)
+    assert trace.delay_ms.tolist() == [120.5, 4.5, 4.6]
+    with pytest.raises(TraceFormatError, match="send_ms"):
+        load_trace(write(tmp_path, "bad.csv", "when,delay\n1,2\n"))
