@@ -5,6 +5,11 @@ client session, control on TCP, observations and actions as UDP datagrams on the
 port, the profile's uplink channel applied to observations at the socket. Agents connect
 with ``gym.make("fleetgym/Remote-v0", address="HOST:PORT")``.
 
+Clients that send scheduled action packets (``playout=Playout(...)``) are served by the
+playout rules they ask for at HELLO; ``--fallback MODULE:NAME`` gives the server the
+callable ``obs -> action`` that acts in a gap for those that ask for
+``underrun="fallback"`` (a policy cannot cross the wire; without it they are refused).
+
 With ``--measure N`` it instead runs a Mode 3 client against itself for N control ticks
 and prints the parity report (socket vs shim delay and loss per direction, throughput
 against the control-rate ceiling, timer lateness, loopback round trips).
@@ -13,11 +18,13 @@ Examples::
 
     fleetgym serve-env --env-id CartPole-v1 --bind 127.0.0.1:7000 --profile wifi-normal
     fleetgym serve-env --env-id CartPole-v1 --profile wifi-degraded --measure 3000 --json
+    fleetgym serve-env --env-id Pendulum-v1 --fallback my_policies:pendulum_fallback
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import sys
@@ -35,7 +42,7 @@ from fleetgym.experiments.argtypes import (
     remote_step_ms,
 )
 
-__all__ = ["configure", "run"]
+__all__ = ["configure", "load_fallback", "run"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -88,6 +95,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="write the port listened on to this file once bound",
     )
     parser.add_argument(
+        "--fallback",
+        default=None,
+        metavar="MODULE:NAME",
+        help="the env host's fallback policy, a callable obs -> action imported from MODULE, "
+        "for clients whose playout asks for underrun 'fallback' (default: none; they are "
+        "refused)",
+    )
+    parser.add_argument(
         "--measure",
         type=positive_int,
         default=None,
@@ -101,6 +116,35 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--seed", type=non_negative_int, default=0, help="seed of --measure (default 0)"
     )
     parser.add_argument("--json", action="store_true", help="print the --measure report as JSON")
+
+
+def load_fallback(spec: str | None) -> Any:
+    """The callable ``MODULE:NAME`` names (``NAME`` may be dotted), or None.
+
+    Raises:
+        UsageError: For a spec that is not ``MODULE:NAME``, that does not import, or that
+            names something that is not callable.
+    """
+    if spec is None:
+        return None
+    module_name, sep, name = spec.partition(":")
+    if not sep or not module_name.strip() or not name.strip():
+        raise UsageError(
+            f"--fallback: expected MODULE:NAME (a callable obs -> action), actual {spec!r}"
+        )
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in name.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise UsageError(
+            f"--fallback: expected an importable MODULE:NAME, actual {spec!r} ({exc})"
+        ) from None
+    if not callable(obj):
+        raise UsageError(
+            f"--fallback: expected a callable obs -> action, actual {spec!r} ({type(obj).__name__})"
+        )
+    return obj
 
 
 def _finite(x: Any) -> Any:
@@ -142,7 +186,8 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         UsageError: A bad argument, found before the server binds: an env the server
             cannot serve, an unwritable ``--port-file`` or ``--record-dir``, a bad secret
-            file, ``--measure`` with ``--secret-file``, or an address that cannot be bound.
+            file, a ``--fallback`` that does not import as a callable, ``--measure`` with
+            ``--secret-file``, or an address that cannot be bound.
     """
     from fleetgym.errors import FleetgymError
     from fleetgym.wrappers.remote import RemoteEnvServer
@@ -152,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--measure: expected no --secret-file (it measures on loopback)")
     if args.port_file is not None:
         check_output_file("--port-file", args.port_file)
+    fallback = load_fallback(args.fallback)
     tmp = tempfile.TemporaryDirectory() if args.measure and args.record_dir is None else None
     try:
         server = RemoteEnvServer(
@@ -163,6 +209,7 @@ def run(args: argparse.Namespace) -> int:
             step_ms=args.step_ms,
             max_sessions=args.max_sessions,
             record_dir=args.record_dir if tmp is None else tmp.name,
+            fallback=fallback,
         )
         server.start()
     except (FleetgymError, TypeError, ValueError, OSError) as exc:

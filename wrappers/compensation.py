@@ -17,9 +17,8 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.wrappers import FlattenObservation
 
-from fleetgym.validation import check_bool, check_choice, check_int, quote
+from fleetgym.validation import check_bool, check_choice, quote
 from fleetgym.wrappers.compensations import (
     COMPENSATION_REGISTRY,
     Compensation,
@@ -31,12 +30,11 @@ from fleetgym.wrappers.delay_features import (
     ObservationHistory,
     SentActionHistory,
     check_length,
-    require_box,
+    compensate,
 )
 from fleetgym.wrappers.network_shim import NetworkShimWrapper
 from fleetgym.wrappers.staleness import (
     HISTORY_CAP,
-    MAX_HISTORY,
     action_delay_for_profile,
     history_length_for_env,
     history_length_for_profile,
@@ -277,53 +275,3 @@ def make_robust_env(
         safe_action=robust.safe_action if isinstance(robust, StallWatchdog) else None,
     )
     return comp.build(robust, network)
-
-
-def compensate(
-    env: gym.Env[Any, Any],
-    history_length: int,
-    action_history_length: int,
-    *,
-    age_features: bool = True,
-    max_age_steps: int | None = None,
-    stall_steps: int | None = None,
-) -> gym.Env[np.ndarray, Any]:
-    """The compensation stack of :func:`make_robust_env` around an env that already has its
-    network: a shim, or the remote env of Mode 3 (``fleetgym/Remote-v0``), whose ``info``
-    carries the same packet ages.
-
-    Args:
-        env: The networked env (Box observations).
-        history_length: k frames (>= 1).
-        action_history_length: m sent actions (0: none).
-        age_features: Append :class:`ObservationAgeFeatures`.
-        max_age_steps: Saturation of the age feature; ``None`` = max(k, 2).
-        stall_steps: Append the stall flag, set from this observation age on (``None``:
-            no flag; needs ``age_features``).
-
-    Returns:
-        The wrapped env, with the flat float32 observation :func:`make_robust_env` builds.
-    """
-    k = check_length("history_length", history_length)
-    m = check_int("action_history_length", action_history_length, 0, MAX_HISTORY)
-    robust = env
-    if age_features:
-        robust = ObservationAgeFeatures(
-            robust,
-            max_age_steps=max(k, 2) if max_age_steps is None else max_age_steps,
-            stall_steps=stall_steps,
-        )
-    else:
-        if stall_steps is not None:
-            raise ValueError(
-                f"stall_steps: expected None when age_features is False (the stall flag is "
-                f"one of the age features), actual {quote(stall_steps)}"
-            )
-        require_box(robust, "make_robust_env")
-    if k > 1:
-        robust = FlattenObservation(ObservationHistory(robust, k))
-    elif not age_features:
-        robust = FlattenObservation(robust)
-    if m > 0:
-        robust = SentActionHistory(robust, m)
-    return robust

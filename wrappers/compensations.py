@@ -25,8 +25,8 @@ takes an instance, and ``compensation="my-name"`` the registered class built fro
 Example:
     >>> sorted(COMPENSATION_REGISTRY)
     ['augmented', 'history', 'predictive', 'scheduled']
-    >>> ScheduledCompensation("true-dynamics", delay=3, chunk=1).shim_kwargs()["playout"]
-    Playout(start='wait', underrun='hold', safe_action=None, max_wait=1000, max_ahead=1000, max_chunk=256)
+    >>> ScheduledCompensation("true-dynamics", delay=3, chunk=1).shim_kwargs()["playout"].start
+    'wait'
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import gymnasium as gym
 
 from fleetgym.validation import check_bool, check_int, quote
 from fleetgym.wrappers.chunking import ScheduledChunks, choose_schedule
-from fleetgym.wrappers.delay_features import cap_length, check_length
+from fleetgym.wrappers.delay_features import cap_length, check_length, compensate
 from fleetgym.wrappers.playout import Playout
 from fleetgym.wrappers.predictive import MAX_AGE, PredictiveObservation
 from fleetgym.wrappers.staleness import (
@@ -167,8 +167,6 @@ class HistoryCompensation(Compensation):
         return self.history_length
 
     def build(self, env: gym.Env[Any, Any], network: NetworkContext) -> gym.Env[Any, Any]:
-        from fleetgym.wrappers.compensation import compensate
-
         check_bool("age_features", self.age_features)
         cap = check_length("max_history", self.max_history)
         period, measured = network.step_ms, dict(network.measured)

@@ -33,10 +33,10 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from gymnasium.wrappers import FrameStackObservation
+from gymnasium.wrappers import FlattenObservation, FrameStackObservation
 
 from fleetgym.errors import UnsupportedSpaceError
-from fleetgym.validation import check_int
+from fleetgym.validation import check_int, quote
 from fleetgym.wrappers.shim_config import ActionCheck
 from fleetgym.wrappers.staleness import AGE_KEY, HISTORY_CAP, MAX_HISTORY, history_length_for_env
 
@@ -46,6 +46,7 @@ __all__ = [
     "SentActionHistory",
     "cap_length",
     "check_length",
+    "compensate",
     "require_box",
 ]
 
@@ -319,3 +320,53 @@ class SentActionHistory(
 # --------------------------------------------------------------------------------------
 # The whole robust stack
 # --------------------------------------------------------------------------------------
+
+
+def compensate(
+    env: gym.Env[Any, Any],
+    history_length: int,
+    action_history_length: int,
+    *,
+    age_features: bool = True,
+    max_age_steps: int | None = None,
+    stall_steps: int | None = None,
+) -> gym.Env[np.ndarray, Any]:
+    """The compensation stack of :func:`make_robust_env` around an env that already has its
+    network: a shim, or the remote env of Mode 3 (``fleetgym/Remote-v0``), whose ``info``
+    carries the same packet ages.
+
+    Args:
+        env: The networked env (Box observations).
+        history_length: k frames (>= 1).
+        action_history_length: m sent actions (0: none).
+        age_features: Append :class:`ObservationAgeFeatures`.
+        max_age_steps: Saturation of the age feature; ``None`` = max(k, 2).
+        stall_steps: Append the stall flag, set from this observation age on (``None``:
+            no flag; needs ``age_features``).
+
+    Returns:
+        The wrapped env, with the flat float32 observation :func:`make_robust_env` builds.
+    """
+    k = check_length("history_length", history_length)
+    m = check_int("action_history_length", action_history_length, 0, MAX_HISTORY)
+    robust = env
+    if age_features:
+        robust = ObservationAgeFeatures(
+            robust,
+            max_age_steps=max(k, 2) if max_age_steps is None else max_age_steps,
+            stall_steps=stall_steps,
+        )
+    else:
+        if stall_steps is not None:
+            raise ValueError(
+                f"stall_steps: expected None when age_features is False (the stall flag is "
+                f"one of the age features), actual {quote(stall_steps)}"
+            )
+        require_box(robust, "make_robust_env")
+    if k > 1:
+        robust = FlattenObservation(ObservationHistory(robust, k))
+    elif not age_features:
+        robust = FlattenObservation(robust)
+    if m > 0:
+        robust = SentActionHistory(robust, m)
+    return robust

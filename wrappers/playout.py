@@ -305,7 +305,10 @@ class PlayoutBuffer:
         """File ``packet`` (sent at tick ``sent``; an ActionPacket or its ``(tick, actions)``)
         at tick ``now``; returns the ticks it still covers (0: it came too late for all of
         them, counted in ``late``)."""
-        start, actions = (packet.tick, packet.actions) if type(packet) is ActionPacket else packet
+        if isinstance(packet, ActionPacket):
+            start, actions = packet.tick, packet.actions
+        else:
+            start, actions = packet
         first = now - start if now > start else 0
         k = len(actions)
         if first >= k:

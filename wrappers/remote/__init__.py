@@ -7,6 +7,9 @@
   stepped on the wall clock at the env's control period.
 - :class:`DelayedSender`: a network profile applied at the socket (hold, drop, send).
 - :class:`PacketRecorder`: per-packet traces in the shim's trace format.
+- :mod:`~fleetgym.wrappers.remote.playout_host`: scheduled action packets over the socket
+  (``gym.make("fleetgym/Remote-v0", ..., playout=Playout())``), the shim's playout rules
+  at the env host.
 
 Details, timing rules and measured figures: ``docs/mode3.md``.
 """

@@ -19,7 +19,8 @@ time when its delay is under its share of the period (the shim's virtual clock g
 each direction a whole period), and ages under a profile run about one tick above the
 shim's. ``info`` carries the shim's keys (:data:`STEP_INFO_KEYS`), the ages measured
 from the packets' tick indices and send timestamps (wall clock; across hosts the
-clocks must be synchronised).
+clocks must be synchronised). With ``playout=Playout(...)`` step 1 sends an action packet
+and step 2 applies the shim's playout rules (:mod:`~fleetgym.wrappers.remote.playout_host`).
 """
 
 from __future__ import annotations
@@ -38,9 +39,12 @@ import numpy as np
 
 from fleetgym.errors import ProtocolError, RemoteEnvError
 from fleetgym.validation import check_choice, check_timeout, quote
+from fleetgym.wrappers.playout import Playout
 from fleetgym.wrappers.profiles import NetworkProfile, get_profile
 from fleetgym.wrappers.remote.addresses import parse_address
 from fleetgym.wrappers.remote.conditions import DelayedSender, FreshestBox
+from fleetgym.wrappers.remote.files import check_record_path, read_secret
+from fleetgym.wrappers.remote.playout_host import ClientPlayout
 from fleetgym.wrappers.remote.recorder import PacketRecorder
 from fleetgym.wrappers.remote.spaces import build_space, from_wire, to_wire
 from fleetgym.wrappers.remote.wire import Frame, MessageType, WireCodec
@@ -59,52 +63,6 @@ __all__ = ["RemoteEnv", "read_secret"]
 log = logging.getLogger(__name__)
 _M = MessageType
 _GONE = object()
-
-
-#: Largest secret file :func:`read_secret` reads (a key, not a document).
-MAX_SECRET_FILE_BYTES = 4096
-
-
-def read_secret(path: str | os.PathLike[str]) -> bytes:
-    """The shared secret stored in a file (surrounding whitespace stripped).
-
-    At most :data:`MAX_SECRET_FILE_BYTES` are read: a secret is a short key, and a path
-    such as ``/dev/zero`` must not exhaust memory.
-
-    Raises:
-        TypeError: If ``path`` is not a path.
-        ValueError: If the file is unreadable, larger than the bound or holds fewer than
-            16 bytes.
-    """
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(
-            "secret_file: expected a path (str or os.PathLike; an int is not read as a file "
-            f"descriptor), actual {type(path).__name__} {quote(path)}"
-        )
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_SECRET_FILE_BYTES + 1)
-    except OSError as exc:
-        raise ValueError(f"secret_file: expected a readable file, actual {exc}") from exc
-    if len(raw) > MAX_SECRET_FILE_BYTES:
-        raise ValueError(
-            f"secret_file: expected a file of at most {MAX_SECRET_FILE_BYTES} bytes, "
-            f"actual more ({os.fspath(path)})"
-        )
-    secret = raw.strip()
-    if len(secret) < 16:
-        raise ValueError(f"secret_file: expected at least 16 bytes, actual {len(secret)}")
-    return secret
-
-
-def _check_record_path(path: Any) -> None:
-    """``record_path``: a file whose folder exists and can be written."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"record_path: expected a file path or None, actual {quote(path)}")
-    folder = os.path.dirname(os.path.abspath(path)) if str(os.fspath(path)).strip() else ""
-    writable = folder and os.path.isdir(folder) and os.access(folder, os.W_OK | os.X_OK)
-    if not writable or os.path.isdir(path):
-        raise ValueError(f"record_path: expected a writable file path, actual {quote(path)}")
 
 
 class RemoteEnv(gym.Env[Any, Any]):
@@ -131,13 +89,24 @@ class RemoteEnv(gym.Env[Any, Any]):
         uplink_share: Fraction of the period left for the observation's trip, in (0, 1).
         delivery: ``"fifo"`` or ``"latest"`` for the actions' hold.
         record_path: If set, ``close`` writes the observations' per-packet trace there.
+        playout: A :class:`~fleetgym.wrappers.playout.Playout`: ``step`` then takes
+            :class:`~fleetgym.wrappers.playout.ActionPacket` s (scheduled, chunked
+            actions), and the server applies each tick's action from a playout buffer by
+            the shim's rules (negotiated at HELLO; ``info`` adds ``action_source``, the
+            episode's last step ``network`` with the playout counters). The rules cross the
+            wire as data: with ``underrun="fallback"`` the server's own fallback policy
+            acts, and a server without one refuses the session
+            (:mod:`fleetgym.wrappers.remote.playout_host`).
 
     Raises:
         RemoteEnvError: If the server cannot be reached, refuses the session or stops
             answering (never a hang: every wait has a timeout).
         TypeError, ValueError: For a bad argument, checked before connecting (``address``
             not ``host:port``, both ``secret`` and ``secret_file``, an unwritable
-            ``record_path``, ...).
+            ``record_path``, a ``playout`` that is no Playout, ...).
+        InvalidActionError: From ``step``, for an action outside the action space (with a
+            playout: a packet :func:`~fleetgym.wrappers.playout.check_packet` refuses, or
+            one too large for a datagram).
         fleetgym.errors.UnknownProfileError: For an unknown profile name.
     """
 
@@ -155,6 +124,7 @@ class RemoteEnv(gym.Env[Any, Any]):
         uplink_share: float = 0.5,
         delivery: str = "fifo",
         record_path: str | None = None,
+        playout: Playout | None = None,
     ) -> None:
         self.host, self.port = parse_address(address)
         if self.port == 0:
@@ -164,9 +134,11 @@ class RemoteEnv(gym.Env[Any, Any]):
         if profile is not None:
             profile = get_profile(profile)  # an unknown name fails before connecting
         if record_path is not None:
-            _check_record_path(record_path)
+            check_record_path(record_path)
         if secret_file is not None:
             secret = read_secret(secret_file)
+        #: The agent's end of scheduled packets (None: plain actions).
+        self._playout = None if playout is None else ClientPlayout(playout)
         self.transport = check_choice("transport", transport, ("udp", "tcp"))
         self.timeout_s = check_timeout("timeout_s", timeout_s) or 5.0
         #: The loop's timing, shared with the shim (fleetgym.wrappers.timeline).
@@ -204,8 +176,13 @@ class RemoteEnv(gym.Env[Any, Any]):
             self._start_thread(self._tcp_loop, "tcp")
             if self._udp is not None:
                 self._start_thread(self._udp_loop, "udp")
-            welcome = self._request(_M.HELLO, {"transport": self.transport, "udp_port": udp_port})
+            hello: dict[str, Any] = {"transport": self.transport, "udp_port": udp_port}
+            if self._playout is not None:
+                hello["playout"] = self._playout.wire
+            welcome = self._request(_M.HELLO, hello)
             self._configure(welcome, profile)
+            if self._playout is not None:
+                self._playout.accept(welcome.meta, self.action_space, address)
         except BaseException:
             self._shutdown()
             raise
@@ -352,6 +329,8 @@ class RemoteEnv(gym.Env[Any, Any]):
         self._applied_sent = reply.t_send_ns
         self._t = 0
         self._deadline = 0
+        if self._playout is not None:
+            self._playout.start()
         info: dict[str, Any] = dict(reply.meta.get("info") or {})
         info.update(
             {"obs_age_steps": 0, "obs_age_ms": 0.0, "true_obs": obs, "profile": self.profile.name}
@@ -364,11 +343,21 @@ class RemoteEnv(gym.Env[Any, Any]):
         return from_wire(self.observation_space, frame.arrays[0])
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
-        """One control period of wall-clock time: send, tick the remote env, take the freshest obs."""
+        """One control period of wall-clock time: send, tick the remote env, take the freshest obs.
+
+        With a playout ``action`` is an :class:`~fleetgym.wrappers.playout.ActionPacket`.
+        """
         if self._t < 0:
             raise gym.error.ResetNeeded("call reset() before step()")
         t = self._t
-        self._check_action(action, t)
+        playout = self._playout
+        ep, sid, codec = self._episode, self.session, self.codec
+        if playout is None:
+            self._check_action(action, t)
+            meta_out: dict[str, Any] = {"ep": ep}
+            arr = to_wire(self.action_space, action)
+        else:
+            meta_out, arr = playout.encode(action, t, ep, codec, sid, self._udp is not None)
         period = int(self.step_ms * 1e6)
         now = time.time_ns()
         deadline = self._deadline + period
@@ -384,14 +373,12 @@ class RemoteEnv(gym.Env[Any, Any]):
             self._obs_sent = self.timing.env_step_ns(now, period)
             self._applied_sent = now - period
         env_deadline = self.timing.env_step_ns(deadline, period)
-        ep, sid, codec = self._episode, self.session, self.codec
-        arr = to_wire(self.action_space, action)
 
         def encode(t_wire: int) -> bytes:
-            return codec.encode(
-                _M.ACTION, sid, t, {"ep": ep}, [arr], t_send_ns=now, t_wire_ns=t_wire
-            )
+            return codec.encode(_M.ACTION, sid, t, meta_out, [arr], t_send_ns=now, t_wire_ns=t_wire)
 
+        if playout is not None:
+            playout.sent_ns.append(now)
         down_lost = self.sender.submit(t, encode, now)
         reply = self._request(
             _M.TICK,
@@ -399,11 +386,12 @@ class RemoteEnv(gym.Env[Any, Any]):
             seq=t,
             wait_s=(env_deadline - now) / 1e9,
         )
-        if reply.type != _M.STEP_DONE or reply.seq != t or len(reply.arrays) != 2:
+        meta = reply.meta
+        waited = playout is not None and meta.get("source") == "wait"
+        if reply.type != _M.STEP_DONE or reply.seq != t or len(reply.arrays) != 2 - waited:
             raise ProtocolError(
                 f"TICK {t}: expected STEP_DONE {t}, actual {reply.type.name} {reply.seq}"
             )
-        meta = reply.meta
         t_emit = int(meta["t_emit_ns"])
         if self.recorder is not None:
             self.recorder.expect((ep, t + 1), t_emit)
@@ -418,9 +406,12 @@ class RemoteEnv(gym.Env[Any, Any]):
         else:
             obs = self._obs.copy() if isinstance(self._obs, np.ndarray) else self._obs
         self._t = t + 1
-        if not meta["held"]:
+        action_seq = int(meta["action_seq"])
+        if playout is not None:  # the applied plan's packet was sent by this client
+            self._applied_sent = playout.sent_at(action_seq, period)
+        elif not meta["held"]:
             self._applied_sent = int(meta["action_t_send_ns"])
-        obs_age, action_age = loop_ages(t, self._obs_seq, int(meta["action_seq"]))
+        obs_age, action_age = loop_ages(t, self._obs_seq, action_seq)
         ours = {
             "obs_age_steps": obs_age,
             "obs_age_ms": 0.0 if obs_age == 0 else max(0.0, (t_emit - self._obs_sent) / 1e6),
@@ -429,7 +420,7 @@ class RemoteEnv(gym.Env[Any, Any]):
             "uplink_lost": bool(meta["up_lost"]),
             "downlink_lost": down_lost,
             "action_held": bool(meta["held"]),
-            "applied_action": from_wire(self.action_space, reply.arrays[1]),
+            "applied_action": None if waited else from_wire(self.action_space, reply.arrays[1]),
             "true_obs": from_wire(self.observation_space, reply.arrays[0]),
             "reordered_packets": self._obs_box.reordered + int(meta["down_reordered"]),
             "stale_packets": self._obs_box.stale + int(meta["down_stale"]),
@@ -440,7 +431,11 @@ class RemoteEnv(gym.Env[Any, Any]):
         info: dict[str, Any] = dict(meta.get("info") or {})
         info.update(ours)
         info["tick_late_ms"] = int(meta["late_ns"]) / 1e6
-        return obs, float(meta["reward"]), bool(meta["terminated"]), bool(meta["truncated"]), info
+        terminated, truncated = bool(meta["terminated"]), bool(meta["truncated"])
+        if playout is not None:
+            lost = self.sender.lost - self._lost_base
+            playout.add_info(info, meta, self._obs_box, lost, self.profile.name)
+        return obs, float(meta["reward"]), terminated, truncated, info
 
     # -- measurement --------------------------------------------------------------------
     def round_trip_ms(self, n: int = 100, channel: str = "udp") -> np.ndarray:

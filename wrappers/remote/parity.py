@@ -7,6 +7,11 @@ trace loader (the Mode 2 replay path) and compares each direction with
 :func:`channel_reference`: the shim's delays for the same channel, packets one period
 apart, with the shim's FIFO rule.
 
+:func:`measure_playout_parity` does the same for scheduled action packets
+(:mod:`fleetgym.wrappers.playout`), tick by tick: the same packets over the socket and
+through the shim on the delays the server recorded (:func:`tick_replay`) must give the same
+applied action, from the same source, at every tick.
+
 Example:
     >>> from fleetgym.wrappers.channels import GaussianChannel
     >>> ref = channel_reference(GaussianChannel(30, 10, 0.02), 20_000, 20.0, seed=0)
@@ -26,9 +31,17 @@ from typing import Any
 import numpy as np
 
 from fleetgym.traces.loaders import load_trace
+from fleetgym.traces.trace_data import TraceData
 from fleetgym.wrappers.channels import Channel
 
-__all__ = ["QUANTILES", "channel_reference", "delay_summary", "measure_socket_parity"]
+__all__ = [
+    "QUANTILES",
+    "channel_reference",
+    "delay_summary",
+    "measure_playout_parity",
+    "measure_socket_parity",
+    "tick_replay",
+]
 
 QUANTILES = (0.1, 0.5, 0.9, 0.99)
 
@@ -146,3 +159,117 @@ def measure_socket_parity(
         for ch, v in rtt.items()
     }
     return result
+
+
+def tick_replay(trace: TraceData, step_ms: float) -> TraceData:
+    """A Mode 3 recording as the shim replays it on its tick clock.
+
+    The recorded send times are the client's real ones, a little after each tick's nominal
+    time (the first send plus ``i`` periods, the client's schedule); the replay sends packet
+    ``i`` at its nominal time and delays it to its recorded arrival, so that the shim sees
+    the arrival times, and the arrival order, of the socket.
+    """
+    n = len(trace)
+    nominal = np.arange(n) * float(step_ms)
+    arrival = np.asarray(trace.send_ms) - float(trace.send_ms[0]) + np.asarray(trace.delay_ms)
+    delay = np.maximum(arrival - nominal, 0.0)
+    return TraceData(nominal, delay, n * float(step_ms), f"{trace.source} on the tick clock")
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+
+
+def measure_playout_parity(
+    server: Any,
+    packets: list[Any],
+    playout: Any,
+    *,
+    seed: int = 0,
+    profile: Any = None,
+    delivery: str = "fifo",
+    transport: str = "udp",
+) -> dict[str, Any]:
+    """Send ``packets`` (one per tick, until the episode ends) over a real socket and
+    through the shim on the delays the server recorded; compare tick by tick.
+
+    ``server`` must have been made with ``record_dir``. The client takes ``profile``'s
+    downlink (default the server's) and ``delivery``; the shim replays the recorded
+    downlink (:func:`tick_replay`) on a perfect uplink, for the env the server serves.
+
+    Returns:
+        ``ticks``; ``mismatches``, a list of ``(tick, key, mode 2's, mode 3's)`` for the
+        keys ``action_source``, ``applied_action``, ``action_age_steps``, ``reward`` and
+        ``true_obs`` (empty when the modes agree); each mode's ``network`` counters at the
+        episode's end (None if it did not end); the client's ``overruns`` (a step called
+        late restarts its schedule, which the shim's tick clock does not model).
+    """
+    import gymnasium as gym
+
+    from fleetgym.wrappers.channels import FixedDelay, TraceChannel
+    from fleetgym.wrappers.network_shim import NetworkShimWrapper
+    from fleetgym.wrappers.remote.client import RemoteEnv
+
+    if server.record_dir is None:
+        raise ValueError("server: expected a server made with record_dir, actual None")
+    env = RemoteEnv(
+        f"{server.address[0]}:{server.address[1]}",
+        profile,
+        transport=transport,
+        delivery=delivery,
+        playout=playout,
+    )
+    mode3: list[tuple[Any, dict[str, Any]]] = []
+    try:
+        sid, step_ms = env.session, env.step_ms
+        env.reset(seed=seed)
+        for packet in packets:
+            _obs, reward, term, trunc, info = env.step(packet)
+            mode3.append((reward, info))
+            if term or trunc:
+                break
+        overruns = env.overruns
+    finally:
+        env.close()
+    path = Path(server.record_dir) / f"session{sid}-downlink.csv"
+    for _ in range(100):  # the session writes its trace as it ends
+        if path.exists():
+            break
+        time.sleep(0.05)
+    replay = tick_replay(load_trace(path), step_ms)
+    shim = NetworkShimWrapper(
+        gym.make(server.env_id, **server.env_kwargs),
+        uplink=FixedDelay(0.0),
+        downlink=TraceChannel(replay, random_start=False),
+        step_ms=step_ms,
+        delivery=delivery,
+        info="full",
+        playout=playout,
+    )
+    mismatches: list[tuple[int, str, Any, Any]] = []
+    info2: dict[str, Any] = {}
+    try:
+        shim.reset(seed=seed)
+        for t, (reward3, info3) in enumerate(mode3):
+            _obs, reward2, _term, _trunc, info2 = shim.step(packets[t])
+            pairs = {
+                "action_source": (info2["action_source"], info3["action_source"]),
+                "applied_action": (info2["applied_action"], info3["applied_action"]),
+                "action_age_steps": (info2["action_age_steps"], info3["action_age_steps"]),
+                "reward": (float(reward2), float(reward3)),
+                "true_obs": (info2["true_obs"], info3["true_obs"]),
+            }
+            for key, (a, b) in pairs.items():
+                if not _same(a, b):
+                    mismatches.append((t, key, a, b))
+    finally:
+        shim.close()
+    return {
+        "ticks": len(mode3),
+        "mismatches": mismatches,
+        "mode2": info2.get("network"),
+        "mode3": mode3[-1][1].get("network") if mode3 else None,
+        "overruns": overruns,
+    }

@@ -11,10 +11,14 @@ applied one, or the start action before the first); step the env; emit the obser
 ``o_{t+1}`` through the profile's uplink channel (:class:`DelayedSender`); answer
 ``STEP_DONE t`` on TCP with the reward, the termination flags and ground truth (the
 env's training signal is reliable, as in the shim; only observations and actions cross
-the lossy path).
+the lossy path). With a playout (scheduled action packets, the client's choice at HELLO)
+the tick applies the action for tick ``t`` from the packets that arrived by ``S_t``
+instead, by the rules of :mod:`fleetgym.wrappers.playout`
+(:mod:`fleetgym.wrappers.remote.playout_host`).
 
 A client that vanishes (connection reset, EOF, idle timeout) ends its session only; a
-malformed frame on UDP is counted and dropped; one on TCP ends that session. Binding a
+malformed frame on UDP is counted and dropped; one on TCP ends that session (an oversized
+frame whose header is otherwise valid is read past and dropped instead). Binding a
 non-loopback address requires a shared secret (every frame then carries an HMAC tag).
 
 This module is the listener (sockets, accepting sessions, routing UDP frames, counters);
@@ -28,6 +32,7 @@ import logging
 import os
 import socket
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +119,18 @@ class RemoteEnvServer:
             (None: never).
         record_dir: If set, each session writes the actions it observed there
             (``session<N>-downlink.csv``, the shim's trace format); created if missing.
+        fallback: The env host's fallback policy, ``obs -> action``, for the sessions whose
+            client asks for a playout with ``underrun="fallback"`` (a callable cannot cross
+            the wire; without one such a client is refused at HELLO). Called from each
+            session's worker thread with that session's true current observation.
+
+    Scheduled action packets: a client made with ``playout=Playout(...)`` sends its rules at
+    HELLO (:mod:`fleetgym.wrappers.remote.playout_host`); its session then takes
+    :class:`~fleetgym.wrappers.playout.ActionPacket` messages into a playout buffer and
+    applies each tick's action by the rules of the shim's playout. A packet the session
+    cannot use (malformed, stamped in the past or too far ahead, a chunk of the wrong shape
+    or length, an action outside the space or NaN) is dropped and counted by reason in
+    :meth:`stats` (``packets_dropped_<reason>``).
 
     The constructor makes the env once, with the code a session runs at HELLO, and closes
     it: an unknown ID, kwargs the env rejects, a space the wire format cannot carry or an
@@ -145,6 +162,7 @@ class RemoteEnvServer:
         max_sessions: int = 64,
         idle_timeout_s: float | None = 300.0,
         record_dir: str | os.PathLike[str] | None = None,
+        fallback: Callable[[Any], Any] | None = None,
     ) -> None:
         if not isinstance(env_id, str):
             raise TypeError(f"env_id: expected a Gymnasium ID (str), actual {quote(env_id)}")
@@ -183,6 +201,11 @@ class RemoteEnvServer:
                 f"or None, actual {quote(idle_timeout_s)}"
             )
         self.record_dir = None if record_dir is None else _check_record_dir(record_dir)
+        if fallback is not None and not callable(fallback):
+            raise TypeError(
+                f"fallback: expected a callable obs -> action or None, actual {quote(fallback)}"
+            )
+        self.fallback = fallback
         # The env as a session makes it: refused now rather than at the first HELLO.
         env, _, self.obs_frame_bytes = open_env(
             self.env_id, self.env_kwargs, self.step_ms, self.codec
@@ -274,7 +297,9 @@ class RemoteEnvServer:
                 self._counts["sessions_closed"] = self._counts.get("sessions_closed", 0) + 1
 
     def stats(self) -> dict[str, int]:
-        """Counters: sessions opened/closed/open, rejected frames by reason, drops."""
+        """Counters: sessions opened/closed/open, rejected frames by reason, drops (action
+        packets by reason: ``packets_dropped_<reason>``, see
+        :data:`~fleetgym.wrappers.remote.playout_host.DROP_REASONS`)."""
         with self._lock:
             out = dict(self._counts)
             out["sessions_open"] = len(self._sessions)

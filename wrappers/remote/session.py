@@ -28,6 +28,7 @@ from fleetgym.validation import check_choice, check_float, check_int, quote
 from fleetgym.wrappers.channels import MIN_STEP_MS
 from fleetgym.wrappers.profiles import NetworkProfile
 from fleetgym.wrappers.remote.conditions import DelayedSender, FreshestBox
+from fleetgym.wrappers.remote.playout_host import PlayoutHost, playout_from_wire
 from fleetgym.wrappers.remote.recorder import PacketRecorder
 from fleetgym.wrappers.remote.spaces import describe_space, from_wire, to_wire
 from fleetgym.wrappers.remote.wire import (
@@ -151,6 +152,7 @@ class SessionHost(Protocol):
     record_dir: str | None
     obs_frame_bytes: int
     udp: socket.socket
+    fallback: Callable[[Any], Any] | None
 
     def _count(self, key: str, n: int = 1) -> None: ...
 
@@ -166,6 +168,8 @@ class _Session:
         self.write_lock = threading.Lock()
         self.control: queue.Queue[Frame | None] = queue.Queue()
         self.box = FreshestBox()
+        #: Scheduled action packets (the client asked for a playout at HELLO), else None.
+        self.playout: PlayoutHost | None = None
         self.env: gym.Env[Any, Any] | None = None
         self.udp_addr: tuple[str, int] | None = None
         self.transport = "udp"
@@ -194,8 +198,10 @@ class _Session:
         self.worker.start()
         try:
             while not self.closed.is_set():
-                frame = self.codec.read_frame(self.conn)
-                if frame.type == _M.ACTION:
+                frame = self.codec.read_frame_or_skip(self.conn)
+                if frame is None:  # an oversized frame, read past and dropped
+                    self.server._count("tcp_oversized_dropped")
+                elif frame.type == _M.ACTION:
                     self.on_action(frame)
                 elif frame.type == _M.PING:
                     self.reply(_M.PONG, frame.seq, {"t_ping_ns": frame.t_send_ns})
@@ -219,8 +225,12 @@ class _Session:
             self.shutdown()
 
     def on_action(self, frame: Frame) -> None:
-        self.box.put(frame)
-        if self.recorder is not None:
+        playout = self.playout
+        if playout is None:
+            self.box.put(frame)
+        else:
+            playout.on_frame(frame)  # checked, filed or dropped and counted; never raises
+        if self.recorder is not None and type(frame.meta.get("ep")) is int:
             self.recorder.arrived(
                 (frame.meta.get("ep"), frame.seq), frame.t_send_ns, frame.t_recv_ns
             )
@@ -284,6 +294,13 @@ class _Session:
         env, self.step_ms, _ = open_env(
             server.env_id, server.env_kwargs, server.step_ms, self.codec
         )
+        if frame.meta.get("playout") is not None:
+            try:
+                rules = playout_from_wire(frame.meta["playout"], env.action_space, server.fallback)
+                self.playout = PlayoutHost(rules, env.action_space, server._count)
+            except BaseException:
+                env.close()
+                raise
         self.env = env
         self.start_action = default_start_action(env.action_space)
         self.sender = DelayedSender(self.send_obs, fifo=server.delivery == "fifo")
@@ -300,6 +317,7 @@ class _Session:
             "action_space": act_meta,
             "n_obs_arrays": len(obs_arrays),
             "max_episode_steps": spec.max_episode_steps if spec is not None else None,
+            "playout": None if self.playout is None else self.playout.wire,
         }
         self.reply(_M.WELCOME, frame.seq, meta, [*obs_arrays, *act_arrays])
         return True
@@ -323,6 +341,8 @@ class _Session:
             self.lost_base = self.sender.lost
         self.episode = ep
         self.box.reset(ep, -1)
+        if self.playout is not None:
+            self.playout.start(ep, obs)
         self.applied = self.start_action
         self.holds = 0
         meta = {"ep": ep, "profile": self.server.profile.name, "info": plain_info(info)}
@@ -344,25 +364,17 @@ class _Session:
         if wait > 0:
             time.sleep(min(wait, 10.0))
         t_env = time.time_ns()
-        got = self.box.take(deadline)
-        held = True
-        action_seq, action_sent = -1, 0
-        if got is not None:
-            try:
-                action = from_wire(env.action_space, got.arrays[0] if got.arrays else np.empty(0))
-                if not env.action_space.contains(action):
-                    raise ProtocolError(f"action: expected an element of {env.action_space}")
-                self.applied, held = action, False
-            except ProtocolError as exc:
-                self.server._count("bad_actions")
-                log.warning("session %d: dropped action %d: %s", self.sid, got.seq, exc)
-        if held:
-            self.holds += 1
-        action_seq, action_sent = (
-            self.box.best_seq,
-            got.t_send_ns if got is not None and not held else 0,
-        )
-        obs, reward, terminated, truncated, info = env.step(self.applied)
+        applied: list[np.ndarray] = []
+        if self.playout is None:
+            action_meta = self._freshest_action(env, deadline)
+            obs, reward, terminated, truncated, info = env.step(self.applied)
+            applied.append(to_wire(env.action_space, self.applied))
+        else:
+            step = self.playout.tick(env, t, deadline)
+            action_meta = self.playout.step_meta(step)
+            obs, reward, terminated, truncated, info = step[2:]
+            if step.action is not None:  # a tick the env waited has no applied action
+                applied.append(to_wire(env.action_space, step.action))
         t_emit = time.time_ns()
         obs_arr = to_wire(env.observation_space, obs)
         sid, ep, codec = self.sid, self.episode, self.codec
@@ -378,21 +390,40 @@ class _Session:
             "reward": float(reward),
             "terminated": bool(terminated),
             "truncated": bool(truncated),
-            "held": held,
-            "action_seq": action_seq,
-            "action_t_send_ns": action_sent,
-            "holds": self.holds,
+            **action_meta,
             "late_ns": t_env - deadline,
             "t_emit_ns": t_emit,
             "up_lost": up_lost,
             "up_lost_total": sender.lost - self.lost_base,
-            "down_reordered": self.box.reordered,
-            "down_stale": self.box.stale,
             "info": plain_info(info),
         }
-        applied = to_wire(env.action_space, self.applied)
-        self.reply(_M.STEP_DONE, t, meta, [obs_arr, applied])
+        self.reply(_M.STEP_DONE, t, meta, [obs_arr, *applied])
         return True
+
+    def _freshest_action(self, env: gym.Env[Any, Any], deadline: int) -> dict[str, Any]:
+        """Without a playout: the freshest action that arrived by ``deadline`` becomes
+        ``self.applied`` (else it is held); returns the STEP_DONE fields about it."""
+        got = self.box.take(deadline)
+        held = True
+        if got is not None:
+            try:
+                action = from_wire(env.action_space, got.arrays[0] if got.arrays else np.empty(0))
+                if not env.action_space.contains(action):
+                    raise ProtocolError(f"action: expected an element of {env.action_space}")
+                self.applied, held = action, False
+            except ProtocolError as exc:
+                self.server._count("bad_actions")
+                log.warning("session %d: dropped action %d: %s", self.sid, got.seq, exc)
+        if held:
+            self.holds += 1
+        return {
+            "held": held,
+            "action_seq": self.box.best_seq,
+            "action_t_send_ns": got.t_send_ns if got is not None and not held else 0,
+            "holds": self.holds,
+            "down_reordered": self.box.reordered,
+            "down_stale": self.box.stale,
+        }
 
     def _close(self, frame: Frame) -> bool:
         try:

@@ -77,6 +77,8 @@ MAX_PAYLOAD = 16 * 1024 * 1024
 #: Largest datagram: the UDP maximum less IP and UDP headers.
 DATAGRAM_LIMIT = 65_507
 MAX_META = 1024 * 1024
+#: Most bytes of an oversized frame a stream reader reads past (:meth:`WireCodec.read_frame_or_skip`).
+MAX_SKIP = 4 * MAX_PAYLOAD
 MAX_ARRAYS = 16
 MAX_NDIM = 8
 #: Reasons a frame is rejected (the keys of :attr:`WireCodec.rejected`).
@@ -385,6 +387,33 @@ class WireCodec:
         _fields, rest = self.parse_header(head)
         body = _read_exact(sock, rest)
         return self.decode(head + body)
+
+    def read_frame_or_skip(self, sock: socket.socket, skip_limit: int = MAX_SKIP) -> Frame | None:
+        """:meth:`read_frame`, except that an oversized frame whose header is otherwise valid
+        is read past and dropped (None; counted in :attr:`rejected` as ``oversized``), up to
+        ``skip_limit`` bytes, so the stream stays in sync and the connection serves on.
+
+        Raises:
+            ProtocolError: For any other rejected frame, or one over ``skip_limit``.
+            ConnectionError, TimeoutError: As :meth:`read_frame`.
+        """
+        head = _read_exact(sock, HEADER.size)
+        try:
+            _fields, rest = self.parse_header(head)
+        except ProtocolError as exc:
+            fields = HEADER.unpack_from(head) if len(head) == HEADER.size else None
+            if fields is None or not str(exc).startswith("oversized"):
+                raise
+            skip = fields[-1] + (TAG_BYTES if fields[3] & FLAG_AUTH else 0)
+            if skip > skip_limit:
+                raise
+            while skip:
+                chunk = sock.recv(min(skip, 1 << 20))
+                if not chunk:
+                    raise ConnectionError("the peer closed the connection") from None
+                skip -= len(chunk)
+            return None
+        return self.decode(head + _read_exact(sock, rest))
 
 
 def _read_exact(sock: socket.socket, n: int) -> bytes:

@@ -100,6 +100,27 @@ def test_serve_env_bad_arguments(capsys):
     assert main(["serve-env", "--env-id", "CartPole-v1", "--profile", "nope"]) == 2
 
 
+def test_serve_env_fallback(capsys):
+    from fleetgym.experiments.serve_env import load_fallback
+
+    assert load_fallback(None) is None
+    assert load_fallback("os.path:join") is os.path.join  # a dotted module, a plain name
+    assert load_fallback("os:path.join") is os.path.join  # a dotted name
+    base = ["serve-env", "--env-id", "CartPole-v1", "--fallback"]
+    for spec, words in [
+        ("no-colon", "expected MODULE:NAME"),
+        (":name", "expected MODULE:NAME"),
+        ("no_such_module_xyz:f", "importable"),
+        ("os:no_such_name", "importable"),
+        ("os:sep", "callable"),
+    ]:
+        assert main([*base, spec]) == 2, spec
+        err = capsys.readouterr().err
+        assert "--fallback" in err and words in err, err
+    # Accepted, and given to the server: a --measure run takes it (its client asks for none).
+    assert main([*base, "os.path:join", "--step-ms", "10", "--measure", "5", "--json"]) == 0
+
+
 def test_profiles_netem(capsys):
     assert main(["profiles", "--netem", "wifi-normal"]) == 0
     out = capsys.readouterr().out
