@@ -29,7 +29,7 @@ from gymnasium import spaces
 from fleetgym.errors import UnsupportedSpaceError
 from fleetgym.validation import check_int, quote
 from fleetgym.wrappers.playout import ActionPacket, Playout
-from fleetgym.wrappers.predictive import PredictionError, Predictor
+from fleetgym.wrappers.predictive import PredictionError, Predictor, resolve_predictor
 
 __all__ = ["Schedule", "ScheduledChunks", "choose_schedule", "policy_function"]
 
@@ -153,16 +153,8 @@ class ScheduledChunks(
         playout = _playout_of(env)
         self.playout = playout
         self._safe = playout.safe_for(env.action_space)
-        if predictor == "true-dynamics":
-            from fleetgym.wrappers.dynamics import true_dynamics
-
-            predictor = true_dynamics(env)
-        elif not callable(predictor):
-            raise TypeError(
-                f"predictor: expected a callable or 'true-dynamics', actual {quote(predictor)}"
-            )
-        self.predictor: Any = predictor
-        self._batched = bool(getattr(predictor, "batched", False))
+        self.predictor: Any = resolve_predictor(predictor, env, "ScheduledChunks")
+        self._batched = bool(getattr(self.predictor, "batched", False))
         if self.chunk > 1 and policy is None:
             raise ValueError(
                 f"policy: expected the policy that makes the chunk's actions (chunk={self.chunk}), "

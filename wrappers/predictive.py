@@ -73,7 +73,9 @@ class Predictor(Protocol):
     def __call__(self, obs: np.ndarray, actions: np.ndarray, ages: np.ndarray) -> Any: ...
 
 
-def _check_predictor_spaces(predictor: Any, env: gym.Env[Any, Any]) -> None:
+def _check_predictor_spaces(
+    predictor: Any, env: gym.Env[Any, Any], who: str = "PredictiveObservation"
+) -> None:
     for attr, space in (
         ("observation_space", env.observation_space),
         ("action_space", env.action_space),
@@ -83,9 +85,34 @@ def _check_predictor_spaces(predictor: Any, env: gym.Env[Any, Any]) -> None:
             continue
         if not isinstance(theirs, spaces.Space) or theirs != space:
             raise UnsupportedSpaceError(
-                f"PredictiveObservation: expected a predictor for the env's {attr} {space}, "
+                f"{who}: expected a predictor for the env's {attr} {space}, "
                 f"actual a predictor for {theirs}"
             )
+
+
+def resolve_predictor(
+    predictor: Any, env: gym.Env[Any, Any], who: str = "PredictiveObservation"
+) -> Any:
+    """``predictor`` for ``env``: ``"true-dynamics"`` as the env's own equations
+    (:func:`~fleetgym.wrappers.dynamics.true_dynamics`), a callable as is; either checked
+    against the env's spaces.
+
+    Raises:
+        TypeError: For anything else.
+        UnsupportedSpaceError: For a predictor of other spaces, or an env without known
+            equations.
+    """
+    if isinstance(predictor, str) and predictor == "true-dynamics":
+        # Imported here: the env's own equations are one predictor among others.
+        from fleetgym.wrappers.dynamics import true_dynamics
+
+        predictor = true_dynamics(env)
+    elif not callable(predictor):
+        raise TypeError(
+            f"predictor: expected a callable or 'true-dynamics', actual {quote(predictor)}"
+        )
+    _check_predictor_spaces(predictor, env, who)
+    return predictor
 
 
 class PredictiveObservation(
@@ -200,16 +227,7 @@ class PredictiveObservation(
             raise UnsupportedSpaceError(
                 f"PredictiveObservation: expected a Box observation space, actual {box}"
             )
-        if predictor == "true-dynamics":
-            # Imported here: the env's own equations are one predictor among others.
-            from fleetgym.wrappers.dynamics import true_dynamics
-
-            predictor = true_dynamics(env)
-        elif not callable(predictor):
-            raise TypeError(
-                f"predictor: expected a callable or 'true-dynamics', actual {quote(predictor)}"
-            )
-        _check_predictor_spaces(predictor, env)
+        predictor = resolve_predictor(predictor, env)
         self.predictor: Any = predictor
         self._batched = bool(getattr(predictor, "batched", False))
         if lookahead == "action":
