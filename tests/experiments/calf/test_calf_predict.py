@@ -12,7 +12,7 @@ from fleetgym.errors import UnsupportedSpaceError
 from fleetgym.experiments.calf.conditions import regime_by_name, resolve_condition
 from fleetgym.experiments.calf.experiment import _clean_identity
 from fleetgym.experiments.calf.predict import TrueStateObservation, median_action_age
-from fleetgym.experiments.calf.setup import InputLayout, env_setup, make_condition_env
+from fleetgym.experiments.calf.setup import InputLayout, env_setup, layout_for, make_condition_env
 from fleetgym.wrappers.network_shim import NetworkShimWrapper
 from fleetgym.wrappers.predictive import PredictiveObservation
 
@@ -30,6 +30,8 @@ from fleetgym.wrappers.predictive import PredictiveObservation
         ("net-aware+ceiling-ahead-dist", "wifi-normal", "predictive-ahead-dist"),
         ("net-aware+aug", "wifi-normal", "augmented"),
         ("baseline+oracle", "sim-clean", "oracle"),
+        ("baseline+sched", "sim-clean", "scheduled"),
+        ("net-aware+sched-learned", "wifi-normal", "scheduled-learned"),
     ],
 )
 def test_regime_suffixes(name: str, condition: str, compensation: str):
@@ -146,3 +148,27 @@ def test_best_is_make_robust_envs_predictive_defaults():
         assert env.get_wrapper_attr("samples") == 16
         env.close()
     assert priors == {"+best": 0, "+ceiling-ahead-dist": 1}
+
+
+def test_scheduled_regime_makes_its_chunks_with_the_policy_in_its_slot():
+    from fleetgym.experiments.calf.predict import PolicySlot
+    from fleetgym.wrappers import ScheduledChunks
+
+    setup = env_setup("CartPole-v1")
+    layout = layout_for(regime_by_name("baseline+sched"), setup)
+    assert isinstance(layout.policy_slot, PolicySlot)
+    env = make_condition_env(setup, resolve_condition("wifi-degraded"), layout)
+    chunks = env.get_wrapper_attr("chunk")
+    assert chunks > 1 and isinstance(env.env, ScheduledChunks)
+    obs, _ = env.reset(seed=0)
+    with pytest.raises(RuntimeError, match="no model set"):
+        env.step(0)
+
+    class Controller:
+        def predict(self, obs, deterministic=True):
+            return int(obs[2] + 0.5 * obs[3] > 0), None
+
+    layout.policy_slot.model = Controller()
+    obs, _ = env.reset(seed=0)
+    _, _, _, _, info = env.step(0)
+    assert len(info["chunk"]) == chunks
