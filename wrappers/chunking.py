@@ -271,8 +271,9 @@ class ScheduledChunks(
                 f"info['obs_age_steps'] at step {t}: expected an int in 0..{t + 1}, "
                 f"actual {quote(age)}"
             )
-        self._sources.append(info.get("action_source", "packet"))
         j = self._t - int(age)
+        if self._started_at is None:  # only needed until the env's start is known
+            self._sources.append(info.get("action_source", "packet"))
         if self._started_at is None and j >= 1:
             known = self._sources[:j]
             for i, source in enumerate(known):

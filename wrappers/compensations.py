@@ -32,6 +32,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -39,7 +40,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 
 from fleetgym.validation import check_bool, check_int, quote
-from fleetgym.wrappers.chunking import ScheduledChunks, choose_schedule
+from fleetgym.wrappers.chunking import Schedule, ScheduledChunks, choose_schedule
 from fleetgym.wrappers.delay_features import cap_length, check_length, compensate
 from fleetgym.wrappers.playout import Playout
 from fleetgym.wrappers.predictive import MAX_AGE, PredictiveObservation
@@ -272,31 +273,48 @@ class ScheduledCompensation(Compensation):
                 "actual 'safe'"
             )
         delay, chunk = self.delay, self.chunk
+        if chunk is None and (self.policy is None or network.profile is None):
+            chunk = 1  # no policy to plan a chunk with, or no profile to size it from
+        if delay is None and network.profile is None:
+            raise ValueError(
+                "delay: expected D with explicit channels (no profile to choose it from), "
+                "actual None"
+            )
         if delay is None or chunk is None:
             measured = network.measured
-            chosen = (
-                choose_schedule(
-                    network.profile,
-                    network.step_ms,
-                    quantile=self.quantile,
-                    timing=measured.get("timing", "loop"),
-                    uplink_share=measured.get("uplink_share", 0.5),
-                    delivery=measured.get("delivery", "fifo"),
-                )
-                if network.profile is not None
-                else None
+            chosen = _chosen_schedule(
+                network.profile,
+                network.step_ms,
+                self.quantile,
+                measured.get("timing", "loop"),
+                measured.get("uplink_share", 0.5),
+                measured.get("delivery", "fifo"),
             )
-            if delay is None:
-                if chosen is None:
-                    raise ValueError(
-                        "delay: expected D with explicit channels (no profile to choose it "
-                        "from), actual None"
-                    )
-                delay = chosen.delay
-            if chunk is None:
-                chunk = chosen.chunk if chosen is not None and self.policy is not None else 1
-        wrapped = ScheduledChunks(env, self.predictor, delay=delay, chunk=chunk, policy=self.policy)
-        return wrapped
+            delay = chosen.delay if delay is None else delay
+            chunk = chosen.chunk if chunk is None else chunk
+        return ScheduledChunks(env, self.predictor, delay=delay, chunk=chunk, policy=self.policy)
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_schedule(*args: Any) -> Schedule:
+    profile, step_ms, quantile, timing, uplink_share, delivery = args
+    return choose_schedule(
+        profile,
+        step_ms,
+        quantile=quantile,
+        timing=timing,
+        uplink_share=uplink_share,
+        delivery=delivery,
+    )
+
+
+def _chosen_schedule(*args: Any) -> Schedule:
+    """:func:`choose_schedule` for a network, measured once per network (a vector of envs
+    behind one profile asks for it once per env)."""
+    try:
+        return _cached_schedule(*args)
+    except TypeError:  # an unhashable profile (a list, a trace's arrays): measure it
+        return _cached_schedule.__wrapped__(*args)
 
 
 def resolve_compensation(compensation: Any, **options: Any) -> Compensation:
