@@ -62,11 +62,13 @@ class ActionCheck:
         "_max",
         "_kinds",
         "_array",
+        "_batch_shape",
     )
 
     def __init__(self, space: gym.Space[Any], batch: int | None = None) -> None:
         self.space = space
         self.batch = batch
+        self._batch_shape = None if batch is None else (batch, *(space.shape or ()))
         self._discrete = isinstance(space, spaces.Discrete)
         #: ``(start, start + n)`` of a Discrete space, else None: a hot loop may skip the
         #: call for a Python int ``a`` with ``start <= a < start + n`` (it would pass).
@@ -107,7 +109,7 @@ class ActionCheck:
                     return
             elif _safe_contains(self.space, action):
                 return
-        elif self._array and self._valid_array(action, (self.batch, *(self.space.shape or ()))):
+        elif self._array and self._valid_array(action, self._batch_shape):
             return
         what = "an element of" if self.batch is None else f"a batch of {self.batch} actions of"
         raise InvalidActionError(

@@ -162,6 +162,8 @@ class ScheduledChunks(
             )
         self._policy = None if policy is None else policy_function(policy)
         self._box = box
+        # A Discrete space's chunk goes as Python ints (the env side checks them fastest).
+        self._discrete = isinstance(env.action_space, spaces.Discrete)
         self._low = box.low.astype(np.float64)
         self._high = box.high.astype(np.float64)
         self._reset_state()
@@ -257,7 +259,10 @@ class ScheduledChunks(
             for _ in range(1, self.chunk):
                 state = self._roll(state, [actions[-1]], t)
                 actions.append(policy(self._output(state)))
-        packet = ActionPacket(start, np.asarray(actions))
+        chunk = np.asarray(actions)
+        if self._discrete and chunk.ndim == 1 and chunk.dtype.kind in "iu":
+            chunk = chunk.tolist()
+        packet = ActionPacket(start, chunk)
         plan = self._plan
         for m, a in enumerate(packet.actions):
             plan[start + m] = a

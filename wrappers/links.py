@@ -24,13 +24,24 @@ import numpy as np
 from fleetgym.wrappers.channels import Channel, DelaySampler, GaussianChannel
 from fleetgym.wrappers.timeline import freshest
 
-__all__ = ["FifoLink", "PacketLink", "always_on_time"]
+__all__ = ["FifoLink", "PacketLink", "always_on_time", "copy_tree"]
 
 _INF = math.inf
 #: Largest delay (in periods, offset included) :func:`always_on_time` accepts: a packet sent
 #: at tick i < 2**31 then arrives at ``i + rel`` strictly before tick ``i + 1`` in floating
 #: point too (the rounding of ``i + rel`` is at most 2**-21 there).
 _ON_TIME_MAX = 1.0 - 2.0**-20
+
+
+def copy_tree(x: Any) -> Any:
+    """``x`` with every array in it copied (dicts and tuples rebuilt, other leaves kept)."""
+    if isinstance(x, np.ndarray):
+        return x.copy()
+    if isinstance(x, dict):
+        return {k: copy_tree(v) for k, v in x.items()}
+    if isinstance(x, tuple):
+        return tuple(copy_tree(v) for v in x)
+    return x
 
 
 def always_on_time(channel: Channel, step_ms: float, offset: float) -> bool:

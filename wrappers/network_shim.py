@@ -18,7 +18,9 @@ from fleetgym.errors import UnknownProfileError
 from fleetgym.validation import check_bool, check_choice
 from fleetgym.wrappers.channels import Channel
 from fleetgym.wrappers.links import FifoLink, PacketLink, always_on_time
-from fleetgym.wrappers.playout import ArrivalLink, Playout, PlayoutEnd
+from fleetgym.wrappers.links import copy_tree as _copy_tree
+from fleetgym.wrappers.playout import ArrivalLink, Playout
+from fleetgym.wrappers.playout_end import PlayoutEnd
 from fleetgym.wrappers.profiles import NetworkProfile, get_profile
 from fleetgym.wrappers.shim_config import (
     INFO_LEVELS,
@@ -70,16 +72,6 @@ class _IntRange:
 
     def __contains__(self, x: Any) -> bool:
         return bool(self.lo <= x < self.hi)
-
-
-def _copy_tree(x: Any) -> Any:
-    if isinstance(x, np.ndarray):
-        return x.copy()
-    if isinstance(x, dict):
-        return {k: _copy_tree(v) for k, v in x.items()}
-    if isinstance(x, tuple):
-        return tuple(_copy_tree(v) for v in x)
-    return x
 
 
 class NetworkShimWrapper(
@@ -282,15 +274,20 @@ class NetworkShimWrapper(
         # fifo (the default): FifoLink, ticked inline by step(); latest, or fifo with
         # copy_observations: PacketLink, ticked by _step_links.
         self._fifo_links = self.config.fifo and not self._copy and playout is None
-        # A playout buffer: step() takes packets (PlayoutEnd.step; never the fast paths).
+        # A playout buffer: step() takes packets (PlayoutEnd: step_fifo on FifoLinks in
+        # fifo order, else step on an ArrivalLink; never the paths without one).
         self._playout = (
             None if playout is None else PlayoutEnd(playout, env.action_space, self._check_action)
         )
+        self._fifo_playout = playout is not None and self.config.fifo and not self._copy
+        if self._playout is not None:
+            self._playout.full = self._full_info
         self._up: Any = None
         self._down: Any = None
         self._k = 0  # position of the next draw in the FifoLinks' blocks (both in step)
         self._on_time = False  # both links always on time (see step)
         self._fast = False  # FifoLinks, not always on time: step()'s first path
+        self._fast_playout = False  # a playout buffer on FifoLinks, after the first reset
         self._several_profiles = len(self._profiles) > 1
         self._t = 0
         self._holds = 0
@@ -344,10 +341,15 @@ class NetworkShimWrapper(
         config = self.config
         step_ms, block, fifo = self.step_ms, config.block_size, config.fifo
         up_offset, down_offset = self.timing.uplink_offset, self.timing.downlink_offset
-        if self._fifo_links:
+        if self._fifo_links or self._fifo_playout:
             self._up = FifoLink(up, step_ms, block, up_offset)
             self._down = FifoLink(down, step_ms, block, down_offset)
             self._k = block  # the first step draws the first blocks
+            if self._playout is not None:
+                self._playout.attach(self._up, self._down, block)
+                self._on_time = self._fast = False
+                self._fast_playout = True
+                return
         else:
             self._up = PacketLink(up, step_ms, block, fifo, up_offset)
             if self._playout is None:
@@ -379,10 +381,11 @@ class NetworkShimWrapper(
         # The action in use (the freshest arrived, held until a newer one arrives) is the
         # downlink's freshest payload; before the first arrival, the start action.
         up.start(0, _copy_tree(obs) if self._copy else obs)
-        if self._playout is None:
+        if self._playout is None or self._fifo_playout:
             down.start(-1, self._start_action)
         else:
             down.start()
+        if self._playout is not None:
             self._playout.start(obs)
         self._t = 0
         self._holds = 0
@@ -396,6 +399,14 @@ class NetworkShimWrapper(
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """One control tick: send the action, apply the freshest arrived, return the freshest obs."""
         if not self._fast:
+            if self._fast_playout:  # a playout buffer on FifoLinks (PlayoutEnd.step_fifo)
+                t = self._t
+                end = self._playout
+                ret, reward, terminated, truncated, info = end.step_fifo(self.env, t, action)  # type: ignore[union-attr]
+                self._t = t + 1
+                if self._full_info or terminated or truncated:
+                    self._playout_info(info, terminated or truncated)
+                return ret, reward, terminated, truncated, info
             if not self._on_time:  # before the first reset, or PacketLinks
                 return self._step_links(action)
             t = self._t
@@ -543,35 +554,39 @@ class NetworkShimWrapper(
         end = self._playout
         assert end is not None
         t = self._t
-        ret, reward, terminated, truncated, info, ours = end.step(
-            self.env, t, packet, self._down, self._up
-        )
+        if self._fifo_playout:
+            ret, reward, terminated, truncated, info = end.step_fifo(self.env, t, packet)
+        else:
+            ret, reward, terminated, truncated, info = end.step(
+                self.env, t, packet, self._down, self._up
+            )
         self._t = t + 1
-        source = ours["action_source"]
-        if source != "packet" and source != "wait":
-            self._holds += 1
+        if self._full_info or terminated or truncated:
+            self._playout_info(info, terminated or truncated)
+        return ret, reward, terminated, truncated, info
+
+    def _playout_info(self, info: dict[str, Any], ended: bool) -> None:
+        """The rest of a playout tick's ``info``: every key of ``info="full"``, and at an
+        episode's end the profile and the network's counters."""
+        end = self._playout
+        assert end is not None
         if self._full_info:
             up, down = self._up, self._down
-            ours.update(
-                obs_age_ms=ours["obs_age_steps"] * self.step_ms,
-                action_age_ms=ours["action_age_steps"] * self.step_ms,
-                action_held=source != "packet",
+            step_ms = self.step_ms
+            info.update(
+                obs_age_ms=info["obs_age_steps"] * step_ms,
+                action_age_ms=info["action_age_steps"] * step_ms,
+                action_held=info["action_source"] != "packet",
                 true_obs=end.obs,
                 reordered_packets=up.reordered + down.reordered,
                 stale_packets=up.stale,
                 lost_packets=up.lost + down.lost,
-                action_holds=self._holds,
+                action_holds=end.holds,
                 profile=self._profile_name,
             )
-            info.update(ours)
-        else:
-            info["action_source"] = source
-            info["obs_age_steps"] = ours["obs_age_steps"]
-            info["action_age_steps"] = ours["action_age_steps"]
-        if terminated or truncated:
+        if ended:
             info["profile"] = self._profile_name
             info["network"] = self.network_stats()
-        return ret, reward, terminated, truncated, info
 
     def _full(
         self,
@@ -624,7 +639,7 @@ class NetworkShimWrapper(
             return {"ticks": t, "action_holds": self._holds}
         stats = {
             "ticks": t,
-            "action_holds": self._holds,
+            "action_holds": self._holds if self._playout is None else self._playout.holds,
             "uplink_sent": t,
             "uplink_lost": up.lost,
             "uplink_reordered": up.reordered,

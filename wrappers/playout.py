@@ -55,6 +55,7 @@ __all__ = [
     "ArrivalLink",
     "Playout",
     "PlayoutBuffer",
+    "check_packet",
 ]
 
 #: What the env does before the first action of an episode applies.
@@ -280,26 +281,39 @@ class ArrivalLink:
 
 
 class PlayoutBuffer:
-    """The actions arrived for the ticks to come: for each tick, the newest packet's.
+    """The packets arrived for the ticks to come; at each tick, the newest one's action.
 
-    ``receive`` files a packet's actions for the ticks from ``now`` on (an entry is replaced
-    only by a packet sent later); ``take(t)`` removes and returns tick ``t``'s entry
-    ``(sent_tick, action)``, or None. Entries exist only for ticks not yet taken, so the
-    buffer holds at most ``max_ahead + max_chunk`` entries.
+    ``receive(sent, packet, now)`` files a packet that arrived at tick ``now``;
+    ``take(t)`` returns ``(sent_tick, action)`` of the newest (latest sent) filed packet
+    that covers tick ``t``, or None. Ticks are taken in order, each once.
+
+    A packet is an entry ``(sent, start, actions, end)`` (``end = start + k``), *eligible*
+    from tick ``max(start, arrival)``: held in ``pending`` under that tick until then, then
+    moved to ``active``. An active entry is dropped once a newer active one ends no earlier
+    (the newer one covers every tick it could), so ``active`` runs from the oldest to the
+    newest with decreasing ends, the winner at a tick is its last entry not yet ended, and
+    a packet costs O(1) to file whatever its ``k``.
     """
 
-    __slots__ = ("_plan", "late")
+    __slots__ = ("active", "pending", "more", "_next", "late")
 
     def __init__(self) -> None:
-        self._plan: dict[int, tuple[int, Any]] = {}
+        self.active: list[tuple[int, int, Any, int]] = []
+        self.pending: dict[int, tuple[int, int, Any, int]] = {}
+        #: Entries eligible at a tick another pending entry already holds (rare).
+        self.more: dict[int, list[tuple[int, int, Any, int]]] = {}
+        self._next = 0  # the next tick take() expects
         self.late = 0
 
     def clear(self) -> None:
-        self._plan.clear()
+        self.active.clear()
+        self.pending.clear()
+        self.more.clear()
+        self._next = 0
         self.late = 0
 
     def __len__(self) -> int:
-        return len(self._plan)
+        return len(self.active) + len(self.pending) + sum(map(len, self.more.values()))
 
     def receive(self, sent: int, packet: ActionPacket | tuple[int, Any], now: int) -> int:
         """File ``packet`` (sent at tick ``sent``; an ActionPacket or its ``(tick, actions)``)
@@ -309,21 +323,67 @@ class PlayoutBuffer:
             start, actions = packet.tick, packet.actions
         else:
             start, actions = packet
-        first = now - start if now > start else 0
-        k = len(actions)
-        if first >= k:
+        end = start + len(actions)
+        eligible = start if start > now else now
+        if eligible >= end:
             self.late += 1
             return 0
-        plan = self._plan
-        for i in range(first, k):
-            tick = start + i
-            old = plan.get(tick)
-            if old is None or old[0] <= sent:
-                plan[tick] = (sent, actions[i])
-        return k - first
+        self.pend(eligible, (sent, start, actions, end))
+        return end - eligible
+
+    def pend(self, eligible: int, entry: tuple[int, int, Any, int]) -> None:
+        """Hold ``entry`` until tick ``eligible`` (>= the next tick taken)."""
+        if eligible not in self.pending:
+            self.pending[eligible] = entry
+        else:
+            self.more.setdefault(eligible, []).append(entry)
+
+    def activate(self, entry: tuple[int, int, Any, int]) -> None:
+        """Make ``entry`` active (its start has come and it has arrived)."""
+        active = self.active
+        sent, end = entry[0], entry[3]
+        if not active or active[-1][0] <= sent:  # the newest so far: the common case
+            while active and active[-1][3] <= end:
+                active.pop()
+            active.append(entry)
+            return
+        # Older than an active entry (sent out of order): keep it only where it is not
+        # covered by a newer one, and drop the older ones it covers.
+        i = len(active)
+        while i and active[i - 1][0] > sent:
+            i -= 1
+        if active[i][3] >= end:
+            return
+        j = i
+        while j and active[j - 1][3] <= end:
+            j -= 1
+        active[j:i] = [entry]
 
     def take(self, tick: int) -> tuple[int, Any] | None:
-        return self._plan.pop(tick, None)
+        if tick != self._next:
+            self._catch_up(tick)
+        self._next = tick + 1
+        entry = self.pending.pop(tick, None)
+        if entry is not None:
+            self.activate(entry)
+            if self.more:
+                for other in self.more.pop(tick, ()):
+                    self.activate(other)
+        active = self.active
+        while active and active[-1][3] <= tick:
+            active.pop()
+        if not active:
+            return None
+        entry = active[-1]
+        return entry[0], entry[2][tick - entry[1]]
+
+    def _catch_up(self, tick: int) -> None:
+        """Activate what became eligible at ticks skipped before ``tick`` (take() was not
+        called for them)."""
+        for when in sorted(t for t in self.pending if t < tick):
+            self.activate(self.pending.pop(when))
+            for other in self.more.pop(when, ()):
+                self.activate(other)
 
 
 def check_packet(
@@ -359,139 +419,3 @@ def check_packet(
     for action in packet.actions:
         check_action(action, t)
     return packet
-
-
-class PlayoutEnd:
-    """The env end of a shim with a playout buffer: one episode's state and one tick.
-
-    :meth:`step` is the shim's ``step`` for a packet: check it, send it on the downlink
-    (:class:`ArrivalLink`), file what arrived, apply tick ``t``'s action (or wait, or handle
-    an underrun), step the env, send the observation on the uplink (the shim's
-    ``PacketLink``), and return the freshest observation.
-    """
-
-    def __init__(self, playout: Playout, space: gym.Space[Any], check_action: Any) -> None:
-        if not isinstance(playout, Playout):
-            raise TypeError(f"playout: expected a Playout or None, actual {quote(playout)}")
-        self.playout = playout
-        self.safe = playout.safe_for(space)
-        self._space = space
-        self._check_action = check_action
-        self._batch_checks: dict[int, Any] = {}
-        # A Discrete space's valid Python ints skip the call (the shim's fast path).
-        lo, hi = check_action.int_range or (0, 0)
-        self._lo, self._hi = lo, hi
-        self._wait = playout.start == "wait"
-        self._underrun = playout.underrun
-        self.buffer = PlayoutBuffer()
-        self.start(None)
-
-    def start(self, obs: Any) -> None:
-        """A new episode: nothing filed, counters 0; ``obs`` is the env's current state."""
-        self.buffer.clear()
-        self.obs = obs
-        self.started = False
-        self.wait_ticks = 0
-        self.underruns = 0
-        self.applied: Any = self.safe
-        self.applied_sent = -1
-
-    def stats(self) -> dict[str, int]:
-        return {
-            "wait_ticks": self.wait_ticks,
-            "underruns": self.underruns,
-            "late_packets": self.buffer.late,
-        }
-
-    def check(self, packet: Any, t: int) -> Any:
-        """:func:`check_packet`, with the common cases kept cheap; returns the actions to
-        file (a Discrete space's as Python ints, which the env checks fastest)."""
-        if type(packet) is not ActionPacket:
-            check_packet(packet, t, self.playout, self._check_action)
-        playout = self.playout
-        tick, actions = packet.tick, packet.actions
-        if tick < t or tick > t + playout.max_ahead or len(actions) > playout.max_chunk:
-            check_packet(packet, t, playout, self._check_action)
-        lo, hi = self._lo, self._hi
-        if type(actions) is np.ndarray and actions.ndim >= 1:
-            if hi and actions.ndim == 1 and actions.dtype.kind in "iu":
-                ints = actions.tolist()
-                for action in ints:
-                    if not lo <= action < hi:
-                        self._check_action(action, t)
-                return ints
-            k = len(actions)
-            batch = self._batch_checks.get(k)
-            if batch is None:
-                from fleetgym.wrappers.action_check import ActionCheck
-
-                batch = self._batch_checks[k] = ActionCheck(self._space, batch=k)
-            batch(actions, t)
-            return actions
-        for action in actions:
-            if type(action) is int and lo <= action < hi:
-                continue
-            self._check_action(action, t)
-        return actions
-
-    def choose(self, t: int) -> tuple[Any, str]:
-        """Tick ``t``'s action and where it came from (``None`` and ``"wait"``: no step)."""
-        entry = self.buffer.take(t)
-        if entry is not None:
-            self.started = True
-            self.applied_sent, self.applied = entry
-            return self.applied, "packet"
-        if not self.started:
-            if self._wait:
-                self.wait_ticks += 1
-                return None, "wait"
-            return self.safe, "start"
-        self.underruns += 1
-        rule = self._underrun
-        if rule == "hold":
-            return self.applied, "hold"
-        if rule == "safe":
-            return self.safe, "safe"
-        action = self.playout.fallback(self.obs)  # type: ignore[misc]
-        self._check_action(action, t)
-        return action, "fallback"
-
-    def step(
-        self, env: gym.Env[Any, Any], t: int, packet: Any, down: ArrivalLink, up: Any
-    ) -> tuple[Any, Any, bool, bool, dict[str, Any], dict[str, Any]]:
-        """One tick; returns ``(obs, reward, terminated, truncated, env info, ours)``;
-        ``ours`` holds ``action_source``, the link codes and the ages (see the shim)."""
-        actions = self.check(packet, t)
-        down_lost, arrived = down.tick(t, (packet.tick, actions))
-        if arrived:
-            receive = self.buffer.receive
-            for sent, p in arrived:
-                receive(sent, p, t)
-        action, source = self.choose(t)
-        info: dict[str, Any]
-        if action is None:  # waiting for the first action: the env does not step
-            obs = self.obs
-            obs = obs.copy() if type(obs) is np.ndarray else obs
-            reward: Any = 0.0
-            terminated, info = False, {}
-            truncated = self.wait_ticks >= self.playout.max_wait
-            if truncated:
-                info["playout_timeout"] = True
-        else:
-            obs, reward, terminated, truncated, info = env.step(action)
-            self.obs = obs
-        up_code = up.tick(t + 1, obs)
-        ret = up.best_payload
-        if up_code < 2 and type(ret) is np.ndarray:
-            ret = ret.copy()
-        # The age of the packet whose plan applies (held or not); before the first, the
-        # start counts as sent at tick -1 (applied_sent is -1 then).
-        ours = {
-            "action_source": source,
-            "obs_age_steps": t + 1 - up.best_idx,
-            "action_age_steps": t - self.applied_sent,
-            "uplink_lost": up_code & 1 == 1,
-            "downlink_lost": down_lost,
-            "applied_action": action,
-        }
-        return ret, reward, terminated, truncated, info, ours

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
 from fleetgym.errors import UnknownProfileError
 from fleetgym.validation import check_int, quote
@@ -43,16 +42,6 @@ _BLOCK = 256
 
 #: A node's policy: the freshest message of each incoming link, by source name -> output.
 NodePolicy = Callable[[dict[str, Any]], Any]
-
-
-def _copy_tree(x: Any) -> Any:
-    if isinstance(x, np.ndarray):
-        return x.copy()
-    if isinstance(x, dict):
-        return {k: _copy_tree(v) for k, v in x.items()}
-    if isinstance(x, tuple):
-        return tuple(_copy_tree(v) for v in x)
-    return x
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,12 @@ from gymnasium import spaces
 
 from fleetgym.validation import check_float, quote
 from fleetgym.wrappers.channels import DelaySampler
+from fleetgym.wrappers.links import copy_tree
 from fleetgym.wrappers.policy_graph import (
     _BLOCK,
     _GRAPH_STREAM_KEY,
     ENV_NODE,
     PolicyGraph,
-    _copy_tree,
 )
 from fleetgym.wrappers.shim_config import infer_step_ms
 from fleetgym.wrappers.timeline import check_uplink_share
@@ -213,7 +213,7 @@ class PolicyGraphEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructo
 
     def _send(self, source: str, tick: int, stamp: int, payload: Any) -> None:
         for link in self._out[source]:
-            self._wires[(source, link.target)].send(tick, stamp, _copy_tree(payload))
+            self._wires[(source, link.target)].send(tick, stamp, copy_tree(payload))
 
     def _observation(self) -> tuple[dict[str, Any], dict[str, int]]:
         obs = self._read(self.trained, self._t)
@@ -241,7 +241,7 @@ class PolicyGraphEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructo
             key = (link.source, link.target)
             self._wires[key] = _Wire(sampler, self.step_ms, send, recv)
             first = obs if link.source == ENV_NODE else self.graph.nodes[link.source].start_output
-            self._fresh[key] = (0, _copy_tree(first))
+            self._fresh[key] = (0, copy_tree(first))
         self._applied = self.graph.nodes[self.graph.actuator].start_output
         for name, node in self.graph.nodes.items():
             hook = getattr(node.policy, "reset", None)

@@ -2,7 +2,7 @@
 
 The env side's playout rules are those of :mod:`fleetgym.wrappers.playout` (the packet
 format, the clock, the start and underrun rules), reused here, not redone:
-:class:`~fleetgym.wrappers.playout.PlayoutEnd` (and its
+:class:`~fleetgym.wrappers.playout_end.PlayoutEnd` (and its
 :class:`~fleetgym.wrappers.playout.PlayoutBuffer`) holds one session's state, checks each
 packet that arrives (``PlayoutEnd.check``, the shim's form of
 :func:`~fleetgym.wrappers.playout.check_packet`, which the client runs before sending) and
@@ -46,7 +46,8 @@ from gymnasium import spaces
 from fleetgym.errors import InvalidActionError, ProtocolError, RemoteEnvError
 from fleetgym.validation import quote
 from fleetgym.wrappers.action_check import ActionCheck
-from fleetgym.wrappers.playout import ActionPacket, Playout, PlayoutEnd, check_packet
+from fleetgym.wrappers.playout import ActionPacket, Playout, check_packet
+from fleetgym.wrappers.playout_end import PlayoutEnd
 from fleetgym.wrappers.remote.wire import DATAGRAM_LIMIT, Frame, MessageType, WireCodec
 
 __all__ = [
