@@ -28,6 +28,7 @@ from fleetgym.traces import load_trace, read_csv_trace, read_delay_list, read_ma
 from fleetgym.wrappers import (
     GaussianChannel,
     GilbertElliottChannel,
+    HistoryCompensation,
     NetworkShimVectorWrapper,
     NetworkShimWrapper,
     ObservationAgeFeatures,
@@ -387,7 +388,9 @@ def test_compensation_wrappers_check_actions(wrapper: str, action: Any) -> None:
     elif wrapper == "age":
         env = ObservationAgeFeatures(base)
     else:
-        env = make_robust_env("CartPole-v1", "wifi-degraded", history_length=2)
+        env = make_robust_env(
+            "CartPole-v1", "wifi-degraded", compensation=HistoryCompensation(history_length=2)
+        )
     env.reset(seed=0)
     expect_clean_error(lambda: env.step(action), "action")
 
@@ -416,7 +419,7 @@ def test_compensation_sizes(data: Any, name: str) -> None:
 def test_make_robust_env_sizes(name: str, value: Any) -> None:
     if name == "action_history_length" and type(value) is int and value == 0:
         return  # documented: no action history
-    expect_clean_error(lambda: make_robust_env("CartPole-v1", "ethernet", **{name: value}), name)
+    expect_clean_error(lambda: HistoryCompensation(**{name: value}), name)
 
 
 @FAST

@@ -177,7 +177,7 @@ def _table(page: Path, first_header: str) -> list[list[str]]:
 
 def test_history_lengths_in_calf_page() -> None:
     """docs/calf.md's k per profile is what history_length_for_profile computes."""
-    from fleetgym.wrappers.compensation import history_length_for_profile
+    from fleetgym.wrappers import history_length_for_profile
 
     header, row = _table(DOCS / "calf.md", "profile")[:2]
     assert row[0] == "k"
@@ -193,7 +193,7 @@ def test_history_lengths_in_calf_page() -> None:
 
 def test_robust_env_width_in_calf_page() -> None:
     """docs/calf.md's `Box(28,)` and k = 3 for CartPole under wifi-normal."""
-    from fleetgym.wrappers.compensation import history_length_for_profile, make_robust_env
+    from fleetgym.wrappers import history_length_for_profile, make_robust_env
 
     text = (DOCS / "calf.md").read_text(encoding="utf-8")
     match = re.search(r"env\.observation_space\s+# Box\((\d+),\): (\d+) x \(4 obs", text)

@@ -21,16 +21,7 @@ from fleetgym.wrappers.channels import (
     TraceChannel,
 )
 from fleetgym.wrappers.chunking import Schedule, ScheduledChunks, choose_schedule
-from fleetgym.wrappers.compensation import (
-    HISTORY_CAP,
-    STALL_ACTIONS,
-    ObservationAgeFeatures,
-    ObservationHistory,
-    SentActionHistory,
-    action_delay_for_profile,
-    history_length_for_profile,
-    make_robust_env,
-)
+from fleetgym.wrappers.compensation import make_robust_env
 from fleetgym.wrappers.compensations import (
     COMPENSATION_REGISTRY,
     AugmentedCompensation,
@@ -40,6 +31,11 @@ from fleetgym.wrappers.compensations import (
     PredictiveCompensation,
     ScheduledCompensation,
     register_compensation,
+)
+from fleetgym.wrappers.delay_features import (
+    ObservationAgeFeatures,
+    ObservationHistory,
+    SentActionHistory,
 )
 from fleetgym.wrappers.dynamics import CartPoleDynamics, MujocoStateDynamics, PendulumDynamics
 from fleetgym.wrappers.fitted_channels import EmpiricalChannel, LogNormalChannel
@@ -56,6 +52,7 @@ from fleetgym.wrappers.policy_graph_env import PolicyGraphEnv
 from fleetgym.wrappers.predictive import PredictionError, PredictiveObservation, Predictor
 from fleetgym.wrappers.profile_fit import ProfileFit, TraceFitError, fit_profile
 from fleetgym.wrappers.profiles import (
+    DEFAULT_PROFILE,
     NetworkProfile,
     ProfileFileError,
     get_profile,
@@ -73,11 +70,17 @@ from fleetgym.wrappers.shim_config import (
     infer_step_ms,
 )
 from fleetgym.wrappers.shim_env import make_network_shim_env
-from fleetgym.wrappers.stall import StallWatchdog
+from fleetgym.wrappers.staleness import (
+    HISTORY_CAP,
+    action_delay_for_profile,
+    history_length_for_profile,
+)
+from fleetgym.wrappers.stall import STALL_ACTIONS, StallRule, StallWatchdog
 from fleetgym.wrappers.vector import NetworkShimVectorWrapper
 
 __all__ = [
     "COMPENSATION_REGISTRY",
+    "DEFAULT_PROFILE",
     "DELIVERY_MODES",
     "ENV_NODE",
     "HISTORY_CAP",
@@ -122,6 +125,7 @@ __all__ = [
     "ScheduledCompensation",
     "SentActionHistory",
     "ShimConfig",
+    "StallRule",
     "StallWatchdog",
     "TraceChannel",
     "TraceFitError",

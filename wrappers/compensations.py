@@ -19,8 +19,8 @@ scheduled   the state at the tick the action is stamped for; packets of k action
 
 A new compensation is a subclass with a ``name``, registered with
 :func:`register_compensation`; ``make_robust_env(env, profile, compensation=MyComp(...))``
-takes an instance, and ``compensation="my-name"`` the registered class built from
-``make_robust_env``'s own options.
+takes an instance, and ``compensation="my-name"`` the registered class with its default
+options (and ``make_robust_env``'s ``predictor``, when the class has that field).
 
 Example:
     >>> sorted(COMPENSATION_REGISTRY)
@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 
-from fleetgym.validation import check_bool, check_int, quote
+from fleetgym.validation import check_bool, check_float, check_int, quote
 from fleetgym.wrappers.chunking import Schedule, ScheduledChunks, choose_schedule
 from fleetgym.wrappers.delay_features import cap_length, check_length, compensate
 from fleetgym.wrappers.playout import Playout
@@ -74,8 +74,8 @@ class NetworkContext:
         step_ms: The control period.
         measured: The shim's other arguments that shape the network (channels, delivery,
             timing, ...), for measuring it.
-        stall: ``"hold"``, ``"safe"`` or ``"predict"`` (:func:`make_robust_env`'s
-            ``stall_action``).
+        stall: ``"hold"``, ``"safe"`` or ``"predict"`` (the action of
+            :func:`make_robust_env`'s ``stall`` rule).
         stall_steps: Ticks without a fresh packet that make a stall.
         start_action: The shim's start action (None: its default).
         safe_action: The watchdog's safe action (``stall="safe"``), else None.
@@ -103,8 +103,8 @@ class Compensation:
     """The base of the compensations: a name, what the shim needs, and the stack.
 
     Subclasses set ``name`` and implement :meth:`build`; :meth:`from_options` builds one
-    from :func:`~fleetgym.wrappers.make_robust_env`'s keyword options (those it does not
-    take are refused there).
+    from keyword options, keeping those that are its fields (``make_robust_env`` passes
+    ``predictor``).
     """
 
     name: ClassVar[str] = ""
@@ -163,6 +163,24 @@ class HistoryCompensation(Compensation):
     max_age_steps: int | None = None
     max_history: int = HISTORY_CAP
     stall_features: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.history_length is not None:
+            check_length("history_length", self.history_length)
+        if self.action_history_length is not None:
+            check_int("action_history_length", self.action_history_length, 0, MAX_HISTORY)
+        check_bool("age_features", self.age_features)
+        check_float("quantile", self.quantile, 0.0, 1.0)
+        if self.max_age_steps is not None:
+            check_length("max_age_steps", self.max_age_steps)
+        check_length("max_history", self.max_history)
+        if self.stall_features is not None:
+            check_bool("stall_features", self.stall_features)
+            if self.stall_features and not self.age_features:
+                raise ValueError(
+                    "stall_features: expected False or None when age_features is False (the "
+                    "stall flag is one of the age features), actual True"
+                )
 
     def _k(self) -> int | None:
         return self.history_length
@@ -268,7 +286,7 @@ class ScheduledCompensation(Compensation):
     def build(self, env: gym.Env[Any, Any], network: NetworkContext) -> gym.Env[Any, Any]:
         if network.stall == "safe":
             raise ValueError(
-                "stall_action: expected 'hold' or 'predict' with compensation='scheduled' "
+                "stall: expected 'hold' or 'predict' with compensation='scheduled' "
                 "(its playout buffer has its own gap rule: Playout(underrun='safe')), "
                 "actual 'safe'"
             )

@@ -167,7 +167,8 @@ class NetworkShimWrapper(
         env: The env to wrap (any observation and action space).
         profile: A profile name (``fleetgym profiles`` lists them), a
             :class:`~fleetgym.wrappers.profiles.NetworkProfile`, or a sequence of either
-            (one drawn per episode). Defaults to ``"wifi-degraded"`` unless ``uplink``
+            (one drawn per episode). Defaults to
+            :data:`~fleetgym.wrappers.profiles.DEFAULT_PROFILE` (``"wifi-degraded"``) unless ``uplink``
             or ``downlink`` is given.
         uplink: Channel for observations (instead of a profile; the other direction
             defaults to a perfect channel).

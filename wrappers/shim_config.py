@@ -30,7 +30,7 @@ from fleetgym.errors import UnsupportedSpaceError
 from fleetgym.validation import check_choice, check_int, quote
 from fleetgym.wrappers.action_check import ActionCheck, _safe_contains
 from fleetgym.wrappers.channels import Channel, DelaySampler, GaussianChannel, check_step_ms
-from fleetgym.wrappers.profiles import NetworkProfile, get_profile
+from fleetgym.wrappers.profiles import DEFAULT_PROFILE, NetworkProfile, get_profile
 from fleetgym.wrappers.timeline import DEFAULT_TIMING, DEFAULT_UPLINK_SHARE, LoopTiming
 
 __all__ = [
@@ -279,14 +279,15 @@ def resolve_network(
     profile: Any, uplink: Channel | None, downlink: Channel | None
 ) -> tuple[NetworkProfile, ...]:
     """The profiles a shim draws from: explicit channels (missing ones perfect) or
-    :func:`resolve_profiles` of ``profile`` (default ``"wifi-degraded"``).
+    :func:`resolve_profiles` of ``profile`` (default
+    :data:`~fleetgym.wrappers.profiles.DEFAULT_PROFILE`).
 
     Raises:
         ValueError: For both a profile and explicit channels.
         TypeError: For a channel that is not a fleetgym :class:`Channel`.
     """
     if uplink is None and downlink is None:
-        return resolve_profiles("wifi-degraded" if profile is None else profile)
+        return resolve_profiles(DEFAULT_PROFILE if profile is None else profile)
     if profile is not None:
         raise ValueError(
             "profile: expected either a profile or explicit uplink/downlink channels, actual both"

@@ -23,7 +23,8 @@ __all__ = ["SHIM_ENV_ARGUMENTS", "make_network_shim_env"]
 #: The arguments of ``fleetgym/NetShim-v0`` (for its missing-argument error and docs).
 SHIM_ENV_ARGUMENTS = (
     "env_id (required: the Gymnasium ID to wrap, e.g. 'CartPole-v1' or 'ALE/Pong-v5')",
-    "profile='wifi-degraded' (a name from `fleetgym profiles`, a NetworkProfile or a list)",
+    "profile='wifi-degraded' (the default; a name from `fleetgym profiles`, a NetworkProfile "
+    "or a list)",
     "env_kwargs=None (keywords for gym.make(env_id))",
     "step_ms=None (control period; inferred from dt/tau, ALE frameskip or render_fps)",
     "delivery='fifo'",
@@ -52,15 +53,16 @@ def _ensure_registered(env_id: str) -> None:
 
 def make_network_shim_env(
     env_id: str | None = None,
-    profile: str | NetworkProfile | Sequence[str | NetworkProfile] | None = "wifi-degraded",
+    profile: str | NetworkProfile | Sequence[str | NetworkProfile] | None = None,
     env_kwargs: dict[str, Any] | None = None,
     **wrapper_kwargs: Any,
 ) -> NetworkShimWrapper:
     """Entry point of ``fleetgym/NetShim-v0``: ``gym.make(env_id, **env_kwargs)`` under a shim.
 
     ``render_mode`` goes to the inner env; every other keyword goes to
-    :class:`NetworkShimWrapper`. Pass ``profile=None`` together with ``uplink``/``downlink``
-    channels to use explicit channels. ALE (Atari) and MiniGrid IDs need no
+    :class:`NetworkShimWrapper`. ``profile`` defaults to
+    :data:`~fleetgym.wrappers.profiles.DEFAULT_PROFILE` (``"wifi-degraded"``) unless
+    ``uplink``/``downlink`` channels are given instead. ALE (Atari) and MiniGrid IDs need no
     ``import ale_py`` / ``import minigrid`` first.
 
     Example:
@@ -91,9 +93,6 @@ def make_network_shim_env(
     inner_kwargs = dict(env_kwargs or {})
     if "render_mode" in wrapper_kwargs:
         inner_kwargs["render_mode"] = wrapper_kwargs.pop("render_mode")
-    if profile is not None and ("uplink" in wrapper_kwargs or "downlink" in wrapper_kwargs):
-        if profile == "wifi-degraded":  # the default, not a user choice
-            profile = None
     _ensure_registered(env_id)
     env = gym.make(env_id, **inner_kwargs)
     # Read before gym.make replaces the inner spec with the shim's (and without touching

@@ -22,7 +22,7 @@ from gymnasium import spaces
 
 from fleetgym.validation import check_choice, check_float, check_int, quote
 from fleetgym.wrappers.network_shim import NetworkShimWrapper
-from fleetgym.wrappers.profiles import get_profile
+from fleetgym.wrappers.shim_config import resolve_profiles
 
 __all__ = [
     "HISTORY_CAP",
@@ -285,23 +285,6 @@ def history_length_for_profile(
     return max(lengths)
 
 
-def _profile_list(profile: Any) -> list[Any]:
-    """``profile`` (a name, a profile, a profile file or a sequence of them) as a list of
-    :class:`~fleetgym.wrappers.profiles.NetworkProfile` objects."""
-    if isinstance(profile, (str, os.PathLike)) or hasattr(profile, "uplink"):
-        items = [profile]
-    elif isinstance(profile, Sequence) and not isinstance(profile, (bytes, bytearray)):
-        items = list(profile)
-    else:
-        items = []
-    if not items:
-        raise TypeError(
-            "profile: expected a profile name, a NetworkProfile or a non-empty sequence of "
-            f"them, actual {quote(profile)}"
-        )
-    return [get_profile(item) for item in items]
-
-
 #: How :func:`action_delay_for_profile` sums up the action ages.
 ACTION_DELAY_STATISTICS = ("mode", "median")
 
@@ -396,7 +379,7 @@ def action_delay_for_profile(
         for key, value in shim_kwargs.items()
         if value is not None and key not in _UNMEASURED
     }
-    profiles = None if profile is None else tuple(_profile_list(profile))
+    profiles = None if profile is None else resolve_profiles(profile)
     items = tuple(sorted(measured.items()))
     args = (profiles, float(step_ms), n_steps, seed, statistic, items)
     try:

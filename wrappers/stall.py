@@ -6,23 +6,25 @@ the zero-order hold of sampled-data control: the env keeps applying the last act
 arrived, however old. A real actuator usually has a command timeout instead: after
 ``stall_steps`` control periods without a fresh command it applies a safe one (stop, brake,
 neutral). :class:`StallWatchdog` adds that timeout to a shim;
-:func:`~fleetgym.wrappers.make_robust_env`'s ``stall_action`` chooses between the two (and,
-with the predictive compensation, whether the agent keeps extrapolating through a stall).
+:func:`~fleetgym.wrappers.make_robust_env`'s ``stall`` (a :class:`StallRule`) chooses
+between the two (and, with the predictive compensation, whether the agent keeps
+extrapolating through a stall).
 """
 
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
-from fleetgym.validation import check_int, quote
+from fleetgym.validation import check_choice, check_int, quote
 from fleetgym.wrappers.network_shim import NetworkShimWrapper
 
-__all__ = ["STALL_ACTIONS", "STALL_STEPS", "StallWatchdog"]
+__all__ = ["STALL_ACTIONS", "STALL_STEPS", "StallRule", "StallWatchdog"]
 
-#: The choices of ``make_robust_env(stall_action=...)``: ``"hold"`` (the env keeps the
+#: The choices of ``StallRule(action=...)``: ``"hold"`` (the env keeps the
 #: last action that arrived; the agent's input stops moving), ``"safe"`` (the env applies
 #: a safe action after ``stall_steps`` ticks without a fresh one) and ``"predict"`` (the
 #: agent keeps predicting through the stall; predictive compensation only).
@@ -31,6 +33,50 @@ STALL_ACTIONS = ("hold", "safe", "predict")
 STALL_STEPS = 16
 #: Largest ``stall_steps`` accepted.
 MAX_STALL_STEPS = 100_000
+
+
+@dataclass(frozen=True)
+class StallRule:
+    """What the loop does in a stall (``make_robust_env(stall=...)``).
+
+    A stall is ``steps`` ticks in a row without a fresh action at the env (or a fresh
+    observation at the agent).
+
+    Example:
+        >>> StallRule("safe", steps=8, safe_action=0)
+        StallRule(action='safe', steps=8, safe_action=0)
+
+    Args:
+        action: ``"hold"`` (the env keeps applying the last action that arrived; the
+            predictive compensation predicts at most ``steps`` ticks past its freshest
+            observation), ``"safe"`` (the env applies ``safe_action`` after ``steps`` ticks
+            without a fresh action: :class:`StallWatchdog`, an actuator's command timeout),
+            ``"predict"`` (the env holds and the agent keeps predicting through the stall;
+            the predictive and scheduled compensations only), or None: the compensation's
+            default (``"predict"`` for those two, else ``"hold"``).
+        steps: Ticks without a fresh packet that make a stall (>= 1; default 16, the
+            history cap: 320 ms at a 20 ms period).
+        safe_action: The env's action with ``action="safe"`` (default the shim's start
+            action); None otherwise.
+
+    Raises:
+        TypeError, ValueError: For an unknown action, a bad ``steps``, or a
+            ``safe_action`` without ``action="safe"``.
+    """
+
+    action: str | None = None
+    steps: int = STALL_STEPS
+    safe_action: Any = None
+
+    def __post_init__(self) -> None:
+        if self.action is not None:
+            check_choice("action", self.action, STALL_ACTIONS)
+        check_int("steps", self.steps, 1, MAX_STALL_STEPS)
+        if self.safe_action is not None and self.action != "safe":
+            raise ValueError(
+                "safe_action: expected None unless action='safe', actual "
+                f"{quote(self.safe_action)} with action={self.action!r}"
+            )
 
 
 def _find_shim(env: gym.Env[Any, Any]) -> NetworkShimWrapper | None:

@@ -75,7 +75,8 @@ class NetworkShimVectorWrapper(VectorWrapper):
     Args:
         env: The vector env (``NEXT_STEP`` autoreset, array spaces).
         profile: A profile name, a NetworkProfile, or a sequence (one drawn per sub-env
-            per episode). Defaults to ``"wifi-degraded"`` unless channels are given.
+            per episode). Defaults to
+            :data:`~fleetgym.wrappers.profiles.DEFAULT_PROFILE` (``"wifi-degraded"``) unless channels are given.
         uplink: Channel for observations (instead of a profile).
         downlink: Channel for actions.
         step_ms: Control period in ms; defaults to the sub-envs' ``dt``/``tau``.

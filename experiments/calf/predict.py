@@ -16,8 +16,8 @@ names the predictor and how it is used:
 - ``predictive-best``: ``-ahead-dist`` with the prior action age
   :func:`~fleetgym.wrappers.make_robust_env` derives from the network (the most frequent
   age, not the study's median) and ``stall_action="predict"``: what a deployer gets from
-  ``make_robust_env(compensation="predictive", predictor="true-dynamics",
-  predict_kwargs={"lookahead": "action", "samples": 16})``;
+  ``make_robust_env(compensation=PredictiveCompensation("true-dynamics",
+  options={"lookahead": "action", "samples": 16}))``;
 - ``learned``: the learned predictor of the layout (a world model fitted per seed), with
   the same variants (``learned-dist``, ``learned-ahead``, ...);
 - ``oracle``: non-causal. The policy's input is the env's true current state
@@ -33,7 +33,13 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 
 from fleetgym.agents.world_model.predictor import WorldModelPredictor
-from fleetgym.wrappers import NetworkShimWrapper, action_delay_for_profile, make_robust_env
+from fleetgym.wrappers import (
+    NetworkShimWrapper,
+    PredictiveCompensation,
+    ScheduledCompensation,
+    action_delay_for_profile,
+    make_robust_env,
+)
 
 __all__ = [
     "PolicySlot",
@@ -147,13 +153,13 @@ def predictive_env(
                 raise ValueError("layout.predictor: expected a learned predictor, actual None")
             predictor = layout.predictor
         profile = kwargs.pop("profile", None)
+        step_ms = kwargs.pop("step_ms", None)
         return make_robust_env(
             base,
             profile,
-            compensation="scheduled",
-            predictor=predictor,
-            predict_kwargs={"policy": layout.policy_slot},
-            **kwargs,
+            compensation=ScheduledCompensation(predictor, policy=layout.policy_slot),
+            step_ms=step_ms,
+            shim=kwargs,
         )
     if comp == "oracle":
         return TrueStateObservation(NetworkShimWrapper(base, **{**kwargs, "info": "full"}))
@@ -174,15 +180,14 @@ def predictive_env(
             raise ValueError("layout.predictor: expected a learned predictor, actual None")
         predictor = layout.predictor
     profile = kwargs.pop("profile", None)
-    if variant == "best":
-        kwargs["stall_action"] = "predict"
+    step_ms = kwargs.pop("step_ms", None)
     return make_robust_env(
         base,
         profile,
-        compensation="predictive",
-        predictor=predictor,
-        predict_kwargs=options,
-        **kwargs,
+        compensation=PredictiveCompensation(predictor, options=options),
+        stall="predict" if variant == "best" else None,
+        step_ms=step_ms,
+        shim=kwargs,
     )
 
 

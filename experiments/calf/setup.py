@@ -28,8 +28,9 @@ from fleetgym.experiments.calf.conditions import NetworkCondition, Regime, resol
 from fleetgym.experiments.calf.hyperparams import ALGOS, check_algo_fits, zoo_hyperparams
 from fleetgym.experiments.calf.predict import predictive_env
 from fleetgym.validation import check_choice, check_float
-from fleetgym.wrappers.compensation import (
+from fleetgym.wrappers import (
     HISTORY_CAP,
+    HistoryCompensation,
     history_length_for_profile,
     make_robust_env,
 )
@@ -269,13 +270,17 @@ def make_condition_env(
         env: gym.Env[Any, Any] = predictive_env(base, kwargs, layout)
     elif layout.compensated:
         profile = kwargs.pop("profile", None)
+        step_ms = kwargs.pop("step_ms")
         env = make_robust_env(
             base,
             profile,
-            history_length=layout.history_length,
-            action_history_length=layout.action_history_length,
-            stall_features=layout.stall_features,
-            **kwargs,
+            compensation=HistoryCompensation(
+                history_length=layout.history_length,
+                action_history_length=layout.action_history_length,
+                stall_features=layout.stall_features,
+            ),
+            step_ms=step_ms,
+            shim=kwargs,
         )
     else:
         env = NetworkShimWrapper(base, **kwargs)

@@ -12,17 +12,21 @@ from gymnasium import spaces
 from gymnasium.utils.env_checker import check_env as gym_check_env
 
 from fleetgym.errors import UnsupportedSpaceError
+from fleetgym.wrappers import HistoryCompensation, StallRule
 from fleetgym.wrappers.channels import GaussianChannel
-from fleetgym.wrappers.compensation import (
+from fleetgym.wrappers.compensation import make_robust_env
+from fleetgym.wrappers.delay_features import (
     ObservationAgeFeatures,
     ObservationHistory,
     SentActionHistory,
-    history_length_for_env,
-    history_length_for_profile,
-    make_robust_env,
-    staleness_quantile,
+    compensate,
 )
 from fleetgym.wrappers.network_shim import NetworkShimWrapper
+from fleetgym.wrappers.staleness import (
+    history_length_for_env,
+    history_length_for_profile,
+    staleness_quantile,
+)
 
 STEP_MS = 20.0
 
@@ -251,7 +255,9 @@ def test_sent_action_history_rejects_unsupported_spaces():
 
 # ---------------------------------------------------------------- the robust stack
 def test_make_robust_env_layout_and_contents():
-    env = make_robust_env(CounterEnv(), None, step_ms=STEP_MS, uplink=fixed(40), downlink=fixed(0))
+    env = make_robust_env(
+        CounterEnv(), None, step_ms=STEP_MS, shim={"uplink": fixed(40), "downlink": fixed(0)}
+    )
     # k = 3 (uplink staleness 2 + 1); m = round trip 2 + 0 + 1 = 3; each frame 1 + 2 ages.
     assert env.observation_space.shape == (3 * 3 + 3 * 3,)
     obs, _ = env.reset(seed=0)
@@ -264,7 +270,11 @@ def test_make_robust_env_layout_and_contents():
 
 
 def test_make_robust_env_reset_clears_everything():
-    env = make_robust_env("CartPole-v1", "wifi-degraded", history_length=4, action_history_length=5)
+    env = make_robust_env(
+        "CartPole-v1",
+        "wifi-degraded",
+        compensation=HistoryCompensation(history_length=4, action_history_length=5),
+    )
     first, _ = env.reset(seed=7)
     for i in range(20):
         if any(env.step(i % 2)[2:4]):
@@ -276,16 +286,28 @@ def test_make_robust_env_reset_clears_everything():
 def test_make_robust_env_passes_gymnasium_and_sb3_checks():
     from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
-    env = make_robust_env("CartPole-v1", "wifi-normal", history_length=3, action_history_length=4)
+    env = make_robust_env(
+        "CartPole-v1",
+        "wifi-normal",
+        compensation=HistoryCompensation(history_length=3, action_history_length=4),
+    )
     gym_check_env(env, skip_render_check=True)
     sb3_check_env(
-        make_robust_env("CartPole-v1", "wifi-normal", history_length=3, action_history_length=4),
+        make_robust_env(
+            "CartPole-v1",
+            "wifi-normal",
+            compensation=HistoryCompensation(history_length=3, action_history_length=4),
+        ),
         warn=True,
     )
 
 
 def test_make_robust_env_rebuilds_from_its_spec_and_is_deterministic():
-    env = make_robust_env("CartPole-v1", "wifi-normal", history_length=3, action_history_length=2)
+    env = make_robust_env(
+        "CartPole-v1",
+        "wifi-normal",
+        compensation=HistoryCompensation(history_length=3, action_history_length=2),
+    )
     again = gym.make(env.spec)
     assert again.observation_space == env.observation_space
     o1, _ = env.reset(seed=5)
@@ -304,7 +326,9 @@ def test_make_robust_env_in_vector_envs():
 
     def factory():
         return make_robust_env(
-            "CartPole-v1", "wifi-normal", history_length=3, action_history_length=2
+            "CartPole-v1",
+            "wifi-normal",
+            compensation=HistoryCompensation(history_length=3, action_history_length=2),
         )
 
     vec = gym.vector.SyncVectorEnv([factory, factory])
@@ -321,7 +345,11 @@ def test_make_robust_env_in_vector_envs():
         num_envs=2,
         vectorization_mode="sync",
         wrappers=[
-            lambda e: make_robust_env(e, "wifi-normal", history_length=2, action_history_length=2)
+            lambda e: make_robust_env(
+                e,
+                "wifi-normal",
+                compensation=HistoryCompensation(history_length=2, action_history_length=2),
+            )
         ],
     )
     assert made.reset(seed=0)[0].shape == (2, 2 * 6 + 2 * 2)
@@ -332,13 +360,19 @@ def test_make_robust_env_rejects_bad_arguments():
     with pytest.raises(TypeError, match="env: expected an env ID or a gymnasium.Env"):
         make_robust_env(42, "wifi-normal")
     with pytest.raises(ValueError, match="history_length: expected an int in \\[1, 10000\\]"):
-        make_robust_env("CartPole-v1", "wifi-normal", history_length=0)
+        make_robust_env(
+            "CartPole-v1", "wifi-normal", compensation=HistoryCompensation(history_length=0)
+        )
     with pytest.raises(
         ValueError, match="action_history_length: expected an int in \\[0, 10000\\]"
     ):
-        make_robust_env("CartPole-v1", "wifi-normal", action_history_length=-1)
+        make_robust_env(
+            "CartPole-v1", "wifi-normal", compensation=HistoryCompensation(action_history_length=-1)
+        )
     with pytest.raises(TypeError, match="age_features: expected a bool"):
-        make_robust_env("CartPole-v1", "wifi-normal", age_features="yes")
+        make_robust_env(
+            "CartPole-v1", "wifi-normal", compensation=HistoryCompensation(age_features="yes")
+        )
     with pytest.raises(ValueError, match="env_kwargs: expected None"):
         make_robust_env(CounterEnv(), "perfect", step_ms=STEP_MS, env_kwargs={"x": 1})
 
@@ -346,9 +380,11 @@ def test_make_robust_env_rejects_bad_arguments():
 def test_compensate_is_make_robust_envs_stack_around_a_networked_env():
     """The stack alone, around an env that already has its network (here a shim; Mode 3's
     remote env reports the same ages), gives make_robust_env's observations."""
-    from fleetgym.wrappers.compensation import compensate
-
-    made = make_robust_env("CartPole-v1", "wifi-normal", history_length=3, action_history_length=4)
+    made = make_robust_env(
+        "CartPole-v1",
+        "wifi-normal",
+        compensation=HistoryCompensation(history_length=3, action_history_length=4),
+    )
     stacked = compensate(NetworkShimWrapper(gym.make("CartPole-v1"), "wifi-normal"), 3, 4)
     assert stacked.observation_space == made.observation_space
     a, _ = made.reset(seed=2)
@@ -398,14 +434,22 @@ def test_automatic_lengths_are_capped_with_a_warning_under_stalls():
     obs, _ = env.reset(seed=0)
     assert obs.shape == (144,)
     with pytest.warns(UserWarning, match="more than max_history=8: capped at 8"):
-        small = make_robust_env("CartPole-v1", profile, max_history=8, stall_features=False)
+        small = make_robust_env(
+            "CartPole-v1",
+            profile,
+            compensation=HistoryCompensation(max_history=8, stall_features=False),
+        )
     assert small.observation_space.shape == (8 * 6 + 8 * 2,)
     with pytest.warns(UserWarning, match="stack_size: the network of the shim asks for"):
         assert ObservationHistory(shim(profile=profile)).stack_size == 16
     # Explicit lengths, and networks without stalls, are left alone (no warning either).
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
-        env = make_robust_env("CartPole-v1", profile, history_length=20, action_history_length=3)
+        env = make_robust_env(
+            "CartPole-v1",
+            profile,
+            compensation=HistoryCompensation(history_length=20, action_history_length=3),
+        )
         assert env.observation_space.shape == (20 * 6 + 3 * 2,)  # no flag: nothing capped
         assert make_robust_env("CartPole-v1", "wifi-normal").observation_space.shape == (36,)
 
@@ -444,33 +488,61 @@ def test_the_stall_flag_is_set_during_a_stall():
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "error", "match"),
+    ("build", "error", "match"),
     [
         (
-            {"stall_action": "brake"},
+            lambda: StallRule("brake"),
             ValueError,
-            r"stall_action: expected one of \('hold', 'safe', 'predict'\), actual 'brake'",
+            r"action: expected one of \('hold', 'safe', 'predict'\), actual 'brake'",
         ),
-        ({"stall_action": 1}, TypeError, r"stall_action: expected one of \('hold', 'safe'"),
-        ({"stall_action": "predict"}, ValueError, "stall_action: expected 'hold' or 'safe'"),
-        ({"safe_action": 1}, ValueError, "safe_action: expected None unless stall_action='safe'"),
-        ({"stall_action": "safe", "safe_action": 5}, ValueError, "safe_action: expected an"),
-        ({"stall_steps": 0}, ValueError, r"stall_steps: expected an int in \[1, 10000\]"),
-        ({"max_history": 0}, ValueError, r"max_history: expected an int in \[1, 10000\]"),
-        ({"stall_features": "yes"}, TypeError, "stall_features: expected a bool"),
-        ({"stall_features": True, "age_features": False}, ValueError, "stall_features"),
+        (lambda: StallRule(1), TypeError, r"action: expected one of \('hold', 'safe'"),
+        (lambda: StallRule(safe_action=1), ValueError, "safe_action: expected None unless"),
+        (lambda: StallRule(steps=0), ValueError, r"steps: expected an int in \[1, 100000\]"),
+        (
+            lambda: HistoryCompensation(max_history=0),
+            ValueError,
+            r"max_history: expected an int in \[1, 10000\]",
+        ),
+        (
+            lambda: HistoryCompensation(stall_features="yes"),  # type: ignore[arg-type]
+            TypeError,
+            "stall_features: expected a bool",
+        ),
+        (
+            lambda: HistoryCompensation(stall_features=True, age_features=False),
+            ValueError,
+            "stall_features",
+        ),
+        (
+            lambda: make_robust_env("CartPole-v1", "wifi-normal", stall="predict"),
+            ValueError,
+            "stall: expected 'hold' or 'safe'",
+        ),
+        (
+            lambda: make_robust_env("CartPole-v1", "wifi-normal", stall=StallRule("safe", 3, 5)),
+            ValueError,
+            "safe_action: expected an",
+        ),
+        (
+            lambda: make_robust_env("CartPole-v1", "wifi-normal", stall=3),
+            TypeError,
+            "stall: expected a StallRule",
+        ),
     ],
 )
-def test_the_stall_options_are_validated(kwargs, error, match):
+def test_the_stall_options_are_validated(build, error, match):
     with pytest.raises(error, match=match):
-        make_robust_env("CartPole-v1", "wifi-normal", **kwargs)
+        build()
 
 
 def test_stall_action_safe_puts_the_watchdog_under_the_stack():
     from fleetgym.wrappers import StallWatchdog
 
     env = make_robust_env(
-        "CartPole-v1", "wifi-normal", history_length=2, stall_action="safe", stall_steps=3
+        "CartPole-v1",
+        "wifi-normal",
+        compensation=HistoryCompensation(history_length=2),
+        stall=StallRule(action="safe", steps=3),
     )
     layer = env
     while not isinstance(layer, StallWatchdog):

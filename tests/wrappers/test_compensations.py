@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import pytest
 
-from fleetgym.wrappers import ScheduledChunks, choose_schedule, make_robust_env
+from fleetgym.wrappers import ScheduledChunks, StallRule, choose_schedule, make_robust_env
 from fleetgym.wrappers.compensations import (
     COMPENSATION_REGISTRY,
     Compensation,
@@ -39,9 +39,7 @@ def test_make_robust_env_builds_scheduled_chunks_with_d_and_k_from_the_network()
     env = make_robust_env(
         "CartPole-v1",
         "wifi-degraded",
-        compensation="scheduled",
-        predictor="true-dynamics",
-        predict_kwargs={"policy": controller},
+        compensation=ScheduledCompensation("true-dynamics", policy=controller),
     )
     chunks = env
     assert isinstance(chunks, ScheduledChunks)
@@ -62,18 +60,24 @@ def test_make_robust_env_builds_scheduled_chunks_with_d_and_k_from_the_network()
 
 
 def test_scheduled_compensation_refusals():
-    with pytest.raises(ValueError, match="predictor: expected a predictor exactly"):
+    with pytest.raises(ValueError, match="predictor: expected a predictor with"):
         make_robust_env("CartPole-v1", "wifi-normal", compensation="scheduled")
-    with pytest.raises(ValueError, match="stall_action"):
+    with pytest.raises(ValueError, match="predictor: expected None with a Compensation"):
+        make_robust_env(
+            "CartPole-v1",
+            compensation=ScheduledCompensation("true-dynamics"),
+            predictor="true-dynamics",
+        )
+    with pytest.raises(ValueError, match="stall: expected 'hold' or 'predict'"):
         make_robust_env(
             "CartPole-v1",
             "wifi-normal",
             compensation="scheduled",
             predictor="true-dynamics",
-            stall_action="safe",
-            safe_action=0,
+            stall=StallRule("safe", safe_action=0),
         )
-    with pytest.raises(ValueError, match="stall_features"):
+    # 1.x keywords name their 2.0 place.
+    with pytest.raises(TypeError, match=r"stall_features.*HistoryCompensation"):
         make_robust_env(
             "CartPole-v1",
             "wifi-normal",
@@ -81,6 +85,10 @@ def test_scheduled_compensation_refusals():
             predictor="true-dynamics",
             stall_features=True,
         )
+    with pytest.raises(TypeError, match=r"predict_kwargs.*ScheduledCompensation"):
+        make_robust_env("CartPole-v1", predict_kwargs={"policy": controller})
+    with pytest.raises(TypeError, match=r"shim=\{'delivery'"):
+        make_robust_env("CartPole-v1", delivery="latest")
 
 
 def test_a_new_compensation_registers_and_plugs_in():

@@ -13,6 +13,7 @@ from gymnasium.utils.env_checker import check_env as gym_check_env
 
 import fleetgym  # noqa: F401  (registers fleetgym/Remote-v0)
 from fleetgym.errors import UnsupportedSpaceError
+from fleetgym.wrappers import AugmentedCompensation, PredictiveCompensation
 from fleetgym.wrappers.channels import FixedDelay
 from fleetgym.wrappers.compensation import make_robust_env
 from fleetgym.wrappers.dynamics import CartPoleDynamics
@@ -215,7 +216,7 @@ def test_make_robust_env_builds_the_predictive_and_augmented_stacks():
     assert env.observation_space == gym.make("CartPole-v1").observation_space
     gym_check_env(env, skip_render_check=True)
     aug = make_robust_env(
-        "CartPole-v1", "wifi-normal", compensation="augmented", action_history_length=5
+        "CartPole-v1", "wifi-normal", compensation=AugmentedCompensation(action_history_length=5)
     )
     assert aug.observation_space.shape == (4 + 2 + 5 * 2,)
 
@@ -276,9 +277,9 @@ def test_bad_arguments(kwargs: dict[str, Any], error: type, match: str):
 
 
 def test_make_robust_env_predictor_only_with_predictive():
-    with pytest.raises(ValueError, match="predictor: expected a predictor exactly"):
+    with pytest.raises(ValueError, match="predictor: expected a predictor with"):
         make_robust_env("CartPole-v1", "wifi-normal", compensation="predictive")
-    with pytest.raises(ValueError, match="predictor: expected a predictor exactly"):
+    with pytest.raises(ValueError, match="predictor: expected None with compensation='history'"):
         make_robust_env("CartPole-v1", "wifi-normal", predictor="true-dynamics")
     with pytest.raises(ValueError, match="compensation"):
         make_robust_env("CartPole-v1", "wifi-normal", compensation="magic")
@@ -340,12 +341,11 @@ def test_make_robust_env_derives_the_prior_from_the_network():
         env = make_robust_env(
             "CartPole-v1",
             None,
+            compensation=PredictiveCompensation(
+                "true-dynamics", options={"lookahead": "action", "samples": 16, **predict_kwargs}
+            ),
             step_ms=STEP_MS,
-            compensation="predictive",
-            predictor="true-dynamics",
-            predict_kwargs={"lookahead": "action", "samples": 16, **predict_kwargs},
-            info="full",
-            **network,
+            shim={"info": "full", **network},
         )
         assert env.action_delay == predict_kwargs.get("action_delay", 4)
         env.reset(seed=1)
@@ -369,26 +369,24 @@ def test_make_robust_env_derives_the_prior_from_the_network():
 def test_the_prior_follows_the_profile_and_an_explicit_one_wins():
     from fleetgym.wrappers import action_delay_for_profile
 
-    def prior(profile: Any, **kwargs: Any) -> int:
-        env = make_robust_env(
-            "CartPole-v1", profile, compensation="predictive", predictor="true-dynamics", **kwargs
-        )
-        return env.action_delay
+    def prior(profile: Any, **options: Any) -> int:
+        comp = PredictiveCompensation("true-dynamics", options=options)
+        return make_robust_env("CartPole-v1", profile, compensation=comp).action_delay
 
     assert prior("perfect") == 0
     assert prior("wifi-normal") == action_delay_for_profile("wifi-normal", STEP_MS) == 1
     assert prior("wifi-degraded") == action_delay_for_profile("wifi-degraded", STEP_MS) == 5
     assert prior("wifi-degraded-uplink") == 0  # actions are local
-    assert prior("wifi-degraded", predict_kwargs={"action_delay": 2}) == 2
-    assert prior("wifi-normal", predict_kwargs={"applied_ids": False}) == 1
+    assert prior("wifi-degraded", action_delay=2) == 2
+    assert prior("wifi-normal", applied_ids=False) == 1
     # A mix drawn per episode: the ages of every profile pooled.
     assert action_delay_for_profile(["wifi-degraded", "wifi-degraded"], STEP_MS) == 5
     # The most frequent age; the CALF study's median round trip minus median observation
     # age differs where the distribution is skewed.
     assert prior("trace-wifi-office") == 0
     assert action_delay_for_profile("trace-wifi-office", STEP_MS, statistic="median") == 1
-    with pytest.raises(TypeError, match="profile: expected a profile name"):
-        action_delay_for_profile([], STEP_MS)
+    with pytest.raises(ValueError, match="profile: expected at least one profile"):
+        action_delay_for_profile([], STEP_MS)  # the shim's own resolution, and its error
     with pytest.raises(ValueError, match=r"statistic: expected one of \('mode', 'median'\)"):
         action_delay_for_profile("wifi-normal", STEP_MS, statistic="mean")
 

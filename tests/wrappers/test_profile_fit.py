@@ -32,7 +32,7 @@ import fleetgym  # noqa: F401  (registers fleetgym/NetShim-v0)
 from fleetgym.errors import TraceFormatError, UnknownProfileError
 from fleetgym.traces import TraceData, load_trace
 from fleetgym.traces.generate import write_csv
-from fleetgym.wrappers import NetworkShimWrapper, make_robust_env
+from fleetgym.wrappers import HistoryCompensation, NetworkShimWrapper, make_robust_env
 from fleetgym.wrappers.channels import GaussianChannel, GilbertElliottChannel
 from fleetgym.wrappers.fit_models import KS_CRITICAL, RUN_BINS, _Sample, gaussian_cdf
 from fleetgym.wrappers.fitted_channels import (
@@ -295,7 +295,11 @@ def test_profile_file_round_trip_and_every_way_in(tmp_path):
     env = gym.make("fleetgym/NetShim-v0", env_id="CartPole-v1", profile=str(path))
     env.reset(seed=1)
     env.step(1)
-    robust = make_robust_env("CartPole-v1", str(path), history_length=2, action_history_length=2)
+    robust = make_robust_env(
+        "CartPole-v1",
+        str(path),
+        compensation=HistoryCompensation(history_length=2, action_history_length=2),
+    )
     robust.reset(seed=2)
     robust.step(0)
     with pytest.raises(UnknownProfileError, match=r"existing \.json profile file.*no such file"):

@@ -16,7 +16,7 @@ from shim_envs import CounterEnv, SpacesEnv
 
 from fleetgym.errors import InvalidActionError
 from fleetgym.wrappers.channels import FixedDelay, GaussianChannel
-from fleetgym.wrappers.compensation import SentActionHistory
+from fleetgym.wrappers.delay_features import SentActionHistory
 from fleetgym.wrappers.network_shim import NetworkShimWrapper
 from fleetgym.wrappers.shim_config import (
     EPISODE_INFO_KEYS,
