@@ -28,8 +28,8 @@ from fleetgym.errors import (
     UnsupportedSpaceError,
 )
 from fleetgym.wrappers.remote import RemoteEnvServer
+from fleetgym.wrappers.remote.addresses import is_loopback, parse_address
 from fleetgym.wrappers.remote.session import MAX_SERVER_STEP_MS
-from fleetgym.wrappers.remote.wire import is_loopback, parse_address
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 SECRET = b"a-shared-secret-of-some-length"

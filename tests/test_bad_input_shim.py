@@ -38,7 +38,7 @@ from fleetgym.wrappers import (
     make_robust_env,
     register_profile,
 )
-from fleetgym.wrappers.channels import MAX_STEP_MS, MIN_STEP_MS
+from fleetgym.wrappers.channel_base import MAX_STEP_MS, MIN_STEP_MS
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 

@@ -12,14 +12,8 @@ Example:
 
 from __future__ import annotations
 
-from fleetgym.wrappers.channels import (
-    Channel,
-    DelaySampler,
-    FixedDelay,
-    GaussianChannel,
-    GilbertElliottChannel,
-    TraceChannel,
-)
+from fleetgym.wrappers.channel_base import Channel, DelaySampler
+from fleetgym.wrappers.channels import FixedDelay, GaussianChannel, GilbertElliottChannel
 from fleetgym.wrappers.chunking import Schedule, ScheduledChunks, choose_schedule
 from fleetgym.wrappers.compensation import make_robust_env
 from fleetgym.wrappers.compensations import (
@@ -76,6 +70,7 @@ from fleetgym.wrappers.staleness import (
     history_length_for_profile,
 )
 from fleetgym.wrappers.stall import STALL_ACTIONS, StallRule, StallWatchdog
+from fleetgym.wrappers.trace_channel import TraceChannel
 from fleetgym.wrappers.vector import NetworkShimVectorWrapper
 
 __all__ = [

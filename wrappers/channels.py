@@ -34,27 +34,14 @@ import numpy as np
 from fleetgym.validation import check_float
 from fleetgym.wrappers.channel_base import (
     MAX_DELAY_MS,
-    MAX_STEP_MS,
-    MIN_STEP_MS,
     Channel,
     DelaySampler,
     _check_rng,
     _real,
     check_step_ms,
 )
-from fleetgym.wrappers.trace_channel import TraceChannel
 
-__all__ = [
-    "MAX_DELAY_MS",
-    "MAX_STEP_MS",
-    "MIN_STEP_MS",
-    "Channel",
-    "DelaySampler",
-    "FixedDelay",
-    "GaussianChannel",
-    "GilbertElliottChannel",
-    "TraceChannel",
-]
+__all__ = ["FixedDelay", "GaussianChannel", "GilbertElliottChannel"]
 
 
 def _ar1_filter(eps: np.ndarray, rho: float, z_prev: float | None) -> np.ndarray:

@@ -37,7 +37,7 @@ from gymnasium.wrappers import FlattenObservation, FrameStackObservation
 
 from fleetgym.errors import UnsupportedSpaceError
 from fleetgym.validation import check_int, quote
-from fleetgym.wrappers.shim_config import ActionCheck
+from fleetgym.wrappers.action_check import ActionCheck
 from fleetgym.wrappers.staleness import AGE_KEY, HISTORY_CAP, MAX_HISTORY, history_length_for_env
 
 __all__ = [

@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from fleetgym.wrappers.channels import Channel, DelaySampler, GaussianChannel
+from fleetgym.wrappers.channel_base import Channel, DelaySampler
+from fleetgym.wrappers.channels import GaussianChannel
 from fleetgym.wrappers.timeline import freshest
 
 __all__ = ["FifoLink", "PacketLink", "always_on_time", "copy_tree"]

@@ -16,7 +16,8 @@ from gymnasium import spaces
 
 from fleetgym.errors import UnknownProfileError
 from fleetgym.validation import check_bool, check_choice
-from fleetgym.wrappers.channels import Channel
+from fleetgym.wrappers.action_check import ActionCheck
+from fleetgym.wrappers.channel_base import Channel
 from fleetgym.wrappers.links import FifoLink, PacketLink, always_on_time
 from fleetgym.wrappers.links import copy_tree as _copy_tree
 from fleetgym.wrappers.playout import ArrivalLink, Playout
@@ -24,7 +25,6 @@ from fleetgym.wrappers.playout_end import PlayoutEnd
 from fleetgym.wrappers.profiles import NetworkProfile, get_profile
 from fleetgym.wrappers.shim_config import (
     INFO_LEVELS,
-    ActionCheck,
     ShimConfig,
     ShimStreams,
     check_seed,

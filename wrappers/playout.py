@@ -46,7 +46,7 @@ from gymnasium import spaces
 
 from fleetgym.errors import InvalidActionError
 from fleetgym.validation import check_choice, check_int, quote
-from fleetgym.wrappers.channels import DelaySampler
+from fleetgym.wrappers.channel_base import DelaySampler
 
 __all__ = [
     "START_RULES",

@@ -17,7 +17,7 @@ import numpy as np
 from gymnasium import spaces
 
 from fleetgym.validation import check_float, quote
-from fleetgym.wrappers.channels import DelaySampler
+from fleetgym.wrappers.channel_base import DelaySampler
 from fleetgym.wrappers.links import copy_tree
 from fleetgym.wrappers.policy_graph import (
     _BLOCK,

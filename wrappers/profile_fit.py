@@ -42,7 +42,8 @@ from fleetgym.errors import FleetgymError
 from fleetgym.traces.loaders import load_trace
 from fleetgym.traces.trace_data import TraceData
 from fleetgym.validation import check_choice, quote
-from fleetgym.wrappers.channels import Channel, GilbertElliottChannel
+from fleetgym.wrappers.channel_base import Channel
+from fleetgym.wrappers.channels import GilbertElliottChannel
 from fleetgym.wrappers.fit_models import (
     LR_CRITICAL,
     DelayFit,
@@ -56,14 +57,11 @@ from fleetgym.wrappers.profiles import NetworkProfile
 __all__ = [
     "DELAY_MODELS",
     "LOSS_MODELS",
-    "DelayFit",
     "DirectionFit",
-    "LossFit",
     "ProfileFit",
     "TraceFitError",
     "fit_direction",
     "fit_profile",
-    "split_round_trip_loss",
 ]
 
 #: Fewest packets a trace must hold, and fewest delivered ones, to be fitted.

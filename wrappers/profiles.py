@@ -40,8 +40,10 @@ from typing import Any
 from fleetgym.errors import FleetgymError, UnknownProfileError
 from fleetgym.traces.loaders import list_traces, trace_path
 from fleetgym.validation import check_bool, quote
-from fleetgym.wrappers.channels import Channel, GaussianChannel, TraceChannel
+from fleetgym.wrappers.channel_base import Channel
+from fleetgym.wrappers.channels import GaussianChannel
 from fleetgym.wrappers.fitted_channels import channel_from_dict, channel_to_dict
+from fleetgym.wrappers.trace_channel import TraceChannel
 
 __all__ = [
     "DEFAULT_PROFILE",

@@ -28,8 +28,9 @@ from gymnasium import spaces
 
 from fleetgym.errors import UnsupportedSpaceError
 from fleetgym.validation import check_choice, check_int, quote
-from fleetgym.wrappers.action_check import ActionCheck, _safe_contains
-from fleetgym.wrappers.channels import Channel, DelaySampler, GaussianChannel, check_step_ms
+from fleetgym.wrappers.action_check import _safe_contains
+from fleetgym.wrappers.channel_base import Channel, DelaySampler
+from fleetgym.wrappers.channels import GaussianChannel, check_step_ms
 from fleetgym.wrappers.profiles import DEFAULT_PROFILE, NetworkProfile, get_profile
 from fleetgym.wrappers.timeline import DEFAULT_TIMING, DEFAULT_UPLINK_SHARE, LoopTiming
 
@@ -39,7 +40,6 @@ __all__ = [
     "INFO_LEVELS",
     "STEP_INFO_KEYS",
     "TRAIN_INFO_KEYS",
-    "ActionCheck",
     "ShimConfig",
     "ShimStreams",
     "check_seed",

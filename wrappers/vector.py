@@ -21,12 +21,12 @@ from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
 from fleetgym.errors import UnsupportedSpaceError
 from fleetgym.validation import check_choice, check_int, quote
-from fleetgym.wrappers.channels import Channel
+from fleetgym.wrappers.action_check import ActionCheck
+from fleetgym.wrappers.channel_base import Channel
 from fleetgym.wrappers.profiles import NetworkProfile
 from fleetgym.wrappers.shim_config import (
     INFO_LEVELS,
     STEP_INFO_KEYS,
-    ActionCheck,
     ShimConfig,
     ShimStreams,
     check_seed,

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from fleetgym.wrappers.channels import DelaySampler
+from fleetgym.wrappers.channel_base import DelaySampler
 
 __all__ = ["VectorLinks"]
 

@@ -20,7 +20,7 @@ from fleetgym.wrappers import (
     GilbertElliottChannel,
     TraceChannel,
 )
-from fleetgym.wrappers.channels import MAX_DELAY_MS
+from fleetgym.wrappers.channel_base import MAX_DELAY_MS
 
 Z = 4.5  # half-width of every normal-approximation interval, in standard errors
 

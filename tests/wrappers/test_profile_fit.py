@@ -34,7 +34,13 @@ from fleetgym.traces import TraceData, load_trace
 from fleetgym.traces.generate import write_csv
 from fleetgym.wrappers import HistoryCompensation, NetworkShimWrapper, make_robust_env
 from fleetgym.wrappers.channels import GaussianChannel, GilbertElliottChannel
-from fleetgym.wrappers.fit_models import KS_CRITICAL, RUN_BINS, _Sample, gaussian_cdf
+from fleetgym.wrappers.fit_models import (
+    KS_CRITICAL,
+    RUN_BINS,
+    _Sample,
+    gaussian_cdf,
+    split_round_trip_loss,
+)
 from fleetgym.wrappers.fitted_channels import (
     EmpiricalChannel,
     LogNormalChannel,
@@ -42,12 +48,7 @@ from fleetgym.wrappers.fitted_channels import (
     channel_to_dict,
     rescale_gilbert_elliott,
 )
-from fleetgym.wrappers.profile_fit import (
-    TraceFitError,
-    fit_direction,
-    fit_profile,
-    split_round_trip_loss,
-)
+from fleetgym.wrappers.profile_fit import TraceFitError, fit_direction, fit_profile
 from fleetgym.wrappers.profiles import (
     NetworkProfile,
     ProfileFileError,

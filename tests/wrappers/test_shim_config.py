@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from shim_envs import CounterEnv, SpacesEnv
 
 from fleetgym.errors import InvalidActionError
+from fleetgym.wrappers.action_check import ActionCheck
 from fleetgym.wrappers.channels import FixedDelay, GaussianChannel
 from fleetgym.wrappers.delay_features import SentActionHistory
 from fleetgym.wrappers.network_shim import NetworkShimWrapper
@@ -22,7 +23,6 @@ from fleetgym.wrappers.shim_config import (
     EPISODE_INFO_KEYS,
     STEP_INFO_KEYS,
     TRAIN_INFO_KEYS,
-    ActionCheck,
     ShimConfig,
     default_start_action,
 )

@@ -16,8 +16,9 @@ Details, timing rules and measured figures: ``docs/mode3.md``.
 
 from __future__ import annotations
 
-from fleetgym.wrappers.remote.client import RemoteEnv, read_secret
+from fleetgym.wrappers.remote.client import RemoteEnv
 from fleetgym.wrappers.remote.conditions import DelayedSender, FreshestBox
+from fleetgym.wrappers.remote.files import read_secret
 from fleetgym.wrappers.remote.recorder import PacketRecorder
 from fleetgym.wrappers.remote.server import RemoteEnvServer
 from fleetgym.wrappers.remote.wire import MessageType, WireCodec

@@ -39,6 +39,7 @@ import numpy as np
 
 from fleetgym.errors import ProtocolError, RemoteEnvError
 from fleetgym.validation import check_choice, check_timeout, quote
+from fleetgym.wrappers.action_check import ActionCheck
 from fleetgym.wrappers.playout import Playout
 from fleetgym.wrappers.profiles import NetworkProfile, get_profile
 from fleetgym.wrappers.remote.addresses import parse_address
@@ -51,14 +52,13 @@ from fleetgym.wrappers.remote.wire import Frame, MessageType, WireCodec
 from fleetgym.wrappers.shim_config import (
     DELIVERY_MODES,
     STEP_INFO_KEYS,
-    ActionCheck,
     ShimStreams,
     check_seed,
     default_start_action,
 )
 from fleetgym.wrappers.timeline import LoopTiming, loop_ages
 
-__all__ = ["RemoteEnv", "read_secret"]
+__all__ = ["RemoteEnv"]
 
 log = logging.getLogger(__name__)
 _M = MessageType

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from fleetgym.wrappers.channels import DelaySampler
+from fleetgym.wrappers.channel_base import DelaySampler
 from fleetgym.wrappers.remote.wire import Frame
 from fleetgym.wrappers.timeline import freshest
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from fleetgym.wrappers.channels import Channel, GaussianChannel, GilbertElliottChannel
+from fleetgym.wrappers.channel_base import Channel
+from fleetgym.wrappers.channels import GaussianChannel, GilbertElliottChannel
 
 __all__ = ["netem_available", "netem_command"]
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from fleetgym.traces.loaders import load_trace
 from fleetgym.traces.trace_data import TraceData
-from fleetgym.wrappers.channels import Channel
+from fleetgym.wrappers.channel_base import Channel
 
 __all__ = [
     "QUANTILES",
@@ -208,9 +208,10 @@ def measure_playout_parity(
     """
     import gymnasium as gym
 
-    from fleetgym.wrappers.channels import FixedDelay, TraceChannel
+    from fleetgym.wrappers.channels import FixedDelay
     from fleetgym.wrappers.network_shim import NetworkShimWrapper
     from fleetgym.wrappers.remote.client import RemoteEnv
+    from fleetgym.wrappers.trace_channel import TraceChannel
 
     if server.record_dir is None:
         raise ValueError("server: expected a server made with record_dir, actual None")

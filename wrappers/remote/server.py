@@ -40,7 +40,7 @@ from fleetgym.errors import ProtocolError
 from fleetgym.validation import check_choice, check_float, check_int, check_timeout, quote
 from fleetgym.wrappers.profiles import NetworkProfile, get_profile
 from fleetgym.wrappers.remote.addresses import is_loopback, parse_address
-from fleetgym.wrappers.remote.client import read_secret
+from fleetgym.wrappers.remote.files import read_secret
 from fleetgym.wrappers.remote.session import (
     MAX_SERVER_STEP_MS,
     MIN_SERVER_STEP_MS,

@@ -25,7 +25,7 @@ import numpy as np
 
 from fleetgym.errors import ProtocolError, UnsupportedSpaceError
 from fleetgym.validation import check_choice, check_float, check_int, quote
-from fleetgym.wrappers.channels import MIN_STEP_MS
+from fleetgym.wrappers.channel_base import MIN_STEP_MS
 from fleetgym.wrappers.profiles import NetworkProfile
 from fleetgym.wrappers.remote.conditions import DelayedSender, FreshestBox
 from fleetgym.wrappers.remote.playout_host import PlayoutHost, playout_from_wire

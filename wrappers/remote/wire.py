@@ -51,7 +51,6 @@ from typing import Any
 import numpy as np
 
 from fleetgym.errors import ProtocolError
-from fleetgym.wrappers.remote.addresses import is_loopback, parse_address
 
 __all__ = [
     "DATAGRAM_LIMIT",
@@ -62,8 +61,6 @@ __all__ = [
     "Frame",
     "MessageType",
     "WireCodec",
-    "is_loopback",
-    "parse_address",
     "plain_info",
 ]
 

@@ -14,10 +14,10 @@ import pytest
 import fleetgym  # noqa: F401  (registers fleetgym/Remote-v0)
 from fleetgym.errors import RemoteEnvError
 from fleetgym.traces import load_trace
-from fleetgym.wrappers.channels import TraceChannel
 from fleetgym.wrappers.remote import RemoteEnvServer
 from fleetgym.wrappers.remote.wire import MessageType, WireCodec
 from fleetgym.wrappers.shim_config import STEP_INFO_KEYS
+from fleetgym.wrappers.trace_channel import TraceChannel
 
 SECRET = b"a-test-secret-of-32-bytes-length"
 

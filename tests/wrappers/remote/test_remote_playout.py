@@ -14,7 +14,7 @@ import fleetgym  # noqa: F401  (registers fleetgym/Remote-v0)
 from fleetgym.errors import InvalidActionError, RemoteEnvError
 from fleetgym.traces import TraceData
 from fleetgym.wrappers import ActionPacket, NetworkProfile, NetworkShimWrapper, Playout
-from fleetgym.wrappers.channels import FixedDelay, TraceChannel
+from fleetgym.wrappers.channels import FixedDelay
 from fleetgym.wrappers.chunking import ScheduledChunks
 from fleetgym.wrappers.playout import ArrivalLink
 from fleetgym.wrappers.remote import RemoteEnvServer
@@ -26,6 +26,7 @@ from fleetgym.wrappers.remote.playout_host import (
     playout_to_wire,
 )
 from fleetgym.wrappers.remote.wire import MessageType, WireCodec
+from fleetgym.wrappers.trace_channel import TraceChannel
 
 STEP_MS = 50.0  # Pendulum's own period (dt = 0.05 s)
 
