@@ -30,17 +30,17 @@ ENV_SPECS: dict[str, dict[str, Any]] = {
     },
     # Part B: one whole distributed training run as an MDP (kwargs workload, ...).
     "fleetgym/ActorScheduling-v0": {
-        "entry_point": "fleetgym.meta_env.actor_scheduling:ActorSchedulingEnv",
+        "entry_point": "fleetgym.meta_env.scheduling_kwargs:make_actor_scheduling_env",
         "nondeterministic": True,
     },
     "fleetgym/ActorScheduling-CartPole-v0": {
-        "entry_point": "fleetgym.meta_env.actor_scheduling:ActorSchedulingEnv",
+        "entry_point": "fleetgym.meta_env.scheduling_kwargs:make_actor_scheduling_env",
         "kwargs": {"workload": "CartPole-v1", "preset": "fast"},
         "nondeterministic": True,
     },
     # Modeled timing: an episode is exactly reproducible from its seed.
     "fleetgym/ActorScheduling-CartPole-Modeled-v0": {
-        "entry_point": "fleetgym.meta_env.actor_scheduling:ActorSchedulingEnv",
+        "entry_point": "fleetgym.meta_env.scheduling_kwargs:make_actor_scheduling_env",
         "kwargs": {"workload": "CartPole-v1", "preset": "fast", "timing": "modeled"},
     },
 }

@@ -1,14 +1,17 @@
 """Package discovery for the wheel (the metadata lives in pyproject.toml).
 
 The repository root is the package ``fleetgym``; every folder below it that holds an
-``__init__.py`` is a subpackage, except the test, benchmark, example and docs folders,
+``__init__.py`` is a subpackage, except the test, benchmark, example, docs and studies folders,
 which stay out of the wheel, as does this file.
 """
 
 from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py
 
-NOT_SHIPPED = ("tests", "tests.*", "benchmarks", "benchmarks.*", "examples", "examples.*", "docs")
+NOT_SHIPPED = (
+    *("tests", "tests.*", "benchmarks", "benchmarks.*", "examples", "examples.*", "docs"),
+    *("studies", "studies.*"),
+)
 
 
 class BuildPy(build_py):

@@ -224,7 +224,8 @@ def test_bench_ray_round_overhead(benchmark, weights):
     pytest.importorskip("ray")
     import ray
 
-    from fleetgym.agents.fleet.ray_backend import RayFleet, init_local_ray
+    from fleetgym.agents.fleet.ray_actor import init_local_ray
+    from fleetgym.agents.fleet.ray_backend import RayFleet
 
     repeats = 5 if benchmark.enabled else 2
     steps = 128

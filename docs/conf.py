@@ -7,6 +7,7 @@ public module's ``__all__``, the environment IDs, the CLI reference).
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -14,6 +15,24 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "_ext"))
 
 import fleetgym  # noqa: E402
+from fleetgym.extras import OPTIONAL_MODULES  # noqa: E402
+
+# `pip install "fleetgym[docs]"` alone builds the site: an optional package that is not
+# installed (torch, SB3, Ray, ...) is mocked for the whole build, as Sphinx projects do with
+# autodoc_mock_imports, so the API pages document every public name from its docstring and
+# signature. Installed ones are imported as they are (CI's full build shows real defaults).
+_MISSING = sorted(
+    name
+    for name, (extra, _) in OPTIONAL_MODULES.items()
+    if extra != "docs" and importlib.util.find_spec(name) is None
+)
+autodoc_mock_imports = _MISSING
+if _MISSING:
+    from sphinx.ext.autodoc.mock import MockFinder  # noqa: E402
+
+    # The API pages' extension reads public names outside autodoc's own import: the mock
+    # stays for the whole build, not only around autodoc's imports.
+    sys.meta_path.insert(0, MockFinder(_MISSING))
 
 project = "fleetgym"
 author = "The fleetgym developers"

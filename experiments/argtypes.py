@@ -12,6 +12,30 @@ from typing import Any
 
 from fleetgym.errors import FleetgymError
 
+__all__ = [
+    "MAX_COUNT",
+    "MAX_SEED",
+    "UsageError",
+    "check_input_file",
+    "check_output_dir",
+    "check_output_file",
+    "discount",
+    "env_kwarg",
+    "host_port",
+    "int_in",
+    "learning_rate",
+    "non_negative_float",
+    "non_negative_int",
+    "output_folder",
+    "output_path",
+    "positive_float",
+    "positive_int",
+    "remote_step_ms",
+    "seed_range",
+    "step_ms",
+    "unit_interval",
+]
+
 
 class UsageError(FleetgymError, ValueError):
     """A command-line value that cannot work, found before any work starts.
@@ -161,7 +185,7 @@ def step_ms(text: str) -> float:
         >>> step_ms("20")
         20.0
     """
-    from fleetgym.wrappers.channels import MAX_STEP_MS, MIN_STEP_MS
+    from fleetgym.wrappers.channel_base import MAX_STEP_MS, MIN_STEP_MS
 
     return _float(
         text,

@@ -56,7 +56,6 @@ from fleetgym.experiments.assess_network import assess_network
 __all__ = [
     "FEASIBLE_KEPT",
     "INFEASIBLE_KEPT",
-    "assess_network",
     "configure",
     "run",
     "verdict",
@@ -227,7 +226,7 @@ def _resolve(args: argparse.Namespace) -> tuple[Any, str, float, str]:
     from fleetgym.errors import FleetgymError
     from fleetgym.experiments.calf.conditions import resolve_condition
     from fleetgym.wrappers import infer_step_ms
-    from fleetgym.wrappers.channels import MAX_STEP_MS, MIN_STEP_MS
+    from fleetgym.wrappers.channel_base import MAX_STEP_MS, MIN_STEP_MS
 
     name = args.profile
     if not name.strip():

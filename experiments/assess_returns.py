@@ -7,7 +7,7 @@ on the same episodes, and the better one is the verdict's:
 
 - the predictive compensation (:class:`~fleetgym.wrappers.PredictiveObservation`:
   ``lookahead="action"``, 16 samples, the prior action age derived from the network,
-  ``stall_action="predict"``): the env applies whatever action arrived last;
+  ``stall="predict"``): the env applies whatever action arrived last;
 - scheduled action chunks (:mod:`fleetgym.wrappers.playout`,
   :class:`~fleetgym.wrappers.ScheduledChunks`): each packet is stamped for tick ``t + D``
   and carries ``k`` actions, the env applies them from a playout buffer; ``D`` and ``k``
@@ -22,6 +22,8 @@ import argparse
 from typing import Any
 
 import numpy as np
+
+from fleetgym.wrappers import PredictiveCompensation
 
 __all__ = ["has_true_dynamics", "measure_returns", "run_episodes"]
 
@@ -217,23 +219,24 @@ def measure_returns(
         comp_env = make_robust_env(
             env_id,
             profile,
+            compensation=PredictiveCompensation(
+                predictor,
+                options={
+                    "lookahead": "action",
+                    "samples": 16,
+                    "action_delay": action_delay_for_profile(
+                        assessed_profile, step_ms, **_measured(assessed)
+                    ),
+                },
+            ),
+            stall="predict",
             step_ms=step_ms,
-            compensation="predictive",
-            predictor=predictor,
-            predict_kwargs={
-                "lookahead": "action",
-                "samples": 16,
-                "action_delay": action_delay_for_profile(
-                    assessed_profile, step_ms, **_measured(assessed)
-                ),
-            },
-            stall_action="predict",
             **network_kwargs,
         )
         predictive = (
             f"the predictive compensation ({described}, lookahead='action', 16 samples, "
             f"derived prior action age {comp_env.get_wrapper_attr('action_delay')}, "
-            "stall_action='predict')"
+            "stall='predict')"
         )
         runs["predictive"] = run_episodes(model, comp_env, n, seed)
         schedule, source = _schedule(args, network_profile, step_ms, assessed)

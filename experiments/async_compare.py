@@ -15,10 +15,10 @@ cores:
 * ``async`` -- :class:`AsyncPPO` with ``--loss`` (PPO-clip by default), value recomputation,
   global normalisation and ``max_policy_lag=--lag``.
 
-``--actor-modes thread process ray`` runs the ``AsyncPPO`` trainers once with actor
-threads, once with a worker process per actor slot (``actors="process"``; the table labels
+``--backends inprocess process ray`` runs the ``AsyncPPO`` trainers once with actor
+threads, once with a worker process per actor slot (``backend="process"``; the table labels
 those rows ``(process actors)``) and once with a Ray actor per slot on a local Ray cluster
-(``actors="ray"``, ``(Ray actors)``). ``--actor-counts 8 16 32 64`` repeats everything at
+(``backend="ray"``, ``(Ray actors)``). ``--actor-counts 8 16 32 64`` repeats everything at
 each number of actor slots (``--actors`` is the single count otherwise). ``--inference server`` makes the ``AsyncPPO`` actors act
 through the trainer's inference server (in-process for threads, a loopback socket with
 observations in shared memory for processes; rows labelled ``served``).
@@ -49,9 +49,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fleetgym.experiments.overlap_report import ACTOR_MODES, MODES, figure, ratio_table, table
+from fleetgym.agents.backends import BACKENDS
+from fleetgym.experiments.overlap_report import MODES, figure, ratio_table, table
 
-__all__ = ["ACTOR_MODES", "MODES", "WORKLOADS", "main", "run_mode", "table", "tree_cpu_seconds"]
+__all__ = ["WORKLOADS", "main", "run_mode", "tree_cpu_seconds"]
 WORKLOADS = ("uniform", "heterogeneous")
 
 
@@ -104,7 +105,7 @@ def run_mode(
     loss: str = "ppo",
     save_dir: Path | None = None,
     eval_episodes: int = 10,
-    actor_mode: str = "thread",
+    backend: str = "inprocess",
     inference: str = "local",
     proximal_clip: bool = False,
 ) -> dict[str, Any]:
@@ -113,8 +114,9 @@ def run_mode(
     ``proximal_clip`` (``loss="ppo"``, ``async`` mode only) clips around the learner's
     policy at each update's start (decoupled PPO, see ``LossConfig``).
 
-    ``actor_mode`` places an :class:`AsyncPPO` run's actors (``"thread"``, ``"process"``
-    or ``"ray"``: a local Ray cluster, started before and shut down after the timed part);
+    ``backend`` places an :class:`AsyncPPO` run's actors (``"inprocess"``: threads,
+    ``"process"`` or ``"ray"``: a local Ray cluster, started before and shut down after the
+    timed part);
     ``sync-fleet`` always runs a process fleet, ``sync-default`` the in-process one.
 
     With ``save_dir`` an :class:`AsyncPPO` run is also saved, reloaded with
@@ -132,8 +134,12 @@ def run_mode(
 
         learner = PPOLearner(workload, seed=seed)
         rounds = -(-steps // (actors * workload.rollout_steps))
-        backend = "process" if mode == "sync-fleet" else "inprocess"
-        fleet: Any = make_fleet(workload, backend=backend, max_actors=actors, seed=seed)
+        fleet: Any = make_fleet(
+            workload,
+            backend="process" if mode == "sync-fleet" else "inprocess",
+            max_actors=actors,
+            seed=seed,
+        )
         with fleet:
             fleet.prewarm(actors)  # envs built (and worker processes up), as AsyncPPO's
             cpu = tree_cpu_seconds()
@@ -154,7 +160,7 @@ def run_mode(
             recompute_values=not synchronous,
             global_advantage_norm=not synchronous,
             proximal_clip=proximal_clip and not synchronous,
-            actors=actor_mode,
+            backend=backend,
             inference=inference,
             seed=seed,
         )
@@ -169,12 +175,12 @@ def run_mode(
         reached = final >= target
         extra["loss"] = model.config.label
         if save_dir is not None:
-            name = mode if actor_mode == "thread" else f"{mode}-{actor_mode}"
+            name = mode if backend == "inprocess" else f"{mode}-{backend}"
             name += "-served" if inference == "server" else ""
             extra.update(_save_reload_score(model, save_dir / f"{name}-{seed}.pt", eval_episodes))
     return {
         "mode": mode,
-        "actor_mode": {"sync-fleet": "process", "sync-default": "inprocess"}.get(mode, actor_mode),
+        "backend": {"sync-fleet": "process", "sync-default": "inprocess"}.get(mode, backend),
         "inference": "local" if mode in ("sync-fleet", "sync-default") else inference,
         "actors": actors,
         "seed": seed,
@@ -255,20 +261,20 @@ def main(argv: list[str] | None = None) -> int:
         "sweep run in parts) into one set of tables and one figure in --out",
     )
     parser.add_argument(
-        "--actor-modes",
+        "--backends",
         nargs="+",
-        choices=ACTOR_MODES,
-        default=["thread"],
-        help="where AsyncPPO's actors run: threads, a worker process each, a Ray actor each "
-        "(a local Ray cluster), or several of them (default thread)",
+        choices=BACKENDS,
+        default=["inprocess"],
+        help="where AsyncPPO's actors run: threads (inprocess), a worker process each, a Ray "
+        "actor each (a local Ray cluster), or several of them (default inprocess)",
     )
     parser.add_argument(
-        "--sync-actor-modes",
+        "--sync-backends",
         nargs="+",
-        choices=ACTOR_MODES,
+        choices=BACKENDS,
         default=None,
-        help="where sync-threads' actors run (default: every --actor-modes); e.g. "
-        "'--actor-modes thread ray --sync-actor-modes thread' runs the synchronous reference "
+        help="where sync-threads' actors run (default: every --backends); e.g. "
+        "'--backends inprocess ray --sync-backends inprocess' runs the synchronous reference "
         "once per seed",
     )
     parser.add_argument(
@@ -289,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--merge: expected --out DIR for the combined tables and figure")
         return _write(merge(args.merge), args.out, args.workload)
     counts = args.actor_counts or [args.actors]
-    sync_actor_modes = args.sync_actor_modes or args.actor_modes
+    sync_backends = args.sync_backends or args.backends
     if min(counts) < 1:
         parser.error(f"--actors / --actor-counts: expected counts >= 1, actual {counts}")
 
@@ -301,14 +307,14 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     results: dict[str, list[dict[str, Any]]] = {}
     cells = [
-        (n, seed, mode, actor_mode)
+        (n, seed, mode, backend)
         for n in counts
         for seed in range(args.first_seed, args.first_seed + args.seeds)
         for mode in args.modes
-        for actor_mode in args.actor_modes
+        for backend in args.backends
         # the synchronous fleets place their actors themselves: run them once
-        if not (mode in ("sync-fleet", "sync-default") and actor_mode != args.actor_modes[0])
-        and not (mode == "sync-threads" and actor_mode not in sync_actor_modes)
+        if not (mode in ("sync-fleet", "sync-default") and backend != args.backends[0])
+        and not (mode == "sync-threads" and backend not in sync_backends)
     ]
     bar = tqdm(
         total=len(args.kinds) * len(cells),
@@ -319,8 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     for kind in args.kinds:
         workload = _workload(args.workload, kind, args.delay_ms, args.delay_sigma)
-        for n, seed, mode, actor_mode in cells:
-            bar.set_postfix_str(f"{kind} {mode} {actor_mode} {n} actors seed {seed}")
+        for n, seed, mode, backend in cells:
+            bar.set_postfix_str(f"{kind} {mode} {backend} {n} actors seed {seed}")
             run = run_mode(
                 mode,
                 workload,
@@ -331,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.loss,
                 None if args.save_dir is None else args.save_dir / kind,
                 args.eval_episodes,
-                actor_mode,
+                backend,
                 args.inference,
                 args.proximal_clip,
             )

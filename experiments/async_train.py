@@ -5,11 +5,10 @@ The ``train`` subcommand adds the arguments (:func:`configure`) and hands over t
 learner trains (:class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO`), with
 ``--loss``, ``--sigma``
 and ``--max-policy-lag``. ``--backend`` places the actors: ``inprocess`` (the default)
-runs each slot's env in a thread of the learner's process (``actors="thread"``),
-``process`` in a worker process per slot (``actors="process"``), ``ray`` in a Ray actor
-per slot on a local Ray cluster this command starts, or with ``--address HOST:PORT`` on
-the cluster running there (``actors="ray"``, local inference only; an address nothing
-answers at is refused within 5 s).
+runs each slot's env in a thread of the learner's process, ``process`` in a worker
+process per slot, ``ray`` in a Ray actor per slot on a local Ray cluster this command
+starts, or with ``--address HOST:PORT`` on the cluster running there (local inference
+only; an address nothing answers at is refused within 5 s): ``AsyncPPO(backend=...)``.
 ``--inference server`` has the actors act through one inference server. ``--log`` writes
 one CSV row per update and ``--plot`` the mean return after each update (into ``--out``);
 ``--sequential`` (a synchronous in-process option) is refused.
@@ -34,11 +33,18 @@ from typing import Any
 from fleetgym.errors import FleetError
 from fleetgym.experiments.argtypes import UsageError, non_negative_int
 
+__all__ = [
+    "ACTOR_NOUN",
+    "LOSSES",
+    "configure",
+    "history_rows",
+    "imagination_config",
+    "run",
+]
+
 LOSSES = ("gipo", "ppo", "vtrace")
-#: ``--backend`` of ``fleetgym train`` -> where AsyncPPO's actors run (``actors=``).
-ACTORS_OF_BACKEND = {"inprocess": "thread", "process": "process", "ray": "ray"}
-#: How the start-up line names an actor slot of each ``actors`` mode.
-ACTOR_NOUN = {"thread": "threads", "process": "processes", "ray": "slots as Ray actors"}
+#: How the start-up line names an actor slot of each backend.
+ACTOR_NOUN = {"inprocess": "threads", "process": "processes", "ray": "slots as Ray actors"}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -97,7 +103,7 @@ def imagination_config(args: argparse.Namespace) -> Any:
     """The ``--imagination`` option as an ImaginationConfig (``None`` without it)."""
     if getattr(args, "imagination", None) is None:
         return None
-    from fleetgym.agents.world_model.imagination import parse_imagination_spec
+    from fleetgym.agents.world_model.config import parse_imagination_spec
 
     try:
         return parse_imagination_spec(args.imagination, seed=args.seed)
@@ -131,12 +137,10 @@ def run(
     target = workload.target_return if args.target is None else args.target
     overrides = {} if args.lr is None else {"lr": args.lr}
     backend = getattr(args, "backend", "inprocess")
-    if backend not in ACTORS_OF_BACKEND:
+    if backend not in ACTOR_NOUN:
         raise UsageError(
-            f"--backend: expected one of {sorted(ACTORS_OF_BACKEND)} with --mode async, "
-            f"actual {backend!r}"
+            f"--backend: expected one of {sorted(ACTOR_NOUN)} with --mode async, actual {backend!r}"
         )
-    actors = ACTORS_OF_BACKEND[backend]
     try:
         model = AsyncPPO(
             workload,
@@ -145,7 +149,7 @@ def run(
             proximal_clip=args.proximal_clip,
             max_policy_lag=args.max_policy_lag,
             n_actors=args.actors,
-            actors=actors,
+            backend=backend,
             inference=args.inference,
             steps_per_actor=steps_per_actor,
             seed=args.seed,
@@ -157,7 +161,7 @@ def run(
     except (TypeError, ValueError, FleetError) as error:
         raise UsageError(str(error)) from None
     print(
-        f"training {workload.name} asynchronously: {args.actors} actor {ACTOR_NOUN[actors]}"
+        f"training {workload.name} asynchronously: {args.actors} actor {ACTOR_NOUN[backend]}"
         f"{' through an inference server' if args.inference == 'server' else ''} x "
         f"{steps_per_actor} steps per rollout, loss {model.config.label}, max policy lag "
         f"{args.max_policy_lag}, target {target:g}, budget {budget} env steps, seed {args.seed}"

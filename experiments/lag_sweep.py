@@ -9,7 +9,8 @@ updates, so a run of ``U`` updates (``ceil(steps / samples per update)``) refuse
 the learner's own policy (not the stale behaviour policy) is scored over deterministic
 evaluation episodes: their mean return and, where the env reports ``x_velocity`` (MuJoCo
 locomotion), their mean forward velocity; on Hopper a run *hops* when both reach
-:data:`HOP_RETURN` and :data:`HOP_VELOCITY`. The grid: lags 0, 10, 50, 200, 1000 updates; PPO-clip, V-trace and
+:data:`~fleetgym.experiments.lag_sweep_results.HOP_RETURN` and
+:data:`~fleetgym.experiments.lag_sweep_results.HOP_VELOCITY`. The grid: lags 0, 10, 50, 200, 1000 updates; PPO-clip, V-trace and
 GIPO (sigma 0.5 and 0.8); with and without value recomputation and global advantage
 normalisation (both on or both off); several seeds. Writes into ``--out``
 ``lag_sweep.md`` (a table, mean +- std over seeds), ``lag_sweep.csv`` (one row per run)
@@ -47,63 +48,27 @@ from fleetgym.experiments.argtypes import (
     seed_range,
 )
 from fleetgym.experiments.lag_sweep_results import (
-    COMMITTED_GRID,
     ENVS,
-    HOP_RETURN,
-    HOP_VELOCITY,
-    LAGS,
     LOSSES,
     QUICK_LOSSES,
     SETTINGS,
     TUNABLE,
     VARIANTS,
     SweepRun,
-    committed_grid,
     format_settings,
     merge,
     parse_settings,
-    read_csv,
-    read_runs,
     report,
     samples_per_update,
     title,
     updates_in,
 )
 from fleetgym.experiments.lag_sweep_train import (
-    CHECKPOINTS,
-    evaluate,
-    make_model,
     run_one,
 )
 from fleetgym.experiments.tables import write_csv
 
-__all__ = [
-    "CHECKPOINTS",
-    "COMMITTED_GRID",
-    "ENVS",
-    "HOP_RETURN",
-    "HOP_VELOCITY",
-    "LAGS",
-    "LOSSES",
-    "QUICK_LOSSES",
-    "SETTINGS",
-    "VARIANTS",
-    "TUNABLE",
-    "SweepRun",
-    "check_run_shape",
-    "committed_grid",
-    "configure",
-    "evaluate",
-    "make_model",
-    "merge",
-    "read_csv",
-    "read_runs",
-    "report",
-    "run",
-    "run_one",
-    "samples_per_update",
-    "updates_in",
-]
+__all__ = ["check_run_shape", "configure", "run"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -20,6 +20,33 @@ from fleetgym.experiments.argtypes import UsageError, check_output_dir
 from fleetgym.experiments.tables import group_by, markdown_table, mean_std, write_csv
 from fleetgym.validation import quote
 
+__all__ = [
+    "COMMITTED_GRID",
+    "ENVS",
+    "HOP_RETURN",
+    "HOP_VELOCITY",
+    "LAGS",
+    "LOSSES",
+    "MAX_CSV_LINE",
+    "OPTIONAL_COLUMNS",
+    "QUICK_LOSSES",
+    "SETTINGS",
+    "SweepRun",
+    "TUNABLE",
+    "VARIANTS",
+    "check_setting",
+    "committed_grid",
+    "format_settings",
+    "merge",
+    "parse_settings",
+    "read_csv",
+    "read_runs",
+    "report",
+    "samples_per_update",
+    "title",
+    "updates_in",
+]
+
 ENVS = ("CartPole-v1", "Hopper-v5")
 LAGS = (0, 10, 50, 200, 1000)
 #: A Hopper run hops (a gait, not the balancing plateau of about 1 per step alive) when its

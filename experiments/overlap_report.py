@@ -1,8 +1,8 @@
 """Tables and a figure of the asynchronous/synchronous comparison
 (:mod:`fleetgym.experiments.async_compare`, the ``accerl`` part of ``fleetgym reproduce``).
 
-A *run* is one dict of :func:`~fleetgym.experiments.async_compare.run_mode` (mode, actor
-mode, inference, actors, seed, steps, wall time, env steps/s, learner utilisation, CPU
+A *run* is one dict of :func:`~fleetgym.experiments.async_compare.run_mode` (mode, backend,
+inference, actors, seed, steps, wall time, env steps/s, learner utilisation, CPU
 seconds, final return, whether it reached the target); results are ``{workload kind:
 [runs]}``. :func:`table` gives one row per workload, trainer and number of actors (means
 ± std over seeds); :func:`ratio_table` the paired per-seed ratios of every
@@ -11,10 +11,10 @@ the wall time to the target where both runs reached it); :func:`figure` plots en
 steps/s, wall time to the target and learner utilisation against the number of actors.
 
 Example:
-    >>> run = dict(mode="async", actor_mode="thread", inference="local", actors=8, seed=0,
+    >>> run = dict(mode="async", backend="inprocess", inference="local", actors=8, seed=0,
     ...            steps=100, wall_s=2.0, steps_per_s=50.0, learner_utilisation=0.9,
     ...            cpu_s=1.0, final_return=500.0, reached_target=True)
-    >>> sync = dict(run, mode="sync-default", actor_mode="inprocess", wall_s=4.0,
+    >>> sync = dict(run, mode="sync-default", backend="inprocess", wall_s=4.0,
     ...             steps_per_s=25.0, learner_utilisation=0.5)
     >>> print(ratio_table({"heterogeneous": [sync, run]})[2])
     | heterogeneous | 8 | async | sync-default | 2.00 (2.00-2.00) | 2.00 (2.00-2.00), 1/1 | 1/1 |
@@ -27,15 +27,21 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from fleetgym.agents.backends import BACKENDS
 from fleetgym.experiments.tables import markdown_table
 
 #: Trainers of the comparison, synchronous references first.
 MODES = ("sync-default", "sync-fleet", "sync-threads", "async")
 #: The synchronous references a ratio is taken against.
 REFERENCES = ("sync-default", "sync-threads")
-#: Where an AsyncPPO run's actors run.
-ACTOR_MODES = ("thread", "process", "ray")
 _ACTOR_NOTES = {"process": "process actors", "ray": "Ray actors"}
+
+
+def backend_of(run: dict[str, Any]) -> str:
+    """Where a run's actors ran, in the one backend vocabulary (results of 1.x recorded it
+    as ``actor_mode``, ``"thread"`` for ``"inprocess"``)."""
+    backend = run.get("backend", run.get("actor_mode", "inprocess"))
+    return "inprocess" if backend == "thread" else str(backend)
 
 
 def _fmt(values: list[float], spec: str) -> str:
@@ -53,17 +59,18 @@ def label(run: dict[str, Any]) -> str:
     mode = run["mode"]
     if mode in ("sync-fleet", "sync-default"):
         return mode
-    notes = [_ACTOR_NOTES[run["actor_mode"]]] if run.get("actor_mode") in _ACTOR_NOTES else []
+    backend = backend_of(run)
+    notes = [_ACTOR_NOTES[backend]] if backend in _ACTOR_NOTES else []
     notes += ["served"] if run.get("inference") == "server" else []
     return f"{mode} ({', '.join(notes)})" if notes else mode
 
 
 def _order(run: dict[str, Any]) -> tuple[int, int, int]:
-    actor_mode = run.get("actor_mode", "thread")
+    backend = backend_of(run)
     return (
         int(run.get("actors", 0)),
         MODES.index(run["mode"]),
-        ACTOR_MODES.index(actor_mode) if actor_mode in ACTOR_MODES else -1,
+        BACKENDS.index(backend) if backend in BACKENDS else -1,
     )
 
 
@@ -212,4 +219,4 @@ def figure(results: dict[str, list[dict[str, Any]]], path: Path, workload: str) 
     return path
 
 
-__all__ = ["ACTOR_MODES", "MODES", "REFERENCES", "figure", "label", "ratio_table", "table"]
+__all__ = ["MODES", "REFERENCES", "backend_of", "figure", "label", "ratio_table", "table"]

@@ -30,26 +30,10 @@ from fleetgym.experiments.argtypes import (
 from fleetgym.traces.loaders import TRACE_FORMATS
 from fleetgym.wrappers.profile_fit import DELAY_MODELS, LOSS_MODELS
 
-__all__ = ["add_subcommand", "format_report", "plot_fit", "run"]
+__all__ = ["configure", "format_report", "plot_fit", "run"]
 
 #: Folder of the profile file (and its plot) when ``--out`` is not given.
 DEFAULT_OUT_DIR = "fleetgym-out/profiles"
-
-
-def add_subcommand(parser: argparse.ArgumentParser) -> None:
-    """Give ``fleetgym profiles`` its ``fit`` action (no action: the listing, as before)."""
-    sub = parser.add_subparsers(
-        dest="profiles_action",
-        metavar="ACTION",
-        help="fit: fit a profile to a trace file (without an action: list profiles and traces)",
-    )
-    parser.set_defaults(profiles_action="list")
-    fit = sub.add_parser(
-        "fit",
-        help="fit a network profile to a captured trace and write it as a profile file",
-        description=__doc__.splitlines()[0].replace("``", ""),
-    )
-    configure(fit)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -22,7 +22,7 @@ import numpy as np
 from fleetgym.experiments import assess, profile_fit
 from fleetgym.experiments.argtypes import UsageError, positive_int
 from fleetgym.traces import list_traces, load_trace
-from fleetgym.wrappers.channels import MAX_STEP_MS, MIN_STEP_MS
+from fleetgym.wrappers.channel_base import MAX_STEP_MS, MIN_STEP_MS
 from fleetgym.wrappers.profiles import get_profile, list_profiles
 
 __all__ = ["configure", "describe_profiles", "describe_traces", "run"]

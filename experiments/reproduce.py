@@ -19,7 +19,7 @@ Runs, in order:
    utilisation), and final return against an injected policy lag: a short live lag sweep
    on CartPole (the lag sweep's quick grid, lags that its 100 updates hold), shown beside
    the committed Hopper-v5 grid read from ``docs/results/data`` of a source checkout
-   (:func:`fleetgym.experiments.lag_sweep.committed_grid`; not rerun: hours of CPU), each
+   (:func:`fleetgym.experiments.lag_sweep_results.committed_grid`; not rerun: hours of CPU), each
    labelled as what it is.
 
 Each part writes into its own folder under ``--out`` (default ``fleetgym-out/reproduce``);
@@ -38,6 +38,8 @@ from typing import Any
 from fleetgym.experiments.argtypes import UsageError, check_output_dir, output_path
 from fleetgym.experiments.calf import conditions as calf_conditions
 from fleetgym.experiments.calf import experiment as calf_experiment
+
+__all__ = ["ACCERL_SCALES", "CALF_REGIMES", "PARTS", "configure", "run"]
 
 PARTS = ("calf", "schedule", "accerl")
 #: The ``calf`` part's regimes: ``calf --quick``'s and, beside them, the clean policy with
@@ -109,7 +111,7 @@ def _run_calf(out: Path, full: bool, progress: bool) -> list[str]:
         "`baseline+best` is the clean policy, trained without a network, behind each "
         "synthetic profile with the compensation that works: `make_robust_env`'s predictive "
         'compensation with CartPole\'s true dynamics, `lookahead="action"`, 16 samples, '
-        'the prior action age derived from the profile and `stall_action="predict"`; '
+        'the prior action age derived from the profile and `stall="predict"`; '
         "the env applies whatever action arrived last. `baseline+sched` is the same clean "
         "policy with scheduled action chunks: each packet is stamped for the tick D ahead "
         "and carries k actions planned with the true dynamics and the policy itself, and "
@@ -249,19 +251,19 @@ def _run_accerl(out: Path, full: bool, progress: bool) -> list[str]:
 
 def _committed_lag_grid(out: Path, rel: str) -> list[str]:
     """The committed Hopper lag grid (not rerun), or where to find it."""
-    from fleetgym.experiments import lag_sweep
+    from fleetgym.experiments import lag_sweep_results
 
-    runs, files = lag_sweep.committed_grid()
+    runs, files = lag_sweep_results.committed_grid()
     heading = "**The committed grid (not rerun here):** Hopper-v5"
     if not runs:
         return [
-            f"{heading}: its parts (`{lag_sweep.COMMITTED_GRID}`) and the page that explains "
+            f"{heading}: its parts (`{lag_sweep_results.COMMITTED_GRID}`) and the page that explains "
             "them (`docs/results/async.md`) are in the source tree, not beside this "
             "installation.",
             "",
         ]
     out.mkdir(parents=True, exist_ok=True)
-    lag_sweep.report(runs, out, f"{runs[0].env}: committed grid (not rerun)")
+    lag_sweep_results.report(runs, out, f"{runs[0].env}: committed grid (not rerun)")
     names = ", ".join(f"`{path.name}`" for path in files)
     return [
         f"{heading}, {len(runs)} runs read from {names} (`docs/results/data`; the commit "

@@ -43,6 +43,8 @@ from fleetgym.experiments.argtypes import (
 )
 from fleetgym.experiments.tables import write_csv
 
+__all__ = ["Outputs", "configure", "outputs", "plot_curves", "run", "write_log"]
+
 #: The files ``--save``, ``--log``, ``--plot`` and ``--tensorboard`` write into ``--out``.
 SAVE_NAME, LOG_NAME, PLOT_NAME, TENSORBOARD_NAME = "learner.pt", "log.csv", "curves.png", "tb"
 

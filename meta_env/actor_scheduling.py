@@ -40,7 +40,6 @@ import gymnasium as gym
 import numpy as np
 
 from fleetgym.agents.fleet import make_fleet
-from fleetgym.agents.fleet.base import MAX_ACTORS_LIMIT
 from fleetgym.agents.schedulers.observation import (
     OBS_ACTOR_TIME,
     OBS_BUDGET,
@@ -59,21 +58,19 @@ from fleetgym.agents.workloads import get_workload
 from fleetgym.extras import require
 from fleetgym.meta_env.cost_model import RoundAccountant, RoundBill
 from fleetgym.meta_env.presets import (
-    MAX_SCALE,
     compute_model_from,
-    kwargs_mapping,
     pricing_from,
     scheduling_defaults,
     time_model_from,
 )
-from fleetgym.meta_env.pricing import PricingPreset
-from fleetgym.meta_env.time_model import (
-    ComputeCostModel,
-    TimeModel,
-    trajectory_nbytes,
-    weights_nbytes,
+from fleetgym.meta_env.scheduling_config import (
+    CostConfig,
+    EpisodeConfig,
+    FleetConfig,
+    TrainingConfig,
 )
-from fleetgym.validation import check_bool, check_choice, check_float, check_int, quote
+from fleetgym.meta_env.time_model import ComputeCostModel, trajectory_nbytes, weights_nbytes
+from fleetgym.validation import check_bool, check_choice, quote
 
 __all__ = ["TIMINGS", "ActorSchedulingEnv"]
 
@@ -109,8 +106,10 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
     the observation, reward and termination.
 
     Example:
-        >>> env = ActorSchedulingEnv("CartPole-v1", timing="modeled", max_actors=4,
-        ...                          steps_per_actor=16, max_rounds=2)
+        >>> env = ActorSchedulingEnv("CartPole-v1", timing="modeled",
+        ...                          training=TrainingConfig(steps_per_actor=16),
+        ...                          fleet=FleetConfig(max_actors=4),
+        ...                          episode={"max_rounds": 2})  # a config or its dict
         >>> obs, info = env.reset(seed=0)
         >>> obs.shape, env.action_space
         ((7,), Discrete(4))
@@ -119,6 +118,10 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         (4, 4, 0.5)
         >>> env.close()
 
+    ``gym.make("fleetgym/ActorScheduling-v0", ...)`` takes the configs' fields as flat,
+    JSON-able keyword arguments instead
+    (:func:`~fleetgym.meta_env.scheduling_kwargs.make_actor_scheduling_env`).
+
     Args:
         workload: a workload name (``fleetgym.agents.workloads``), any registered
             Gymnasium ID, an ``EnvSpec`` or a Workload
@@ -126,48 +129,33 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
             workload without a shipped compute model is calibrated once (cached, see
             :mod:`~fleetgym.meta_env.calibration`).
         preset: ``"fast"`` (short rollouts, reachable target) or ``"paper"`` defaults
-            (:func:`~fleetgym.meta_env.presets.scheduling_defaults`).
+            (:func:`~fleetgym.meta_env.presets.scheduling_defaults`), for every config
+            field left None.
         timing: ``"measured"``: each actor's compute as the fleet reports it (its CPU
             time when the backend has it, i.e. the rollout on a core of its own, else its
             wall time) and the learner's measured update time; ``"modeled"``: both from
-            ``compute`` (seeded stragglers), so an episode is a pure function of its seed.
-        max_actors: I_max, the size of the action space (1 to 4096, the fleet's bound).
-        steps_per_actor: environment steps per actor per round.
-        target_return: J (required for a workload whose env has no reward threshold).
-        max_rounds: K.
-        budget: $ per run (None: unlimited).
-        beta: reward per second of round time.
-        penalty_scale: divisor of the terminal ``max R_bar - J`` term (1: the paper's).
-        cost_weight: reward per dollar of round cost (0: the paper's, time only).
-        pricing: a :class:`~fleetgym.meta_env.pricing.PricingPreset`, or a preset name of
-            :data:`~fleetgym.meta_env.pricing.PRICING_PRESETS`; None: the preset's
-            (``"aci-cpu"``, a CPU learner, for CartPole and MuJoCo; ``"aci"``,
-            MinionsRL's V100 learner, for Atari).
-        pricing_overrides: with a preset name, fields of the preset to replace.
-        billing: ``"serverless"`` or ``"server"`` (the VM cluster, idle included).
-        server_actors: actor cores of the server cluster (``billing="server"``); None:
-            ``max_actors``.
-        time_model: a :class:`~fleetgym.meta_env.time_model.TimeModel` (cold starts,
-            pre-warming and keep-alive, transfers, the learner's speed), taken as is;
-            None: one built from the eight fields below. Giving both is an error.
-        cold_start_actor_s, cold_start_learner_s, prewarm, warm_pool, keep_alive_s,
-        bandwidth_bytes_per_s, latency_s, learner_speed_factor: fields of the TimeModel
-            (see there); None: TimeModel's default, or the preset's for ``prewarm`` (True:
-            MinionsRL pre-warms its functions), ``keep_alive_s`` (1 s) and
-            ``learner_speed_factor``.
-        compute: a ComputeCostModel or a dict of its fields (replacing the defaults').
+            ``training.compute`` (seeded stragglers), so an episode is a pure function of
+            its seed.
+        training: a :class:`~fleetgym.meta_env.scheduling_config.TrainingConfig` or a dict
+            of its fields (rollout length, modelled compute, PPO overrides); None: defaults.
+        fleet: a :class:`~fleetgym.meta_env.scheduling_config.FleetConfig` or a dict of its
+            fields (``max_actors``, backend, inference, options); None: defaults.
+        costs: a :class:`~fleetgym.meta_env.scheduling_config.CostConfig` or a dict of its
+            fields (pricing, billing, time model); None: defaults.
+        episode: an :class:`~fleetgym.meta_env.scheduling_config.EpisodeConfig` or a dict
+            of its fields (J, K, budget, reward scales); None: defaults.
         normalize_obs: normalise the observation (see the module docstring).
-        fleet_kwargs: extra keyword arguments of the fleet factory (``backend``, ...).
-        learner_overrides: PPO hyperparameters replacing the workload's.
-        fleet_factory: ``f(workload, max_actors=, seed=, **fleet_kwargs) -> ActorFleet``.
-        learner_factory: ``f(workload, seed=, **learner_overrides) -> Learner``.
+        fleet_factory: ``f(workload, max_actors=, seed=, **fleet_kwargs) -> ActorFleet``;
+            None: :func:`~fleetgym.agents.fleet.make_fleet`.
+        learner_factory: ``f(workload, seed=, **learner_overrides) -> Learner``; None:
+            ``PPOLearner``.
 
     Raises:
         fleetgym.errors.UnknownWorkloadError: an unknown workload (lists close matches).
         fleetgym.meta_env.calibration.CalibrationError: the env raised while calibrating.
         TypeError: an argument of the wrong type.
-        ValueError: an argument out of range (max_actors < 1, negative prices or budget,
-            ``|J|`` above :data:`~fleetgym.meta_env.presets.MAX_SCALE`, ...), or both ``time_model`` and its fields.
+        ValueError: an argument out of range (see each config), or a target ``J`` the
+            workload lacks.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
@@ -178,81 +166,51 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         *,
         preset: str = "fast",
         timing: str = "measured",
-        max_actors: int = 32,
-        steps_per_actor: int | None = None,
-        target_return: float | None = None,
-        max_rounds: int | None = None,
-        budget: float | None | str = "default",
-        beta: float | None = None,
-        penalty_scale: float | None = None,
-        cost_weight: float = 0.0,
-        pricing: str | PricingPreset | None = None,
-        pricing_overrides: Mapping[str, Any] | None = None,
-        billing: str = "serverless",
-        server_actors: int | None = None,
-        time_model: TimeModel | None = None,
-        cold_start_actor_s: float | None = None,
-        cold_start_learner_s: float | None = None,
-        prewarm: bool | None = None,
-        warm_pool: int | None = None,
-        keep_alive_s: float | None = None,
-        bandwidth_bytes_per_s: float | None = None,
-        latency_s: float | None = None,
-        learner_speed_factor: float | None = None,
-        compute: ComputeCostModel | Mapping[str, Any] | None = None,
+        training: TrainingConfig | Mapping[str, Any] | None = None,
+        fleet: FleetConfig | Mapping[str, Any] | None = None,
+        costs: CostConfig | Mapping[str, Any] | None = None,
+        episode: EpisodeConfig | Mapping[str, Any] | None = None,
         normalize_obs: bool = True,
-        fleet_kwargs: Mapping[str, Any] | None = None,
-        learner_overrides: Mapping[str, Any] | None = None,
         fleet_factory: FleetFactory | None = None,
         learner_factory: LearnerFactory | None = None,
     ) -> None:
         super().__init__()
         if fleet_factory is None or learner_factory is None:  # real rounds train a policy
             require("torch", "ActorSchedulingEnv (its rounds train the workload's policy)")
+        self.training_config = TrainingConfig.coerce(training, "training")
+        self.fleet_config = FleetConfig.coerce(fleet, "fleet")
+        self.cost_config = CostConfig.coerce(costs, "costs")
+        self.episode_config = EpisodeConfig.coerce(episode, "episode")
         self.workload = get_workload(workload)
         self.timing = check_choice("timing", timing, TIMINGS)
+        compute = self.training_config.compute
         # Modelled timing of a workload without a shipped compute model measures one.
         calibrate = self.timing == "modeled" and not isinstance(compute, ComputeCostModel)
+        target_return = self.episode_config.target_return
         d = scheduling_defaults(
             self.workload, preset, target_return=target_return, calibrate=calibrate
         ).override(
-            steps_per_actor=steps_per_actor,
-            target_return=target_return,
-            max_rounds=max_rounds,
-            budget=budget,
-            beta=beta,
-            penalty_scale=penalty_scale,
+            steps_per_actor=self.training_config.steps_per_actor,
+            **self.episode_config.preset_changes(),
         )
         self.preset = preset
-        # The fleet's own bound (a guard against typos): larger fleets could not be run.
-        self.max_actors = check_int("max_actors", max_actors, low=1, high=MAX_ACTORS_LIMIT)
+        self.max_actors = self.fleet_config.max_actors
         self.steps_per_actor, self.max_rounds = d.steps_per_actor, d.max_rounds
         self.target_return, self.budget = d.target_return, d.budget
         self.beta, self.penalty_scale = d.beta, d.penalty_scale
-        self.cost_weight = check_float("cost_weight", cost_weight, low=0.0, high=MAX_SCALE)
+        self.cost_weight = self.episode_config.cost_weight
         self.normalize_obs = check_bool("normalize_obs", normalize_obs)
         self.compute = compute_model_from(compute, d.compute)
-        self.pricing = pricing_from(pricing, pricing_overrides, d.pricing)
-        self.time_model = time_model_from(
-            time_model,
-            d,
-            {
-                "cold_start_actor_s": cold_start_actor_s,
-                "cold_start_learner_s": cold_start_learner_s,
-                "prewarm": prewarm,
-                "warm_pool": warm_pool,
-                "keep_alive_s": keep_alive_s,
-                "bandwidth_bytes_per_s": bandwidth_bytes_per_s,
-                "latency_s": latency_s,
-                "learner_speed_factor": learner_speed_factor,
-            },
+        self.pricing = pricing_from(
+            self.cost_config.pricing, self.cost_config.pricing_overrides, d.pricing
         )
+        self.time_model = time_model_from(self.cost_config.time_model, d)
         self.accountant = RoundAccountant(
             self.time_model,
             self.pricing,
             max_actors=self.max_actors,
-            billing=billing,
-            server_actors=server_actors,
+            billing=self.cost_config.billing,
+            server_actors=self.cost_config.server_actors,
         )
         self.billing = self.accountant.billing
         self.server_actors = self.accountant.server_actors
@@ -260,16 +218,13 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         self._learner_factory = _check_callable(
             "learner_factory", learner_factory, _default_learner_factory
         )
-        self.fleet_kwargs = {"backend": "inprocess", **kwargs_mapping("fleet_kwargs", fleet_kwargs)}
+        self.fleet_kwargs = self.fleet_config.factory_kwargs(default_backend="inprocess")
         if self.fleet_kwargs["backend"] == "inprocess":
             # Modelled timing never reads the fleet's clocks, so the lockstep batched fleet
             # (one policy forward for all actors per step) serves it; measured timing needs
             # each actor timed on its own. Only the in-process backend takes this option.
             self.fleet_kwargs.setdefault("batched", self.timing == "modeled")
-        self.learner_overrides = {
-            **d.learner_overrides,
-            **kwargs_mapping("learner_overrides", learner_overrides),
-        }
+        self.learner_overrides = {**d.learner_overrides, **self.training_config.learner_overrides}
         # The normalised observation's time scales.
         self.reference_learner_s, self.reference_actor_s = self.accountant.reference_times(
             self.compute, self.steps_per_actor

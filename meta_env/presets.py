@@ -339,22 +339,29 @@ def pricing_from(pricing: Any, overrides: Any, default: str) -> PricingPreset:
     return get_pricing(default if pricing is None else pricing, **changes)
 
 
-def time_model_from(
-    time_model: Any, defaults: SchedulingDefaults, flat: dict[str, Any]
-) -> TimeModel:
-    """A TimeModel as given, or built from the flat keyword arguments and the preset."""
-    given = {name: value for name, value in flat.items() if value is not None}
-    if time_model is not None:
-        if not isinstance(time_model, TimeModel):
-            raise TypeError(
-                f"time_model: expected a TimeModel or None, actual {type(time_model).__name__}"
-            )
-        if given:
-            raise ValueError(
-                "time_model: expected either a TimeModel or its fields as keyword arguments, "
-                f"actual both (time_model and {sorted(given)})"
-            )
+def time_model_from(time_model: Any, defaults: SchedulingDefaults) -> TimeModel:
+    """``time_model`` (a TimeModel, taken as is; a mapping of some of its fields; or None)
+    as a TimeModel, a missing field being the preset's (``prewarm``, ``keep_alive_s``,
+    ``learner_speed_factor``) or TimeModel's default.
+
+    Raises:
+        TypeError: ``time_model`` of another type, or a field of the wrong type.
+        ValueError: an unknown field, or a field out of range.
+    """
+    if isinstance(time_model, TimeModel):
         return time_model
+    if time_model is not None and not isinstance(time_model, Mapping):
+        raise TypeError(
+            f"time_model: expected a TimeModel, a dict of its fields or None, "
+            f"actual {type(time_model).__name__}"
+        )
+    given = dict(time_model or {})
+    names = [f.name for f in fields(TimeModel)]
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise ValueError(
+            f"time_model: expected fields of TimeModel {names}, actual unknown {unknown}"
+        )
     preset = {
         "prewarm": defaults.prewarm,
         "keep_alive_s": defaults.keep_alive_s,

@@ -30,6 +30,7 @@ from fleetgym.errors import FleetError, FleetgymError
 torch = pytest.importorskip("torch")
 
 from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO  # noqa: E402
+from fleetgym.agents.learners.gae import compute_gae  # noqa: E402
 from fleetgym.agents.learners.lag import WeightRing, behaviour_versions  # noqa: E402
 from fleetgym.agents.learners.losses import (  # noqa: E402
     gipo_loss,
@@ -37,7 +38,7 @@ from fleetgym.agents.learners.losses import (  # noqa: E402
     vtrace,
     vtrace_policy_loss,
 )
-from fleetgym.agents.learners.ppo import PPOLearner, compute_gae  # noqa: E402
+from fleetgym.agents.learners.ppo import PPOLearner  # noqa: E402
 
 FAST = settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
 TINY = dict(n_actors=1, steps_per_actor=8, epochs=1, minibatch_size=8, concurrent=False)
@@ -101,7 +102,7 @@ CONSTRUCTOR_BAD: dict[str, st.SearchStrategy[Any]] = {
     "lag_injection": st.one_of(BAD_COUNTS, st.just(9)),  # 9 > the default bound of 8
     "concurrent": NOT_BOOLS,
     "inference": st.sampled_from(["remote", "", None, 1, "LOCAL"]),
-    "actors": st.sampled_from(["processes", "", None, 2]),
+    "backend": st.sampled_from(["processes", "thread", "", None, 2]),
     "seed": BAD_SEEDS,
     "tensorboard_log": st.sampled_from([5, 1.5, True, [], object(), b"runs"]),
     "actor_factory": st.sampled_from([5, "factory", 1.5, True, object(), [print]]),

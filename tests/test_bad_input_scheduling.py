@@ -24,7 +24,7 @@ from fleetgym.agents.schedulers import (
     ServerBasedScheduler,
 )
 from fleetgym.errors import FleetgymError
-from fleetgym.meta_env import ActorSchedulingEnv
+from fleetgym.meta_env import ActorSchedulingEnv, make_actor_scheduling_env
 
 FAST = settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -52,7 +52,7 @@ def expect_clean_error(call: Callable[[], Any], argument: str | None = None) -> 
 
 
 def make_env(**kwargs: Any) -> ActorSchedulingEnv:
-    return ActorSchedulingEnv("CartPole-v1", timing="modeled", max_actors=4, **kwargs)
+    return make_actor_scheduling_env("CartPole-v1", timing="modeled", max_actors=4, **kwargs)
 
 
 ENV_BAD: dict[str, st.SearchStrategy[Any]] = {
@@ -91,7 +91,7 @@ def test_env_constructor_rejects_bad_values(data: Any, name: str) -> None:
     value = data.draw(ENV_BAD[name])
     kwargs: dict[str, Any] = {"timing": "modeled", "max_actors": 4, name: value}
     workload = kwargs.pop("workload", "CartPole-v1")
-    expect_clean_error(lambda: ActorSchedulingEnv(workload, **kwargs).close(), name)
+    expect_clean_error(lambda: make_actor_scheduling_env(workload, **kwargs).close(), name)
 
 
 EXTREME = {

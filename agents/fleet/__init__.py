@@ -10,6 +10,10 @@ Three backends share one interface (:class:`~fleetgym.agents.types.ActorFleet`):
   observations.
 * :class:`RayFleet` (``"ray"``): one Ray actor per slot (``pip install fleetgym[ray]``).
 
+Backends are looked up by name in a registry (:mod:`fleetgym.agents.fleet.registry`):
+:func:`register_backend` adds one (a new module plus one call) that :func:`make_fleet`
+then builds. The names are the one vocabulary of :mod:`fleetgym.agents.backends`.
+
 ``make_fleet(..., inference="server")`` runs a backend with its actors acting through a
 shared inference server (:mod:`fleetgym.agents.fleet.served`; on Ray the server is a Ray
 actor, :mod:`fleetgym.agents.fleet.served_ray`).
@@ -21,14 +25,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from fleetgym.agents.backends import BACKENDS, INFERENCE_MODES, RENAMED_BACKENDS
 from fleetgym.agents.fleet.base import ActorFactory, FleetBase
 from fleetgym.agents.fleet.inprocess import InProcessFleet
 from fleetgym.agents.fleet.process import ProcessFleet
-
-#: Backend names accepted by :func:`make_fleet`.
-BACKENDS = ("inprocess", "process", "ray")
-#: Where the policy runs: each actor's own copy, or a shared inference server.
-INFERENCE_MODES = ("local", "server")
+from fleetgym.agents.fleet.registry import (
+    FleetBackend,
+    backend_names,
+    get_backend,
+    register_backend,
+    unregister_backend,
+)
+from fleetgym.validation import check_choice
 
 
 def make_fleet(
@@ -39,7 +47,7 @@ def make_fleet(
     inference: str = "local",
     **opts: Any,
 ) -> FleetBase:
-    """Build a fleet backend by name.
+    """Build a fleet backend by name (a lookup in the backend registry).
 
     Example:
         >>> from fleetgym.agents.fleet import make_fleet
@@ -50,46 +58,29 @@ def make_fleet(
 
     Args:
         workload: A workload name or :class:`~fleetgym.agents.workloads.Workload`.
-        backend: ``"inprocess"``, ``"process"`` or ``"ray"``.
+        backend: ``"inprocess"``, ``"process"``, ``"ray"``
+            (:data:`~fleetgym.agents.backends.BACKENDS`) or a name registered with
+            :func:`register_backend`.
         max_actors: Largest fleet a round may ask for.
         seed: Fleet seed.
         inference: ``"local"`` (the default: every actor runs its own policy copy) or
             ``"server"``: actors act through an inference server the fleet runs
-            (:mod:`fleetgym.agents.fleet.served`, every backend; on ``"ray"`` the server
-            is a Ray actor; ``inference_options`` sets the server's options).
+            (:mod:`fleetgym.agents.fleet.served`, every built-in backend; on ``"ray"`` the
+            server is a Ray actor; ``inference_options`` sets the server's options).
         **opts: Backend options (see each backend's class).
 
     Returns:
         The fleet (a context manager; ``close()`` releases its workers).
 
     Raises:
-        ValueError: On an unknown backend or inference mode.
+        ValueError: On an unknown backend (a 1.x name: naming its 2.0 name) or inference
+            mode, or an inference mode the backend does not build.
         TypeError: On an option the backend does not take.
         ImportError: For ``"ray"`` without Ray installed.
     """
-    if inference not in INFERENCE_MODES:
-        raise ValueError(f"inference: expected one of {INFERENCE_MODES}, actual {inference!r}")
-    if inference == "server":
-        from fleetgym.agents.fleet.served import ServedInProcessFleet, ServedProcessFleet
-
-        if backend == "inprocess":
-            return ServedInProcessFleet(workload, max_actors=max_actors, seed=seed, **opts)
-        if backend == "process":
-            return ServedProcessFleet(workload, max_actors=max_actors, seed=seed, **opts)
-        if backend == "ray":
-            from fleetgym.agents.fleet.served_ray import ServedRayFleet
-
-            return ServedRayFleet(workload, max_actors=max_actors, seed=seed, **opts)
-        raise ValueError(f"backend: expected one of {BACKENDS}, actual {backend!r}")
-    if backend == "inprocess":
-        return InProcessFleet(workload, max_actors=max_actors, seed=seed, **opts)
-    if backend == "process":
-        return ProcessFleet(workload, max_actors=max_actors, seed=seed, **opts)
-    if backend == "ray":
-        from fleetgym.agents.fleet.ray_backend import RayFleet
-
-        return RayFleet(workload, max_actors=max_actors, seed=seed, **opts)
-    raise ValueError(f"backend: expected one of {BACKENDS}, actual {backend!r}")
+    check_choice("inference", inference, INFERENCE_MODES)
+    fleet: FleetBase = get_backend(backend).build(workload, max_actors, seed, inference, **opts)
+    return fleet
 
 
 def __getattr__(name: str) -> Any:
@@ -105,9 +96,15 @@ __all__ = [
     "ActorFactory",
     "BACKENDS",
     "INFERENCE_MODES",
+    "FleetBackend",
     "FleetBase",
     "InProcessFleet",
     "ProcessFleet",
+    "RENAMED_BACKENDS",
     "RayFleet",
+    "backend_names",
+    "get_backend",
     "make_fleet",
+    "register_backend",
+    "unregister_backend",
 ]

@@ -73,12 +73,13 @@ from multiprocessing import shared_memory
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from fleetgym.agents.fleet.base import ActorFactory, RoundParts, check_int
+from fleetgym.agents.fleet.base import ActorFactory, RoundParts
 from fleetgym.agents.fleet.process_pool import ProcessWorkerPool, _Worker, _WorkerRound
 from fleetgym.agents.fleet.process_worker import refuse_while_importing_main
 from fleetgym.agents.fleet.waiting import WaitLog
 from fleetgym.agents.types import ActorFailure, ActorTiming, Trajectory, Weights
 from fleetgym.errors import FleetError
+from fleetgym.validation import check_int
 
 logger = logging.getLogger(__name__)
 

@@ -64,7 +64,7 @@ from fleetgym.agents.fleet.waiting import WaitLog
 from fleetgym.agents.types import ActorFailure, ActorTiming, Trajectory, Weights
 from fleetgym.errors import FleetError
 
-__all__ = ["RayActorHost", "RayFleet", "init_local_ray"]
+__all__ = ["RayFleet"]
 
 logger = logging.getLogger(__name__)
 

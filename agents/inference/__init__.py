@@ -44,9 +44,10 @@ from fleetgym.agents.inference.channels import (
     Reply,
     Ticket,
 )
+from fleetgym.agents.inference.local import LocalClient
 from fleetgym.agents.inference.model import ActorCriticModel, ArraySpec, ModelSpec, ServedModel
 from fleetgym.agents.inference.remote import RemoteClient
-from fleetgym.agents.inference.server import InferenceServer, LocalClient
+from fleetgym.agents.inference.server import InferenceServer
 from fleetgym.extras import lazy_exports
 
 # Torch loads with the token policy it serves.

@@ -3,7 +3,8 @@
 * :class:`PPOLearner` (PPO-clip with GAE) and its :data:`HYPERPARAMETERS`;
 * :func:`train`, the synchronous loop (one fleet round, one update) behind
   ``fleetgym train``, and :func:`evaluate_policy`;
-* the policy losses (PPO-clip, GIPO, V-trace) and :class:`LossConfig`;
+* the policy losses (PPO-clip, GIPO, V-trace), the loss registry (:class:`PolicyLoss`,
+  :func:`register_loss`, :func:`get_loss`, :data:`LOSS_REGISTRY`) and :class:`LossConfig`;
 * policy-lag bookkeeping (:class:`WeightRing`, per-sample versions) and the
   lag-compensated learner :class:`CompensatedPPOLearner`;
 * :class:`TokenPPO`, PPO for a token policy (:mod:`fleetgym.agents.tokens`) on a Box env,
@@ -44,6 +45,12 @@ _EXPORTS = {
     "DEFAULT_SIGMA": "losses",
     "DEFAULT_TARGET_KL": "losses",
     "LOSSES": "losses",
+    "LOSS_REGISTRY": "losses",
+    "LossSettings": "losses",
+    "PolicyLoss": "losses",
+    "get_loss": "losses",
+    "register_loss": "losses",
+    "unregister_loss": "losses",
     "RATIO_LEVELS": "losses",
     "LossConfig": "losses",
     "gaussian_weight": "losses",
@@ -61,7 +68,7 @@ _EXPORTS = {
     "behaviour_versions": "lag",
     # token PPO
     "TokenPPO": "token_ppo",
-    "TokenPPOConfig": "token_ppo",
+    "TokenPPOConfig": "token_config",
     "TokenUpdateStats": "token_ppo",
     # the asynchronous trainer
     "AsyncPPO": "asynchronous.trainer",
@@ -93,19 +100,26 @@ if TYPE_CHECKING:
     from fleetgym.agents.learners.losses import (
         DEFAULT_SIGMA,
         DEFAULT_TARGET_KL,
+        LOSS_REGISTRY,
         LOSSES,
         RATIO_LEVELS,
         LossConfig,
+        LossSettings,
+        PolicyLoss,
         gaussian_weight,
+        get_loss,
         gipo_loss,
         kl_estimate,
         level_policy_loss,
         ppo_clip_loss,
+        register_loss,
+        unregister_loss,
         vtrace,
         vtrace_policy_loss,
     )
     from fleetgym.agents.learners.ppo import HYPERPARAMETERS, Batch, PPOLearner
-    from fleetgym.agents.learners.token_ppo import TokenPPO, TokenPPOConfig, TokenUpdateStats
+    from fleetgym.agents.learners.token_config import TokenPPOConfig
+    from fleetgym.agents.learners.token_ppo import TokenPPO, TokenUpdateStats
     from fleetgym.agents.learners.training import (
         RoundRecord,
         TrainingHistory,
@@ -123,10 +137,13 @@ __all__ = [
     "DistributedPPOLearner",
     "HYPERPARAMETERS",
     "LOSSES",
+    "LOSS_REGISTRY",
     "LagUpdateStats",
     "LossConfig",
+    "LossSettings",
     "ObservedTrajectory",
     "PPOLearner",
+    "PolicyLoss",
     "ProcessActor",
     "RATIO_LEVELS",
     "RoundRecord",
@@ -141,11 +158,14 @@ __all__ = [
     "compute_gae",
     "evaluate_policy",
     "gaussian_weight",
+    "get_loss",
     "gipo_loss",
     "kl_estimate",
     "level_policy_loss",
     "ppo_clip_loss",
+    "register_loss",
     "train",
+    "unregister_loss",
     "vtrace",
     "vtrace_policy_loss",
 ]

@@ -320,7 +320,6 @@ __all__ = [
     "MAX_SETTINGS_BYTES",
     "learner_state",
     "load_learner",
-    "load_torch_file",
     "parse_learner_meta",
     "read_json_file",
     "save_learner",

@@ -27,7 +27,6 @@ from typing import Any
 
 import numpy as np
 
-from fleetgym.agents.files import check_path
 from fleetgym.validation import check_int, quote
 
 #: Largest seed and policy version (int64: torch generators, numpy lag arrays, the server).
@@ -210,7 +209,6 @@ __all__ = [
     "MAX_VERSION",
     "check_flags",
     "check_observation",
-    "check_path",
     "check_seed",
     "check_series",
     "check_trajectory",

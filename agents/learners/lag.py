@@ -8,7 +8,7 @@ sweep share:
 
 * :class:`CompensatedPPOLearner` -- a :class:`~fleetgym.agents.learners.ppo.PPOLearner` whose
   policy loss and compensations come from a :class:`~fleetgym.agents.learners.losses.LossConfig`
-  (PPO-clip, GIPO or V-trace; value/GAE recomputation with the newest parameters; global
+  (any registered loss: PPO-clip, GIPO, V-trace or your own; value/GAE recomputation with the newest parameters; global
   advantage normalisation). It records every sample's lag, drops (and counts) samples older
   than ``max_policy_lag`` and reports the lag distribution in :class:`LagUpdateStats`.
 * :class:`WeightRing` -- the last ``k + 1`` published weights, so actors can act with the
@@ -28,16 +28,8 @@ import numpy as np
 import torch
 
 from fleetgym.agents.learners.checks import MAX_VERSION, check_observation, check_version
-from fleetgym.agents.learners.gae import compute_gae
-from fleetgym.agents.learners.losses import (
-    LossConfig,
-    gipo_loss,
-    kl_estimate,
-    normalize,
-    ppo_clip_loss,
-    vtrace,
-)
-from fleetgym.agents.learners.losses import vtrace_policy_loss as _vtrace_policy_loss
+from fleetgym.agents.learners.losses.config import LossConfig
+from fleetgym.agents.learners.losses.functions import kl_estimate, normalize
 from fleetgym.agents.learners.ppo import Batch, PPOLearner
 from fleetgym.agents.types import Trajectory, UpdateStats, Weights
 from fleetgym.agents.workloads import Workload
@@ -302,32 +294,30 @@ class CompensatedPPOLearner(PPOLearner):
     def compute_advantages(
         self, trajectory: Trajectory, rewards: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """GAE (or V-trace) advantages and value targets, from recorded or recomputed values."""
-        if not self.config.recompute_values and self.config.loss != "vtrace":
-            return super().compute_advantages(trajectory, rewards)
-        values, log_probs, last_value = self._current(trajectory)
-        if not self.config.recompute_values:
-            values, last_value = np.asarray(trajectory.values), float(trajectory.last_value)
-        if self.config.loss == "vtrace":
-            log_rhos = log_probs - np.asarray(trajectory.log_probs, np.float64)
-            targets, advantages = vtrace(
-                rewards,
-                values,
-                trajectory.terminated,
-                trajectory.truncated,
-                trajectory.truncation_values,
-                last_value,
-                log_rhos,
-                self.workload.gamma,
-            )
-            return advantages, targets
-        return compute_gae(
+        """The configured loss's advantages and value targets (GAE unless the loss has its own).
+
+        Values come from the behaviour's record or, with ``config.recompute_values``, from
+        the newest critic; a loss whose estimator needs the ratios (``needs_log_rhos``, as
+        V-trace's) gets ``log pi_theta - log mu`` of the newest policy.
+        """
+        policy_loss = self.config.policy_loss
+        values: np.ndarray = np.asarray(trajectory.values)
+        last_value = float(trajectory.last_value)
+        log_rhos = None
+        if self.config.recompute_values or policy_loss.needs_log_rhos:
+            current_values, log_probs, current_last = self._current(trajectory)
+            if self.config.recompute_values:
+                values, last_value = current_values, current_last
+            if policy_loss.needs_log_rhos:
+                log_rhos = log_probs - np.asarray(trajectory.log_probs, np.float64)
+        return policy_loss.targets(
             rewards,
             values,
             trajectory.terminated,
             trajectory.truncated,
             trajectory.truncation_values,
             last_value,
+            log_rhos,
             self.workload.gamma,
             self.workload.gae_lambda,
         )
@@ -367,7 +357,7 @@ class CompensatedPPOLearner(PPOLearner):
     def policy_loss(
         self, new_log_probs: torch.Tensor, old_log_probs: torch.Tensor, advantages: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The configured loss (to minimise) and its clip-fraction analogue.
+        """The configured loss's policy term (to minimise) and its clip-fraction analogue.
 
         With a KL budget (``config.target_kl``), once this minibatch's ``KL(mu || pi)``
         exceeds the update's starting value by more than the budget, the update ends
@@ -379,11 +369,10 @@ class CompensatedPPOLearner(PPOLearner):
             if moved > target_kl:
                 self._policy_stopped = True
                 self.policy_stops += 1
-        if self.config.loss == "gipo":
-            return gipo_loss(new_log_probs, old_log_probs, advantages, self.config.sigma)
-        if self.config.loss == "vtrace":
-            return _vtrace_policy_loss(new_log_probs, old_log_probs, advantages)
-        return ppo_clip_loss(new_log_probs, old_log_probs, advantages, self.workload.clip_coef)
+        settings = self.config.settings(clip=self.workload.clip_coef)
+        return self.config.policy_loss.policy_term(
+            new_log_probs, old_log_probs, advantages, settings
+        )
 
     def stop_update(self) -> bool:
         """``True`` once the update spent its KL budget (see :meth:`policy_loss`)."""

@@ -39,7 +39,8 @@ from fleetgym.agents.policies import ActorCriticPolicy
 from fleetgym.agents.policies.running_stats import RunningMeanStd
 from fleetgym.agents.types import Trajectory, UpdateStats, Weights
 from fleetgym.agents.workloads import Workload, get_workload
-from fleetgym.agents.world_model.imagination import Imagination, ImaginationConfig
+from fleetgym.agents.world_model.config import ImaginationConfig
+from fleetgym.agents.world_model.imagination import Imagination
 from fleetgym.validation import check_float, quote
 
 logger = logging.getLogger(__name__)

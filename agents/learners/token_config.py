@@ -7,12 +7,8 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from fleetgym.agents.learners.losses import (
-    DEFAULT_TARGET_KL,
-    LEVEL_SCALES,
-    LOSSES,
-    RATIO_LEVELS,
-)
+from fleetgym.agents.learners.losses.levels import LEVEL_SCALES, RATIO_LEVELS
+from fleetgym.agents.learners.losses.registry import get_loss
 from fleetgym.agents.rollout.token_rollout import TokenEnvSpec
 from fleetgym.agents.tokens.backbones import TinyCausalTransformer, llama_backbone
 from fleetgym.agents.tokens.policy import VALUE_INPUTS, TokenPolicy
@@ -37,7 +33,8 @@ class TokenPPOConfig:
 
     Args:
         ratio_level: ``"token"``, ``"action"`` or ``"chunk"`` (see the module docstring).
-        loss: ``"ppo"``, ``"gipo"`` or ``"vtrace"``.
+        loss: A registered loss name (``"ppo"``, ``"gipo"``, ``"vtrace"`` or one added
+            with :func:`~fleetgym.agents.learners.losses.registry.register_loss`).
         value_head: ``"attention"``, ``"mean"`` or ``"first"``.
         value_input: ``"prefix"`` (a state value) or ``"actions"`` (action-aware; see
             :class:`~fleetgym.agents.tokens.policy.TokenPolicy`).
@@ -55,7 +52,7 @@ class TokenPPOConfig:
         epochs, minibatch_size, lr, gamma, gae_lambda, clip, sigma, ent_coef, vf_coef,
             max_grad_norm: As in PPO (``clip``: PPO's range; ``sigma``: GIPO's width).
         target_kl: KL budget per update; ``None`` takes the loss's default
-            (:data:`~fleetgym.agents.learners.losses.DEFAULT_TARGET_KL`), ``0`` means none.
+            (its ``default_target_kl``), ``0`` means none.
         normalize_obs, normalize_reward: Running observation normalisation; rewards
             scaled by the running std of the discounted return.
     """
@@ -90,7 +87,7 @@ class TokenPPOConfig:
 
     def __post_init__(self) -> None:
         check_choice("ratio_level", self.ratio_level, RATIO_LEVELS)
-        check_choice("loss", self.loss, LOSSES)
+        get_loss(self.loss)
         check_choice("value_head", self.value_head, VALUE_HEADS)
         check_choice("value_input", self.value_input, VALUE_INPUTS)
         check_choice("level_scale", self.level_scale, LEVEL_SCALES)
@@ -117,7 +114,7 @@ class TokenPPOConfig:
     def effective_target_kl(self) -> float | None:
         """The KL budget in force: the given one (``0``: none) or the loss's default."""
         if self.target_kl is None:
-            return DEFAULT_TARGET_KL[self.loss]
+            return get_loss(self.loss).default_target_kl
         return self.target_kl or None
 
 

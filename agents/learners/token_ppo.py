@@ -8,9 +8,10 @@
    decoding through the slim head's restricted softmax
    (:func:`~fleetgym.agents.tokens.head.action_log_softmax`), the same function the
    learner's teacher-forced pass ends in, so the ratios start at 1;
-2. advantages per env: GAE (PPO-clip, GIPO) or V-trace targets (``loss="vtrace"``, with
-   chunk-level log-ratios of the policy at the start of the update), discounting by
-   ``gamma^K`` between decisions of ``K`` actions;
+2. advantages per env by the registered loss's estimator
+   (:func:`~fleetgym.agents.learners.losses.registry.get_loss`): GAE (PPO-clip, GIPO) or
+   V-trace targets (``loss="vtrace"``, with chunk-level log-ratios of the policy at the
+   start of the update), discounting by ``gamma^K`` between decisions of ``K`` actions;
 3. ``epochs`` passes of shuffled minibatches of
    :func:`~fleetgym.agents.learners.losses.level_policy_loss` at the configured
    ``ratio_level`` (``"token"``: one ratio and clip per token; ``"action"``: one per
@@ -42,14 +43,9 @@ import torch
 from torch import nn
 
 from fleetgym.agents.files import check_path, load_torch_file
-from fleetgym.agents.learners.gae import compute_gae
-from fleetgym.agents.learners.losses import (
-    kl_estimate,
-    level_log_probs,
-    level_policy_loss,
-    normalize,
-    vtrace,
-)
+from fleetgym.agents.learners.losses.functions import kl_estimate, normalize
+from fleetgym.agents.learners.losses.levels import level_log_probs, level_policy_loss
+from fleetgym.agents.learners.losses.registry import get_loss
 from fleetgym.agents.learners.token_config import (
     TokenPPOConfig,
     build_token_policy,
@@ -246,12 +242,17 @@ class TokenPPO:
     def _targets(
         self, rollout: TokenRollout, flat: dict[str, torch.Tensor]
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Advantages and value targets ``(T, N)``: GAE, or V-trace for ``loss="vtrace"``."""
+        """Advantages and value targets ``(T, N)`` by the loss's estimator (GAE, V-trace ...).
+
+        A loss whose estimator needs the ratios (``needs_log_rhos``) gets the chunk-level
+        log-ratios of the policy at the start of the update.
+        """
         cfg = self.config
+        policy_loss = get_loss(cfg.loss)
         rewards = self._scaled_rewards(rollout)
         gamma_k = cfg.gamma**cfg.chunk
         log_rhos = None
-        if cfg.loss == "vtrace":
+        if policy_loss.needs_log_rhos:
             with torch.no_grad():
                 current = torch.cat([
                     self.policy.evaluate(flat["obs"][i : i + 1024], flat["tokens"][i : i + 1024],
@@ -269,10 +270,8 @@ class TokenPPO:
                 rollout.truncated[:, i], rollout.truncation_values[:, i],
                 float(rollout.last_values[i]),
             )  # fmt: skip
-            if log_rhos is None:
-                adv[:, i], ret[:, i] = compute_gae(*series, gamma_k, cfg.gae_lambda)
-            else:
-                ret[:, i], adv[:, i] = vtrace(*series, log_rhos[:, i], gamma_k)
+            rhos = None if log_rhos is None else log_rhos[:, i]
+            adv[:, i], ret[:, i] = policy_loss.targets(*series, rhos, gamma_k, cfg.gae_lambda)
         return adv, ret
 
     def flatten(self, rollout: TokenRollout) -> dict[str, torch.Tensor]:

@@ -17,7 +17,8 @@ asynchronous trainer's own invariants (the admission bound of
 batching rule) and is a library a user plans a cluster with, not a CLI helper; the
 measurements that calibrate it run real envs and learners and live in
 :mod:`fleetgym.experiments.plan`. This room imports no other room of ``agents/`` (only
-numpy, :mod:`fleetgym.validation` and :mod:`fleetgym.errors`), and no torch.
+numpy, :mod:`fleetgym.validation`, :mod:`fleetgym.errors` and the shared vocabulary of
+:mod:`fleetgym.agents.backends`), and no torch.
 """
 
 from __future__ import annotations

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fleetgym.agents.backends import INFERENCE_MODES
 from fleetgym.validation import check_choice, check_float, check_int, quote
 
 __all__ = [
-    "INFERENCE_MODES",
     "ActorTimes",
     "LearnerTimes",
     "NetworkLinks",
@@ -40,8 +40,6 @@ __all__ = [
     "ServerTimes",
 ]
 
-#: Where the actors' policy runs: their own copy, or an inference server.
-INFERENCE_MODES = ("local", "server")
 #: Guards far above any sensible plan: a typo is an error, not an hour-long simulation.
 MAX_ACTORS = 100_000
 MAX_STEPS_PER_ACTOR = 1_000_000
@@ -299,7 +297,8 @@ class PipelineShape:
         steps_per_actor: Env steps per rollout (>= 1).
         batch_trajectories: Trajectories per update (None: ``n_actors``).
         max_policy_lag: The admission bound in updates (0: synchronous, a barrier).
-        inference: ``"local"`` (each actor's own policy copy) or ``"server"``.
+        inference: ``"local"`` (each actor's own policy copy) or ``"server"``: the
+            trainer's ``inference=`` (:data:`fleetgym.agents.backends.INFERENCE_MODES`).
         cpu_slots: Shared compute slots, or None (each actor on its own core).
         quantum_s: Piece of an update that queues at once for a shared slot.
         switch_s: Cost of a hand-over (a job that waited for a shared slot).

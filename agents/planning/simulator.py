@@ -47,7 +47,7 @@ from fleetgym.agents.planning.model import (
 from fleetgym.agents.planning.result import SimulationResult
 from fleetgym.validation import check_int
 
-__all__ = ["MAX_EVENTS", "SimulationResult", "simulate"]
+__all__ = ["MAX_EVENTS", "simulate"]
 
 #: Most events one simulation runs (a guard: far above any grid point ``fleetgym plan`` runs).
 MAX_EVENTS = 50_000_000

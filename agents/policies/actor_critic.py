@@ -25,13 +25,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from fleetgym.agents.policies.numpy_policy import LOG_2PI, OBS_CLIP, NumpyActorCritic
+from fleetgym.agents.policies.numpy_policy import LOG_2PI, OBS_CLIP
 from fleetgym.agents.policies.running_stats import combine_moments
 from fleetgym.agents.types import Weights
 from fleetgym.errors import UnsupportedSpaceError
 from fleetgym.validation import check_bool, check_choice, check_float, check_int, quote
 
-__all__ = ["OBS_CLIP", "ActorCriticPolicy", "NumpyActorCritic"]
+__all__ = ["ActorCriticPolicy"]
 
 #: Widest hidden layer accepted.
 MAX_WIDTH = 65_536

@@ -23,14 +23,6 @@ from fleetgym.agents.schedulers.actions import (
 from fleetgym.agents.schedulers.baselines import (
     BASELINE_NAMES,
     MAX_WINDOW,
-    OBS_ACTOR_TIME,
-    OBS_BUDGET,
-    OBS_KL,
-    OBS_LEARNER_TIME,
-    OBS_LOSS,
-    OBS_RETURN,
-    OBS_ROUND,
-    OBSERVATION_FIELDS,
     AdaptScheduler,
     BaseScheduler,
     DecreaseScheduler,
@@ -40,7 +32,18 @@ from fleetgym.agents.schedulers.baselines import (
     ServerBasedScheduler,
     make_baseline,
 )
-from fleetgym.agents.schedulers.observation import normalize_observation, raw_observation
+from fleetgym.agents.schedulers.observation import (
+    OBS_ACTOR_TIME,
+    OBS_BUDGET,
+    OBS_KL,
+    OBS_LEARNER_TIME,
+    OBS_LOSS,
+    OBS_RETURN,
+    OBS_ROUND,
+    OBSERVATION_FIELDS,
+    normalize_observation,
+    raw_observation,
+)
 
 __all__ = [
     "ACTION_MODES",

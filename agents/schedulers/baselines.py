@@ -32,13 +32,7 @@ import numpy as np
 
 from fleetgym.agents.fleet.base import MAX_ACTORS_LIMIT
 from fleetgym.agents.schedulers.observation import (
-    OBS_ACTOR_TIME,
-    OBS_BUDGET,
-    OBS_KL,
-    OBS_LEARNER_TIME,
-    OBS_LOSS,
     OBS_RETURN,
-    OBS_ROUND,
     OBSERVATION_FIELDS,
 )
 from fleetgym.validation import check_float, check_int, quote
@@ -48,14 +42,6 @@ MAX_WINDOW = 10_000
 
 __all__ = [
     "BASELINE_NAMES",
-    "OBSERVATION_FIELDS",
-    "OBS_ACTOR_TIME",
-    "OBS_BUDGET",
-    "OBS_KL",
-    "OBS_LEARNER_TIME",
-    "OBS_LOSS",
-    "OBS_RETURN",
-    "OBS_ROUND",
     "AdaptScheduler",
     "BaseScheduler",
     "DecreaseScheduler",

@@ -11,10 +11,8 @@ imports no torch.
 
 from __future__ import annotations
 
+from fleetgym.agents.workloads.fields import COUNT_LIMITS, KINDS, REWARD_TRANSFORMS
 from fleetgym.agents.workloads.workload import (
-    COUNT_LIMITS,
-    KINDS,
-    REWARD_TRANSFORMS,
     WORKLOADS,
     StepDelay,
     Workload,

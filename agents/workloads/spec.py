@@ -38,9 +38,6 @@ from gymnasium.envs.registration import EnvSpec
 
 from fleetgym.agents.workloads.env_api import check_env_api
 from fleetgym.agents.workloads.spaces import (
-    FRAME_SIZE,
-    FRAME_STACK,
-    MAX_JOINT_ACTIONS,
     JointDiscreteAction,
     atari,
     check_action_space,
@@ -52,18 +49,11 @@ from fleetgym.errors import UnknownWorkloadError
 from fleetgym.validation import quote
 
 __all__ = [
-    "FRAME_SIZE",
-    "FRAME_STACK",
-    "MAX_JOINT_ACTIONS",
     "PREPROCESSINGS",
     "EnvSource",
-    "JointDiscreteAction",
     "build_env",
-    "check_action_space",
-    "check_env_api",
     "describe_env",
     "infer_fields",
-    "observation_preprocessing",
     "resolve_source",
 ]
 

@@ -28,9 +28,6 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 
 from fleetgym.agents.workloads.fields import (
-    COUNT_LIMITS,
-    KINDS,
-    REWARD_TRANSFORMS,
     check_fields,
 )
 from fleetgym.agents.workloads.spec import (
@@ -42,16 +39,7 @@ from fleetgym.agents.workloads.spec import (
 )
 from fleetgym.errors import UnknownWorkloadError
 
-__all__ = [
-    "COUNT_LIMITS",
-    "KINDS",
-    "REWARD_TRANSFORMS",
-    "WORKLOADS",
-    "StepDelay",
-    "Workload",
-    "get_workload",
-    "workload_spaces",
-]
+__all__ = ["WORKLOADS", "StepDelay", "Workload", "get_workload", "workload_spaces"]
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from fleetgym.agents.policies import ActorCriticPolicy

@@ -8,7 +8,8 @@
   states, that any learner (SB3's included) trains in;
 * :class:`ImaginationConfig` / :class:`Imagination` -- the imagination buffer a learner
   mixes into its updates (horizon and share from measured model error);
-* :class:`MBPO` -- SB3's SAC trained on short model rollouts branched from real states;
+* :class:`MBPO` -- SB3's SAC trained on short model rollouts branched from real states,
+  configured by :class:`MBPOConfig` / :class:`MBPOModelConfig`;
 * :class:`WorldModelPredictor` / :func:`fit_predictor` -- a model as the predictor of the
   delay compensations (predictive observations, scheduled action chunks).
 
@@ -24,14 +25,16 @@ from fleetgym.extras import lazy_exports
 _EXPORTS = {
     "TransitionBuffer": "buffer",
     "collect_transitions": "buffer",
+    "ImaginationConfig": "config",
+    "linear_schedule": "config",
+    "validation_schedule": "config",
     "Imagination": "imagination",
-    "ImaginationConfig": "imagination",
     "ImaginationRecord": "imagination",
     "ImaginedTrajectory": "imagination",
-    "linear_schedule": "imagination",
     "multistep_error": "imagination",
-    "validation_schedule": "imagination",
     "MBPO": "mbpo",
+    "MBPOConfig": "mbpo_config",
+    "MBPOModelConfig": "mbpo_config",
     "ImaginedEnv": "imagined_env",
     "ImaginedVectorEnv": "imagined_env",
     "FitReport": "model",
@@ -49,17 +52,20 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
     from fleetgym.agents.world_model.buffer import TransitionBuffer, collect_transitions
+    from fleetgym.agents.world_model.config import (
+        ImaginationConfig,
+        linear_schedule,
+        validation_schedule,
+    )
     from fleetgym.agents.world_model.imagination import (
         Imagination,
-        ImaginationConfig,
         ImaginationRecord,
         ImaginedTrajectory,
-        linear_schedule,
         multistep_error,
-        validation_schedule,
     )
     from fleetgym.agents.world_model.imagined_env import ImaginedEnv, ImaginedVectorEnv
     from fleetgym.agents.world_model.mbpo import MBPO
+    from fleetgym.agents.world_model.mbpo_config import MBPOConfig, MBPOModelConfig
     from fleetgym.agents.world_model.model import (
         FitReport,
         ModelDivergedError,
@@ -72,6 +78,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MBPO",
+    "MBPOConfig",
+    "MBPOModelConfig",
     "FitReport",
     "Imagination",
     "ImaginationConfig",

@@ -38,7 +38,6 @@ from fleetgym.agents.world_model.config import (
     MAX_IMAGINED_MULTIPLE,
     ImaginationConfig,
     linear_schedule,
-    parse_imagination_spec,
     validation_schedule,
 )
 from fleetgym.agents.world_model.imagined_env import ImaginedVectorEnv, check_horizon
@@ -50,15 +49,11 @@ from fleetgym.validation import check_float
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "ImaginationConfig",
     "ImaginationRecord",
     "Imagination",
     "ImaginedTrajectory",
     "imagination_scalars",
-    "linear_schedule",
     "multistep_error",
-    "parse_imagination_spec",
-    "validation_schedule",
 ]
 
 

@@ -27,9 +27,9 @@ and the same ``learning_starts`` and batch size.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
-from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -40,16 +40,14 @@ from stable_baselines3 import SAC
 from fleetgym.agents.world_model.buffer import TransitionBuffer
 from fleetgym.agents.world_model.config import linear_schedule
 from fleetgym.agents.world_model.imagination import multistep_error
+from fleetgym.agents.world_model.mbpo_config import MBPOConfig
 from fleetgym.agents.world_model.model import ModelDivergedError, WorldModel
 from fleetgym.agents.world_model.replay import MixedReplay, ModelReplay, real_rows
 from fleetgym.errors import UnsupportedSpaceError
-from fleetgym.validation import check_choice, check_float, check_int, quote
+from fleetgym.validation import quote
 
 __all__ = ["MBPO", "check_mbpo_env"]
 
-ROLLOUT_SCHEDULES = ("linear", "error")
-#: Longest rollout accepted.
-MAX_ROLLOUT = 1000
 #: Real transitions needed before a fit.
 MIN_FIT_ROWS = 100
 #: Attributes rebuilt by ``_setup_model`` rather than saved (the world model is refit from
@@ -71,19 +69,15 @@ def check_mbpo_env(observation_space: Any, action_space: Any) -> None:
             )
 
 
-def _rollout_length(value: Any) -> int | str:
-    if isinstance(value, str):
-        return check_choice("rollout_length", value, ROLLOUT_SCHEDULES)
-    return check_int("rollout_length", value, 1, MAX_ROLLOUT)
-
-
 class MBPO(SAC):
     """SAC on a mix of real and model-imagined transitions (Janner et al., 2019).
 
     Example:
-        >>> agent = MBPO("MlpPolicy", "Pendulum-v1", learning_starts=200, model_every=100,
-        ...              rollout_batch=50, updates_per_step=2, ensemble_size=2, elites=1,
-        ...              model_hidden_sizes=(32, 32), seed=0)
+        >>> from fleetgym.agents.world_model import MBPOConfig, MBPOModelConfig
+        >>> config = MBPOConfig(updates_per_step=2, rollout_batch=50,
+        ...                     model=MBPOModelConfig(every=100, ensemble_size=2, elites=1,
+        ...                                           hidden_sizes=(32, 32)))
+        >>> agent = MBPO("MlpPolicy", "Pendulum-v1", config, learning_starts=200, seed=0)
         >>> agent = agent.learn(300)
         >>> agent.model_version >= 1, len(agent.model_replay) > 0
         (True, True)
@@ -91,29 +85,16 @@ class MBPO(SAC):
     Args:
         policy: SB3's policy (``"MlpPolicy"``).
         env: A Gymnasium env or ID with 1-D ``Box`` observation and action spaces.
-        updates_per_step: SAC gradient steps per real step (MBPO: 20; ``>= 1``).
-        real_ratio: Share of each batch that is real data, in ``[0, 1]`` (MBPO: 0.05).
-        model_every: Real steps between fits of the world model.
-        rollout_every: Real steps between rollouts (default ``model_every``).
-        rollout_batch: Rollouts branched from real states each time.
-        rollout_length: ``"linear"`` (MBPO), ``"error"`` (measured error) or an int.
-        min_rollout_length: The shortest ``k`` of the schedules.
-        max_rollout_length: The longest ``k`` of the schedules (MBPO Hopper: 15).
-        rollout_schedule_steps: Real steps where ``"linear"`` leaves its minimum and
-            reaches its maximum (MBPO Hopper: 20k and 100k).
-        error_tolerance: The normalised open-loop error ``"error"`` accepts.
-        model_buffer_size: Imagined transitions kept (default: four rollouts' worth
-            at the longest ``k``).
-        ensemble_size / elites / model_hidden_sizes / model_lr: The world model's.
-        model_max_epochs: Bound on the epochs of one fit (early stopping on the
-            held-out loss before it).
-        model_max_updates: Bound on the gradient steps of one fit (``None``: none).
-        learn_termination: Learn the termination head (``False`` for envs that do not end).
-        learning_starts / batch_size / seed / ...: SB3 SAC's (``sac_kwargs``);
-            ``gradient_steps`` and ``train_freq`` are set from ``updates_per_step``.
+        config: What MBPO adds to SAC (:class:`MBPOConfig`: the batch mix, the rollouts,
+            the world model in its ``model``); default ``MBPOConfig()``. Saved and loaded
+            with the agent.
+        learning_starts / seed / verbose / device: SB3 SAC's.
+        **sac_kwargs: Further SB3 SAC keywords (``batch_size``, ``policy_kwargs`` ...);
+            ``gradient_steps`` and ``train_freq`` are set from ``config.updates_per_step``.
 
     Raises:
-        TypeError / ValueError: For a bad argument, naming it.
+        TypeError / ValueError: For a bad argument, naming it (``config`` not an
+            :class:`MBPOConfig`).
         fleetgym.errors.UnsupportedSpaceError: For an env whose spaces are not 1-D Boxes.
     """
 
@@ -121,79 +102,19 @@ class MBPO(SAC):
         self,
         policy: Any = "MlpPolicy",
         env: Any = None,
+        config: MBPOConfig | None = None,
         *,
-        updates_per_step: int = 20,
-        real_ratio: float = 0.05,
-        model_every: int = 250,
-        rollout_every: int | None = None,
-        rollout_batch: int = 400,
-        rollout_length: int | str = "linear",
-        min_rollout_length: int = 1,
-        max_rollout_length: int = 15,
-        rollout_schedule_steps: Sequence[int] = (20_000, 100_000),
-        error_tolerance: float = 0.05,
-        model_buffer_size: int | None = None,
-        ensemble_size: int = 7,
-        elites: int = 5,
-        model_hidden_sizes: Sequence[int] = (200, 200, 200, 200),
-        model_lr: float = 1e-3,
-        model_max_epochs: int = 20,
-        model_max_updates: int | None = None,
-        learn_termination: bool = True,
         learning_starts: int = 5000,
+        seed: int | None = None,
+        verbose: int = 0,
+        device: torch.device | str = "auto",
         _init_setup_model: bool = True,
         **sac_kwargs: Any,
     ) -> None:
-        self.updates_per_step = check_int("updates_per_step", updates_per_step, 1, 10_000)
-        self.real_ratio = check_float("real_ratio", real_ratio, 0.0, 1.0)
-        self.model_every = check_int("model_every", model_every, 1)
-        self.rollout_every = check_int(
-            "rollout_every", model_every if rollout_every is None else rollout_every, 1
-        )
-        self.rollout_batch = check_int("rollout_batch", rollout_batch, 1, 10_000_000)
-        self.rollout_length = _rollout_length(rollout_length)
-        self.min_rollout_length = check_int(
-            "min_rollout_length", min_rollout_length, 1, MAX_ROLLOUT
-        )
-        self.max_rollout_length = check_int(
-            "max_rollout_length", max_rollout_length, self.min_rollout_length, MAX_ROLLOUT
-        )
-        steps = list(rollout_schedule_steps)
-        if len(steps) != 2:
-            raise ValueError(
-                f"rollout_schedule_steps: expected (first, last), actual {quote(steps)}"
-            )
-        first = check_int("rollout_schedule_steps[0]", steps[0], 0)
-        self.rollout_schedule_steps = (
-            first,
-            check_int("rollout_schedule_steps[1]", steps[1], first),
-        )
-        self.error_tolerance = check_float("error_tolerance", error_tolerance, 0.0, strict=True)
-        longest = (
-            self.rollout_length if isinstance(self.rollout_length, int) else self.max_rollout_length
-        )
-        self.model_buffer_size = check_int(
-            "model_buffer_size",
-            4 * self.rollout_batch * longest if model_buffer_size is None else model_buffer_size,
-            1,
-            100_000_000,
-        )
-        self.model_kwargs: dict[str, Any] = {
-            "ensemble_size": check_int("ensemble_size", ensemble_size, 1, 64),
-            "elites": check_int("elites", elites, 1, ensemble_size),
-            "hidden_sizes": [
-                check_int(f"model_hidden_sizes[{i}]", h, 1, 4096)
-                for i, h in enumerate(model_hidden_sizes)
-            ],
-            "lr": check_float("model_lr", model_lr, 0.0, strict=True),
-            "learn_termination": bool(learn_termination),
-        }
-        self.model_max_epochs = check_int("model_max_epochs", model_max_epochs, 1, 10_000)
-        self.model_max_updates = (
-            None
-            if model_max_updates is None
-            else check_int("model_max_updates", model_max_updates, 1)
-        )
+        config = MBPOConfig() if config is None else config
+        if not isinstance(config, MBPOConfig):
+            raise TypeError(f"config: expected an MBPOConfig, actual {quote(config)}")
+        self.config = config
         for fixed in ("gradient_steps", "train_freq"):
             if fixed in sac_kwargs:
                 raise TypeError(
@@ -220,8 +141,11 @@ class MBPO(SAC):
             policy,
             env,
             learning_starts=learning_starts,
-            gradient_steps=self.updates_per_step,
+            gradient_steps=config.updates_per_step,
             train_freq=1,
+            seed=seed,
+            verbose=verbose,
+            device=device,
             _init_setup_model=_init_setup_model,
             **sac_kwargs,
         )
@@ -235,13 +159,15 @@ class MBPO(SAC):
         # The replay buffer holds SAC's actions rescaled to [-1, 1]; the model takes those.
         scaled = gym.spaces.Box(-1.0, 1.0, (dim,), np.float32)
         self.world_model = WorldModel(
-            self.observation_space, scaled, seed=seed, **self.model_kwargs
+            self.observation_space, scaled, seed=seed, **self.config.model.world_model_kwargs()
         )
         self.real_transitions = TransitionBuffer(max(10, int(self.buffer_size)), seed=seed)
-        self.model_replay = ModelReplay(self.model_buffer_size, self.world_model.obs_dim, dim)
+        self.model_replay = ModelReplay(
+            self.config.model_buffer_rows, self.world_model.obs_dim, dim
+        )
         self._wm_rng = np.random.default_rng([seed, 0x3B0])
         self.mixed_replay = MixedReplay(
-            self.replay_buffer, self.model_replay, self.real_ratio, self._wm_rng, self.device
+            self.replay_buffer, self.model_replay, self.config.real_ratio, self._wm_rng, self.device
         )
         self._last_fit = self._last_rollout = -1
         self._synced = self.num_timesteps
@@ -258,6 +184,21 @@ class MBPO(SAC):
 
     # ----------------------------------------------------------------- state
     @property
+    def updates_per_step(self) -> int:
+        """SAC gradient steps per real step (``config.updates_per_step``)."""
+        return self.config.updates_per_step
+
+    @property
+    def real_ratio(self) -> float:
+        """Share of each batch that is real data (``config.real_ratio``)."""
+        return self.config.real_ratio
+
+    @property
+    def rollout_length(self) -> int | str:
+        """The rollout-length schedule or fixed length (``config.rollout_length``)."""
+        return self.config.rollout_length
+
+    @property
     def model_version(self) -> int:
         """Fits of the world model so far."""
         return int(self.world_model.version)
@@ -266,13 +207,14 @@ class MBPO(SAC):
         """The rollout length ``k`` the schedule gives now."""
         if isinstance(self.rollout_length, int):
             return self.rollout_length
-        low, high = self.min_rollout_length, self.max_rollout_length
+        cfg = self.config
+        low, high = cfg.min_rollout_length, cfg.max_rollout_length
         if self.rollout_length == "linear":
-            first, last = self.rollout_schedule_steps
+            first, last = cfg.rollout_schedule_steps
             return int(linear_schedule(low, high, first, last)(self.num_timesteps, None))
         k = low
         for h, e in enumerate(self._errors[:high], start=1):
-            if not e <= self.error_tolerance:
+            if not e <= cfg.error_tolerance:
                 break
             k = max(k, h)
         return min(max(k, low), high)
@@ -320,7 +262,7 @@ class MBPO(SAC):
             start = end + 1
         scale = self.real_transitions.obs.std(axis=0)
         self._errors = multistep_error(
-            self.world_model, runs, self.max_rollout_length, scale, self._wm_rng
+            self.world_model, runs, self.config.max_rollout_length, scale, self._wm_rng
         )
 
     def _fit_model(self) -> None:
@@ -335,8 +277,8 @@ class MBPO(SAC):
         try:
             report = self.world_model.fit(
                 self.real_transitions,
-                max_epochs=self.model_max_epochs,
-                max_updates=self.model_max_updates,
+                max_epochs=self.config.model.max_epochs,
+                max_updates=self.config.model.max_updates,
             )
         except ModelDivergedError as error:
             self._stop_imagination(f"the world model diverged ({error})")
@@ -360,7 +302,7 @@ class MBPO(SAC):
         started = time.perf_counter()
         try:
             k = self.current_rollout_length()
-            obs = self.real_transitions.sample_starts(self.rollout_batch, self._wm_rng)
+            obs = self.real_transitions.sample_starts(self.config.rollout_batch, self._wm_rng)
             members = self._wm_rng.integers(0, self.world_model.num_elites, len(obs))
             self.actor.set_training_mode(False)
             for _ in range(k):
@@ -393,14 +335,16 @@ class MBPO(SAC):
         """Refit and roll out when due, then SAC's gradient steps on mixed batches."""
         steps = self.num_timesteps
         if self.imagination_enabled and (
-            self._last_fit < 0 or steps - self._last_fit >= self.model_every
+            self._last_fit < 0 or steps - self._last_fit >= self.config.model.every
         ):
             self._last_fit = steps
             self._fit_model()
         if (
             self.imagination_enabled
             and self.model_version
-            and (self._last_rollout < 0 or steps - self._last_rollout >= self.rollout_every)
+            and (
+                self._last_rollout < 0 or steps - self._last_rollout >= self.config.rollout_interval
+            )
         ):
             self._last_rollout = steps
             self._rollout()
@@ -417,6 +361,7 @@ class MBPO(SAC):
     def summary(self) -> dict[str, Any]:
         """Plain data: settings, model version, fits, imagined rows, CPU split."""
         return {
+            "config": dataclasses.asdict(self.config),
             "updates_per_step": self.updates_per_step,
             "real_ratio": self.real_ratio,
             "rollout_length": self.rollout_length,

@@ -360,7 +360,7 @@ class Regime:
 #: ``-ahead-dist`` both; ``predictive-best`` (``+best``) the best causal compensation the
 #: library builds by itself: ``make_robust_env``'s predictive defaults (true dynamics,
 #: ``lookahead="action"``, 16 samples, the prior action age derived from the network,
-#: ``stall_action="predict"``); ``learned`` the same with the learned world model (and its
+#: ``stall="predict"``); ``learned`` the same with the learned world model (and its
 #: ``-dist`` / ``-ahead`` variants); ``oracle`` the true current
 #: state (non-causal); ``scheduled`` (``+sched``) scheduled action chunks with the true
 #: dynamics (a playout buffer at the env, D and k chosen from the network the policy runs

@@ -15,7 +15,7 @@ names the predictor and how it is used:
 - ``predictive-ahead-dist``: both;
 - ``predictive-best``: ``-ahead-dist`` with the prior action age
   :func:`~fleetgym.wrappers.make_robust_env` derives from the network (the most frequent
-  age, not the study's median) and ``stall_action="predict"``: what a deployer gets from
+  age, not the study's median) and ``stall="predict"``: what a deployer gets from
   ``make_robust_env(compensation=PredictiveCompensation("true-dynamics",
   options={"lookahead": "action", "samples": 16}))``;
 - ``learned``: the learned predictor of the layout (a world model fitted per seed), with

@@ -38,7 +38,6 @@ from fleetgym.wrappers.network_shim import NetworkShimWrapper
 from fleetgym.wrappers.timeline import TIMINGS
 
 __all__ = [
-    "ALGOS",
     "EnvSetup",
     "InputLayout",
     "env_setup",
@@ -158,7 +157,7 @@ def env_setup(
 
     Args:
         env_id: A Gymnasium ID.
-        algo: Override the algorithm (one of :data:`ALGOS`; default ``"recurrent-ppo"``
+        algo: Override the algorithm (one of :data:`~fleetgym.experiments.calf.hyperparams.ALGOS`; default ``"recurrent-ppo"``
             for MiniGrid IDs, else ``"ppo"``). SAC and TD3 need a Box action space.
         step_ms: Override the control period.
         timing: The shims' timeline (:data:`~fleetgym.wrappers.timeline.TIMINGS`; default

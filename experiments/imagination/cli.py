@@ -38,6 +38,8 @@ from fleetgym.experiments.argtypes import (
 )
 from fleetgym.experiments.imagination.report import fmt_steps, plot, summarise
 
+__all__ = ["ENV_NAMES", "MBPO_ENV_NAMES", "MBPO_FLAGS", "configure", "rollout_length", "run"]
+
 ENV_NAMES = ("CartPole-v1", "Hopper-v5", "MiniGrid-DoorKey-5x5-v0")
 #: Envs of --mbpo (flat continuous spaces).
 MBPO_ENV_NAMES = ("Hopper-v5", "Pendulum-v1")

@@ -117,25 +117,20 @@ def make_learner(arm: str, env_name: str, setup: MbpoSetup, seed: int) -> Any:
         from stable_baselines3 import SAC
 
         return SAC("MlpPolicy", env, gradient_steps=setup.updates_per_step, **common)
-    from fleetgym.agents.world_model import MBPO
+    from fleetgym.agents.world_model import MBPO, MBPOConfig, MBPOModelConfig
 
-    return MBPO(
-        "MlpPolicy",
-        env,
-        updates_per_step=setup.updates_per_step,
-        real_ratio=setup.real_ratio,
-        rollout_length=setup.rollout_length,
-        rollout_batch=setup.rollout_batch,
-        min_rollout_length=setup.min_rollout_length,
-        max_rollout_length=setup.max_rollout_length,
-        rollout_schedule_steps=setup.rollout_schedule_steps,
-        ensemble_size=setup.ensemble_size,
-        elites=setup.elites,
-        model_hidden_sizes=setup.model_hidden_sizes,
-        model_max_epochs=setup.model_max_epochs,
+    model = MBPOModelConfig(
+        ensemble_size=setup.ensemble_size, elites=setup.elites,
+        hidden_sizes=tuple(setup.model_hidden_sizes), max_epochs=setup.model_max_epochs,
         learn_termination=setup.learn_termination,
-        **common,
-    )
+    )  # fmt: skip
+    config = MBPOConfig(
+        updates_per_step=setup.updates_per_step, real_ratio=setup.real_ratio,
+        rollout_length=setup.rollout_length, rollout_batch=setup.rollout_batch,
+        min_rollout_length=setup.min_rollout_length, max_rollout_length=setup.max_rollout_length,
+        rollout_schedule_steps=tuple(setup.rollout_schedule_steps), model=model,
+    )  # fmt: skip
+    return MBPO("MlpPolicy", env, config, **common)
 
 
 def run_mbpo_arm(

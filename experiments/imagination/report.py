@@ -6,6 +6,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+__all__ = ["fmt_steps", "plot", "summarise"]
+
 
 def fmt_steps(steps: Any) -> str:
     return "—" if steps is None else f"{int(steps):,}"

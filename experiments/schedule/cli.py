@@ -68,7 +68,7 @@ from fleetgym.experiments.schedule.search_cli import add_search_arguments, searc
 from fleetgym.experiments.schedule.seeds_cli import add_seeds_arguments, seeds
 from fleetgym.meta_env import scheduling_defaults
 
-__all__ = ["configure", "env_config_from_args", "finetune", "run", "train"]
+__all__ = ["configure", "finetune", "run", "train"]
 
 logger = logging.getLogger(__name__)
 

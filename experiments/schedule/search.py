@@ -57,8 +57,6 @@ __all__ = [
     "POW2_SIZES",
     "CandidateEvaluation",
     "CrossEntropySearch",
-    "PhaseSchedule",
-    "PhaseScheduler",
     "search_schedules",
 ]
 

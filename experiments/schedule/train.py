@@ -53,7 +53,6 @@ __all__ = [
     "TrainingResult",
     "finetune_scheduler",
     "make_scheduler_vec_env",
-    "set_keep_prior",
     "train_scheduler",
 ]
 

@@ -7,33 +7,37 @@ fallback to real data when the model diverges.
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
-from fleetgym.agents.world_model import MBPO
+from fleetgym.agents.world_model import MBPO, MBPOConfig, MBPOModelConfig
 from fleetgym.errors import UnsupportedSpaceError
 
 #: A run small enough for a unit test: 200 random steps, then a fit and a rollout every
 #: 100 real steps.
-TINY = {
-    "learning_starts": 200,
-    "model_every": 100,
-    "rollout_batch": 20,
-    "updates_per_step": 1,
-    "ensemble_size": 2,
-    "elites": 1,
-    "model_hidden_sizes": (32, 32),
-    "model_max_epochs": 3,
-    "batch_size": 64,
-    "policy_kwargs": {"net_arch": [32, 32]},
-    "learn_termination": False,
-}
+TINY_MODEL = MBPOModelConfig(
+    every=100, ensemble_size=2, elites=1, hidden_sizes=(32, 32), max_epochs=3,
+    learn_termination=False,
+)  # fmt: skip
+TINY = MBPOConfig(rollout_batch=20, updates_per_step=1, model=TINY_MODEL)
+#: SB3 SAC's settings of the tiny run.
+SAC_TINY = {"learning_starts": 200, "batch_size": 64, "policy_kwargs": {"net_arch": [32, 32]}}
 
 
-def pendulum(**overrides):
-    return MBPO("MlpPolicy", gym.make("Pendulum-v1"), **{**TINY, "seed": 0, **overrides})
+def tiny(model: dict | None = None, **changes) -> MBPOConfig:
+    """TINY with some MBPO fields (and some of its model's) changed."""
+    return dataclasses.replace(
+        TINY, model=dataclasses.replace(TINY_MODEL, **(model or {})), **changes
+    )
+
+
+def pendulum(seed=0, model=None, **changes):
+    return MBPO("MlpPolicy", gym.make("Pendulum-v1"), tiny(model, **changes), seed=seed, **SAC_TINY)
 
 
 def actor_params(agent):
@@ -57,11 +61,8 @@ def test_learns_end_to_end_on_pendulum():
 
 
 def test_learns_end_to_end_on_a_tiny_hopper_budget():
-    agent = MBPO(
-        "MlpPolicy",
-        gym.make("Hopper-v5"),
-        **{**TINY, "learn_termination": True, "rollout_length": 5, "seed": 1},
-    ).learn(400)
+    config = tiny({"learn_termination": True}, rollout_length=5)
+    agent = MBPO("MlpPolicy", gym.make("Hopper-v5"), config, seed=1, **SAC_TINY).learn(400)
     assert agent.model_version == 2
     # Rollouts stop where the model predicts termination: at most rollout_batch * k rows.
     assert 0 < agent.model_replay.total_added <= 2 * 20 * 5
@@ -123,12 +124,12 @@ def test_error_schedule_takes_the_longest_horizon_within_tolerance():
     strict._errors = errors
     assert strict.current_rollout_length() == 1  # none within: the minimum
     strict._errors = [0.0, 0.0, 1.0, 0.0]
-    strict.error_tolerance = 0.5
+    strict.config = dataclasses.replace(strict.config, error_tolerance=0.5)
     assert strict.current_rollout_length() == 2  # the first horizon over it ends the run
 
 
 def test_a_diverging_model_stops_imagination_and_training_goes_on():
-    agent = pendulum(model_lr=1e300)
+    agent = pendulum(model={"lr": 1e300})
     with pytest.warns(RuntimeWarning, match="imagination stopped at real step 201"):
         agent.learn(300)
     before = actor_params(agent)
@@ -146,6 +147,7 @@ def test_save_and_load_keep_the_policy_and_the_settings(tmp_path):
     loaded = MBPO.load(tmp_path / "mbpo.zip", env=gym.make("Pendulum-v1"))
     assert torch.equal(actor_params(agent), actor_params(loaded))
     assert (loaded.real_ratio, loaded.rollout_length, loaded.updates_per_step) == (0.2, 2, 1)
+    assert loaded.config == agent.config == tiny(rollout_length=2, real_ratio=0.2)
     # The world model is refit from real data once learning resumes.
     loaded.learn(200, reset_num_timesteps=False)
     assert loaded.model_version >= 1 and len(loaded.model_replay) > 0
@@ -164,12 +166,44 @@ def test_save_and_load_keep_the_policy_and_the_settings(tmp_path):
         ({"real_ratio": -0.1}, ValueError, "real_ratio"),
         ({"real_ratio": float("nan")}, ValueError, "real_ratio"),
         ({"rollout_schedule_steps": (5, 1)}, ValueError, "rollout_schedule_steps"),
-        ({"gradient_steps": 4}, TypeError, "gradient_steps: expected no gradient_steps"),
+        ({"rollout_schedule_steps": (5,)}, ValueError, "rollout_schedule_steps"),
+        ({"model": {"ensemble_size": 2}}, TypeError, "model: expected an MBPOModelConfig"),
     ],
 )
-def test_bad_arguments_are_refused_naming_them(kwargs, error, message):
+def test_bad_settings_are_refused_naming_them(kwargs, error, message):
     with pytest.raises(error, match=message):
-        MBPO("MlpPolicy", "Pendulum-v1", **kwargs)
+        MBPOConfig(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"elites": 3, "ensemble_size": 2}, ValueError, "elites: expected an int in"),
+        ({"hidden_sizes": (32, 0)}, ValueError, r"hidden_sizes\[1\]"),
+        ({"lr": 0.0}, ValueError, "lr: expected a finite number > 0"),
+        ({"every": 0}, ValueError, "every: expected an int >= 1"),
+    ],
+)
+def test_bad_model_settings_are_refused_naming_them(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        MBPOModelConfig(**kwargs)
+
+
+def test_mbpo_refuses_a_config_of_another_type_and_sac_settings_it_fixes():
+    with pytest.raises(TypeError, match="config: expected an MBPOConfig"):
+        MBPO("MlpPolicy", "Pendulum-v1", {"updates_per_step": 2})
+    with pytest.raises(TypeError, match="gradient_steps: expected no gradient_steps"):
+        MBPO("MlpPolicy", "Pendulum-v1", gradient_steps=4)
+
+
+def test_the_config_round_trips_through_json():
+    config = tiny({"max_updates": 7}, rollout_length="error", rollout_every=50)
+    text = json.dumps(dataclasses.asdict(config))
+    assert MBPOConfig.from_dict(json.loads(text)) == config
+    with pytest.raises(TypeError, match="data: expected keys among"):
+        MBPOConfig.from_dict({"model_every": 100})
+    with pytest.raises(TypeError, match=r"data\['model'\]: expected keys among"):
+        MBPOConfig.from_dict({"model": {"model_lr": 1.0}})
 
 
 @pytest.mark.parametrize("env_id", ["FrozenLake-v1", "CartPole-v1"])

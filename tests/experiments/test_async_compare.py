@@ -43,7 +43,7 @@ def test_async_run_saves_reloads_and_scores_the_same(tmp_path, capsys):
 
 
 @pytest.mark.timeout(180)
-def test_actor_modes_run_async_with_threads_and_with_processes(capsys):
+def test_backends_run_async_with_threads_and_with_processes(capsys):
     code = async_compare.main(
         [
             "--steps",
@@ -54,15 +54,15 @@ def test_actor_modes_run_async_with_threads_and_with_processes(capsys):
             "uniform",
             "--modes",
             "async",
-            "--actor-modes",
-            "thread",
+            "--backends",
+            "inprocess",
             "process",
         ]
     )
     assert code == 0
     out = capsys.readouterr().out
     runs = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-    assert [r["actor_mode"] for r in runs] == ["thread", "process"]
+    assert [r["backend"] for r in runs] == ["inprocess", "process"]
     assert all(r["steps"] >= 128 for r in runs)
     assert "| uniform | async |" in out and "| uniform | async (process actors) |" in out
 
@@ -84,7 +84,7 @@ def test_actor_count_sweep_against_the_default_sync_trainer(tmp_path, capsys):
         (n, mode) for n in (1, 2) for mode in ("sync-default", "sync-threads", "async")
     ]
     assert all(r["steps"] >= 64 and r["cpu_s"] > 0 for r in runs)
-    assert runs[0]["actor_mode"] == "inprocess"
+    assert runs[0]["backend"] == "inprocess"
     printed = capsys.readouterr().out
     assert "| heterogeneous | sync-default | 2 |" in printed
     # the paired ratios: the async trainer against both synchronous references, per count
@@ -99,12 +99,12 @@ def test_actor_count_sweep_against_the_default_sync_trainer(tmp_path, capsys):
 def test_ray_actors_run_beside_a_thread_reference_once(capsys):
     pytest.importorskip("ray")
     argv = ["--steps", "64", "--actors", "2", "--kinds", "uniform", "--modes", "sync-threads"]
-    argv += ["async", "--actor-modes", "thread", "ray", "--sync-actor-modes", "thread"]
+    argv += ["async", "--backends", "inprocess", "ray", "--sync-backends", "inprocess"]
     assert async_compare.main(argv) == 0
     runs = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
-    assert [(r["mode"], r["actor_mode"]) for r in runs] == [
-        ("sync-threads", "thread"),
-        ("async", "thread"),
+    assert [(r["mode"], r["backend"]) for r in runs] == [
+        ("sync-threads", "inprocess"),
+        ("async", "inprocess"),
         ("async", "ray"),
     ]
     assert runs[2]["cpu_s"] > 0  # the Ray actors' processes are counted

@@ -106,4 +106,4 @@ def test_train_async_backend_ray_runs_ray_actors(capsys):
 def test_train_async_backend_ray_refuses_the_inference_server(capsys):
     argv = ["train", "--mode", "async", "--backend", "ray", "--inference", "server"]
     assert main([*argv, "--max-steps", "16", "--no-progress"]) == 2
-    assert "inference: expected 'local' with actors='ray'" in capsys.readouterr().err
+    assert "inference: expected 'local' with backend='ray'" in capsys.readouterr().err

@@ -9,19 +9,17 @@ import math
 import pytest
 
 from fleetgym.cli import main
-from fleetgym.experiments.lag_sweep import (
+from fleetgym.experiments.lag_sweep import check_run_shape
+from fleetgym.experiments.lag_sweep_results import (
     HOP_VELOCITY,
     SETTINGS,
     SweepRun,
-    check_run_shape,
     committed_grid,
-    evaluate,
-    make_model,
     read_runs,
     report,
-    run_one,
     updates_in,
 )
+from fleetgym.experiments.lag_sweep_train import evaluate, make_model, run_one
 from fleetgym.experiments.tables import write_csv
 
 

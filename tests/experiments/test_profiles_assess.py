@@ -8,6 +8,7 @@ import pytest
 
 from fleetgym.cli import main
 from fleetgym.experiments import assess
+from fleetgym.experiments.assess_network import assess_network
 from fleetgym.wrappers import GaussianChannel, NetworkProfile
 from fleetgym.wrappers.profiles import save_profile_file
 
@@ -91,7 +92,7 @@ def test_loss_bursts_are_counted_per_path():
     from fleetgym.wrappers import GilbertElliottChannel
 
     bursty = GilbertElliottChannel(p_good_to_bad=0.02, p_bad_to_good=0.25, mean_ms=5.0)
-    net = assess.assess_network(NetworkProfile("b", bursty, bursty), 20.0, ticks=20_000)
+    net = assess_network(NetworkProfile("b", bursty, bursty), 20.0, ticks=20_000)
     loss = net["loss"]["uplink"]
     assert loss["mean_burst"] == pytest.approx(4.0, rel=0.2)  # 1 / p_bad_to_good
     assert loss["max_burst"] > loss["mean_burst"] and 0.0 < loss["loss_rate"] < 0.2

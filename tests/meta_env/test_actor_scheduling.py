@@ -18,7 +18,7 @@ import fleetgym  # noqa: F401  (registers the IDs)
 from fleetgym.agents.schedulers.observation import KL_SCALE
 from fleetgym.agents.types import ActorTiming, RoundResult, Trajectory, UpdateStats
 from fleetgym.errors import UnknownWorkloadError
-from fleetgym.meta_env import ActorSchedulingEnv
+from fleetgym.meta_env import ActorSchedulingEnv, make_actor_scheduling_env
 from fleetgym.meta_env.presets import scheduling_defaults
 from fleetgym.meta_env.pricing import get_pricing
 from fleetgym.meta_env.time_model import TimeModel
@@ -142,7 +142,7 @@ def make_env(**kwargs):
         learner_factory=FakeLearner,
     )
     base.update(kwargs)
-    return ActorSchedulingEnv(**base)
+    return make_actor_scheduling_env(**base)
 
 
 def actor_time(compute_s, cold=0.3):
@@ -561,10 +561,9 @@ def test_process_backend_through_fleet_kwargs():
     env = ActorSchedulingEnv(
         "CartPole-v1",
         timing="modeled",
-        max_actors=2,
-        steps_per_actor=8,
-        max_rounds=1,
-        fleet_kwargs={"backend": "process"},
+        training={"steps_per_actor": 8},
+        fleet={"max_actors": 2, "backend": "process"},
+        episode={"max_rounds": 1},
     )
     try:
         env.reset(seed=0)
@@ -668,11 +667,13 @@ def test_time_model_and_pricing_objects_match_the_flat_arguments():
 
 def test_time_model_with_its_flat_fields_is_an_error():
     with pytest.raises(ValueError, match=r"time_model: expected either .*\['latency_s'\]"):
-        ActorSchedulingEnv("CartPole-v1", time_model=TimeModel(), latency_s=0.01)
-    with pytest.raises(TypeError, match="time_model: expected a TimeModel"):
-        ActorSchedulingEnv("CartPole-v1", time_model={"latency_s": 0.01})
+        make_actor_scheduling_env("CartPole-v1", time_model=TimeModel(), latency_s=0.01)
+    with pytest.raises(TypeError, match="time_model: expected a TimeModel, a dict of its fields"):
+        make_actor_scheduling_env("CartPole-v1", time_model=[("latency_s", 0.01)])
     with pytest.raises(ValueError, match="pricing_overrides: expected None with a PricingPreset"):
-        ActorSchedulingEnv("CartPole-v1", pricing=get_pricing("aci"), pricing_overrides={"x": 1})
+        make_actor_scheduling_env(
+            "CartPole-v1", pricing=get_pricing("aci"), pricing_overrides={"x": 1}
+        )
 
 
 # ----------------------------------------------------------------- nothing non-finite flows out

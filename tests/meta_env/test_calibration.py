@@ -10,7 +10,13 @@ import numpy as np
 import pytest
 
 from fleetgym.agents.workloads import get_workload
-from fleetgym.meta_env import ActorSchedulingEnv
+from fleetgym.meta_env import (
+    ActorSchedulingEnv,
+    EpisodeConfig,
+    FleetConfig,
+    TrainingConfig,
+    make_actor_scheduling_env,
+)
 from fleetgym.meta_env.calibration import (
     CACHE_ENV_VAR,
     CalibrationError,
@@ -156,7 +162,11 @@ def test_modelled_scheduling_of_envs_without_a_table_entry(test_envs, workload, 
     w = get_workload(workload).with_overrides(minibatch_size=16, epochs=1)
     calibrated = calibrate(w, budget_s=BUDGET).model
     env = ActorSchedulingEnv(
-        w, timing="modeled", max_actors=3, steps_per_actor=8, max_rounds=2, **kwargs
+        w,
+        timing="modeled",
+        training=TrainingConfig(steps_per_actor=8),
+        fleet=FleetConfig(max_actors=3),
+        episode=EpisodeConfig(max_rounds=2, **kwargs),
     )
     assert env.compute == calibrated  # the env found the cached calibration
     obs, _ = env.reset(seed=0)
@@ -186,6 +196,8 @@ def test_modelled_scheduling_of_envs_without_a_table_entry(test_envs, workload, 
 
 
 def test_measured_timing_does_not_calibrate(tmp_path):
-    env = ActorSchedulingEnv("Acrobot-v1", timing="measured", max_actors=2, steps_per_actor=8)
+    env = make_actor_scheduling_env(
+        "Acrobot-v1", timing="measured", max_actors=2, steps_per_actor=8
+    )
     assert not any((tmp_path / "cache").rglob("*.json"))
     env.close()

@@ -1,7 +1,7 @@
 """Asynchronous actor slots in worker processes
-(:class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO`, ``actors="process"``).
+(:class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO`, ``backend="process"``).
 
-With ``actors="process"`` each actor slot steps its environment and runs its policy in a
+With ``backend="process"`` each actor slot steps its environment and runs its policy in a
 worker process of its own, while the slot's thread in the learner's process only waits
 for the result (outside the GIL). A slot is a :class:`ProcessActor`: a one-slot
 :class:`~fleetgym.agents.fleet.process.ProcessFleet`, so the process machinery is the

@@ -1,7 +1,7 @@
 """Asynchronous actor slots as Ray actors
-(:class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO`, ``actors="ray"``).
+(:class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO`, ``backend="ray"``).
 
-With ``actors="ray"`` each actor slot is one Ray actor (a
+With ``backend="ray"`` each actor slot is one Ray actor (a
 :class:`~fleetgym.agents.fleet.ray_actor.RayActorHost`, the synchronous Ray fleet's actor
 body) on any node of a Ray cluster; the slot's thread in the learner's process only waits
 for its rollouts. :class:`RayActorGroup` is the cluster side, shared by every slot: it
@@ -31,7 +31,7 @@ and the slots park that slot (logged with the room left, listed in
 ``AsyncActorSlots.parked``) until the cluster has room again; training goes on with the
 others.
 
-Not supported: ``inference="server"`` with ``actors="ray"`` (refused by
+Not supported: ``inference="server"`` with ``backend="ray"`` (refused by
 :func:`check_ray_options`): the Ray actors act with their own policy copy.
 
 Ray is optional (``pip install fleetgym[ray]``) and imported only when a group is built.
@@ -72,13 +72,13 @@ logger = logging.getLogger(__name__)
 
 
 def check_ray_options(
-    actors: str, inference: str, address: Any, actor_options: Any
+    backend: str, inference: str, address: Any, actor_options: Any
 ) -> tuple[str | None, dict[str, Any] | None]:
-    """``(address, actor_options)`` checked against the actor mode and the inference mode.
+    """``(address, actor_options)`` checked against the backend and the inference mode.
 
     Raises:
         TypeError: If ``address`` is not a str or None, or ``actor_options`` not a dict.
-        ValueError: If either is given without ``actors="ray"``, or ``actors="ray"`` is
+        ValueError: If either is given without ``backend="ray"``, or ``backend="ray"`` is
             combined with ``inference="server"`` (not supported).
     """
     if address is not None and not isinstance(address, str):
@@ -87,13 +87,13 @@ def check_ray_options(
         raise TypeError(
             f"ray_actor_options: expected a dict or None, actual {type(actor_options).__name__}"
         )
-    if actors != "ray":
+    if backend != "ray":
         for name, value in (("address", address), ("ray_actor_options", actor_options)):
             if value is not None:
-                raise ValueError(f"{name}: expected None unless actors='ray', actual {actors!r}")
+                raise ValueError(f"{name}: expected None unless backend='ray', actual {backend!r}")
     elif inference == "server":
         raise ValueError(
-            "inference: expected 'local' with actors='ray' (Ray actors act with their own "
+            "inference: expected 'local' with backend='ray' (Ray actors act with their own "
             "policy copy; the inference server is not supported there), actual 'server'"
         )
     return address, actor_options
@@ -143,7 +143,7 @@ def _writable(trajectory: Trajectory) -> Trajectory:
 
 
 class RayActorGroup:
-    """The Ray cluster the asynchronous trainer's ``actors="ray"`` slots run on.
+    """The Ray cluster the asynchronous trainer's ``backend="ray"`` slots run on.
 
     Models the connection to a Ray cluster (joined or started, as the synchronous Ray
     fleet does), the resources each slot's Ray actor asks for, and the published

@@ -15,8 +15,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from fleetgym.agents.backends import RENAMED_BACKENDS
+from fleetgym.agents.files import check_path
 from fleetgym.agents.learners.checkpoint import read_json_file
-from fleetgym.agents.learners.checks import check_path
 from fleetgym.agents.learners.lag import WeightRing
 from fleetgym.validation import check_int, quote
 
@@ -38,7 +39,7 @@ SETTINGS_KEYS = (
     "lag_injection",
     "concurrent",
     "inference",
-    "actors",
+    "backend",
     "seed",
     "imagination",
     "envs_per_actor",
@@ -64,7 +65,7 @@ def trainer_settings(model: Any) -> dict[str, Any]:
         "lag_injection": model.lag_injection,
         "concurrent": model.concurrent,
         "inference": model.inference,
-        "actors": model.actors,
+        "backend": model.backend,
         "seed": model.seed,
         "imagination": (
             None
@@ -76,6 +77,23 @@ def trainer_settings(model: Any) -> dict[str, Any]:
         "hyperparameters": model.hyperparameters,
         "num_timesteps": model.num_timesteps,
     }
+
+
+def migrate_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """Bring a settings file of fleetgym 1.x up to 2.0, in place.
+
+    1.x saved where the actors ran as ``"actors"`` (``"thread"``, ``"process"``,
+    ``"ray"``); 2.0 saves ``"backend"`` (:mod:`fleetgym.agents.backends`), so an old file
+    still loads.
+
+    Example:
+        >>> migrate_settings({"workload": "CartPole-v1", "actors": "thread"})
+        {'workload': 'CartPole-v1', 'backend': 'inprocess'}
+    """
+    if "actors" in settings and "backend" not in settings:
+        old = settings.pop("actors")
+        settings["backend"] = RENAMED_BACKENDS.get(old, old) if isinstance(old, str) else old
+    return settings
 
 
 def read_settings(path: Path) -> tuple[dict[str, Any], dict[str, Any], int]:
@@ -96,6 +114,7 @@ def read_settings(path: Path) -> tuple[dict[str, Any], dict[str, Any], int]:
             f"{path}: expected AsyncPPO settings with a workload, actual keys "
             f"{quote(sorted(settings))}"
         )
+    migrate_settings(settings)
     hyperparameters = settings.pop("hyperparameters", {})
     if not isinstance(hyperparameters, dict):
         raise ValueError(
@@ -159,6 +178,7 @@ __all__ = [
     "SETTINGS_FORMAT",
     "SETTINGS_KEYS",
     "load_trainer",
+    "migrate_settings",
     "read_settings",
     "restore_trainer",
     "save_trainer",

@@ -2,7 +2,7 @@
 
 :class:`AsyncActorSlots` builds each actor slot (with the actor factory, as a
 :class:`~fleetgym.agents.learners.asynchronous.pipeline.ServedActor` of the in-process
-inference server, or, with ``actors="process"``, as a
+inference server, or, with ``backend="process"``, as a
 :class:`~fleetgym.agents.learners.asynchronous.process_actor.ProcessActor` whose
 environment runs in a worker process), runs one rollout with the behaviour weights of the
 moment, replaces an actor that raised (a new incarnation, the failure counted), runs a
@@ -44,10 +44,14 @@ MAX_RESTARTS = 3
 ROOM_POLL_S = 1.0
 #: Seconds to wait for an actor thread to finish its rollout when stopping.
 JOIN_TIMEOUT_S = 30.0
-#: Where an actor slot's environment and rollouts run: a thread of the learner's process,
-#: a worker process of its own (its slot thread only waits for it), or a Ray actor on a
-#: node of a Ray cluster (see :mod:`~fleetgym.agents.learners.asynchronous.ray_actor`).
-ACTOR_MODES = ("thread", "process", "ray")
+
+
+#: The method of :class:`AsyncActorSlots` that builds an actor slot, by where it runs
+#: (:data:`fleetgym.agents.backends.BACKENDS`): ``"inprocess"``, a thread of the learner's
+#: process; ``"process"``, a worker process of its own (its slot thread only waits for
+#: it); ``"ray"``, a Ray actor on a node of a Ray cluster (see
+#: :mod:`~fleetgym.agents.learners.asynchronous.ray_actor`).
+_BUILDERS = {"inprocess": "_inprocess_actor", "process": "_process_actor", "ray": "_ray_actor"}
 
 
 def _default_actor(workload: Workload, actor_id: int, seed: int, incarnation: int) -> Any:
@@ -75,9 +79,9 @@ class AsyncActorSlots:
         batch_trajectories: Trajectories per batch (without threads: collected in turn).
         behaviour: Returns ``(policy_version, weights)`` for the rollout starting now.
         inference: ``"local"`` or ``"server"``.
-        actors: One of :data:`ACTOR_MODES`.
+        backend: ``"inprocess"``, ``"process"`` or ``"ray"``.
         actor_factory: Builds a slot's actor (see :data:`ActorFactory`).
-        ray_group: The Ray cluster of ``actors="ray"`` (a
+        ray_group: The Ray cluster of ``backend="ray"`` (a
             :class:`~fleetgym.agents.learners.asynchronous.ray_actor.RayActorGroup`).
         envs_per_actor: Env instances each actor hosts (see
             :mod:`~fleetgym.agents.learners.asynchronous.balancing`); with more than one,
@@ -97,7 +101,7 @@ class AsyncActorSlots:
         batch_trajectories: int,
         behaviour: Callable[[], tuple[int, Weights]],
         inference: str,
-        actors: str,
+        backend: str,
         actor_factory: ActorFactory,
         ray_group: Any = None,
         envs_per_actor: int = 1,
@@ -110,21 +114,21 @@ class AsyncActorSlots:
         self.batch_trajectories = batch_trajectories
         self._behaviour = behaviour
         self.inference = inference
-        self.actors = actors
+        self.backend = backend
         self.actor_factory = actor_factory
-        #: The Ray cluster side of ``actors="ray"`` (None otherwise).
+        #: The Ray cluster side of ``backend="ray"`` (None otherwise).
         self.ray_group = ray_group
         #: Failed rollouts so far (each replaced by a new incarnation of its slot).
         self.actor_failures = 0
         #: The in-process inference server (``inference="server"``, once started).
         self.server: Any = None
-        #: Where worker processes reach the server (``actors="process"``, ``inference="server"``).
+        #: Where worker processes reach the server (``backend="process"``, ``inference="server"``).
         self.server_address: tuple[str, int] | None = None
         self._actors: dict[int, Any] = {}
         self._incarnations: dict[int, int] = collections.defaultdict(int)
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
-        #: ``actors="ray"``: slots waiting for room on the cluster (a lost node), not running.
+        #: ``backend="ray"``: slots waiting for room on the cluster (a lost node), not running.
         self.parked: set[int] = set()
         #: The inference server's largest batch (``None``: ``n_actors``), longest wait of
         #: a batch's oldest request (ms, or ``"auto"``) and device; subclasses may set them.
@@ -141,32 +145,34 @@ class AsyncActorSlots:
     def _actor(self, slot: int) -> Any:
         if slot not in self._actors:
             incarnation = self._incarnations[slot]
-            actor: Any
-            if self.actors == "process":
-                from fleetgym.agents.learners.asynchronous.process_actor import ProcessActor
-
-                actor = ProcessActor(
-                    self.workload,
-                    slot,
-                    self.seed,
-                    incarnation,
-                    self.actor_factory,
-                    inference_address=self.server_address,
-                )
-            elif self.actors == "ray":
-                from fleetgym.agents.learners.asynchronous.ray_actor import RayActor
-
-                actor = RayActor(
-                    self.ray_group, self.workload, slot, self.seed, incarnation, self.actor_factory
-                )
-            elif self.server is not None:
-                actor = self._served_actor(slot, incarnation)
-            else:
-                actor = self.actor_factory(self.workload, slot, self.seed, incarnation)
-            self._actors[slot] = actor
+            build = getattr(self, _BUILDERS[self.backend])
+            self._actors[slot] = build(slot, incarnation)
             with self._lock:
                 self.parked.discard(slot)
         return self._actors[slot]
+
+    def _inprocess_actor(self, slot: int, incarnation: int) -> Any:
+        """``backend="inprocess"``: the factory's actor, or one acting through the server."""
+        if self.server is not None:
+            return self._served_actor(slot, incarnation)
+        return self.actor_factory(self.workload, slot, self.seed, incarnation)
+
+    def _process_actor(self, slot: int, incarnation: int) -> Any:
+        """``backend="process"``: the slot's environment in a worker process."""
+        from fleetgym.agents.learners.asynchronous.process_actor import ProcessActor
+
+        return ProcessActor(
+            self.workload, slot, self.seed, incarnation, self.actor_factory,
+            inference_address=self.server_address,
+        )  # fmt: skip
+
+    def _ray_actor(self, slot: int, incarnation: int) -> Any:
+        """``backend="ray"``: the slot as a Ray actor of :attr:`ray_group`."""
+        from fleetgym.agents.learners.asynchronous.ray_actor import RayActor
+
+        return RayActor(
+            self.ray_group, self.workload, slot, self.seed, incarnation, self.actor_factory
+        )
 
     def start_server(self) -> None:
         if self.inference != "server" or self.server is not None:
@@ -180,7 +186,7 @@ class AsyncActorSlots:
             max_wait_ms=self.server_max_wait_ms, device=self.server_device,
             policy_version=version,
         )  # fmt: skip
-        if self.actors == "process":
+        if self.backend == "process":
             # Worker processes reach it on a loopback socket (observations in shared memory).
             self.server_address = self.server.listen()
 
@@ -197,7 +203,7 @@ class AsyncActorSlots:
     def prewarm(self) -> float:
         """Build every actor slot now instead of at its first rollout (in parallel).
 
-        With ``actors="process"`` this starts the worker processes, so that ``learn``'s
+        With ``backend="process"`` this starts the worker processes, so that ``learn``'s
         wall time (and its env steps/s) leaves their start-up out.
 
         Returns:
@@ -358,7 +364,7 @@ class AsyncActorSlots:
         self._threads = []
         if alive:
             logger.error("actor threads still running after %.0f s: %s", JOIN_TIMEOUT_S, alive)
-        if abort and self.actors in ("process", "ray"):
+        if abort and self.backend != "inprocess":
             for slot in list(self._actors):
                 # Not a fault, but the next worker of the slot gets a fresh seed stream.
                 self._incarnations[slot] += 1

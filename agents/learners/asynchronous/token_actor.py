@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from fleetgym.agents.inference.token_model import TokenPolicyModel, pack_token_request
-from fleetgym.agents.learners.token_ppo import TokenPPOConfig, build_token_policy
+from fleetgym.agents.learners.token_config import TokenPPOConfig, build_token_policy
 from fleetgym.agents.rollout.token_rollout import ObservationAdapter, env_action, token_env_spec
 from fleetgym.agents.types import Trajectory, Weights
 from fleetgym.agents.workloads import Workload
@@ -68,7 +68,7 @@ class TokenActor:
     decoded locally or by an inference server, whole rollouts handed to the learner.
 
     Example:
-        >>> from fleetgym.agents.learners.token_ppo import TokenPPOConfig
+        >>> from fleetgym.agents.learners.token_config import TokenPPOConfig
         >>> from fleetgym.agents.workloads import get_workload
         >>> cfg = TokenPPOConfig(hidden_size=16, layers=1, heads=2, vocab_size=64, num_bins=8)
         >>> actor = TokenActor(get_workload("CartPole-v1"), 0, 0, 0, config=cfg)

@@ -39,7 +39,8 @@ import numpy as np
 from fleetgym.agents.inference.token_model import OBS_STATS_PREFIX, token_policy_weights
 from fleetgym.agents.learners.asynchronous.token_actor import TokenTrajectory
 from fleetgym.agents.learners.lag import LagUpdateStats, behaviour_versions
-from fleetgym.agents.learners.token_ppo import TokenPPO, TokenPPOConfig
+from fleetgym.agents.learners.token_config import TokenPPOConfig
+from fleetgym.agents.learners.token_ppo import TokenPPO
 from fleetgym.agents.rollout.token_rollout import TokenRollout
 from fleetgym.agents.types import Weights
 from fleetgym.agents.workloads import Workload

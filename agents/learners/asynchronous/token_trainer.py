@@ -9,7 +9,8 @@ restarts, records and TensorBoard scalars) with three hooks filled in:
   ``loss`` ``"ppo"`` / ``"gipo"`` / ``"vtrace"``, through
   :func:`~fleetgym.agents.learners.losses.level_policy_loss`);
 * the actor slots build :class:`~fleetgym.agents.learners.asynchronous.token_actor.TokenActor`
-  actors, in threads or (``actors="process"``) in worker processes;
+  actors, in threads (``backend="inprocess"``) or in worker processes
+  (``backend="process"``);
 * with ``inference="server"`` the slots serve a
   :class:`~fleetgym.agents.inference.token_model.TokenPolicyModel`: the server batches the
   actors' decisions and decodes ``K D`` tokens per request with a KV cache, sampling the
@@ -32,18 +33,19 @@ from typing import Any
 
 import numpy as np
 
+from fleetgym.agents.backends import check_backend
+from fleetgym.agents.files import check_path
 from fleetgym.agents.inference.batching import check_device
 from fleetgym.agents.inference.token_model import TokenPolicyModel
-from fleetgym.agents.learners.asynchronous.settings import restore_trainer
+from fleetgym.agents.learners.asynchronous.settings import migrate_settings, restore_trainer
 from fleetgym.agents.learners.asynchronous.slots import AsyncActorSlots
 from fleetgym.agents.learners.asynchronous.token_actor import TokenActor
 from fleetgym.agents.learners.asynchronous.token_learner import TokenLagLearner
 from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
 from fleetgym.agents.learners.checkpoint import read_json_file
-from fleetgym.agents.learners.checks import check_path
-from fleetgym.agents.learners.token_ppo import TokenPPOConfig
+from fleetgym.agents.learners.token_config import TokenPPOConfig
 from fleetgym.agents.types import Weights
-from fleetgym.validation import check_choice, check_float, check_int, quote
+from fleetgym.validation import check_float, check_int, quote
 
 #: What a TokenAsyncPPO settings file (``<stem>.json``) says it is.
 TOKEN_SETTINGS_FORMAT = "fleetgym.TokenAsyncPPO"
@@ -133,8 +135,9 @@ class TokenAsyncPPO(AsyncPPO):
         ratio_level: ``"token"``, ``"action"`` or ``"chunk"``.
         loss: ``"ppo"``, ``"gipo"`` or ``"vtrace"``.
         inference: ``"local"`` or ``"server"`` (the token policy served, batched).
-        actors: ``"thread"`` or ``"process"`` (worker processes; with ``inference="server"``
-            they reach the server on a loopback socket, observations in shared memory).
+        backend: ``"inprocess"`` (threads) or ``"process"`` (worker processes; with
+            ``inference="server"`` they reach the server on a loopback socket,
+            observations in shared memory).
         target_kl: ``"auto"`` (the loss's default), a number, or ``None`` (none).
         server_batch: ``inference="server"``: the most requests decoded in one batch
             (``B``; ``None``: ``n_actors``).
@@ -154,7 +157,8 @@ class TokenAsyncPPO(AsyncPPO):
             (``chunk``, ``value_head``, ``backbone``, ``hidden_size``, ``lr``, ``epochs`` ...).
 
     Raises:
-        ValueError: For an unknown ratio level, ``actors="ray"``, or an AsyncPPO argument
+        ValueError: For an unknown ratio level, ``backend="ray"`` (or a 1.x name such as
+            ``"thread"``: naming its 2.0 name), or an AsyncPPO argument
             this trainer does not take (:data:`REFUSED`); and as AsyncPPO and
             TokenPPOConfig do.
         TypeError: For an unknown keyword, or ``token_config`` with token keywords.
@@ -174,7 +178,7 @@ class TokenAsyncPPO(AsyncPPO):
         lag_injection: int = 0,
         concurrent: bool = True,
         inference: str = "local",
-        actors: str = "thread",
+        backend: str = "inprocess",
         seed: int = 0,
         tensorboard_log: str | Path | None = None,
         token_config: TokenPPOConfig | None = None,
@@ -184,7 +188,7 @@ class TokenAsyncPPO(AsyncPPO):
         learner_device: str = "cpu",
         **token_hyperparameters: Any,
     ) -> None:
-        check_choice("actors", actors, ("thread", "process"))
+        check_backend(backend, ("inprocess", "process"))
         self.server_batch = (
             None if server_batch is None else check_int("server_batch", server_batch, low=1)
         )
@@ -222,7 +226,7 @@ class TokenAsyncPPO(AsyncPPO):
             steps_per_actor=steps_per_actor, batch_trajectories=batch_trajectories,
             recompute_values=False, global_advantage_norm=False, target_kl=target_kl,
             lag_injection=lag_injection, concurrent=concurrent, inference=inference,
-            actors=actors, seed=seed, tensorboard_log=tensorboard_log,
+            backend=backend, seed=seed, tensorboard_log=tensorboard_log,
             actor_factory=self.token_actor_factory if inference == "local" else None,
         )  # fmt: skip
 
@@ -240,7 +244,7 @@ class TokenAsyncPPO(AsyncPPO):
     def _make_slots(self, ray_group: Any) -> TokenActorSlots:
         return TokenActorSlots(
             self.workload, self.seed, self.n_actors, self.steps_per_actor,
-            self.batch_trajectories, self._behaviour, self.inference, self.actors,
+            self.batch_trajectories, self._behaviour, self.inference, self.backend,
             self.token_actor_factory, ray_group, policy=self.learner.policy,
             config=self.token_config, server_batch=self.server_batch,
             server_wait_ms=self.server_wait_ms, server_device=self.server_device,
@@ -267,7 +271,7 @@ class TokenAsyncPPO(AsyncPPO):
             "steps_per_actor": self.steps_per_actor,
             "batch_trajectories": self.batch_trajectories, "target_kl": kl,
             "lag_injection": self.lag_injection, "concurrent": self.concurrent,
-            "inference": self.inference, "actors": self.actors, "seed": self.seed,
+            "inference": self.inference, "backend": self.backend, "seed": self.seed,
             "server_batch": self.server_batch, "server_wait_ms": self.server_wait_ms,
             "server_device": self.server_device, "learner_device": self.learner_device,
             "token_hyperparameters": token,
@@ -305,6 +309,7 @@ class TokenAsyncPPO(AsyncPPO):
                 f"{settings_path}: expected {TOKEN_SETTINGS_FORMAT!r} settings, actual "
                 f"{quote(kind)}"
             )
+        migrate_settings(settings)
         try:
             steps = check_int("num_timesteps", settings.pop("num_timesteps", 0), low=0)
             token = settings.pop("token_hyperparameters", {})

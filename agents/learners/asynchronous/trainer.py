@@ -21,8 +21,8 @@ Invariants:
   counts them.
 * **Faults.** A trajectory reaches the pipeline only whole; an actor that raises is
   replaced (a fresh env, the next incarnation) and its ticket returned; with
-  ``actors="process"`` a worker process killed mid-rollout is such an actor (its partial
-  rollout dies with it), with ``actors="ray"`` a dead Ray actor. An exception in the learner (or a callback) stops and joins
+  ``backend="process"`` a worker process killed mid-rollout is such an actor (its partial
+  rollout dies with it), with ``backend="ray"`` a dead Ray actor. An exception in the learner (or a callback) stops and joins
   every actor thread, and kills and closes every worker process (and Ray actor), before it
   propagates.
 
@@ -35,7 +35,7 @@ predict, save and load (each update's record and TensorBoard scalars are in
 
 The learner, not the actors, owns the torch threads: ``learn`` sets torch to one intra-op
 thread while it runs (actors are threads of the same process, or, with
-``actors="process"``, threads waiting on a worker process each) and restores it afterwards.
+``backend="process"``, threads waiting on a worker process each) and restores it afterwards.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from fleetgym.agents.backends import INFERENCE_MODES, check_backend
 from fleetgym.agents.learners.asynchronous.pipeline import TrajectoryPipeline
 from fleetgym.agents.learners.asynchronous.ray_actor import check_ray_options
 from fleetgym.agents.learners.asynchronous.records import (
@@ -58,14 +59,14 @@ from fleetgym.agents.learners.asynchronous.records import (
 )
 from fleetgym.agents.learners.asynchronous.settings import load_trainer, save_trainer
 from fleetgym.agents.learners.asynchronous.slots import (
-    ACTOR_MODES,
     ActorFactory,
     AsyncActorSlots,
     _default_actor,
 )
 from fleetgym.agents.learners.checks import check_observation, check_seed
 from fleetgym.agents.learners.lag import MAX_POLICY_LAG, MAX_RING, CompensatedPPOLearner, WeightRing
-from fleetgym.agents.learners.losses import DEFAULT_TARGET_KL, LOSSES, LossConfig
+from fleetgym.agents.learners.losses.config import LossConfig
+from fleetgym.agents.learners.losses.registry import get_loss
 from fleetgym.agents.rollout import MAX_ROLLOUT_STEPS
 from fleetgym.agents.types import Weights
 from fleetgym.agents.workloads import Workload, get_workload
@@ -73,8 +74,6 @@ from fleetgym.validation import check_bool, check_choice, check_float, check_int
 
 logger = logging.getLogger(__name__)
 
-#: Where the actors' policy runs.
-INFERENCE_MODES = ("local", "server")
 #: Upper bounds of the trainer's counts (guards far above any sensible value, as the
 #: workloads' ``COUNT_LIMITS``): a typo is an error up front, not a MemoryError in learn.
 COUNT_LIMITS = {
@@ -105,13 +104,16 @@ class AsyncPPO:
 
     Args:
         workload: A :class:`~fleetgym.agents.workloads.Workload` or its name.
-        loss: ``"ppo"`` (the default: it reached CartPole's target on every measured
-            run, see docs/async.md), ``"gipo"`` or ``"vtrace"``.
+        loss: A name in the loss registry
+            (:data:`~fleetgym.agents.learners.losses.registry.LOSS_REGISTRY`): ``"ppo"``
+            (the default: it reached CartPole's target on every measured run, see
+            docs/async.md), ``"gipo"``, ``"vtrace"`` or one added with
+            :func:`~fleetgym.agents.learners.losses.registry.register_loss`.
         sigma: GIPO's Gaussian width in log-ratio space (> 0).
         max_policy_lag: Bound on the lag in updates (>= 0), enforced at admission and at
             sampling (``None``: unbounded, the pipeline then holds ``2 * batch_trajectories``).
         n_actors: Actor slots (one thread each, plus a worker process with
-            ``actors="process"`` or a Ray actor with ``actors="ray"``).
+            ``backend="process"`` or a Ray actor with ``backend="ray"``).
         steps_per_actor: Env steps per rollout (default: the workload's ``rollout_steps``).
         batch_trajectories: Trajectories per update (default ``n_actors``).
         recompute_values: Recompute values and GAE with the newest critic before each update.
@@ -120,8 +122,9 @@ class AsyncPPO:
             advantage weighted by its ratio to the behaviour policy (decoupled PPO, see
             :class:`~fleetgym.agents.learners.losses.LossConfig`; ``loss="ppo"`` only).
         target_kl: KL budget per update (see :class:`~fleetgym.agents.learners.losses.LossConfig`);
-            ``"auto"`` takes :data:`~fleetgym.agents.learners.losses.DEFAULT_TARGET_KL` of the loss
-            (none for PPO-clip, 0.02 for GIPO and V-trace), ``None`` disables it.
+            ``"auto"`` takes the loss's ``default_target_kl``
+            (:class:`~fleetgym.agents.learners.losses.registry.PolicyLoss`: none for
+            PPO-clip, 0.02 for GIPO and V-trace), ``None`` disables it.
         lag_injection: Actors act with the weights from this many updates ago (a fixed
             injected lag, for experiments; at most ``max_policy_lag``).
         concurrent: ``False`` runs the same loop without threads, collecting and updating
@@ -130,7 +133,8 @@ class AsyncPPO:
             weights) or ``"server"`` (actors act through one in-process
             :class:`~fleetgym.agents.inference.InferenceServer`, which receives the
             weights after every update; samples record the version that answered them).
-        actors: ``"thread"`` (each actor slot steps its environment in a thread of this
+        backend: Where the actor slots run (:mod:`fleetgym.agents.backends`):
+            ``"inprocess"`` (each actor slot steps its environment in a thread of this
             process) or ``"process"`` (each slot's environment and rollouts run in a
             worker process of its own, see
             :mod:`fleetgym.agents.learners.asynchronous.process_actor`; its
@@ -141,9 +145,9 @@ class AsyncPPO:
             ``"ray"``: each slot is a Ray actor on a Ray cluster (see
             :mod:`fleetgym.agents.learners.asynchronous.ray_actor`; ``inference="local"``
             only); a dead Ray actor is a failed rollout, replaced by a new Ray actor.
-        address: ``actors="ray"``: the Ray cluster to join (None: the one Ray is
+        address: ``backend="ray"``: the Ray cluster to join (None: the one Ray is
             connected to, else a local cluster on 127.0.0.1 shut down by :meth:`close`).
-        ray_actor_options: ``actors="ray"``: Ray actor options of each slot (default: a
+        ray_actor_options: ``backend="ray"``: Ray actor options of each slot (default: a
             share of a local cluster's CPUs, one CPU on a cluster joined).
         seed: Seeds the learner and the actors' environments.
         tensorboard_log: A folder for TensorBoard event files (``None``: no logging).
@@ -164,14 +168,16 @@ class AsyncPPO:
             :data:`fleetgym.agents.learners.ppo.HYPERPARAMETERS`).
 
     Raises:
-        ValueError: For ``max_policy_lag < 0``, an unknown loss, ``sigma <= 0``, a lag
+        ValueError: For ``max_policy_lag < 0``, a loss not in the registry (the error of
+            :func:`~fleetgym.agents.learners.losses.registry.get_loss`), ``sigma <= 0``, a lag
             injection above the bound, a non-positive count or one above its bound
             (:data:`COUNT_LIMITS`, :data:`MAX_BATCH_SAMPLES`), a seed outside
-            ``[0, 2**63 - 1]``, an unknown ``actors`` or ``inference`` mode, or
-            ``actors="ray"`` with ``inference="server"``.
+            ``[0, 2**63 - 1]``, an unknown ``backend`` (a 1.x name such as ``"thread"``:
+            naming its 2.0 name) or ``inference`` mode, or ``backend="ray"`` with
+            ``inference="server"``.
         TypeError: For arguments of the wrong type (a string for a bool, an
             ``actor_factory`` that is not callable).
-        FleetError: ``actors="ray"``: if the Ray cluster cannot place ``n_actors`` actors
+        FleetError: ``backend="ray"``: if the Ray cluster cannot place ``n_actors`` actors
             or cannot be joined at ``address``.
     """
 
@@ -191,7 +197,7 @@ class AsyncPPO:
         lag_injection: int = 0,
         concurrent: bool = True,
         inference: str = "local",
-        actors: str = "thread",
+        backend: str = "inprocess",
         seed: int = 0,
         tensorboard_log: str | Path | None = None,
         actor_factory: ActorFactory | None = None,
@@ -203,9 +209,9 @@ class AsyncPPO:
         **hyperparameters: Any,
     ) -> None:
         self.workload = get_workload(workload)
-        check_choice("loss", loss, LOSSES)
+        policy_loss = get_loss(loss)
         if target_kl == "auto":
-            target_kl = DEFAULT_TARGET_KL[loss]
+            target_kl = policy_loss.default_target_kl
         elif isinstance(target_kl, str):
             raise ValueError(
                 f"target_kl: expected a number > 0, 'auto' or None, actual {target_kl!r}"
@@ -262,9 +268,9 @@ class AsyncPPO:
             raise ValueError(
                 "actor_factory: expected None with inference='server', actual a factory"
             )
-        self.actors = check_choice("actors", actors, ACTOR_MODES)
+        self.backend = check_backend(backend)
         address, ray_actor_options = check_ray_options(
-            self.actors, self.inference, address, ray_actor_options
+            self.backend, self.inference, address, ray_actor_options
         )
         self.seed = check_seed("seed", seed)
         if tensorboard_log is not None and not isinstance(tensorboard_log, (str, os.PathLike)):
@@ -277,7 +283,7 @@ class AsyncPPO:
         self.learner = self._make_learner(imagination)
         self.ring = WeightRing(self.lag_injection + 1)
         ray_group = None
-        if self.actors == "ray":  # last: a cluster this trainer starts is closed by close()
+        if self.backend == "ray":  # last: a cluster this trainer starts is closed by close()
             from fleetgym.agents.learners.asynchronous.ray_actor import RayActorGroup
 
             ray_group = RayActorGroup(n_instances, address, ray_actor_options)
@@ -300,7 +306,7 @@ class AsyncPPO:
         """Hook: the actor slots (their actors, threads and inference server)."""
         return AsyncActorSlots(
             self.workload, self.seed, self.n_actors, self.steps_per_actor,
-            self.batch_trajectories, self._behaviour, self.inference, self.actors,
+            self.batch_trajectories, self._behaviour, self.inference, self.backend,
             self.actor_factory, ray_group, self.envs_per_actor, self.load_balancing,
         )  # fmt: skip
 
@@ -509,4 +515,4 @@ class AsyncPPO:
         return load_trainer(cls, path, overrides)
 
 
-__all__ = ["ActorFactory", "AsyncPPO", "UpdateRecord"]
+__all__ = ["AsyncPPO"]

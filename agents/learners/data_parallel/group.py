@@ -6,7 +6,8 @@ process group over ``tcp://127.0.0.1:<port>``, and presents them as one learner 
 :class:`~fleetgym.agents.types.Learner` protocol: ``update``, ``get_weights``): it splits
 each round's trajectories into contiguous shards of near-equal sample counts, sends one to
 each rank and returns rank 0's statistics. The ranks are spawned processes
-(``torch.multiprocessing``, ``backend="processes"``) or Ray actors (``backend="ray"``).
+(``torch.multiprocessing``, ``backend="process"``) or Ray actors (``backend="ray"``),
+out of the one backend vocabulary (:mod:`fleetgym.agents.backends`).
 
 The wait is bounded: each collective of a rank waits at most ``timeout_s``; once a rank
 failed or died, the front waits at most ``timeout_s`` more for the others, then stops
@@ -26,17 +27,18 @@ from collections.abc import Iterable, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
+from fleetgym.agents.backends import check_backend
 from fleetgym.agents.learners.data_parallel.rank import PEER_REFUSAL, DistributedPPOLearner
 from fleetgym.agents.types import Trajectory, UpdateStats, Weights
 from fleetgym.agents.workloads import Workload, get_workload
 from fleetgym.errors import FleetError
 from fleetgym.extras import require
-from fleetgym.validation import check_choice, check_float, check_int, quote
+from fleetgym.validation import check_float, check_int, quote
 
 __all__ = ["BACKENDS", "DataParallelPPO", "RankHost", "free_port", "split_trajectories"]
 
-#: Where the ranks run.
-BACKENDS = ("processes", "ray")
+#: Where the ranks run (the backends of :mod:`fleetgym.agents.backends` with ranks).
+BACKENDS = ("process", "ray")
 #: Largest world size accepted (a guard against typos: each rank is a process).
 MAX_WORLD_SIZE = 256
 #: Seconds a rank may take to start (import torch, build its replica) beyond ``timeout_s``.
@@ -241,6 +243,7 @@ class _RayRanks:
         remote = ray.remote(num_cpus=0)(RankHost)
         self.actors = [remote.remote(*rank_args) for rank_args in args]
         self.pending: list[Any] = []
+        self.submit("ready")  # the first collect waits for every actor to be up
 
     @property
     def pids(self) -> list[int]:
@@ -284,6 +287,13 @@ class _RayRanks:
             self.ray.shutdown()
 
 
+#: How each backend runs the ranks.
+_RANKS: dict[str, type[_ProcessRanks] | type[_RayRanks]] = {
+    "process": _ProcessRanks,
+    "ray": _RayRanks,
+}
+
+
 class DataParallelPPO:
     """PPO over ``world_size`` data-parallel learner ranks (gloo all-reduce), as one learner.
 
@@ -309,7 +319,7 @@ class DataParallelPPO:
         workload: A :class:`~fleetgym.agents.workloads.Workload` or its name.
         world_size: Number of ranks (``>= 1``).
         seed: Seeds the initial weights (rank ``r`` shuffles with ``seed + r``).
-        backend: ``"processes"`` (spawned with ``torch.multiprocessing``) or ``"ray"``
+        backend: ``"process"`` (spawned with ``torch.multiprocessing``) or ``"ray"``
             (Ray actors; joins the running cluster or starts a local one).
         timeout_s: Longest wait of any collective, and of the front after a failure.
         port: TCP port on 127.0.0.1 of the group's rendezvous (default: a free one).
@@ -317,7 +327,8 @@ class DataParallelPPO:
 
     Raises:
         TypeError / ValueError: For a bad argument, naming it (``world_size`` 0 or
-            negative, an unknown backend, a timeout that is not a positive number).
+            negative, an unknown backend (a 1.x name such as ``"processes"``: naming
+            its 2.0 name), a timeout that is not a positive number).
         FleetError: If a rank cannot start (the group is stopped).
     """
 
@@ -327,13 +338,13 @@ class DataParallelPPO:
         world_size: int = 2,
         seed: int = 0,
         *,
-        backend: str = "processes",
+        backend: str = "process",
         timeout_s: float = 60.0,
         port: int | None = None,
         **overrides: Any,
     ) -> None:
         self.world_size = check_int("world_size", world_size, 1, MAX_WORLD_SIZE)
-        self.backend = check_choice("backend", backend, BACKENDS)
+        self.backend = check_backend(backend, BACKENDS)
         self.timeout_s = check_float("timeout_s", timeout_s, 0.0, strict=True)
         self.port = free_port() if port is None else check_int("port", port, 1, 65535)
         self.workload = get_workload(workload)
@@ -347,11 +358,7 @@ class DataParallelPPO:
             (rank, self.world_size, self.port, self.timeout_s, self.workload, seed, overrides)
             for rank in range(self.world_size)
         ]
-        self._ranks: _ProcessRanks | _RayRanks = (
-            _ProcessRanks(args) if self.backend == "processes" else _RayRanks(args)
-        )
-        if self.backend == "ray":
-            self._ranks.submit("ready")
+        self._ranks: _ProcessRanks | _RayRanks = _RANKS[self.backend](args)
         replies = self._ranks.collect(self.timeout_s, self.timeout_s + STARTUP_S)
         bad = [(r, reply) for r, reply in enumerate(replies) if reply[0] != "ok"]
         if bad:
@@ -385,7 +392,7 @@ class DataParallelPPO:
 
     @property
     def rank_pids(self) -> list[int]:
-        """Process ids of the ranks (``backend="processes"``; empty for Ray)."""
+        """Process ids of the ranks (``backend="process"``; empty for Ray)."""
         return self._ranks.pids
 
     def update(self, trajectories: Iterable[Trajectory]) -> UpdateStats:

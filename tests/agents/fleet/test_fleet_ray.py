@@ -43,7 +43,7 @@ def _wait_gone(pid: int, polls: int = 600) -> None:
 
 @pytest.fixture(scope="module")
 def cluster():
-    from fleetgym.agents.fleet.ray_backend import init_local_ray
+    from fleetgym.agents.fleet.ray_actor import init_local_ray
 
     # ray.init(num_cpus=2, include_dashboard=False) with every server on 127.0.0.1.
     init_local_ray(num_cpus=2, object_store_memory=80 * 2**20, log_to_driver=False)
@@ -103,7 +103,7 @@ def test_killed_and_hung_actors_are_replaced_and_rerun(cluster, weights):
 
 
 def test_argument_errors(cluster, weights, monkeypatch):
-    from fleetgym.agents.fleet.ray_backend import _import_ray
+    from fleetgym.agents.fleet.ray_actor import _import_ray
 
     with pytest.raises(TypeError, match=r"actor_options: expected a dict or None, actual list"):
         RayFleet(WORKLOAD, actor_options=[])

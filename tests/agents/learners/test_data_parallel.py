@@ -117,7 +117,7 @@ def test_ray_ranks_update_as_the_process_ranks_do():
     trajectories = _trajectories((70, 50, 30), seed=2)
     kwargs = dict(epochs=2, minibatch_size=64)
     results = []
-    for backend in ("processes", "ray"):
+    for backend in ("process", "ray"):
         with DataParallelPPO(
             WORKLOAD, world_size=2, seed=2, backend=backend, port=free_port(), **kwargs
         ) as group:
@@ -276,6 +276,8 @@ def test_a_refused_shard_names_its_rank_and_the_group_goes_on():
         (dict(world_size=2.0), TypeError, "world_size: expected an int"),
         (dict(world_size=True), TypeError, "world_size: expected an int"),
         (dict(backend="mpi"), ValueError, "backend: expected one of"),
+        (dict(backend="processes"), ValueError, r"\(renamed 'process' in 2.0\)"),
+        (dict(backend="inprocess"), ValueError, r"expected one of \('process', 'ray'\)"),
         (dict(timeout_s=0), ValueError, "timeout_s"),
         (dict(port=0), ValueError, "port"),
         (dict(reward_transform="scale"), ValueError, "reward_transform: expected 'none' or 'sign'"),

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from fleetgym.agents.learners.ppo import PPOLearner, RunningMeanStd, compute_gae
+from fleetgym.agents.learners.gae import compute_gae
+from fleetgym.agents.learners.ppo import PPOLearner
+from fleetgym.agents.policies.running_stats import RunningMeanStd
 from fleetgym.agents.rollout import RolloutWorker
 from fleetgym.agents.types import Learner, Trajectory
 

@@ -10,7 +10,8 @@ import torch
 
 import fleetgym.agents.learners.token_ppo as token_ppo
 from fleetgym.agents.learners.gae import compute_gae
-from fleetgym.agents.learners.token_ppo import TokenPPO, TokenPPOConfig
+from fleetgym.agents.learners.token_config import TokenPPOConfig
+from fleetgym.agents.learners.token_ppo import TokenPPO
 
 TINY = dict(
     n_envs=2, n_steps=8, epochs=2, minibatch_size=8, hidden_size=16, layers=1, heads=2,

@@ -270,7 +270,7 @@ def test_spaces_and_family_are_inferred(
 
 
 def test_joint_discrete_action_maps_every_index_to_one_env_action(registered_test_envs):
-    from fleetgym.agents.workloads.spec import JointDiscreteAction
+    from fleetgym.agents.workloads.spaces import JointDiscreteAction
 
     env = JointDiscreteAction(gym.make("fleetgym-test/DictMulti-v0"))
     mapped = [tuple(env.action(i).tolist()) for i in range(6)]
@@ -339,7 +339,7 @@ def test_spaces_no_policy_fits_are_refused(registered_test_envs, env_id, match):
 
 
 def test_too_many_joint_actions_are_refused():
-    from fleetgym.agents.workloads.spec import check_action_space
+    from fleetgym.agents.workloads.spaces import check_action_space
 
     with pytest.raises(UnsupportedSpaceError, match="action_space: expected at most 4096"):
         check_action_space(gym.spaces.MultiDiscrete([100, 100]))

@@ -15,7 +15,11 @@ import fleetgym  # noqa: E402,F401
 from fleetgym.agents.schedulers.actions import STEP_KEEP  # noqa: E402
 from fleetgym.agents.schedulers.observation import OBS_ROUND  # noqa: E402
 from fleetgym.experiments.schedule import config, train  # noqa: E402
-from fleetgym.experiments.schedule.policy import FirstMovePolicy, first_move_offset  # noqa: E402
+from fleetgym.experiments.schedule.policy import (  # noqa: E402
+    FirstMovePolicy,
+    first_move_offset,
+    set_keep_prior,
+)
 
 TINY = {"workload": "CartPole-v1", "timing": "modeled", "max_rounds": 3, "steps_per_actor": 16}
 
@@ -33,7 +37,7 @@ def _model(keep: float, first_keep: float | None):
         policy = FirstMovePolicy
         kwargs["policy_kwargs"]["first_offset"] = first_move_offset(keep, first_keep)
     model = PPO(policy, venv, seed=0, device="cpu", **kwargs)
-    train.set_keep_prior(model, keep)
+    set_keep_prior(model, keep)
     with torch.no_grad():  # the head's small random weights out of the way: exact priors
         model.policy.action_net.weight.zero_()
     return model

@@ -11,6 +11,7 @@ import pytest
 from fleetgym import cli
 from fleetgym.experiments.schedule import search, search_report
 from fleetgym.experiments.schedule.evaluate import EpisodeResult
+from fleetgym.experiments.schedule.phases import PhaseSchedule, PhaseScheduler
 
 TINY = {
     "workload": "CartPole-v1",
@@ -22,11 +23,11 @@ TINY = {
 
 
 def test_phase_schedule_rounds_labels_and_merging():
-    s = search.PhaseSchedule((4, 4, 2), (3, 5))
+    s = PhaseSchedule((4, 4, 2), (3, 5))
     assert [s.actors_at(k) for k in range(1, 7)] == [4, 4, 4, 4, 2, 2]
-    assert s.canonical() == search.PhaseSchedule((4, 2), (5,))
+    assert s.canonical() == PhaseSchedule((4, 2), (5,))
     assert s.canonical().label == "4x4>2"
-    assert search.PhaseSchedule((8, 8), (2,)).canonical().label == "fixed:8"
+    assert PhaseSchedule((8, 8), (2,)).canonical().label == "fixed:8"
 
 
 @pytest.mark.parametrize(
@@ -40,11 +41,11 @@ def test_phase_schedule_rounds_labels_and_merging():
 )
 def test_phase_schedule_rejects_bad_phases(sizes, switches, match):
     with pytest.raises(ValueError, match=match):
-        search.PhaseSchedule(sizes, switches)
+        PhaseSchedule(sizes, switches)
 
 
 def test_phase_scheduler_counts_rounds_and_restarts():
-    sched = search.PhaseScheduler(search.PhaseSchedule((4, 1), (3,)))
+    sched = PhaseScheduler(PhaseSchedule((4, 1), (3,)))
     obs, state, actions = np.zeros(7), None, []
     for _ in range(4):
         action, state = sched.predict(obs, state)

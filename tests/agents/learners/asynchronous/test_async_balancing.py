@@ -158,7 +158,7 @@ def test_balanced_and_static_give_each_instance_the_same_trajectories():
 @pytest.mark.timeout(180)
 def test_process_actors_balance_too():
     model = AsyncPPO(
-        "CartPole-v1", seed=0, actors="process", envs_per_actor=2, load_balancing=True,
+        "CartPole-v1", seed=0, backend="process", envs_per_actor=2, load_balancing=True,
         max_policy_lag=1, **TINY,
     )  # fmt: skip
     seen = _spy(model)
@@ -193,7 +193,7 @@ def test_ray_actors_balance_too():
         init_local_ray(num_cpus=2, object_store_memory=80 * 2**20, log_to_driver=False)
     try:
         model = AsyncPPO(
-            "CartPole-v1", seed=0, actors="ray", envs_per_actor=2, load_balancing=True,
+            "CartPole-v1", seed=0, backend="ray", envs_per_actor=2, load_balancing=True,
             max_policy_lag=1, ray_actor_options={"num_cpus": 0.25}, **TINY,
         )  # fmt: skip
         seen = _spy(model)

@@ -7,8 +7,10 @@ import time
 
 import numpy as np
 import pytest
+import torch
 
 from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
+from fleetgym.agents.learners.losses.registry import PolicyLoss, register_loss, unregister_loss
 from fleetgym.agents.rollout import RolloutWorker
 from fleetgym.errors import FleetError
 
@@ -230,3 +232,43 @@ def test_target_kl_auto_bounds_the_losses_without_a_trust_region():
     assert AsyncPPO("CartPole-v1", loss="vtrace").config.target_kl == 0.02
     assert AsyncPPO("CartPole-v1", loss="ppo").config.target_kl is None
     assert AsyncPPO("CartPole-v1", loss="gipo", target_kl=None).config.target_kl is None
+
+
+class HalfCappedImportance(PolicyLoss):
+    """A toy loss of this test file: the importance-sampled policy gradient, ratio capped at 1.5."""
+
+    default_target_kl = 0.03
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def policy_term(self, new_log_probs, old_log_probs, advantages, settings):
+        self.calls += 1
+        ratio = torch.exp(new_log_probs - old_log_probs)
+        return -(torch.clamp(ratio, max=1.5) * advantages).mean(), (ratio > 1.5).float().mean()
+
+
+@pytest.fixture
+def half_capped():
+    loss = register_loss("half-capped-is", HalfCappedImportance())
+    yield loss
+    unregister_loss("half-capped-is")
+
+
+@pytest.mark.timeout(120)
+def test_a_loss_registered_outside_the_library_trains_through_async_ppo(half_capped):
+    model = AsyncPPO(
+        "CartPole-v1", loss="half-capped-is", backend="inprocess", max_policy_lag=1, seed=0, **TINY
+    )
+    assert model.config.loss == "half-capped-is"
+    assert model.config.target_kl == 0.03  # "auto": the registered loss's default
+    model.learn(128)
+    assert model.num_timesteps >= 128 and model.learner.policy_version >= 1
+    assert half_capped.calls >= 1
+    assert all(np.isfinite(r.stats.policy_loss) for r in model.history)
+    assert _actor_threads() == []
+
+
+def test_a_loss_no_longer_registered_is_refused_with_the_registry_error():
+    with pytest.raises(ValueError, match="loss: expected one of .*'vtrace'"):
+        AsyncPPO("CartPole-v1", loss="half-capped-is")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import signal
@@ -50,7 +51,7 @@ def _spy(model: AsyncPPO) -> list[tuple[int, list]]:
 
 @pytest.mark.timeout(180)
 def test_process_actors_train_with_their_own_slot_ids_and_versions():
-    model = AsyncPPO("CartPole-v1", actors="process", max_policy_lag=2, seed=0, **TINY)
+    model = AsyncPPO("CartPole-v1", backend="process", max_policy_lag=2, seed=0, **TINY)
     seen = _spy(model)
     try:
         model.prewarm()
@@ -85,10 +86,10 @@ def test_process_actors_collect_what_thread_actors_collect(inference):
     """Same seed and weights: slot i steps the same env stream in a process as in a thread
     (served: the same actions from the server, answered by the same versions)."""
     batches = {}
-    for actors in ("thread", "process"):
+    for backend in ("inprocess", "process"):
         model = AsyncPPO(
             "CartPole-v1",
-            actors=actors,
+            backend=backend,
             inference=inference,
             concurrent=False,
             max_policy_lag=0,
@@ -98,8 +99,8 @@ def test_process_actors_collect_what_thread_actors_collect(inference):
         seen = _spy(model)
         with model:
             model.learn(32)
-        batches[actors] = seen[0][1]
-    for a, b in zip(batches["thread"], batches["process"], strict=True):
+        batches[backend] = seen[0][1]
+    for a, b in zip(batches["inprocess"], batches["process"], strict=True):
         assert a.actor_id == b.actor_id
         np.testing.assert_allclose(a.obs, b.obs, rtol=1e-6)
         np.testing.assert_array_equal(a.actions, b.actions)
@@ -114,7 +115,7 @@ def test_process_actors_collect_what_thread_actors_collect(inference):
 def test_process_actors_act_through_the_inference_server():
     """Worker processes send observations to the trainer's server; samples carry its version."""
     model = AsyncPPO(
-        "CartPole-v1", actors="process", inference="server", max_policy_lag=1, seed=0, **TINY
+        "CartPole-v1", backend="process", inference="server", max_policy_lag=1, seed=0, **TINY
     )
     seen = _spy(model)
     try:
@@ -150,7 +151,7 @@ def test_a_worker_killed_mid_learn_is_replaced_and_the_learner_gets_whole_trajec
     workload = get_workload("CartPole-v1").with_overrides(step_delay_s=0.002)
     model = AsyncPPO(
         workload,
-        actors="process",
+        backend="process",
         inference=inference,
         max_policy_lag=1,
         seed=0,
@@ -193,7 +194,7 @@ def test_a_callback_exception_leaves_no_process_and_no_thread(concurrent):
     workload = get_workload("CartPole-v1").with_overrides(step_delay_s=0.02)
     model = AsyncPPO(
         workload,
-        actors="process",
+        backend="process",
         concurrent=concurrent,
         max_policy_lag=4,
         seed=0,
@@ -218,10 +219,19 @@ def test_a_callback_exception_leaves_no_process_and_no_thread(concurrent):
     model.close()
 
 
-def test_actors_mode_is_validated_and_saved(tmp_path):
-    with pytest.raises(ValueError, match="actors: expected one of"):
-        AsyncPPO("CartPole-v1", actors="fork")
-    model = AsyncPPO("CartPole-v1", actors="process", seed=0, **TINY)
+def test_backend_is_validated_and_saved(tmp_path):
+    with pytest.raises(ValueError, match="backend: expected one of"):
+        AsyncPPO("CartPole-v1", backend="fork")
+    with pytest.raises(ValueError, match=r"actual 'thread' \(renamed 'inprocess' in 2.0\)"):
+        AsyncPPO("CartPole-v1", backend="thread")
+    model = AsyncPPO("CartPole-v1", backend="process", seed=0, **TINY)
     path = model.save(tmp_path / "model.pt")
-    assert AsyncPPO.load(path).actors == "process"
-    assert AsyncPPO.load(path, actors="thread").actors == "thread"
+    assert AsyncPPO.load(path).backend == "process"
+    assert AsyncPPO.load(path, backend="inprocess").backend == "inprocess"
+    # A settings file of 1.x ("actors": "thread") still loads, as backend="inprocess".
+    settings = path.with_suffix(".json")
+    old = json.loads(settings.read_text())
+    del old["backend"]
+    old["actors"] = "thread"
+    settings.write_text(json.dumps(old))
+    assert AsyncPPO.load(path).backend == "inprocess"

@@ -1,4 +1,4 @@
-"""AsyncPPO with actors="ray": training, identity, a killed Ray actor, bad input.
+"""AsyncPPO with backend="ray": training, identity, a killed Ray actor, bad input.
 
 Joins a local 2-CPU Ray cluster that this module starts (127.0.0.1) and stops, as
 tests/agents/fleet/test_fleet_ray.py does: 2 actor slots of one CPU each. Skipped when
@@ -33,7 +33,7 @@ def test_an_address_nothing_answers_at_is_refused_at_once():
         match=r"address: expected a Ray cluster to join at "
         r"'127\.0\.0\.1:1', actual nothing answers there",
     ):
-        AsyncPPO("CartPole-v1", actors="ray", address="127.0.0.1:1")
+        AsyncPPO("CartPole-v1", backend="ray", address="127.0.0.1:1")
     assert not ray.is_initialized()
 
 
@@ -64,7 +64,7 @@ def _actor_threads() -> list[str]:
 
 
 def test_ray_actors_train_with_their_slot_ids_versions_and_one_put_per_update(cluster):
-    model = AsyncPPO("CartPole-v1", actors="ray", max_policy_lag=2, seed=0, **TINY)
+    model = AsyncPPO("CartPole-v1", backend="ray", max_policy_lag=2, seed=0, **TINY)
     seen = _spy(model)
     with model:
         assert not model.slots.ray_group.owns_ray  # joined the module's cluster
@@ -96,9 +96,9 @@ def test_ray_actors_train_with_their_slot_ids_versions_and_one_put_per_update(cl
 def test_ray_actors_collect_what_thread_actors_collect_and_seeds_reproduce(cluster):
     """concurrent=False: slot i steps the same env stream in a Ray actor as in a thread."""
     batches, losses = {}, {}
-    for run, actors in enumerate(("thread", "ray", "ray")):
+    for run, backend in enumerate(("inprocess", "ray", "ray")):
         model = AsyncPPO(
-            "CartPole-v1", actors=actors, concurrent=False, max_policy_lag=0, seed=3, **TINY
+            "CartPole-v1", backend=backend, concurrent=False, max_policy_lag=0, seed=3, **TINY
         )
         seen = _spy(model)
         with model:
@@ -120,7 +120,7 @@ def test_a_ray_actor_killed_mid_learn_is_replaced_and_counted(cluster):
     workload = get_workload("CartPole-v1").with_overrides(step_delay_s=0.002)
     model = AsyncPPO(
         workload,
-        actors="ray",
+        backend="ray",
         max_policy_lag=1,
         seed=0,
         n_actors=2,
@@ -165,7 +165,7 @@ def test_a_ray_actor_killed_mid_learn_is_replaced_and_counted(cluster):
 
 def test_a_callback_exception_kills_the_ray_actors_and_joins_the_threads(cluster):
     workload = get_workload("CartPole-v1").with_overrides(step_delay_s=0.02)
-    model = AsyncPPO(workload, actors="ray", seed=0, n_actors=2, steps_per_actor=32, epochs=1)
+    model = AsyncPPO(workload, backend="ray", seed=0, n_actors=2, steps_per_actor=32, epochs=1)
     handles: list = []
 
     def boom(record):
@@ -189,19 +189,19 @@ def test_a_cluster_that_cannot_place_n_actors_is_refused_at_once(cluster):
         match=r"places n_actors=3 actors of \{'CPU': 1\.0\}, actual "
         r"room for 2 .*2 CPUs available.*'num_cpus': 0\.6666.* or n_actors=2",
     ):
-        AsyncPPO("CartPole-v1", actors="ray", n_actors=3)
+        AsyncPPO("CartPole-v1", backend="ray", n_actors=3)
     with pytest.raises(
         FleetError, match=r"n_actors=2 actors of \{'CPU': 4\.0\}, actual room for 0"
     ):
-        AsyncPPO("CartPole-v1", actors="ray", n_actors=2, ray_actor_options={"num_cpus": 4})
+        AsyncPPO("CartPole-v1", backend="ray", n_actors=2, ray_actor_options={"num_cpus": 4})
 
 
 def test_ray_options_are_checked():
-    with pytest.raises(ValueError, match=r"inference: expected 'local' with actors='ray'"):
-        AsyncPPO("CartPole-v1", actors="ray", inference="server")
-    with pytest.raises(ValueError, match=r"address: expected None unless actors='ray'"):
+    with pytest.raises(ValueError, match=r"inference: expected 'local' with backend='ray'"):
+        AsyncPPO("CartPole-v1", backend="ray", inference="server")
+    with pytest.raises(ValueError, match=r"address: expected None unless backend='ray'"):
         AsyncPPO("CartPole-v1", address="127.0.0.1:6379")
     with pytest.raises(TypeError, match=r"address: expected a Ray address \(str\) or None"):
-        AsyncPPO("CartPole-v1", actors="ray", address=6379)
+        AsyncPPO("CartPole-v1", backend="ray", address=6379)
     with pytest.raises(TypeError, match=r"ray_actor_options: expected a dict or None"):
-        AsyncPPO("CartPole-v1", actors="ray", ray_actor_options=["num_cpus"])
+        AsyncPPO("CartPole-v1", backend="ray", ray_actor_options=["num_cpus"])

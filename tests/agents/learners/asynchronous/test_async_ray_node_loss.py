@@ -1,4 +1,4 @@
-"""AsyncPPO with actors="ray" on a two-node cluster whose second node is lost mid-learn.
+"""AsyncPPO with backend="ray" on a two-node cluster whose second node is lost mid-learn.
 
 The cluster is started here with ``ray start`` on 127.0.0.1: a head of 2 CPUs and a second
 node of 1 CPU, each with its own temp dir; 3 actor slots of one CPU each fill it, so one
@@ -65,7 +65,7 @@ def test_lost_node_parks_its_slot_and_training_goes_on(two_node_cluster, caplog)
     workload = get_workload("CartPole-v1").with_overrides(step_delay_s=0.002)
     model = AsyncPPO(
         workload,
-        actors="ray",
+        backend="ray",
         address=address,
         n_actors=3,
         steps_per_actor=32,

@@ -14,7 +14,7 @@ from fleetgym.agents.inference.token_model import (
     token_policy_weights,
 )
 from fleetgym.agents.learners.asynchronous.token_actor import TokenActor
-from fleetgym.agents.learners.token_ppo import TokenPPOConfig
+from fleetgym.agents.learners.token_config import TokenPPOConfig
 from fleetgym.agents.workloads import get_workload
 
 CFG = TokenPPOConfig(hidden_size=16, layers=1, heads=2, vocab_size=64, num_bins=16, chunk=2)

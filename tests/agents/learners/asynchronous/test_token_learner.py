@@ -17,7 +17,7 @@ from fleetgym.agents.learners.asynchronous.token_learner import (
     TokenLagLearner,
     stack_trajectories,
 )
-from fleetgym.agents.learners.token_ppo import TokenPPOConfig
+from fleetgym.agents.learners.token_config import TokenPPOConfig
 from fleetgym.agents.workloads import get_workload
 
 CFG = TokenPPOConfig(

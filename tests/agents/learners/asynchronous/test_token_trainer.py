@@ -152,7 +152,7 @@ def test_without_threads_a_seed_is_deterministic():
 @pytest.mark.parametrize("inference", ["local", "server"])
 def test_worker_processes_collect_for_the_token_learner(inference):
     model = TokenAsyncPPO(
-        "Hopper-v5", actors="process", inference=inference, n_actors=2, steps_per_actor=16,
+        "Hopper-v5", backend="process", inference=inference, n_actors=2, steps_per_actor=16,
         seed=0, **TINY,
     )  # fmt: skip
     try:
@@ -256,14 +256,14 @@ def test_on_a_gpu_the_learner_and_the_server_run_there():  # pragma: no cover - 
 
 
 def test_bad_input_is_refused():
-    with pytest.raises(ValueError, match="actors: expected one of"):
-        TokenAsyncPPO("CartPole-v1", actors="ray", **TINY)
+    with pytest.raises(ValueError, match="backend: expected one of"):
+        TokenAsyncPPO("CartPole-v1", backend="ray", **TINY)
     with pytest.raises(ValueError, match=r"expected none of \['imagination'\]"):
         TokenAsyncPPO("CartPole-v1", imagination=True, **TINY)
     with pytest.raises(ValueError, match="ratio_level: expected one of"):
         TokenAsyncPPO("CartPole-v1", ratio_level="joint", **TINY)
     with pytest.raises(TypeError, match="token_config= or token keywords"):
-        from fleetgym.agents.learners.token_ppo import TokenPPOConfig
+        from fleetgym.agents.learners.token_config import TokenPPOConfig
 
         TokenAsyncPPO("CartPole-v1", token_config=TokenPPOConfig(), chunk=2)
     with pytest.raises(ValueError, match="loss: expected one of"):

@@ -1,14 +1,14 @@
 """Mode 2 against Mode 3 under one timeline: packet ages, and policies trained in the shim
 evaluated over a real socket.
 
-``python -m fleetgym.experiments.mode_parity ages`` runs, for each profile, the shim (Mode 2)
+``python studies/mode_parity.py ages`` runs, for each profile, the shim (Mode 2)
 and a client against an env server on loopback (Mode 3) for the same number of control
 ticks with a random policy, and compares the distributions of observation and action ages
 (ms and ticks): quantiles p10/p50/p90/p99 side by side and the two-sample
 Kolmogorov-Smirnov distance, with the machine's timer jitter (how late the server's ticks
 ran, and how late the client's delayed sends fired) measured in the same run.
 
-``python -m fleetgym.experiments.mode_parity policies`` trains SB3 PPO in Mode 2 under a
+``python studies/mode_parity.py policies`` trains SB3 PPO in Mode 2 under a
 profile with compensation (frames, ages and sent actions) for several seeds and evaluates
 each policy for the same episodes in Mode 2 and in Mode 3 (several client threads against
 one server process), reporting each seed's paired difference and its standard error.
@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from fleetgym.wrappers import HistoryCompensation
 
 __all__ = ["age_parity", "main", "policy_parity"]
 
@@ -73,7 +75,7 @@ def age_parity(
     from scipy.stats import ks_2samp
 
     import fleetgym  # noqa: F401  (registers the IDs)
-    from fleetgym.wrappers.network_shim import NetworkShimWrapper
+    from fleetgym.wrappers import NetworkShimWrapper
     from fleetgym.wrappers.remote import RemoteEnvServer
 
     shim = NetworkShimWrapper(gym.make(env_id), profile, info="full")
@@ -121,18 +123,20 @@ def age_parity(
     return report
 
 
-def _robust(profile: str, k: int, m: int, **kwargs: Any) -> Any:
-    from fleetgym.wrappers.compensation import make_robust_env
+def _robust(profile: str, k: int, m: int) -> Any:
+    from fleetgym.wrappers import make_robust_env
 
     return make_robust_env(
-        "CartPole-v1", profile, history_length=k, action_history_length=m, **kwargs
+        "CartPole-v1",
+        profile,
+        compensation=HistoryCompensation(history_length=k, action_history_length=m),
     )
 
 
 def _remote_robust(address: str, k: int, m: int) -> Any:
     import gymnasium as gym
 
-    from fleetgym.wrappers.compensation import compensate
+    from fleetgym.wrappers.delay_features import compensate
 
     return compensate(gym.make("fleetgym/Remote-v0", address=address), k, m)
 
@@ -296,7 +300,7 @@ def _age_table(reports: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fleetgym.experiments.mode_parity")
+    parser = argparse.ArgumentParser(prog="python studies/mode_parity.py")
     sub = parser.add_subparsers(dest="what", required=True)
     ages = sub.add_parser("ages", help="packet ages in Mode 2 and Mode 3")
     ages.add_argument(

@@ -15,11 +15,11 @@ with each input a deployer can give it without retraining:
 
 Subcommands::
 
-    python -m fleetgym.experiments.predictive_hopper train --seed 0 --steps 1000000
-    python -m fleetgym.experiments.predictive_hopper train --seed 0 --under rtt-9 --compensation augmented
-    python -m fleetgym.experiments.predictive_hopper evaluate --seeds 0 1 2 --episodes 10
-    python -m fleetgym.experiments.predictive_hopper baselines --seeds 0 --under rtt-5 rtt-9
-    python -m fleetgym.experiments.predictive_hopper plot fleetgym-out/predictive_hopper/evaluate.json docs/predictive_sweep_hopper.png
+    python studies/predictive_hopper.py train --seed 0 --steps 1000000
+    python studies/predictive_hopper.py train --seed 0 --under rtt-9 --compensation augmented
+    python studies/predictive_hopper.py evaluate --seeds 0 1 2 --episodes 10
+    python studies/predictive_hopper.py baselines --seeds 0 --under rtt-5 rtt-9
+    python studies/predictive_hopper.py plot fleetgym-out/predictive_hopper/evaluate.json docs/predictive_sweep_hopper.png
 
 The baselines of the delayed-RL literature (the augmented state, the history stack) are
 trained under the constant delay they face (``train --under rtt-N --compensation ...``,
@@ -99,17 +99,15 @@ def _layout(under: str, compensation: str) -> dict[str, Any]:
 
 def _baseline_env(under: str, compensation: str, condition: str) -> gym.Env:
     """A baseline's input stack (its layout fixed by ``under``) behind ``condition``."""
-    from fleetgym.wrappers import make_robust_env
+    from fleetgym.wrappers import HistoryCompensation, make_robust_env
 
     kwargs = _condition(condition)
     return make_robust_env(
         gym.make(ENV_ID),
         kwargs.pop("profile", None),
+        compensation=HistoryCompensation(**_layout(under, compensation)),
         step_ms=PERIOD_MS,
-        compensation="history",
-        info="full",
-        **_layout(under, compensation),
-        **kwargs,
+        shim={"info": "full", **kwargs},
     )
 
 

@@ -17,9 +17,9 @@ Two parts:
 
 Run (about 3 minutes on one busy core for ``error``)::
 
-    python -m fleetgym.experiments.predictive_figures sweep docs/predictive-sweep.png fleetgym-out/sweep/calf_CartPole-v1_summary.csv
-    python -m fleetgym.experiments.predictive_figures sweep docs/predictive_sweep_minigrid.png fleetgym-out/minigrid_sweep/calf_MiniGrid-Empty-5x5-v0_summary.csv
-    python -m fleetgym.experiments.predictive_figures error docs/predictive-error.png
+    python studies/predictive_figures.py sweep docs/predictive-sweep.png fleetgym-out/sweep/calf_CartPole-v1_summary.csv
+    python studies/predictive_figures.py sweep docs/predictive_sweep_minigrid.png fleetgym-out/minigrid_sweep/calf_MiniGrid-Empty-5x5-v0_summary.csv
+    python studies/predictive_figures.py error docs/predictive-error.png
 """
 
 from __future__ import annotations

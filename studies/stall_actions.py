@@ -23,8 +23,8 @@ Every episode starts from a seeded ``reset`` (the predictive wrapper's action-ag
 statistics restart from the prior there); returns are mean ± std over seeds of each seed's
 mean over ``--episodes`` episodes, deterministic actions::
 
-    python -m fleetgym.experiments.stall_actions --seeds 5 --episodes 10
-    python -m fleetgym.experiments.stall_actions --table prior --seeds 5 --episodes 10
+    python studies/stall_actions.py --seeds 5 --episodes 10
+    python studies/stall_actions.py --table prior --seeds 5 --episodes 10
 
 Clean policies are cached as ``<out>/clean_seed<S>.zip`` (about 30 s each to train);
 results go to ``<out>/<table>.json`` (default ``fleetgym-out/stall_actions``).
@@ -41,6 +41,8 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+
+from fleetgym.wrappers import PredictiveCompensation, StallRule
 
 OUT = Path("fleetgym-out/stall_actions")
 ENV_ID = "CartPole-v1"
@@ -209,15 +211,15 @@ def stall_env(
     return make_robust_env(
         ENV_ID,
         profile,
+        compensation=PredictiveCompensation(
+            "true-dynamics",
+            options={
+                **PREDICT_KWARGS,
+                "action_delay": action_delay_for_profile(profile, PERIOD_MS, statistic=prior),
+            },
+        ),
+        stall=StallRule(action=stall_action, steps=stall_steps),
         step_ms=PERIOD_MS,
-        compensation="predictive",
-        predictor="true-dynamics",
-        predict_kwargs={
-            **PREDICT_KWARGS,
-            "action_delay": action_delay_for_profile(profile, PERIOD_MS, statistic=prior),
-        },
-        stall_action=stall_action,
-        stall_steps=stall_steps,
     )
 
 
@@ -240,11 +242,9 @@ def prior_env(condition: str, derived: bool) -> gym.Env:
     return make_robust_env(
         ENV_ID,
         network.pop("profile"),
+        compensation=PredictiveCompensation("true-dynamics", options=options),
         step_ms=PERIOD_MS,
-        compensation="predictive",
-        predictor="true-dynamics",
-        predict_kwargs=options,
-        **network,
+        shim=network,
     )
 
 

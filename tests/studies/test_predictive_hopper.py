@@ -1,9 +1,8 @@
-"""Tests of experiments/predictive_hopper.py's parts that need no trained policy: the
+"""Tests of studies/predictive_hopper.py's parts that need no trained policy: the
 baselines' input layout, the refusal of mismatched training arguments, the plot."""
 
 from __future__ import annotations
 
-import importlib
 import json
 
 import numpy as np
@@ -11,8 +10,8 @@ import pytest
 
 
 @pytest.fixture(scope="module")
-def example():
-    return importlib.import_module("fleetgym.experiments.predictive_hopper")
+def example(load_study):
+    return load_study("predictive_hopper")
 
 
 @pytest.mark.parametrize(("compensation", "frames"), [("augmented", 1), ("history", 6)])

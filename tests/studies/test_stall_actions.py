@@ -1,17 +1,15 @@
-"""Tests of experiments/stall_actions.py's parts that need no trained policy: the
+"""Tests of studies/stall_actions.py's parts that need no trained policy: the
 synthetic network with stalls, the envs of every row, the tables."""
 
 from __future__ import annotations
-
-import importlib
 
 import numpy as np
 import pytest
 
 
 @pytest.fixture(scope="module")
-def study():
-    return importlib.import_module("fleetgym.experiments.stall_actions")
+def study(load_study):
+    return load_study("stall_actions")
 
 
 def test_the_stall_trace_has_short_delays_and_long_stalls(study):

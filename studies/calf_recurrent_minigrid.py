@@ -9,8 +9,8 @@ period is given explicitly (``--step-ms``, 20 ms by default like CartPole's).
 
 Run (about 10 minutes on one busy core with the defaults)::
 
-    python -m fleetgym.experiments.calf_recurrent_minigrid
-    python -m fleetgym.experiments.calf_recurrent_minigrid --env MiniGrid-Empty-5x5-v0 --profile wifi-normal --timesteps 100000
+    python studies/calf_recurrent_minigrid.py
+    python studies/calf_recurrent_minigrid.py --env MiniGrid-Empty-5x5-v0 --profile wifi-normal --timesteps 100000
 """
 
 from __future__ import annotations
