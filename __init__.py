@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from fleetgym.registration import register_envs, register_shim_env
 
-__version__ = "1.0.0"
+__version__ = "2.0.0"
 
 register_envs()
 

@@ -20,6 +20,7 @@ import os
 
 import pytest
 
+from fleetgym.agents.learners.asynchronous.config import AsyncPPOConfig, AsyncTopology
 from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
 from fleetgym.agents.workloads import get_workload
 
@@ -31,13 +32,14 @@ def _throughput(workload, lag: int, steps: int) -> tuple[float, float]:
     synchronous = lag == 0
     with AsyncPPO(
         workload,
-        loss="ppo",  # the same loss on both sides: the same learner work per sample
-        max_policy_lag=lag,
-        n_actors=ACTORS,
-        steps_per_actor=64,
-        recompute_values=not synchronous,
-        global_advantage_norm=not synchronous,
-        epochs=4,
+        algo=AsyncPPOConfig(
+            loss="ppo",  # the same loss on both sides: the same learner work per sample
+            max_policy_lag=lag,
+            recompute_values=not synchronous,
+            global_advantage_norm=not synchronous,
+            hyperparameters={"epochs": 4},
+        ),
+        topology=AsyncTopology(n_actors=ACTORS, steps_per_actor=64),
         seed=0,
     ) as model:
         model.learn(steps)

@@ -37,7 +37,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from fleetgym.agents.learners import AsyncPPO
+from fleetgym.agents.learners import AsyncPPO, AsyncPPOConfig, AsyncTopology
 from fleetgym.agents.workloads import get_workload
 
 MODES = {"static": False, "balanced": True}
@@ -48,11 +48,13 @@ def run(
 ) -> dict[str, Any]:
     model = AsyncPPO(
         workload,
-        n_actors=actors,
-        envs_per_actor=envs,
-        load_balancing=balancing,
-        steps_per_actor=args.steps_per_actor,
-        max_policy_lag=args.lag,
+        algo=AsyncPPOConfig(max_policy_lag=args.lag),
+        topology=AsyncTopology(
+            n_actors=actors,
+            envs_per_actor=envs,
+            load_balancing=balancing,
+            steps_per_actor=args.steps_per_actor,
+        ),
         seed=seed,
     )
     model.prewarm()  # every instance's env and policy built before the clock starts

@@ -28,25 +28,35 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fleetgym.agents.learners import AsyncPPO, TokenAsyncPPO
+from fleetgym.agents.learners import (
+    AsyncPPO,
+    AsyncPPOConfig,
+    AsyncTopology,
+    TokenAsyncPPO,
+    TokenAsyncPPOConfig,
+    TokenPPOConfig,
+)
 
 KINDS = ("mlp", "token")
 
 
 def run(kind: str, args: argparse.Namespace, seed: int) -> dict:
-    common = dict(
-        inference="server", n_actors=args.actors, steps_per_actor=args.steps_per_actor,
-        max_policy_lag=args.max_policy_lag, seed=seed,
-    )  # fmt: skip
+    topology = AsyncTopology(
+        inference="server", n_actors=args.actors, steps_per_actor=args.steps_per_actor
+    )
+    model: AsyncPPO
     if kind == "mlp":
         epochs = {} if args.mlp_epochs is None else {"epochs": args.mlp_epochs}
-        model = AsyncPPO(args.env, **common, **epochs)
+        algo = AsyncPPOConfig(max_policy_lag=args.max_policy_lag, hyperparameters=epochs)
+        model = AsyncPPO(args.env, algo=algo, topology=topology, seed=seed)
     else:
-        model = TokenAsyncPPO(
-            args.env, ratio_level=args.ratio_level, chunk=args.chunk, hidden_size=args.hidden,
+        token = TokenPPOConfig(
+            ratio_level=args.ratio_level, chunk=args.chunk, hidden_size=args.hidden,
             layers=args.layers, heads=args.heads, vocab_size=args.vocab, epochs=args.epochs,
-            minibatch_size=args.minibatch, **common,
+            minibatch_size=args.minibatch,
         )  # fmt: skip
+        token_algo = TokenAsyncPPOConfig(token, max_policy_lag=args.max_policy_lag)
+        model = TokenAsyncPPO(args.env, algo=token_algo, topology=topology, seed=seed)
     try:
         model.prewarm()  # builds the server and the actors outside the timed learn
         cpu, wall = time.process_time(), time.perf_counter()

@@ -123,6 +123,7 @@ def run_mode(
     :meth:`AsyncPPO.load`, and both policies are scored over ``eval_episodes``
     deterministic episodes on the same seeds (``eval_return``, ``reloaded_return``).
     """
+    from fleetgym.agents.learners.asynchronous.config import AsyncPPOConfig, AsyncTopology
     from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
 
     target = workload.target_return
@@ -154,14 +155,14 @@ def run_mode(
         synchronous = mode == "sync-threads"
         model = AsyncPPO(
             workload,
-            loss="ppo" if synchronous else loss,
-            max_policy_lag=0 if synchronous else lag,
-            n_actors=actors,
-            recompute_values=not synchronous,
-            global_advantage_norm=not synchronous,
-            proximal_clip=proximal_clip and not synchronous,
-            backend=backend,
-            inference=inference,
+            algo=AsyncPPOConfig(
+                loss="ppo" if synchronous else loss,
+                max_policy_lag=0 if synchronous else lag,
+                recompute_values=not synchronous,
+                global_advantage_norm=not synchronous,
+                proximal_clip=proximal_clip and not synchronous,
+            ),
+            topology=AsyncTopology(n_actors=actors, backend=backend, inference=inference),
             seed=seed,
         )
         model.prewarm()  # the actors (worker processes, Ray actors) are up, as for sync-fleet

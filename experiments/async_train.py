@@ -8,7 +8,7 @@ and ``--max-policy-lag``. ``--backend`` places the actors: ``inprocess`` (the de
 runs each slot's env in a thread of the learner's process, ``process`` in a worker
 process per slot, ``ray`` in a Ray actor per slot on a local Ray cluster this command
 starts, or with ``--address HOST:PORT`` on the cluster running there (local inference
-only; an address nothing answers at is refused within 5 s): ``AsyncPPO(backend=...)``.
+only; an address nothing answers at is refused within 5 s): ``AsyncPPO(topology=AsyncTopology(backend=...))``.
 ``--inference server`` has the actors act through one inference server. ``--log`` writes
 one CSV row per update and ``--plot`` the mean return after each update (into ``--out``);
 ``--sequential`` (a synchronous in-process option) is refused.
@@ -128,6 +128,7 @@ def run(
     Raises:
         UsageError: A bad argument, found before any actor starts (the trainer refuses it).
     """
+    from fleetgym.agents.learners.asynchronous.config import AsyncPPOConfig, AsyncTopology
     from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
     from fleetgym.agents.learners.training import evaluate_policy
 
@@ -142,21 +143,23 @@ def run(
             f"--backend: expected one of {sorted(ACTOR_NOUN)} with --mode async, actual {backend!r}"
         )
     try:
-        model = AsyncPPO(
-            workload,
+        algo = AsyncPPOConfig(
             loss=args.loss,
             sigma=args.sigma,
             proximal_clip=args.proximal_clip,
             max_policy_lag=args.max_policy_lag,
+            hyperparameters=overrides,
+            imagination=imagination_config(args),
+        )
+        topology = AsyncTopology(
             n_actors=args.actors,
             backend=backend,
             inference=args.inference,
             steps_per_actor=steps_per_actor,
-            seed=args.seed,
-            imagination=imagination_config(args),
             address=getattr(args, "address", None),
-            tensorboard_log=tensorboard,
-            **overrides,
+        )
+        model = AsyncPPO(
+            workload, algo=algo, topology=topology, seed=args.seed, tensorboard_log=tensorboard
         )
     except (TypeError, ValueError, FleetError) as error:
         raise UsageError(str(error)) from None

@@ -75,6 +75,7 @@ def make_model(
     """The :class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO` one cell of the
     grid trains: ``env``'s :data:`SETTINGS`, changed by ``overrides`` (names of
     :data:`TUNABLE`, each checked by :func:`check_setting`)."""
+    from fleetgym.agents.learners.asynchronous.config import AsyncPPOConfig, AsyncTopology
     from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
     from fleetgym.agents.workloads import get_workload
 
@@ -88,23 +89,24 @@ def make_model(
     workload: Any = env
     if "log_std_init" in changed:
         workload = get_workload(env).with_overrides(log_std_init=changed["log_std_init"])
-    return AsyncPPO(
-        workload,
+    algo = AsyncPPOConfig(
         loss=kind,
         sigma=sigma,
         max_policy_lag=lag,
         lag_injection=lag,
-        concurrent=False,
-        n_actors=setting["actors"],
-        steps_per_actor=setting["steps"],
         recompute_values=compensated,
         global_advantage_norm=compensated,
-        seed=seed,
-        epochs=setting["epochs"],
-        minibatch_size=setting["minibatch"],
         target_kl=changed.get("target_kl", "auto"),
-        **hyper,
+        hyperparameters={
+            "epochs": setting["epochs"],
+            "minibatch_size": setting["minibatch"],
+            **hyper,
+        },
     )
+    topology = AsyncTopology(
+        n_actors=setting["actors"], steps_per_actor=setting["steps"], concurrent=False
+    )
+    return AsyncPPO(workload, algo=algo, topology=topology, seed=seed)
 
 
 def run_one(

@@ -29,6 +29,10 @@ from fleetgym.errors import FleetError, FleetgymError
 
 torch = pytest.importorskip("torch")
 
+from fleetgym.agents.learners.asynchronous.config import (  # noqa: E402
+    AsyncPPOConfig,
+    AsyncTopology,
+)
 from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO  # noqa: E402
 from fleetgym.agents.learners.gae import compute_gae  # noqa: E402
 from fleetgym.agents.learners.lag import WeightRing, behaviour_versions  # noqa: E402
@@ -38,10 +42,20 @@ from fleetgym.agents.learners.losses import (  # noqa: E402
     vtrace,
     vtrace_policy_loss,
 )
-from fleetgym.agents.learners.ppo import PPOLearner  # noqa: E402
+from fleetgym.agents.learners.ppo import HYPERPARAMETERS, PPOLearner  # noqa: E402
 
 FAST = settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
 TINY = dict(n_actors=1, steps_per_actor=8, epochs=1, minibatch_size=8, concurrent=False)
+
+
+def configured(**flat: Any) -> dict[str, Any]:
+    """Flat settings (as this audit draws them) as AsyncPPO's keywords: ``algo`` and
+    ``topology`` dicts (the values unchecked: the configs check them) and the rest."""
+    algo = {k: flat.pop(k) for k in list(flat) if k in AsyncPPOConfig.__dataclass_fields__}
+    hyper = {k: flat.pop(k) for k in list(flat) if k in HYPERPARAMETERS}
+    topology = {k: flat.pop(k) for k in list(flat) if k in AsyncTopology.__dataclass_fields__}
+    return {"algo": {**algo, "hyperparameters": hyper}, "topology": topology, **flat}
+
 
 NOT_BOOLS = st.sampled_from(["no", "yes", "", 0, 1, 1.0, None, [True], np.array([True])])
 BAD_COUNTS = st.one_of(
@@ -82,7 +96,12 @@ def expect_clean_error(call: Callable[[], Any], argument: str | None = None) -> 
 
 @pytest.fixture(scope="module")
 def model() -> Iterator[AsyncPPO]:
-    with AsyncPPO("CartPole-v1", seed=0, **TINY) as m:
+    with AsyncPPO(
+        "CartPole-v1",
+        algo=AsyncPPOConfig(hyperparameters={"epochs": 1, "minibatch_size": 8}),
+        topology=AsyncTopology(n_actors=1, steps_per_actor=8, concurrent=False),
+        seed=0,
+    ) as m:
         yield m
 
 
@@ -117,12 +136,16 @@ CONSTRUCTOR_BAD: dict[str, st.SearchStrategy[Any]] = {
 def test_async_ppo_constructor(data: Any, name: str) -> None:
     value = data.draw(CONSTRUCTOR_BAD[name])
     kwargs = {**TINY, name: value}
-    expect_clean_error(lambda: AsyncPPO("CartPole-v1", **kwargs).close(), name)
+    expect_clean_error(lambda: AsyncPPO("CartPole-v1", **configured(**kwargs)).close(), name)
 
 
 def test_async_ppo_bounds_the_samples_of_one_update() -> None:
     expect_clean_error(
-        lambda: AsyncPPO("CartPole-v1", steps_per_actor=10**7, batch_trajectories=11),
+        lambda: AsyncPPO(
+            "CartPole-v1",
+            algo=AsyncPPOConfig(batch_trajectories=11),
+            topology=AsyncTopology(steps_per_actor=10**7),
+        ),
         "batch_trajectories * steps_per_actor",
     )
 
@@ -273,6 +296,11 @@ BAD_SETTINGS = st.one_of(
             '{"workload": "CartPole-v1", "concurrent": "no"}',
             '{"workload": "CartPole-v1", "unknown": 1}',
             '{"workload": "CartPole-v1", "sigma": NaN}',
+            '{"workload": "CartPole-v1", "algo": []}',
+            '{"workload": "CartPole-v1", "algo": {"loss": "a3c"}}',
+            '{"workload": "CartPole-v1", "topology": {"n_actors": 0}}',
+            '{"workload": "CartPole-v1", "topology": {"actors": "thread"}}',
+            '{"workload": "CartPole-v1", "version": 3}',
             "[" * 5000 + "]" * 5000,
         ]
     ),
@@ -391,8 +419,18 @@ def test_a_policy_file_is_not_an_async_ppo_checkpoint(saved: Path) -> None:
 
 
 def test_a_bad_override_of_load_keeps_its_type_and_names_the_file(saved: Path) -> None:
-    error = expect_clean_error(lambda: AsyncPPO.load(saved, concurrent="no"), "concurrent")
+    error = expect_clean_error(
+        lambda: AsyncPPO.load(saved, topology={"concurrent": "no"}), "concurrent"
+    )
     assert isinstance(error, TypeError) and str(saved.with_suffix(".json")) in str(error)
+
+
+@pytest.mark.parametrize("keyword", ["loss", "n_actors", "lr", "actors", "ray_actor_options"])
+def test_a_1x_keyword_names_its_2_0_place(keyword: str) -> None:
+    with pytest.raises(
+        TypeError, match=rf"AsyncPPO: the keyword '{keyword}' moved in fleetgym 2.0"
+    ):
+        AsyncPPO("CartPole-v1", **{keyword: 1})
 
 
 @pytest.mark.timeout(120)
@@ -643,7 +681,7 @@ def test_a_nan_env_fails_its_rollout_naming_the_env_and_the_step(what: str, matc
 )
 def test_a_nan_env_stops_async_ppo_with_a_clear_error(concurrent: bool, inference: str) -> None:
     options = {**TINY, "concurrent": concurrent, "inference": inference}
-    with AsyncPPO(nan_workload("obs"), seed=0, **options) as m:
+    with AsyncPPO(nan_workload("obs"), seed=0, **configured(**options)) as m:
         with pytest.raises(FleetError, match=f"env {ENV_ID} .*step 5.*expected finite values"):
             m.learn(64)
         assert m.learner.policy_version == 0
@@ -682,7 +720,8 @@ def test_a_huge_learning_rate_is_the_divergence_error_with_rollback() -> None:
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("concurrent", [False, True])
 def test_async_ppo_divergence_rolls_back(concurrent: bool) -> None:
-    with AsyncPPO("CartPole-v1", seed=0, lr=1e300, **{**TINY, "concurrent": concurrent}) as m:
+    options = configured(**{**TINY, "concurrent": concurrent, "lr": 1e300})
+    with AsyncPPO("CartPole-v1", seed=0, **options) as m:
         before = m.learner.get_weights()
         with pytest.raises(ValueError, match="diverged"):
             m.learn(64)

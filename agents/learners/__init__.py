@@ -72,6 +72,9 @@ _EXPORTS = {
     "TokenUpdateStats": "token_ppo",
     # the asynchronous trainer
     "AsyncPPO": "asynchronous.trainer",
+    "AsyncPPOConfig": "asynchronous.config",
+    "AsyncTopology": "asynchronous.config",
+    "TokenAsyncPPOConfig": "asynchronous.config",
     "UpdateRecord": "asynchronous.records",
     "ProcessActor": "asynchronous.process_actor",
     "TokenAsyncPPO": "asynchronous.token_trainer",
@@ -83,6 +86,11 @@ _EXPORTS = {
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
+    from fleetgym.agents.learners.asynchronous.config import (
+        AsyncPPOConfig,
+        AsyncTopology,
+        TokenAsyncPPOConfig,
+    )
     from fleetgym.agents.learners.asynchronous.process_actor import ProcessActor
     from fleetgym.agents.learners.asynchronous.records import UpdateRecord
     from fleetgym.agents.learners.asynchronous.token_trainer import TokenAsyncPPO
@@ -129,6 +137,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AsyncPPO",
+    "AsyncPPOConfig",
+    "AsyncTopology",
     "Batch",
     "CompensatedPPOLearner",
     "DEFAULT_SIGMA",
@@ -148,6 +158,7 @@ __all__ = [
     "RATIO_LEVELS",
     "RoundRecord",
     "TokenAsyncPPO",
+    "TokenAsyncPPOConfig",
     "TokenPPO",
     "TokenPPOConfig",
     "TokenUpdateStats",

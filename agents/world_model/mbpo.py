@@ -40,7 +40,7 @@ from stable_baselines3 import SAC
 from fleetgym.agents.world_model.buffer import TransitionBuffer
 from fleetgym.agents.world_model.config import linear_schedule
 from fleetgym.agents.world_model.imagination import multistep_error
-from fleetgym.agents.world_model.mbpo_config import MBPOConfig
+from fleetgym.agents.world_model.mbpo_config import MBPOConfig, config_from_1x
 from fleetgym.agents.world_model.model import ModelDivergedError, WorldModel
 from fleetgym.agents.world_model.replay import MixedReplay, ModelReplay, real_rows
 from fleetgym.errors import UnsupportedSpaceError
@@ -152,6 +152,9 @@ class MBPO(SAC):
 
     # ----------------------------------------------------------------- setup
     def _setup_model(self) -> None:
+        legacy = config_from_1x(self.__dict__)  # a model saved by 1.x: its settings
+        if legacy is not None:
+            self.config = legacy
         super()._setup_model()
         check_mbpo_env(self.observation_space, self.action_space)
         seed = 0 if self.seed is None else int(self.seed)

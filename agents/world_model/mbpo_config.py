@@ -27,7 +27,13 @@ from typing import Any
 
 from fleetgym.validation import check_bool, check_choice, check_float, check_int, quote
 
-__all__ = ["MAX_ROLLOUT", "ROLLOUT_SCHEDULES", "MBPOConfig", "MBPOModelConfig"]
+__all__ = [
+    "MAX_ROLLOUT",
+    "ROLLOUT_SCHEDULES",
+    "MBPOConfig",
+    "MBPOModelConfig",
+    "config_from_1x",
+]
 
 #: Rollout-length schedules by name (or give an int).
 ROLLOUT_SCHEDULES = ("linear", "error")
@@ -196,3 +202,44 @@ class MBPOConfig:
                 )
             values["model"] = MBPOModelConfig(**model)
         return cls(**values)
+
+
+#: The attributes a model saved by fleetgym 1.x holds instead of a config.
+_1X_KEYS = (
+    "updates_per_step",
+    "real_ratio",
+    "rollout_every",
+    "rollout_batch",
+    "rollout_length",
+    "min_rollout_length",
+    "max_rollout_length",
+    "rollout_schedule_steps",
+    "error_tolerance",
+    "model_buffer_size",
+    "model_every",
+    "model_kwargs",
+    "model_max_epochs",
+    "model_max_updates",
+)
+
+
+def config_from_1x(saved: dict[str, Any]) -> MBPOConfig | None:
+    """The config of an MBPO model saved by fleetgym 1.x, whose settings were flat
+    attributes (``saved``: the loaded attributes; the 1.x keys are removed from it), or
+    None when ``saved`` is not such a model's."""
+    if "model_kwargs" not in saved:
+        return None
+    flat = {key: saved.pop(key) for key in _1X_KEYS if key in saved}
+    kwargs = flat.pop("model_kwargs")
+    model = MBPOModelConfig(
+        every=flat.pop("model_every"),
+        ensemble_size=kwargs["ensemble_size"],
+        elites=kwargs["elites"],
+        hidden_sizes=tuple(kwargs["hidden_sizes"]),
+        lr=kwargs["lr"],
+        max_epochs=flat.pop("model_max_epochs"),
+        max_updates=flat.pop("model_max_updates"),
+        learn_termination=kwargs["learn_termination"],
+    )
+    flat["rollout_schedule_steps"] = tuple(flat["rollout_schedule_steps"])
+    return MBPOConfig(**flat, model=model)

@@ -30,6 +30,7 @@ def _one(seed: int, steps: int, delay_ms: float, sigma: float, imagination: Any)
     import numpy as np
     import torch
 
+    from fleetgym.agents.learners.asynchronous.config import AsyncPPOConfig, AsyncTopology
     from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
     from fleetgym.agents.learners.training import evaluate_policy
     from fleetgym.agents.workloads import get_workload
@@ -38,7 +39,12 @@ def _one(seed: int, steps: int, delay_ms: float, sigma: float, imagination: Any)
     workload = get_workload("CartPole-v1").with_overrides(
         step_delay_s=delay_ms / 1000.0, step_delay_sigma=sigma
     )
-    model = AsyncPPO(workload, n_actors=8, steps_per_actor=32, seed=seed, imagination=imagination)
+    model = AsyncPPO(
+        workload,
+        algo=AsyncPPOConfig(imagination=imagination),
+        topology=AsyncTopology(n_actors=8, steps_per_actor=32),
+        seed=seed,
+    )
     started = time.perf_counter()
     try:
         model.learn(steps, progress_bar=False)

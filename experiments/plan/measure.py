@@ -186,6 +186,7 @@ def trainer_update(
 
     import torch
 
+    from fleetgym.agents.learners.asynchronous.config import AsyncPPOConfig, AsyncTopology
     from fleetgym.agents.learners.asynchronous.pipeline import with_next_obs
     from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
     from fleetgym.agents.rollout import RolloutWorker
@@ -196,11 +197,13 @@ def trainer_update(
     synchronous = mode == "sync-threads"
     model = AsyncPPO(
         workload,
-        loss="ppo",
-        max_policy_lag=0 if synchronous else lag,
-        n_actors=n_actors,
-        recompute_values=not synchronous,
-        global_advantage_norm=not synchronous,
+        algo=AsyncPPOConfig(
+            loss="ppo",
+            max_policy_lag=0 if synchronous else lag,
+            recompute_values=not synchronous,
+            global_advantage_norm=not synchronous,
+        ),
+        topology=AsyncTopology(n_actors=n_actors),
         seed=seed,
     )
     workers = [RolloutWorker(workload, i, seed) for i in range(n_actors)]

@@ -153,6 +153,54 @@ def test_save_and_load_keep_the_policy_and_the_settings(tmp_path):
     assert loaded.model_version >= 1 and len(loaded.model_replay) > 0
 
 
+def test_a_model_saved_by_1x_loads_with_its_settings(tmp_path):
+    """1.x saved MBPO's settings as flat attributes (no config): written here as 1.x did
+    (the zip's ``data`` JSON), they come back as the config, not as the defaults."""
+    import zipfile
+
+    agent = pendulum(rollout_length=2, real_ratio=0.2).learn(250)
+    agent.save(tmp_path / "mbpo.zip")
+    with zipfile.ZipFile(tmp_path / "mbpo.zip") as z:
+        members = {name: z.read(name) for name in z.namelist()}
+    data = json.loads(members["data"])
+    data.pop("config")
+    cfg = agent.config
+    data.update(
+        updates_per_step=cfg.updates_per_step,
+        real_ratio=cfg.real_ratio,
+        rollout_every=cfg.rollout_interval,
+        rollout_batch=cfg.rollout_batch,
+        rollout_length=cfg.rollout_length,
+        min_rollout_length=cfg.min_rollout_length,
+        max_rollout_length=cfg.max_rollout_length,
+        rollout_schedule_steps=list(cfg.rollout_schedule_steps),
+        error_tolerance=cfg.error_tolerance,
+        model_buffer_size=cfg.model_buffer_rows,
+        model_every=cfg.model.every,
+        model_kwargs={
+            "ensemble_size": 2,
+            "elites": 1,
+            "hidden_sizes": [32, 32],
+            "lr": cfg.model.lr,
+            "learn_termination": False,
+        },
+        model_max_epochs=cfg.model.max_epochs,
+        model_max_updates=None,
+    )
+    members["data"] = json.dumps(data).encode()
+    with zipfile.ZipFile(tmp_path / "mbpo1x.zip", "w") as z:
+        for name, payload in members.items():
+            z.writestr(name, payload)
+    loaded = MBPO.load(tmp_path / "mbpo1x.zip", env=gym.make("Pendulum-v1"))
+    expected = dataclasses.replace(
+        cfg, rollout_every=cfg.rollout_interval, model_buffer_size=cfg.model_buffer_rows
+    )
+    assert loaded.config == expected
+    assert torch.equal(actor_params(agent), actor_params(loaded))
+    assert "model_kwargs" not in vars(loaded)
+    loaded.learn(100, reset_num_timesteps=False)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [

@@ -2,10 +2,15 @@
 
 * :mod:`~fleetgym.agents.learners.asynchronous.trainer`: :class:`AsyncPPO` (the training
   loop, weights, predict, save and load).
+* :mod:`~fleetgym.agents.learners.asynchronous.config`: its two configs, the algorithm
+  (``AsyncPPOConfig``, ``TokenAsyncPPOConfig``) and where the actors run
+  (``AsyncTopology``); :mod:`~fleetgym.agents.learners.asynchronous.moved`: where each
+  1.x keyword went.
 * :mod:`~fleetgym.agents.learners.asynchronous.records`: :class:`UpdateRecord`, what
   each update reports, and its TensorBoard scalars.
 * :mod:`~fleetgym.agents.learners.asynchronous.settings`: the settings file
-  (``<stem>.json``) :meth:`AsyncPPO.save` writes and :meth:`AsyncPPO.load` reads back.
+  (``<stem>.json``) :meth:`AsyncPPO.save` writes and :meth:`AsyncPPO.load` reads back
+  (files of 1.x migrated).
 * :mod:`~fleetgym.agents.learners.asynchronous.slots`: the actor slots the trainer owns
   (building, restarting and running each slot's thread).
 * :mod:`~fleetgym.agents.learners.asynchronous.balancing`: env instances across actors

@@ -45,56 +45,59 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
-from fleetgym.agents.backends import INFERENCE_MODES, check_backend
+from fleetgym.agents.learners.asynchronous.config import (
+    COUNT_LIMITS,
+    MAX_BATCH_SAMPLES,
+    AsyncPPOConfig,
+    AsyncTopology,
+    TokenAsyncPPOConfig,
+)
+from fleetgym.agents.learners.asynchronous.moved import ASYNC_MOVED, as_config, moved_error
 from fleetgym.agents.learners.asynchronous.pipeline import TrajectoryPipeline
-from fleetgym.agents.learners.asynchronous.ray_actor import check_ray_options
 from fleetgym.agents.learners.asynchronous.records import (
     UpdateRecord,
     log_update,
     summary_writer,
 )
-from fleetgym.agents.learners.asynchronous.settings import load_trainer, save_trainer
+from fleetgym.agents.learners.asynchronous.settings import (
+    SETTINGS_FORMAT,
+    load_trainer,
+    save_trainer,
+)
 from fleetgym.agents.learners.asynchronous.slots import (
     ActorFactory,
     AsyncActorSlots,
     _default_actor,
 )
 from fleetgym.agents.learners.checks import check_observation, check_seed
-from fleetgym.agents.learners.lag import MAX_POLICY_LAG, MAX_RING, CompensatedPPOLearner, WeightRing
+from fleetgym.agents.learners.lag import CompensatedPPOLearner, WeightRing
 from fleetgym.agents.learners.losses.config import LossConfig
-from fleetgym.agents.learners.losses.registry import get_loss
-from fleetgym.agents.rollout import MAX_ROLLOUT_STEPS
 from fleetgym.agents.types import Weights
 from fleetgym.agents.workloads import Workload, get_workload
-from fleetgym.validation import check_bool, check_choice, check_float, check_int, quote
+from fleetgym.validation import check_bool, check_float, check_int, quote
 
 logger = logging.getLogger(__name__)
-
-#: Upper bounds of the trainer's counts (guards far above any sensible value, as the
-#: workloads' ``COUNT_LIMITS``): a typo is an error up front, not a MemoryError in learn.
-COUNT_LIMITS = {
-    "steps_per_actor": MAX_ROLLOUT_STEPS,
-    "batch_trajectories": 100_000,
-    "max_policy_lag": MAX_POLICY_LAG,
-    "lag_injection": MAX_RING - 1,
-}
-#: Most samples in one update (``batch_trajectories * steps_per_actor``).
-MAX_BATCH_SAMPLES = 100_000_000
+_Trainer = TypeVar("_Trainer", bound="AsyncPPO")
 
 
 class AsyncPPO:
     """PPO with decoupled rollout and training, a bounded policy lag and lag-tolerant losses.
 
     Models an asynchronous actor-learner trainer in the SB3 mould: construct it with a
-    workload, call :meth:`learn`, then :meth:`predict`, :meth:`save` and :meth:`load`.
+    workload, an algorithm config and a topology, call :meth:`learn`, then :meth:`predict`,
+    :meth:`save` and :meth:`load`.
 
     Example:
-        >>> model = AsyncPPO("CartPole-v1", loss="gipo", n_actors=2, steps_per_actor=16,
-        ...                  epochs=1, seed=0)
+        >>> model = AsyncPPO(
+        ...     "CartPole-v1",
+        ...     algo=AsyncPPOConfig(loss="gipo", hyperparameters={"epochs": 1}),
+        ...     topology=AsyncTopology(n_actors=2, steps_per_actor=16),
+        ...     seed=0,
+        ... )
         >>> _ = model.learn(64, progress_bar=False)
         >>> model.num_timesteps, model.learner.policy_version
         (64, 2)
@@ -104,147 +107,84 @@ class AsyncPPO:
 
     Args:
         workload: A :class:`~fleetgym.agents.workloads.Workload` or its name.
-        loss: A name in the loss registry
-            (:data:`~fleetgym.agents.learners.losses.registry.LOSS_REGISTRY`): ``"ppo"``
-            (the default: it reached CartPole's target on every measured run, see
-            docs/async.md), ``"gipo"``, ``"vtrace"`` or one added with
-            :func:`~fleetgym.agents.learners.losses.registry.register_loss`.
-        sigma: GIPO's Gaussian width in log-ratio space (> 0).
-        max_policy_lag: Bound on the lag in updates (>= 0), enforced at admission and at
-            sampling (``None``: unbounded, the pipeline then holds ``2 * batch_trajectories``).
-        n_actors: Actor slots (one thread each, plus a worker process with
-            ``backend="process"`` or a Ray actor with ``backend="ray"``).
-        steps_per_actor: Env steps per rollout (default: the workload's ``rollout_steps``).
-        batch_trajectories: Trajectories per update (default ``n_actors``).
-        recompute_values: Recompute values and GAE with the newest critic before each update.
-        global_advantage_norm: Normalise advantages over the whole batch.
-        proximal_clip: PPO-clip around the learner's policy at the update's start, each
-            advantage weighted by its ratio to the behaviour policy (decoupled PPO, see
-            :class:`~fleetgym.agents.learners.losses.LossConfig`; ``loss="ppo"`` only).
-        target_kl: KL budget per update (see :class:`~fleetgym.agents.learners.losses.LossConfig`);
-            ``"auto"`` takes the loss's ``default_target_kl``
-            (:class:`~fleetgym.agents.learners.losses.registry.PolicyLoss`: none for
-            PPO-clip, 0.02 for GIPO and V-trace), ``None`` disables it.
-        lag_injection: Actors act with the weights from this many updates ago (a fixed
-            injected lag, for experiments; at most ``max_policy_lag``).
-        concurrent: ``False`` runs the same loop without threads, collecting and updating
-            in turn (deterministic for a seed; the lag is then exactly the injected one).
-        inference: ``"local"`` (each actor acts with its own copy of the published
-            weights) or ``"server"`` (actors act through one in-process
-            :class:`~fleetgym.agents.inference.InferenceServer`, which receives the
-            weights after every update; samples record the version that answered them).
-        backend: Where the actor slots run (:mod:`fleetgym.agents.backends`):
-            ``"inprocess"`` (each actor slot steps its environment in a thread of this
-            process) or ``"process"`` (each slot's environment and rollouts run in a
-            worker process of its own, see
-            :mod:`fleetgym.agents.learners.asynchronous.process_actor`; its
-            thread only waits, so env stepping runs beside the learner outside the GIL;
-            with ``inference="server"`` the workers act through the server on a
-            loopback socket, observations in shared memory). A killed worker is a failed
-            rollout: counted in ``actor_failures`` and replaced by a new process.
-            ``"ray"``: each slot is a Ray actor on a Ray cluster (see
-            :mod:`fleetgym.agents.learners.asynchronous.ray_actor`; ``inference="local"``
-            only); a dead Ray actor is a failed rollout, replaced by a new Ray actor.
-        address: ``backend="ray"``: the Ray cluster to join (None: the one Ray is
-            connected to, else a local cluster on 127.0.0.1 shut down by :meth:`close`).
-        ray_actor_options: ``backend="ray"``: Ray actor options of each slot (default: a
-            share of a local cluster's CPUs, one CPU on a cluster joined).
+        algo: What the learner optimises: an
+            :class:`~fleetgym.agents.learners.asynchronous.config.AsyncPPOConfig` (or a dict
+            of its fields; ``None``: the defaults).
+        topology: Where the actors run: an
+            :class:`~fleetgym.agents.learners.asynchronous.config.AsyncTopology` (or a dict
+            of its fields; ``None``: the defaults, four actor threads).
         seed: Seeds the learner and the actors' environments.
+        verbose: ``0`` (quiet) or ``1`` (each update logged at INFO on this module's logger).
         tensorboard_log: A folder for TensorBoard event files (``None``: no logging).
-        imagination: An :class:`~fleetgym.agents.world_model.ImaginationConfig` (or a
-            dict of its fields, or ``True`` for the defaults): the learner trains a world
-            model on the real trajectories and mixes imagined ones into each update (see
-            :mod:`fleetgym.agents.world_model.imagination`); ``None``: real data only.
         actor_factory: Builds an actor slot (see :data:`ActorFactory`; default a
-            :class:`~fleetgym.agents.rollout.RolloutWorker`).
-        envs_per_actor: Env instances each actor hosts (>= 1; default 1, one env per
-            actor). Above 1 the actors collect in rounds, one rollout per instance each
-            (see :mod:`fleetgym.agents.learners.asynchronous.balancing`), and
-            ``batch_trajectories`` defaults to ``n_actors * envs_per_actor``.
-        load_balancing: Work stealing: an actor with nothing left in a round takes a queued
-            instance from the actor furthest behind by its measured step rate, and the
-            instance migrates to it (on threads, processes and Ray alike).
-        **hyperparameters: PPO hyperparameters (see
-            :data:`fleetgym.agents.learners.ppo.HYPERPARAMETERS`).
+            :class:`~fleetgym.agents.rollout.RolloutWorker`; ``inference="local"`` only).
+        **moved: fleetgym 1.x keywords (``loss=``, ``n_actors=``, ``lr=`` ...): each raises
+            a TypeError that names its 2.0 place (see ``CHANGELOG.md``).
 
     Raises:
-        ValueError: For ``max_policy_lag < 0``, a loss not in the registry (the error of
-            :func:`~fleetgym.agents.learners.losses.registry.get_loss`), ``sigma <= 0``, a lag
-            injection above the bound, a non-positive count or one above its bound
-            (:data:`COUNT_LIMITS`, :data:`MAX_BATCH_SAMPLES`), a seed outside
-            ``[0, 2**63 - 1]``, an unknown ``backend`` (a 1.x name such as ``"thread"``:
-            naming its 2.0 name) or ``inference`` mode, or ``backend="ray"`` with
-            ``inference="server"``.
-        TypeError: For arguments of the wrong type (a string for a bool, an
-            ``actor_factory`` that is not callable).
-        FleetError: ``backend="ray"``: if the Ray cluster cannot place ``n_actors`` actors
-            or cannot be joined at ``address``.
+        ValueError: As the configs do; for a batch above :data:`MAX_BATCH_SAMPLES` samples
+            or a seed outside ``[0, 2**63 - 1]``; for an out-of-range PPO hyperparameter
+            (the workload's error).
+        TypeError: For arguments of the wrong type (a config of another class, an
+            ``actor_factory`` that is not callable) and for a 1.x keyword.
+        FleetError: ``backend="ray"``: if the Ray cluster cannot place the actors or cannot
+            be joined at ``address``.
     """
+
+    #: What this class's settings file says it is (see :meth:`save`).
+    SETTINGS_FORMAT: ClassVar[str] = SETTINGS_FORMAT
 
     def __init__(
         self,
         workload: Workload | str,
-        loss: str = "ppo",
-        sigma: float = 0.8,
-        max_policy_lag: int | None = 8,
-        n_actors: int = 4,
-        steps_per_actor: int | None = None,
-        batch_trajectories: int | None = None,
-        recompute_values: bool = True,
-        global_advantage_norm: bool = True,
-        target_kl: float | str | None = "auto",
-        proximal_clip: bool = False,
-        lag_injection: int = 0,
-        concurrent: bool = True,
-        inference: str = "local",
-        backend: str = "inprocess",
+        algo: AsyncPPOConfig | dict[str, Any] | None = None,
+        topology: AsyncTopology | dict[str, Any] | None = None,
+        *,
         seed: int = 0,
+        verbose: int = 0,
         tensorboard_log: str | Path | None = None,
         actor_factory: ActorFactory | None = None,
-        imagination: Any = None,
-        address: str | None = None,
-        ray_actor_options: dict[str, Any] | None = None,
-        envs_per_actor: int = 1,
-        load_balancing: bool = False,
-        **hyperparameters: Any,
+        **moved: Any,
     ) -> None:
+        if moved:
+            raise moved_error("AsyncPPO", moved, ASYNC_MOVED)
+        config = as_config(AsyncPPOConfig, algo, "algo")
+        self._build(
+            workload, config, config.loss_config, as_config(AsyncTopology, topology, "topology"),
+            seed, verbose, tensorboard_log, actor_factory,
+        )  # fmt: skip
+
+    def _build(
+        self,
+        workload: Workload | str,
+        algo: AsyncPPOConfig | TokenAsyncPPOConfig,
+        loss_config: LossConfig,
+        topology: AsyncTopology,
+        seed: int,
+        verbose: int,
+        tensorboard_log: str | Path | None,
+        actor_factory: ActorFactory | None,
+    ) -> None:
+        """Build the trainer from checked configs (what every constructor does)."""
         self.workload = get_workload(workload)
-        policy_loss = get_loss(loss)
-        if target_kl == "auto":
-            target_kl = policy_loss.default_target_kl
-        elif isinstance(target_kl, str):
-            raise ValueError(
-                f"target_kl: expected a number > 0, 'auto' or None, actual {target_kl!r}"
-            )
-        self.config = LossConfig(
-            loss, sigma, recompute_values, global_advantage_norm, target_kl, proximal_clip
-        )
-        limits = COUNT_LIMITS
-        self.max_policy_lag = (
-            None
-            if max_policy_lag is None
-            else check_int("max_policy_lag", max_policy_lag, 0, limits["max_policy_lag"])
-        )
-        self.n_actors = check_int("n_actors", n_actors, low=1, high=1024)
-        self.envs_per_actor = check_int("envs_per_actor", envs_per_actor, low=1, high=1024)
-        self.load_balancing = check_bool("load_balancing", load_balancing)
-        n_instances = self.n_actors * self.envs_per_actor
-        if n_instances > 4096:
-            raise ValueError(
-                f"envs_per_actor: expected n_actors * envs_per_actor <= 4096 env instances, "
-                f"actual {n_instances}"
-            )
+        #: The algorithm config and the topology this trainer was built with.
+        self.algo, self.topology = algo, topology
+        #: The learner's loss switches (``config.label`` names the run).
+        self.config = loss_config
+        self.max_policy_lag = algo.max_policy_lag
+        self.lag_injection = algo.lag_injection
+        self.n_actors, self.envs_per_actor = topology.n_actors, topology.envs_per_actor
+        self.load_balancing, self.concurrent = topology.load_balancing, topology.concurrent
+        self.inference, self.backend = topology.inference, topology.backend
+        rollout = self.workload.rollout_steps
         self.steps_per_actor = check_int(
             "steps_per_actor",
-            self.workload.rollout_steps if steps_per_actor is None else steps_per_actor,
+            rollout if topology.steps_per_actor is None else topology.steps_per_actor,
             1,
-            limits["steps_per_actor"],
+            COUNT_LIMITS["steps_per_actor"],
         )
-        self.batch_trajectories = check_int(
-            "batch_trajectories",
-            n_instances if batch_trajectories is None else batch_trajectories,
-            1,
-            limits["batch_trajectories"],
+        self.batch_trajectories = (
+            topology.n_instances if algo.batch_trajectories is None else algo.batch_trajectories
         )
         samples = self.batch_trajectories * self.steps_per_actor
         if samples > MAX_BATCH_SAMPLES:
@@ -252,14 +192,6 @@ class AsyncPPO:
                 f"batch_trajectories: expected batch_trajectories * steps_per_actor <= "
                 f"{MAX_BATCH_SAMPLES} samples per update, actual {samples}"
             )
-        self.lag_injection = check_int("lag_injection", lag_injection, 0, limits["lag_injection"])
-        if self.max_policy_lag is not None and self.lag_injection > self.max_policy_lag:
-            raise ValueError(
-                f"lag_injection: expected at most max_policy_lag={self.max_policy_lag}, "
-                f"actual {self.lag_injection}"
-            )
-        self.concurrent = check_bool("concurrent", concurrent)
-        self.inference = check_choice("inference", inference, INFERENCE_MODES)
         if actor_factory is not None and not callable(actor_factory):
             raise TypeError(
                 f"actor_factory: expected a callable or None, actual {quote(actor_factory)}"
@@ -268,38 +200,40 @@ class AsyncPPO:
             raise ValueError(
                 "actor_factory: expected None with inference='server', actual a factory"
             )
-        self.backend = check_backend(backend)
-        address, ray_actor_options = check_ray_options(
-            self.backend, self.inference, address, ray_actor_options
-        )
         self.seed = check_seed("seed", seed)
+        self.verbose = check_int("verbose", verbose, 0, 2)
         if tensorboard_log is not None and not isinstance(tensorboard_log, (str, os.PathLike)):
             raise TypeError(
                 f"tensorboard_log: expected a folder path or None, actual {quote(tensorboard_log)}"
             )
         self.tensorboard_log = None if tensorboard_log is None else Path(tensorboard_log)
         self.actor_factory: ActorFactory = actor_factory or _default_actor
-        self.hyperparameters = dict(hyperparameters)
-        self.learner = self._make_learner(imagination)
+        self.hyperparameters = dict(getattr(algo, "hyperparameters", {}))
+        self.learner = self._make_learner()
         self.ring = WeightRing(self.lag_injection + 1)
         ray_group = None
         if self.backend == "ray":  # last: a cluster this trainer starts is closed by close()
             from fleetgym.agents.learners.asynchronous.ray_actor import RayActorGroup
 
-            ray_group = RayActorGroup(n_instances, address, ray_actor_options)
+            ray_group = RayActorGroup(
+                topology.n_instances, topology.address, topology.ray_actor_options
+            )
         #: The actor slots this trainer owns (their actors, threads and inference server).
         self.slots = self._make_slots(ray_group)
+        self.slots.server_max_batch = topology.server_batch
+        self.slots.server_max_wait_ms = topology.server_wait_ms
+        self.slots.server_device = topology.server_device
         self._publish()
         self.num_timesteps = 0
         self.history: list[UpdateRecord] = []
         self.max_outstanding = 0
 
     # ----------------------------------------------------------------- hooks
-    def _make_learner(self, imagination: Any) -> Any:
+    def _make_learner(self) -> Any:
         """Hook: the learner (``update``, ``get_weights``, ``policy_version``, ``episodes_seen``)."""
         return CompensatedPPOLearner(
             self.workload, self.config, self.max_policy_lag, seed=self.seed,
-            imagination=imagination, **self.hyperparameters,
+            imagination=getattr(self.algo, "imagination", None), **self.hyperparameters,
         )  # fmt: skip
 
     def _make_slots(self, ray_group: Any) -> AsyncActorSlots:
@@ -426,6 +360,11 @@ class AsyncPPO:
                         from fleetgym.agents.inference.tensorboard import log_server_metrics
 
                         log_server_metrics(writer, self.slots.server.metrics(), record.total_steps)
+                if self.verbose:
+                    logger.info(
+                        "update %d: %d steps, mean return %.1f, lag p99 %g",
+                        record.update, record.total_steps, stats.mean_return, stats.lag_p99,
+                    )  # fmt: skip
                 if callback is not None and callback(record):
                     break
                 if (
@@ -487,7 +426,9 @@ class AsyncPPO:
 
     # ----------------------------------------------------------------- files
     def save(self, path: str | Path) -> Path:
-        """Write the learner (``torch.save`` of tensors and plain values) and ``<stem>.json``.
+        """Write the learner (``torch.save`` of tensors and plain values) and ``<stem>.json``
+        (the workload, :attr:`algo`, :attr:`topology` but its Ray ``address`` and
+        ``ray_actor_options``, the seed and :attr:`num_timesteps`).
 
         Everything loads with ``torch.load(weights_only=True)`` and ``json``: no pickled
         objects. The policy alone is also written as ``<stem>.policy.pt``.
@@ -499,8 +440,12 @@ class AsyncPPO:
         return save_trainer(self, path)
 
     @classmethod
-    def load(cls, path: str | Path, **overrides: Any) -> AsyncPPO:
-        """An :class:`AsyncPPO` restored from :meth:`save` (settings may be overridden).
+    def load(cls: type[_Trainer], path: str | Path, **overrides: Any) -> _Trainer:
+        """An :class:`AsyncPPO` restored from :meth:`save` (files of fleetgym 1.x included).
+
+        ``overrides`` are constructor keywords: ``topology={"n_actors": 2}`` replaces the
+        saved fields it names, ``topology=AsyncTopology(...)`` all of them; ``seed=``,
+        ``tensorboard_log=`` ...
 
         Raises:
             TypeError: If ``path`` is not a ``str`` or ``os.PathLike``.
@@ -512,7 +457,8 @@ class AsyncPPO:
                 ``overrides``, a refused setting keeps the constructor's error type and
                 names the file and the overrides.
         """
-        return load_trainer(cls, path, overrides)
+        model: _Trainer = load_trainer(cls, path, overrides)
+        return model
 
 
 __all__ = ["AsyncPPO"]

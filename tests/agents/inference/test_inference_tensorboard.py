@@ -11,6 +11,7 @@ from fleetgym.agents.inference.tensorboard import (
     ServerMetricsLogger,
     log_server_metrics,
 )
+from fleetgym.agents.learners.asynchronous.config import AsyncPPOConfig, AsyncTopology
 
 pytest.importorskip("tensorboard")
 
@@ -76,13 +77,10 @@ def test_async_ppo_on_the_server_logs_its_metrics(tmp_path):
 
     model = AsyncPPO(
         "CartPole-v1",
+        algo=AsyncPPOConfig(hyperparameters={"epochs": 1, "minibatch_size": 16}),
+        topology=AsyncTopology(inference="server", n_actors=2, steps_per_actor=16),
         seed=0,
         tensorboard_log=tmp_path,
-        inference="server",
-        n_actors=2,
-        steps_per_actor=16,
-        epochs=1,
-        minibatch_size=16,
     )
     try:
         model.learn(64)

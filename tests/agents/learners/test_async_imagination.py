@@ -7,22 +7,19 @@ import json
 import numpy as np
 import pytest
 
+from fleetgym.agents.learners.asynchronous.config import AsyncPPOConfig, AsyncTopology
 from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
 
 SMALL = {"warmup": 64, "max_fit_updates": 10, "share": 0.5, "hidden_sizes": (16,)}
 
 
-def _model(tmp_path=None, **kw):
+def _model(tmp_path=None):
     return AsyncPPO(
         "CartPole-v1",
-        n_actors=2,
-        steps_per_actor=32,
-        concurrent=False,
-        epochs=1,
+        algo=AsyncPPOConfig(hyperparameters={"epochs": 1}, imagination=dict(SMALL)),
+        topology=AsyncTopology(n_actors=2, steps_per_actor=32, concurrent=False),
         seed=0,
-        imagination=dict(SMALL),
         tensorboard_log=None if tmp_path is None else tmp_path / "tb",
-        **kw,
     )
 
 
@@ -48,7 +45,7 @@ def test_async_save_load_keeps_the_world_model_bit_identical(tmp_path):
     model.learn(192, progress_bar=False)
     path = model.save(tmp_path / "run.pt")
     settings = json.loads(path.with_suffix(".json").read_text())
-    assert settings["imagination"]["share"] == 0.5
+    assert settings["algo"]["imagination"]["share"] == 0.5
     again = AsyncPPO.load(path)
     a, b = model.learner.imagination.model, again.learner.imagination.model
     assert a.version == b.version > 0

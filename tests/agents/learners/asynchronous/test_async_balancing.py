@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from fleetgym.agents.learners.asynchronous.balancing import InstanceScheduler
+from fleetgym.agents.learners.asynchronous.config import AsyncPPOConfig, AsyncTopology
 from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
 from fleetgym.agents.rollout import RolloutWorker
 
@@ -104,12 +105,12 @@ def test_scheduler_threads_lose_and_duplicate_nothing():
 def test_async_ppo_migrates_instances_off_a_slow_actor_and_keeps_their_episodes():
     model = AsyncPPO(
         "CartPole-v1",
+        algo=AsyncPPOConfig(max_policy_lag=1, hyperparameters={"epochs": 1, "minibatch_size": 16}),
+        topology=AsyncTopology(
+            envs_per_actor=3, load_balancing=True, n_actors=2, steps_per_actor=16
+        ),
         seed=0,
-        envs_per_actor=3,
-        load_balancing=True,
-        max_policy_lag=1,
         actor_factory=_SlowHome,
-        **TINY,
     )
     seen = _spy(model)
     model.learn(6 * 16 * 4)
@@ -136,9 +137,17 @@ def test_balanced_and_static_give_each_instance_the_same_trajectories():
     # are the same with and without balancing, and the same for the same seed.
     def run(balancing: bool) -> dict[int, list[np.ndarray]]:
         model = AsyncPPO(
-            "CartPole-v1", seed=3, envs_per_actor=2, load_balancing=balancing,
-            concurrent=False, **TINY,
-        )  # fmt: skip
+            "CartPole-v1",
+            algo=AsyncPPOConfig(hyperparameters={"epochs": 1, "minibatch_size": 16}),
+            topology=AsyncTopology(
+                envs_per_actor=2,
+                load_balancing=balancing,
+                concurrent=False,
+                n_actors=2,
+                steps_per_actor=16,
+            ),
+            seed=3,
+        )
         seen = _spy(model)
         model.learn(4 * 16 * 3)
         model.close()
@@ -158,9 +167,13 @@ def test_balanced_and_static_give_each_instance_the_same_trajectories():
 @pytest.mark.timeout(180)
 def test_process_actors_balance_too():
     model = AsyncPPO(
-        "CartPole-v1", seed=0, backend="process", envs_per_actor=2, load_balancing=True,
-        max_policy_lag=1, **TINY,
-    )  # fmt: skip
+        "CartPole-v1",
+        algo=AsyncPPOConfig(max_policy_lag=1, hyperparameters={"epochs": 1, "minibatch_size": 16}),
+        topology=AsyncTopology(
+            backend="process", envs_per_actor=2, load_balancing=True, n_actors=2, steps_per_actor=16
+        ),
+        seed=0,
+    )
     seen = _spy(model)
     model.learn(4 * 16 * 2)
     model.close()
@@ -179,7 +192,7 @@ def test_process_actors_balance_too():
 )
 def test_bad_balancing_arguments(kwargs, match):
     with pytest.raises((TypeError, ValueError), match=match):
-        AsyncPPO("CartPole-v1", **kwargs)
+        AsyncPPO("CartPole-v1", topology=AsyncTopology(**kwargs))
 
 
 @pytest.mark.ray
@@ -193,9 +206,20 @@ def test_ray_actors_balance_too():
         init_local_ray(num_cpus=2, object_store_memory=80 * 2**20, log_to_driver=False)
     try:
         model = AsyncPPO(
-            "CartPole-v1", seed=0, backend="ray", envs_per_actor=2, load_balancing=True,
-            max_policy_lag=1, ray_actor_options={"num_cpus": 0.25}, **TINY,
-        )  # fmt: skip
+            "CartPole-v1",
+            algo=AsyncPPOConfig(
+                max_policy_lag=1, hyperparameters={"epochs": 1, "minibatch_size": 16}
+            ),
+            topology=AsyncTopology(
+                backend="ray",
+                envs_per_actor=2,
+                load_balancing=True,
+                ray_actor_options={"num_cpus": 0.25},
+                n_actors=2,
+                steps_per_actor=16,
+            ),
+            seed=0,
+        )
         seen = _spy(model)
         model.learn(4 * 16 * 2)
         model.close()
@@ -210,9 +234,17 @@ def test_ray_actors_balance_too():
 @pytest.mark.timeout(120)
 def test_served_instances_balance_too():
     model = AsyncPPO(
-        "CartPole-v1", seed=0, inference="server", envs_per_actor=2, load_balancing=True,
-        max_policy_lag=1, **TINY,
-    )  # fmt: skip
+        "CartPole-v1",
+        algo=AsyncPPOConfig(max_policy_lag=1, hyperparameters={"epochs": 1, "minibatch_size": 16}),
+        topology=AsyncTopology(
+            inference="server",
+            envs_per_actor=2,
+            load_balancing=True,
+            n_actors=2,
+            steps_per_actor=16,
+        ),
+        seed=0,
+    )
     seen = _spy(model)
     model.learn(4 * 16 * 2)
     model.close()
@@ -222,7 +254,14 @@ def test_served_instances_balance_too():
 
 
 def test_save_load_keeps_the_balancing_options(tmp_path):
-    model = AsyncPPO("CartPole-v1", seed=0, envs_per_actor=2, load_balancing=True, **TINY)
+    model = AsyncPPO(
+        "CartPole-v1",
+        algo=AsyncPPOConfig(hyperparameters={"epochs": 1, "minibatch_size": 16}),
+        topology=AsyncTopology(
+            envs_per_actor=2, load_balancing=True, n_actors=2, steps_per_actor=16
+        ),
+        seed=0,
+    )
     model.save(tmp_path / "m.pt")
     model.close()
     loaded = AsyncPPO.load(tmp_path / "m.pt")

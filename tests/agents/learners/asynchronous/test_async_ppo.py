@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
@@ -9,12 +10,17 @@ import numpy as np
 import pytest
 import torch
 
+from fleetgym.agents.learners.asynchronous.config import AsyncPPOConfig, AsyncTopology
 from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
 from fleetgym.agents.learners.losses.registry import PolicyLoss, register_loss, unregister_loss
 from fleetgym.agents.rollout import RolloutWorker
 from fleetgym.errors import FleetError
 
 TINY = dict(n_actors=2, steps_per_actor=16, epochs=1, minibatch_size=16)
+
+
+def fields_of(cls):
+    return [f.name for f in dataclasses.fields(cls)]
 
 
 def _actor_threads() -> list[str]:
@@ -24,7 +30,14 @@ def _actor_threads() -> list[str]:
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("loss", ["gipo", "ppo", "vtrace"])
 def test_learn_records_lag_within_the_bound(loss):
-    model = AsyncPPO("CartPole-v1", loss=loss, max_policy_lag=2, seed=0, **TINY)
+    model = AsyncPPO(
+        "CartPole-v1",
+        algo=AsyncPPOConfig(
+            loss=loss, max_policy_lag=2, hyperparameters={"epochs": 1, "minibatch_size": 16}
+        ),
+        topology=AsyncTopology(n_actors=2, steps_per_actor=16),
+        seed=0,
+    )
     model.learn(256)
     assert model.num_timesteps >= 256
     # an update whose samples were all dropped takes no step (rare: out-of-order actors)
@@ -41,7 +54,14 @@ def test_learn_records_lag_within_the_bound(loss):
 
 @pytest.mark.timeout(120)
 def test_lag_zero_is_synchronous():
-    model = AsyncPPO("CartPole-v1", loss="ppo", max_policy_lag=0, seed=0, **TINY)
+    model = AsyncPPO(
+        "CartPole-v1",
+        algo=AsyncPPOConfig(
+            loss="ppo", max_policy_lag=0, hyperparameters={"epochs": 1, "minibatch_size": 16}
+        ),
+        topology=AsyncTopology(n_actors=2, steps_per_actor=16),
+        seed=0,
+    )
     model.learn(128)
     assert all(r.stats.lag_max == 0 and r.stats.dropped_samples == 0 for r in model.history)
     assert model.max_outstanding <= 2
@@ -50,13 +70,23 @@ def test_lag_zero_is_synchronous():
 @pytest.mark.timeout(120)
 def test_sequential_injected_lag_is_exact():
     model = AsyncPPO(
-        "CartPole-v1", max_policy_lag=3, lag_injection=3, concurrent=False, seed=1, **TINY
+        "CartPole-v1",
+        algo=AsyncPPOConfig(
+            max_policy_lag=3, lag_injection=3, hyperparameters={"epochs": 1, "minibatch_size": 16}
+        ),
+        topology=AsyncTopology(concurrent=False, n_actors=2, steps_per_actor=16),
+        seed=1,
     )
     model.learn(32 * 6)
     lags = [int(r.stats.lag_max) for r in model.history]
     assert lags == [0, 1, 2, 3, 3, 3]  # capped by the versions that exist early on
     again = AsyncPPO(
-        "CartPole-v1", max_policy_lag=3, lag_injection=3, concurrent=False, seed=1, **TINY
+        "CartPole-v1",
+        algo=AsyncPPOConfig(
+            max_policy_lag=3, lag_injection=3, hyperparameters={"epochs": 1, "minibatch_size": 16}
+        ),
+        topology=AsyncTopology(concurrent=False, n_actors=2, steps_per_actor=16),
+        seed=1,
     )
     again.learn(32 * 6)
     w1, w2 = model.learner.get_weights(), again.learner.get_weights()
@@ -65,7 +95,12 @@ def test_sequential_injected_lag_is_exact():
 
 @pytest.mark.timeout(120)
 def test_backpressure_pauses_actors_while_the_learner_is_slow():
-    model = AsyncPPO("CartPole-v1", max_policy_lag=1, seed=0, **TINY)
+    model = AsyncPPO(
+        "CartPole-v1",
+        algo=AsyncPPOConfig(max_policy_lag=1, hyperparameters={"epochs": 1, "minibatch_size": 16}),
+        topology=AsyncTopology(n_actors=2, steps_per_actor=16),
+        seed=0,
+    )
     update = model.learner.update
 
     def slow_update(batch):
@@ -99,11 +134,10 @@ def test_a_failed_actor_is_replaced_and_nothing_half_written_reaches_the_learner
     seen: list[int] = []
     model = AsyncPPO(
         "CartPole-v1",
-        max_policy_lag=4,
-        concurrent=concurrent,
+        algo=AsyncPPOConfig(max_policy_lag=4, hyperparameters={"epochs": 1, "minibatch_size": 16}),
+        topology=AsyncTopology(concurrent=concurrent, n_actors=2, steps_per_actor=16),
         seed=0,
         actor_factory=_FlakyWorker,
-        **TINY,
     )
     update = model.learner.update
 
@@ -128,7 +162,13 @@ class _Broken:
 
 @pytest.mark.timeout(120)
 def test_an_actor_that_keeps_failing_stops_training_with_a_clear_error():
-    model = AsyncPPO("CartPole-v1", seed=0, actor_factory=_Broken, **TINY)
+    model = AsyncPPO(
+        "CartPole-v1",
+        algo=AsyncPPOConfig(hyperparameters={"epochs": 1, "minibatch_size": 16}),
+        topology=AsyncTopology(n_actors=2, steps_per_actor=16),
+        seed=0,
+        actor_factory=_Broken,
+    )
     with pytest.raises(FleetError, match="actor failed for good"):
         model.learn(64)
     assert _actor_threads() == []
@@ -136,7 +176,12 @@ def test_an_actor_that_keeps_failing_stops_training_with_a_clear_error():
 
 @pytest.mark.timeout(120)
 def test_a_learner_exception_stops_the_actors_without_a_hang():
-    model = AsyncPPO("CartPole-v1", max_policy_lag=1, seed=0, **TINY)
+    model = AsyncPPO(
+        "CartPole-v1",
+        algo=AsyncPPOConfig(max_policy_lag=1, hyperparameters={"epochs": 1, "minibatch_size": 16}),
+        topology=AsyncTopology(n_actors=2, steps_per_actor=16),
+        seed=0,
+    )
 
     def boom(batch):
         raise ArithmeticError("learner blew up")
@@ -149,7 +194,14 @@ def test_a_learner_exception_stops_the_actors_without_a_hang():
 
 @pytest.mark.timeout(120)
 def test_callback_stops_and_save_load_round_trips(tmp_path):
-    model = AsyncPPO("CartPole-v1", loss="vtrace", sigma=0.5, seed=3, **TINY)
+    model = AsyncPPO(
+        "CartPole-v1",
+        algo=AsyncPPOConfig(
+            loss="vtrace", sigma=0.5, hyperparameters={"epochs": 1, "minibatch_size": 16}
+        ),
+        topology=AsyncTopology(n_actors=2, steps_per_actor=16),
+        seed=3,
+    )
     model.learn(10_000, callback=lambda record: record.update >= 1)
     assert len(model.history) == 2
     path = model.save(tmp_path / "model.pt")
@@ -165,7 +217,12 @@ def test_callback_stops_and_save_load_round_trips(tmp_path):
 def test_hopper_save_load_keeps_obs_statistics_and_reward_scaling(tmp_path):
     # Hopper normalises observations (buffers travelling with the weights) and scales
     # rewards (a per-actor discounted return in the learner's state): both must reload.
-    model = AsyncPPO("Hopper-v5", n_actors=2, steps_per_actor=32, epochs=1, seed=0)
+    model = AsyncPPO(
+        "Hopper-v5",
+        algo=AsyncPPOConfig(hyperparameters={"epochs": 1}),
+        topology=AsyncTopology(n_actors=2, steps_per_actor=32),
+        seed=0,
+    )
     model.learn(64, progress_bar=False)
     path = model.save(tmp_path / "hopper.pt")
     loaded = AsyncPPO.load(path)
@@ -182,7 +239,13 @@ def test_hopper_save_load_keeps_obs_statistics_and_reward_scaling(tmp_path):
 
 @pytest.mark.timeout(120)
 def test_tensorboard_logs_the_lag(tmp_path):
-    model = AsyncPPO("CartPole-v1", seed=0, tensorboard_log=tmp_path / "tb", **TINY)
+    model = AsyncPPO(
+        "CartPole-v1",
+        algo=AsyncPPOConfig(hyperparameters={"epochs": 1, "minibatch_size": 16}),
+        topology=AsyncTopology(n_actors=2, steps_per_actor=16),
+        seed=0,
+        tensorboard_log=tmp_path / "tb",
+    )
     model.learn(64)
     assert list((tmp_path / "tb").glob("events.out.tfevents.*"))
 
@@ -196,14 +259,18 @@ def test_tensorboard_logs_the_lag(tmp_path):
         (dict(sigma=-1.0), ValueError, "sigma: expected"),
         (dict(max_policy_lag=2, lag_injection=3), ValueError, "lag_injection: expected at most"),
         (dict(n_actors=0), ValueError, "n_actors: expected"),
+        (dict(steps_per_actor=0), ValueError, "steps_per_actor: expected"),
         (dict(target_kl="big"), ValueError, "target_kl: expected"),
         (dict(target_kl=-0.1), ValueError, "target_kl: expected"),
         (dict(max_policy_lag=1.5), TypeError, "max_policy_lag: expected an int"),
     ],
 )
 def test_bad_arguments_get_clear_errors(kwargs, error, match):
+    config = AsyncPPOConfig if set(kwargs) <= set(fields_of(AsyncPPOConfig)) else AsyncTopology
     with pytest.raises(error, match=match):
-        AsyncPPO("CartPole-v1", **kwargs)
+        AsyncPPO("CartPole-v1", **{"algo" if config is AsyncPPOConfig else "topology": kwargs})
+    with pytest.raises(error, match=match):
+        config(**kwargs)
 
 
 def test_load_without_settings_file(tmp_path):
@@ -213,7 +280,12 @@ def test_load_without_settings_file(tmp_path):
 
 @pytest.mark.timeout(120)
 def test_actors_through_the_inference_server_record_per_sample_versions():
-    with AsyncPPO("CartPole-v1", inference="server", max_policy_lag=2, seed=0, **TINY) as model:
+    with AsyncPPO(
+        "CartPole-v1",
+        algo=AsyncPPOConfig(max_policy_lag=2, hyperparameters={"epochs": 1, "minibatch_size": 16}),
+        topology=AsyncTopology(inference="server", n_actors=2, steps_per_actor=16),
+        seed=0,
+    ) as model:
         model.learn(32 * 4)
         assert model.learner.policy_version == 4
         assert all(r.stats.lag_max <= 2 for r in model.history)
@@ -223,15 +295,18 @@ def test_actors_through_the_inference_server_record_per_sample_versions():
 
 def test_server_inference_takes_no_actor_factory():
     with pytest.raises(ValueError, match="actor_factory: expected None"):
-        AsyncPPO("CartPole-v1", inference="server", actor_factory=_Broken)
+        AsyncPPO("CartPole-v1", topology=AsyncTopology(inference="server"), actor_factory=_Broken)
 
 
 def test_target_kl_auto_bounds_the_losses_without_a_trust_region():
     assert AsyncPPO("CartPole-v1").config.loss == "ppo"  # the default loss
-    assert AsyncPPO("CartPole-v1", loss="gipo").config.target_kl == 0.02
-    assert AsyncPPO("CartPole-v1", loss="vtrace").config.target_kl == 0.02
-    assert AsyncPPO("CartPole-v1", loss="ppo").config.target_kl is None
-    assert AsyncPPO("CartPole-v1", loss="gipo", target_kl=None).config.target_kl is None
+    assert AsyncPPO("CartPole-v1", algo=AsyncPPOConfig(loss="gipo")).config.target_kl == 0.02
+    assert AsyncPPO("CartPole-v1", algo=AsyncPPOConfig(loss="vtrace")).config.target_kl == 0.02
+    assert AsyncPPO("CartPole-v1", algo=AsyncPPOConfig(loss="ppo")).config.target_kl is None
+    assert (
+        AsyncPPO("CartPole-v1", algo=AsyncPPOConfig(loss="gipo", target_kl=None)).config.target_kl
+        is None
+    )
 
 
 class HalfCappedImportance(PolicyLoss):
@@ -258,7 +333,14 @@ def half_capped():
 @pytest.mark.timeout(120)
 def test_a_loss_registered_outside_the_library_trains_through_async_ppo(half_capped):
     model = AsyncPPO(
-        "CartPole-v1", loss="half-capped-is", backend="inprocess", max_policy_lag=1, seed=0, **TINY
+        "CartPole-v1",
+        algo=AsyncPPOConfig(
+            loss="half-capped-is",
+            max_policy_lag=1,
+            hyperparameters={"epochs": 1, "minibatch_size": 16},
+        ),
+        topology=AsyncTopology(backend="inprocess", n_actors=2, steps_per_actor=16),
+        seed=0,
     )
     assert model.config.loss == "half-capped-is"
     assert model.config.target_kl == 0.03  # "auto": the registered loss's default
@@ -271,4 +353,4 @@ def test_a_loss_registered_outside_the_library_trains_through_async_ppo(half_cap
 
 def test_a_loss_no_longer_registered_is_refused_with_the_registry_error():
     with pytest.raises(ValueError, match="loss: expected one of .*'vtrace'"):
-        AsyncPPO("CartPole-v1", loss="half-capped-is")
+        AsyncPPO("CartPole-v1", algo=AsyncPPOConfig(loss="half-capped-is"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -12,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fleetgym.agents.learners.asynchronous.config import AsyncPPOConfig, AsyncTopology
 from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
 from fleetgym.agents.workloads import get_workload
 
@@ -51,7 +53,12 @@ def _spy(model: AsyncPPO) -> list[tuple[int, list]]:
 
 @pytest.mark.timeout(180)
 def test_process_actors_train_with_their_own_slot_ids_and_versions():
-    model = AsyncPPO("CartPole-v1", backend="process", max_policy_lag=2, seed=0, **TINY)
+    model = AsyncPPO(
+        "CartPole-v1",
+        algo=AsyncPPOConfig(max_policy_lag=2, hyperparameters={"epochs": 1, "minibatch_size": 16}),
+        topology=AsyncTopology(backend="process", n_actors=2, steps_per_actor=16),
+        seed=0,
+    )
     seen = _spy(model)
     try:
         model.prewarm()
@@ -89,12 +96,17 @@ def test_process_actors_collect_what_thread_actors_collect(inference):
     for backend in ("inprocess", "process"):
         model = AsyncPPO(
             "CartPole-v1",
-            backend=backend,
-            inference=inference,
-            concurrent=False,
-            max_policy_lag=0,
+            algo=AsyncPPOConfig(
+                max_policy_lag=0, hyperparameters={"epochs": 1, "minibatch_size": 16}
+            ),
+            topology=AsyncTopology(
+                backend=backend,
+                inference=inference,
+                concurrent=False,
+                n_actors=2,
+                steps_per_actor=16,
+            ),
             seed=3,
-            **TINY,
         )
         seen = _spy(model)
         with model:
@@ -115,7 +127,12 @@ def test_process_actors_collect_what_thread_actors_collect(inference):
 def test_process_actors_act_through_the_inference_server():
     """Worker processes send observations to the trainer's server; samples carry its version."""
     model = AsyncPPO(
-        "CartPole-v1", backend="process", inference="server", max_policy_lag=1, seed=0, **TINY
+        "CartPole-v1",
+        algo=AsyncPPOConfig(max_policy_lag=1, hyperparameters={"epochs": 1, "minibatch_size": 16}),
+        topology=AsyncTopology(
+            backend="process", inference="server", n_actors=2, steps_per_actor=16
+        ),
+        seed=0,
     )
     seen = _spy(model)
     try:
@@ -151,14 +168,11 @@ def test_a_worker_killed_mid_learn_is_replaced_and_the_learner_gets_whole_trajec
     workload = get_workload("CartPole-v1").with_overrides(step_delay_s=0.002)
     model = AsyncPPO(
         workload,
-        backend="process",
-        inference=inference,
-        max_policy_lag=1,
+        algo=AsyncPPOConfig(max_policy_lag=1, hyperparameters={"epochs": 1, "minibatch_size": 32}),
+        topology=AsyncTopology(
+            backend="process", inference=inference, n_actors=2, steps_per_actor=32
+        ),
         seed=0,
-        n_actors=2,
-        steps_per_actor=32,
-        epochs=1,
-        minibatch_size=32,
     )
     seen = _spy(model)
     killed: list[int] = []
@@ -194,14 +208,11 @@ def test_a_callback_exception_leaves_no_process_and_no_thread(concurrent):
     workload = get_workload("CartPole-v1").with_overrides(step_delay_s=0.02)
     model = AsyncPPO(
         workload,
-        backend="process",
-        concurrent=concurrent,
-        max_policy_lag=4,
+        algo=AsyncPPOConfig(max_policy_lag=4, hyperparameters={"epochs": 1, "minibatch_size": 64}),
+        topology=AsyncTopology(
+            backend="process", concurrent=concurrent, n_actors=2, steps_per_actor=64
+        ),
         seed=0,
-        n_actors=2,
-        steps_per_actor=64,
-        epochs=1,
-        minibatch_size=64,
     )
     pids: list[int] = []
 
@@ -221,17 +232,28 @@ def test_a_callback_exception_leaves_no_process_and_no_thread(concurrent):
 
 def test_backend_is_validated_and_saved(tmp_path):
     with pytest.raises(ValueError, match="backend: expected one of"):
-        AsyncPPO("CartPole-v1", backend="fork")
+        AsyncPPO("CartPole-v1", topology=AsyncTopology(backend="fork"))
     with pytest.raises(ValueError, match=r"actual 'thread' \(renamed 'inprocess' in 2.0\)"):
-        AsyncPPO("CartPole-v1", backend="thread")
-    model = AsyncPPO("CartPole-v1", backend="process", seed=0, **TINY)
+        AsyncPPO("CartPole-v1", topology=AsyncTopology(backend="thread"))
+    model = AsyncPPO(
+        "CartPole-v1",
+        algo=AsyncPPOConfig(hyperparameters={"epochs": 1, "minibatch_size": 16}),
+        topology=AsyncTopology(backend="process", n_actors=2, steps_per_actor=16),
+        seed=0,
+    )
     path = model.save(tmp_path / "model.pt")
     assert AsyncPPO.load(path).backend == "process"
-    assert AsyncPPO.load(path, backend="inprocess").backend == "inprocess"
-    # A settings file of 1.x ("actors": "thread") still loads, as backend="inprocess".
+    assert AsyncPPO.load(path, topology={"backend": "inprocess"}).backend == "inprocess"
+    # A settings file of 1.x (flat, "actors": "thread") still loads, as backend="inprocess".
     settings = path.with_suffix(".json")
-    old = json.loads(settings.read_text())
-    del old["backend"]
-    old["actors"] = "thread"
+    new = json.loads(settings.read_text())
+    old = {"workload": new["workload"], "seed": 0, "num_timesteps": 0, "actors": "thread"}
+    old.update({k: v for k, v in new["algo"].items() if k != "hyperparameters"})
+    old.update({k: v for k, v in new["topology"].items() if k != "backend"})
+    for key in ("address", "ray_actor_options", "server_batch", "server_wait_ms", "server_device"):
+        del old[key]  # 1.x files had none of these
+    old["hyperparameters"] = new["algo"]["hyperparameters"]
     settings.write_text(json.dumps(old))
-    assert AsyncPPO.load(path).backend == "inprocess"
+    loaded = AsyncPPO.load(path)
+    assert loaded.backend == "inprocess" and loaded.algo == model.algo
+    assert loaded.topology == dataclasses.replace(model.topology, backend="inprocess")

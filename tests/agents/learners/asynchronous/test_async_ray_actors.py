@@ -13,6 +13,7 @@ import time
 import numpy as np
 import pytest
 
+from fleetgym.agents.learners.asynchronous.config import AsyncPPOConfig, AsyncTopology
 from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
 from fleetgym.agents.workloads import get_workload
 from fleetgym.errors import FleetError
@@ -33,7 +34,7 @@ def test_an_address_nothing_answers_at_is_refused_at_once():
         match=r"address: expected a Ray cluster to join at "
         r"'127\.0\.0\.1:1', actual nothing answers there",
     ):
-        AsyncPPO("CartPole-v1", backend="ray", address="127.0.0.1:1")
+        AsyncPPO("CartPole-v1", topology=AsyncTopology(backend="ray", address="127.0.0.1:1"))
     assert not ray.is_initialized()
 
 
@@ -64,7 +65,12 @@ def _actor_threads() -> list[str]:
 
 
 def test_ray_actors_train_with_their_slot_ids_versions_and_one_put_per_update(cluster):
-    model = AsyncPPO("CartPole-v1", backend="ray", max_policy_lag=2, seed=0, **TINY)
+    model = AsyncPPO(
+        "CartPole-v1",
+        algo=AsyncPPOConfig(max_policy_lag=2, hyperparameters={"epochs": 1, "minibatch_size": 16}),
+        topology=AsyncTopology(backend="ray", n_actors=2, steps_per_actor=16),
+        seed=0,
+    )
     seen = _spy(model)
     with model:
         assert not model.slots.ray_group.owns_ray  # joined the module's cluster
@@ -98,7 +104,14 @@ def test_ray_actors_collect_what_thread_actors_collect_and_seeds_reproduce(clust
     batches, losses = {}, {}
     for run, backend in enumerate(("inprocess", "ray", "ray")):
         model = AsyncPPO(
-            "CartPole-v1", backend=backend, concurrent=False, max_policy_lag=0, seed=3, **TINY
+            "CartPole-v1",
+            algo=AsyncPPOConfig(
+                max_policy_lag=0, hyperparameters={"epochs": 1, "minibatch_size": 16}
+            ),
+            topology=AsyncTopology(
+                backend=backend, concurrent=False, n_actors=2, steps_per_actor=16
+            ),
+            seed=3,
         )
         seen = _spy(model)
         with model:
@@ -120,13 +133,9 @@ def test_a_ray_actor_killed_mid_learn_is_replaced_and_counted(cluster):
     workload = get_workload("CartPole-v1").with_overrides(step_delay_s=0.002)
     model = AsyncPPO(
         workload,
-        backend="ray",
-        max_policy_lag=1,
+        algo=AsyncPPOConfig(max_policy_lag=1, hyperparameters={"epochs": 1, "minibatch_size": 32}),
+        topology=AsyncTopology(backend="ray", n_actors=2, steps_per_actor=32),
         seed=0,
-        n_actors=2,
-        steps_per_actor=32,
-        epochs=1,
-        minibatch_size=32,
     )
     seen = _spy(model)
     killed: list[int] = []
@@ -165,7 +174,12 @@ def test_a_ray_actor_killed_mid_learn_is_replaced_and_counted(cluster):
 
 def test_a_callback_exception_kills_the_ray_actors_and_joins_the_threads(cluster):
     workload = get_workload("CartPole-v1").with_overrides(step_delay_s=0.02)
-    model = AsyncPPO(workload, backend="ray", seed=0, n_actors=2, steps_per_actor=32, epochs=1)
+    model = AsyncPPO(
+        workload,
+        algo=AsyncPPOConfig(hyperparameters={"epochs": 1}),
+        topology=AsyncTopology(backend="ray", n_actors=2, steps_per_actor=32),
+        seed=0,
+    )
     handles: list = []
 
     def boom(record):
@@ -189,19 +203,24 @@ def test_a_cluster_that_cannot_place_n_actors_is_refused_at_once(cluster):
         match=r"places n_actors=3 actors of \{'CPU': 1\.0\}, actual "
         r"room for 2 .*2 CPUs available.*'num_cpus': 0\.6666.* or n_actors=2",
     ):
-        AsyncPPO("CartPole-v1", backend="ray", n_actors=3)
+        AsyncPPO("CartPole-v1", topology=AsyncTopology(backend="ray", n_actors=3))
     with pytest.raises(
         FleetError, match=r"n_actors=2 actors of \{'CPU': 4\.0\}, actual room for 0"
     ):
-        AsyncPPO("CartPole-v1", backend="ray", n_actors=2, ray_actor_options={"num_cpus": 4})
+        AsyncPPO(
+            "CartPole-v1",
+            topology=AsyncTopology(backend="ray", n_actors=2, ray_actor_options={"num_cpus": 4}),
+        )
 
 
 def test_ray_options_are_checked():
     with pytest.raises(ValueError, match=r"inference: expected 'local' with backend='ray'"):
-        AsyncPPO("CartPole-v1", backend="ray", inference="server")
+        AsyncPPO("CartPole-v1", topology=AsyncTopology(backend="ray", inference="server"))
     with pytest.raises(ValueError, match=r"address: expected None unless backend='ray'"):
-        AsyncPPO("CartPole-v1", address="127.0.0.1:6379")
+        AsyncPPO("CartPole-v1", topology=AsyncTopology(address="127.0.0.1:6379"))
     with pytest.raises(TypeError, match=r"address: expected a Ray address \(str\) or None"):
-        AsyncPPO("CartPole-v1", backend="ray", address=6379)
+        AsyncPPO("CartPole-v1", topology=AsyncTopology(backend="ray", address=6379))
     with pytest.raises(TypeError, match=r"ray_actor_options: expected a dict or None"):
-        AsyncPPO("CartPole-v1", backend="ray", ray_actor_options=["num_cpus"])
+        AsyncPPO(
+            "CartPole-v1", topology=AsyncTopology(backend="ray", ray_actor_options=["num_cpus"])
+        )

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from ray_nodes import pids_under, ray_nodes, raylet_pid
 
+from fleetgym.agents.learners.asynchronous.config import AsyncPPOConfig, AsyncTopology
 from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
 from fleetgym.agents.workloads import get_workload
 
@@ -65,13 +66,8 @@ def test_lost_node_parks_its_slot_and_training_goes_on(two_node_cluster, caplog)
     workload = get_workload("CartPole-v1").with_overrides(step_delay_s=0.002)
     model = AsyncPPO(
         workload,
-        backend="ray",
-        address=address,
-        n_actors=3,
-        steps_per_actor=32,
-        max_policy_lag=1,
-        epochs=1,
-        minibatch_size=32,
+        algo=AsyncPPOConfig(max_policy_lag=1, hyperparameters={"epochs": 1, "minibatch_size": 32}),
+        topology=AsyncTopology(backend="ray", address=address, n_actors=3, steps_per_actor=32),
         seed=0,
     )
     seen: list = []

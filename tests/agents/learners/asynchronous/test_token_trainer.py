@@ -5,13 +5,22 @@ determinism without threads; save and the learner's load; bad input."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import numpy as np
 import pytest
 import torch
 
 import fleetgym.agents.learners.token_ppo as token_ppo
+from fleetgym.agents.learners.asynchronous.config import (
+    AsyncPPOConfig,
+    AsyncTopology,
+    TokenAsyncPPOConfig,
+)
 from fleetgym.agents.learners.asynchronous.token_actor import TokenTrajectory
 from fleetgym.agents.learners.asynchronous.token_trainer import TokenAsyncPPO
+from fleetgym.agents.learners.token_config import TokenPPOConfig
 
 TINY = dict(hidden_size=16, layers=1, heads=2, vocab_size=64, num_bins=16, epochs=1,
             minibatch_size=16)  # fmt: skip
@@ -26,9 +35,15 @@ def _params(model):
 def test_every_level_and_loss_trains_through_the_async_loop(monkeypatch, level, loss):
     """Each update (one minibatch: 2 actors x 8 decisions) lowers its own policy loss."""
     model = TokenAsyncPPO(
-        "Hopper-v5", ratio_level=level, loss=loss, chunk=2, n_actors=2, steps_per_actor=8,
-        concurrent=False, seed=0, vf_coef=0.0, lr=1e-4, **TINY,
-    )  # fmt: skip
+        "Hopper-v5",
+        algo=TokenAsyncPPOConfig(
+            token=TokenPPOConfig(
+                ratio_level=level, loss=loss, chunk=2, vf_coef=0.0, lr=1e-4, **TINY
+            )
+        ),
+        topology=AsyncTopology(n_actors=2, steps_per_actor=8, concurrent=False),
+        seed=0,
+    )
     policy, calls = model.learner.policy, []
     evaluate, loss_fn = policy.evaluate, token_ppo.level_policy_loss
 
@@ -64,9 +79,11 @@ def test_every_level_and_loss_trains_through_the_async_loop(monkeypatch, level, 
 
 def test_the_server_answers_the_learners_log_probs_at_the_same_weights():
     model = TokenAsyncPPO(
-        "Hopper-v5", inference="server", chunk=2, n_actors=3, steps_per_actor=6,
-        concurrent=False, seed=1, **TINY,
-    )  # fmt: skip
+        "Hopper-v5",
+        algo=TokenAsyncPPOConfig(token=TokenPPOConfig(chunk=2, **TINY)),
+        topology=AsyncTopology(inference="server", n_actors=3, steps_per_actor=6, concurrent=False),
+        seed=1,
+    )
     model.slots.start_server()
     batch = model.slots.next_batch(None)
     assert all(isinstance(t, TokenTrajectory) for t in batch)
@@ -84,9 +101,11 @@ def test_the_server_answers_the_learners_log_probs_at_the_same_weights():
 
 def test_served_actors_train_concurrently_within_the_lag_bound():
     model = TokenAsyncPPO(
-        "CartPole-v1", inference="server", n_actors=4, steps_per_actor=16, max_policy_lag=1,
-        seed=0, **TINY,
-    )  # fmt: skip
+        "CartPole-v1",
+        algo=TokenAsyncPPOConfig(token=TokenPPOConfig(**TINY), max_policy_lag=1),
+        topology=AsyncTopology(inference="server", n_actors=4, steps_per_actor=16),
+        seed=0,
+    )
     model.learn(256)
     metrics = model.slots.server.metrics() if model.slots.server is not None else None
     assert model.num_timesteps >= 256 and model.actor_failures == 0
@@ -101,7 +120,10 @@ def test_served_actors_train_concurrently_within_the_lag_bound():
 
 def test_the_server_batches_several_actors_decisions():
     model = TokenAsyncPPO(
-        "CartPole-v1", inference="server", n_actors=4, steps_per_actor=32, seed=0, **TINY
+        "CartPole-v1",
+        algo=TokenAsyncPPOConfig(token=TokenPPOConfig(**TINY)),
+        topology=AsyncTopology(inference="server", n_actors=4, steps_per_actor=32),
+        seed=0,
     )
     model.slots.start_server()
     server = model.slots.server
@@ -115,9 +137,11 @@ def test_the_server_batches_several_actors_decisions():
 def test_a_llama_backbone_trains_through_the_server():
     pytest.importorskip("transformers")
     model = TokenAsyncPPO(
-        "Hopper-v5", inference="server", backbone="llama", n_actors=2, steps_per_actor=8,
-        seed=0, **TINY,
-    )  # fmt: skip
+        "Hopper-v5",
+        algo=TokenAsyncPPOConfig(token=TokenPPOConfig(backbone="llama", **TINY)),
+        topology=AsyncTopology(inference="server", n_actors=2, steps_per_actor=8),
+        seed=0,
+    )
     model.learn(32)
     assert model.num_timesteps >= 32 and np.isfinite(model.history[-1].stats.loss)
     model.close()
@@ -125,9 +149,14 @@ def test_a_llama_backbone_trains_through_the_server():
 
 def test_injected_lag_tensorboard_and_larger_batches(tmp_path):
     model = TokenAsyncPPO(
-        "CartPole-v1", n_actors=2, batch_trajectories=3, steps_per_actor=8, lag_injection=1,
-        max_policy_lag=1, concurrent=False, tensorboard_log=tmp_path / "tb", seed=0, **TINY,
-    )  # fmt: skip
+        "CartPole-v1",
+        algo=TokenAsyncPPOConfig(
+            token=TokenPPOConfig(**TINY), batch_trajectories=3, lag_injection=1, max_policy_lag=1
+        ),
+        topology=AsyncTopology(n_actors=2, steps_per_actor=8, concurrent=False),
+        tensorboard_log=tmp_path / "tb",
+        seed=0,
+    )
     model.learn(72)
     assert [r.stats.num_samples for r in model.history] == [24, 24, 24]
     # Actors act with the weights from one update ago: lag 1 from the second update on.
@@ -140,7 +169,10 @@ def test_without_threads_a_seed_is_deterministic():
     runs = []
     for _ in range(2):
         model = TokenAsyncPPO(
-            "CartPole-v1", n_actors=2, steps_per_actor=16, concurrent=False, seed=3, **TINY
+            "CartPole-v1",
+            algo=TokenAsyncPPOConfig(token=TokenPPOConfig(**TINY)),
+            topology=AsyncTopology(n_actors=2, steps_per_actor=16, concurrent=False),
+            seed=3,
         )
         model.learn(64)
         runs.append((_params(model), [r.stats.loss for r in model.history]))
@@ -152,9 +184,13 @@ def test_without_threads_a_seed_is_deterministic():
 @pytest.mark.parametrize("inference", ["local", "server"])
 def test_worker_processes_collect_for_the_token_learner(inference):
     model = TokenAsyncPPO(
-        "Hopper-v5", backend="process", inference=inference, n_actors=2, steps_per_actor=16,
-        seed=0, **TINY,
-    )  # fmt: skip
+        "Hopper-v5",
+        algo=TokenAsyncPPOConfig(token=TokenPPOConfig(**TINY)),
+        topology=AsyncTopology(
+            backend="process", inference=inference, n_actors=2, steps_per_actor=16
+        ),
+        seed=0,
+    )
     try:
         model.learn(64)
         assert model.num_timesteps >= 64 and model.actor_failures == 0
@@ -166,11 +202,19 @@ def test_worker_processes_collect_for_the_token_learner(inference):
 
 
 def test_save_writes_the_policy_the_learner_loads(tmp_path):
-    model = TokenAsyncPPO("CartPole-v1", n_actors=1, steps_per_actor=8, concurrent=False,
-                          **TINY)  # fmt: skip
+    model = TokenAsyncPPO(
+        "CartPole-v1",
+        algo=TokenAsyncPPOConfig(token=TokenPPOConfig(**TINY)),
+        topology=AsyncTopology(n_actors=1, steps_per_actor=8, concurrent=False),
+    )
     model.learn(16)
     path = model.save(tmp_path / "token.pt")
-    other = TokenAsyncPPO("CartPole-v1", n_actors=1, steps_per_actor=8, seed=5, **TINY)
+    other = TokenAsyncPPO(
+        "CartPole-v1",
+        algo=TokenAsyncPPOConfig(token=TokenPPOConfig(**TINY)),
+        topology=AsyncTopology(n_actors=1, steps_per_actor=8),
+        seed=5,
+    )
     other.learner.load(path)
     obs = np.array([0.01, -0.02, 0.03, 0.0], np.float32)
     assert model.predict(obs)[0] == other.predict(obs)[0]
@@ -180,10 +224,28 @@ def test_save_writes_the_policy_the_learner_loads(tmp_path):
 
 def test_save_and_load_round_trip_the_trainer(tmp_path):
     model = TokenAsyncPPO(
-        "Pendulum-v1", ratio_level="action", loss="gipo", sigma=0.5, chunk=2, n_actors=2,
-        steps_per_actor=8, concurrent=False, inference="server", server_batch=3,
-        server_wait_ms=1.5, target_kl=None, seed=4, value_head="mean", **TINY,
-    )  # fmt: skip
+        "Pendulum-v1",
+        algo=TokenAsyncPPOConfig(
+            token=TokenPPOConfig(
+                ratio_level="action",
+                loss="gipo",
+                sigma=0.5,
+                chunk=2,
+                target_kl=0.0,
+                value_head="mean",
+                **TINY,
+            )
+        ),
+        topology=AsyncTopology(
+            n_actors=2,
+            steps_per_actor=8,
+            concurrent=False,
+            inference="server",
+            server_batch=3,
+            server_wait_ms=1.5,
+        ),
+        seed=4,
+    )
     model.learn(32)
     path = model.save(tmp_path / "token.pt")
     loaded = TokenAsyncPPO.load(path)
@@ -203,7 +265,7 @@ def test_save_and_load_round_trip_the_trainer(tmp_path):
         assert loaded.learner.num_updates == model.learner.num_updates + 1
     finally:
         loaded.close()
-    overridden = TokenAsyncPPO.load(path, inference="local", n_actors=1)
+    overridden = TokenAsyncPPO.load(path, topology={"inference": "local", "n_actors": 1})
     assert overridden.inference == "local" and overridden.n_actors == 1
     overridden.close()
     model.close()
@@ -217,37 +279,71 @@ def test_save_and_load_round_trip_the_trainer(tmp_path):
 
 def test_the_server_batch_wait_and_device_are_the_users():
     model = TokenAsyncPPO(
-        "Hopper-v5", inference="server", chunk=2, n_actors=2, steps_per_actor=4,
-        concurrent=False, server_batch=16, server_wait_ms=0.5, server_device="cpu", **TINY,
-    )  # fmt: skip
+        "Hopper-v5",
+        algo=TokenAsyncPPOConfig(token=TokenPPOConfig(chunk=2, **TINY)),
+        topology=AsyncTopology(
+            inference="server",
+            n_actors=2,
+            steps_per_actor=4,
+            concurrent=False,
+            server_batch=16,
+            server_wait_ms=0.5,
+            server_device="cpu",
+        ),
+    )
     model.slots.start_server()
     config = model.slots.server.config
     assert (config.max_batch, config.max_wait_ms, config.device) == (16, 0.5, "cpu")
     assert model.slots.server.model.device == "cpu"
     model.close()
-    default = TokenAsyncPPO("CartPole-v1", inference="server", n_actors=3, concurrent=False,
-                            **TINY)  # fmt: skip
+    default = TokenAsyncPPO(
+        "CartPole-v1",
+        algo=TokenAsyncPPOConfig(token=TokenPPOConfig(**TINY)),
+        topology=AsyncTopology(inference="server", n_actors=3, concurrent=False),
+    )
     default.slots.start_server()
     assert default.slots.server.config.max_batch == 3  # n_actors unless given
     default.close()
     with pytest.raises(ValueError, match="server_batch"):
-        TokenAsyncPPO("CartPole-v1", server_batch=0, **TINY)
+        TokenAsyncPPO(
+            "CartPole-v1",
+            algo=TokenAsyncPPOConfig(token=TokenPPOConfig(**TINY)),
+            topology=AsyncTopology(server_batch=0),
+        )
     with pytest.raises(ValueError, match="server_device: expected 'cpu' or 'cuda"):
-        TokenAsyncPPO("CartPole-v1", server_device="tpu", **TINY)
+        TokenAsyncPPO(
+            "CartPole-v1",
+            algo=TokenAsyncPPOConfig(token=TokenPPOConfig(**TINY)),
+            topology=AsyncTopology(server_device="tpu"),
+        )
     with pytest.raises(ValueError, match="learner_device: expected 'cpu' or 'cuda"):
-        TokenAsyncPPO("CartPole-v1", learner_device="tpu", **TINY)
-    learner = TokenAsyncPPO("CartPole-v1", learner_device="cpu", concurrent=False, **TINY)
+        TokenAsyncPPO(
+            "CartPole-v1",
+            algo=TokenAsyncPPOConfig(token=TokenPPOConfig(**TINY), learner_device="tpu"),
+        )
+    learner = TokenAsyncPPO(
+        "CartPole-v1",
+        algo=TokenAsyncPPOConfig(token=TokenPPOConfig(**TINY), learner_device="cpu"),
+        topology=AsyncTopology(concurrent=False),
+    )
     assert learner.learner.policy.device.type == "cpu"
-    assert learner.settings()["learner_device"] == "cpu"
+    assert learner.settings()["algo"]["learner_device"] == "cpu"
     learner.close()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_on_a_gpu_the_learner_and_the_server_run_there():  # pragma: no cover - GPU only
     model = TokenAsyncPPO(
-        "CartPole-v1", inference="server", n_actors=2, steps_per_actor=8, concurrent=False,
-        server_device="cuda", learner_device="cuda", **TINY,
-    )  # fmt: skip
+        "CartPole-v1",
+        algo=TokenAsyncPPOConfig(token=TokenPPOConfig(**TINY), learner_device="cuda"),
+        topology=AsyncTopology(
+            inference="server",
+            n_actors=2,
+            steps_per_actor=8,
+            concurrent=False,
+            server_device="cuda",
+        ),
+    )
     model.learn(64)
     assert model.learner.policy.device.type == "cuda"
     assert model.slots.server.model.policy.device.type == "cuda"
@@ -256,19 +352,58 @@ def test_on_a_gpu_the_learner_and_the_server_run_there():  # pragma: no cover - 
 
 
 def test_bad_input_is_refused():
+    algo = TokenAsyncPPOConfig(token=TokenPPOConfig(**TINY))
     with pytest.raises(ValueError, match="backend: expected one of"):
-        TokenAsyncPPO("CartPole-v1", backend="ray", **TINY)
-    with pytest.raises(ValueError, match=r"expected none of \['imagination'\]"):
-        TokenAsyncPPO("CartPole-v1", imagination=True, **TINY)
+        TokenAsyncPPO("CartPole-v1", algo, topology=AsyncTopology(backend="ray"))
     with pytest.raises(ValueError, match="ratio_level: expected one of"):
-        TokenAsyncPPO("CartPole-v1", ratio_level="joint", **TINY)
-    with pytest.raises(TypeError, match="token_config= or token keywords"):
-        from fleetgym.agents.learners.token_config import TokenPPOConfig
-
-        TokenAsyncPPO("CartPole-v1", token_config=TokenPPOConfig(), chunk=2)
+        TokenAsyncPPOConfig(token=TokenPPOConfig(ratio_level="joint", **TINY))
     with pytest.raises(ValueError, match="loss: expected one of"):
-        TokenAsyncPPO("CartPole-v1", loss="a2c", **TINY)
-    with pytest.raises(ValueError, match=r"expected none of \['address'\]"):
-        TokenAsyncPPO("CartPole-v1", address="127.0.0.1:6379", **TINY)
-    with pytest.raises(TypeError, match=r"actual unknown \['not_a_setting'\]"):
-        TokenAsyncPPO("CartPole-v1", not_a_setting=1, **TINY)
+        TokenAsyncPPOConfig(token=TokenPPOConfig(loss="a2c", **TINY))
+    with pytest.raises(ValueError, match="address: expected None unless backend='ray'"):
+        AsyncTopology(address="127.0.0.1:6379")
+    with pytest.raises(TypeError, match=r"algo: expected a TokenAsyncPPOConfig"):
+        TokenAsyncPPO("CartPole-v1", algo=AsyncPPOConfig())
+    with pytest.raises(TypeError, match=r"keywords among .*actual unknown 'not_a_setting'"):
+        TokenAsyncPPO("CartPole-v1", algo, not_a_setting=1)
+
+
+@pytest.mark.parametrize(
+    ("keyword", "place"),
+    [
+        ("chunk", r"algo=TokenAsyncPPOConfig\(token=TokenPPOConfig\(chunk=...\)\)"),
+        ("ratio_level", r"token=TokenPPOConfig\(ratio_level=...\)"),
+        ("target_kl", r"TokenPPOConfig\(target_kl=...\)\) \(None: the loss's default"),
+        ("token_config", r"algo=TokenAsyncPPOConfig\(token=...\)"),
+        ("max_policy_lag", r"algo=TokenAsyncPPOConfig\(max_policy_lag=...\)"),
+        ("n_actors", r"topology=AsyncTopology\(n_actors=...\)"),
+        ("server_batch", r"topology=AsyncTopology\(server_batch=...\)"),
+    ],
+)
+def test_a_1x_keyword_names_its_2_0_place(keyword, place):
+    with pytest.raises(TypeError, match=rf"TokenAsyncPPO: the keyword '{keyword}' moved .*{place}"):
+        TokenAsyncPPO("CartPole-v1", **{keyword: 1})
+
+
+def test_a_1x_settings_file_still_loads(tmp_path):
+    algo = TokenAsyncPPOConfig(token=TokenPPOConfig(loss="gipo", **TINY), max_policy_lag=2)
+    model = TokenAsyncPPO("CartPole-v1", algo, AsyncTopology(n_actors=1, steps_per_actor=4))
+    path = model.save(tmp_path / "tok.pt")
+    model.close()
+    token = dataclasses.asdict(algo.token)
+    for name in ("ratio_level", "loss", "sigma", "target_kl"):
+        token.pop(name)
+    old = {
+        "format": "fleetgym.TokenAsyncPPO", "workload": "CartPole-v1", "ratio_level": "token",
+        "loss": "gipo", "sigma": 0.8, "max_policy_lag": 2, "n_actors": 1,
+        "steps_per_actor": 4, "batch_trajectories": 1, "target_kl": "auto", "lag_injection": 0,
+        "concurrent": True, "inference": "local", "actors": "thread", "seed": 0,
+        "server_batch": None, "server_wait_ms": 5.0, "server_device": "cpu",
+        "learner_device": "cpu", "token_hyperparameters": token, "num_timesteps": 7,
+    }  # fmt: skip
+    path.with_suffix(".json").write_text(json.dumps(old))
+    loaded = TokenAsyncPPO.load(path)
+    try:
+        assert loaded.token_config == algo.token  # 1.x target_kl='auto': None, the loss's
+        assert (loaded.backend, loaded.num_timesteps, loaded.max_policy_lag) == ("inprocess", 7, 2)
+    finally:
+        loaded.close()
