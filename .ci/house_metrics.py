@@ -116,6 +116,8 @@ def reexports() -> dict[str, list[str]]:
                 elif isinstance(node, (ast.Assign, ast.AnnAssign)):
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                     for target in targets:
+                        if isinstance(target, ast.Tuple):  # A, B = ...
+                            defined.update(e.id for e in target.elts if isinstance(e, ast.Name))
                         if isinstance(target, ast.Name):
                             defined.add(target.id)
                             if target.id == "__all__" and isinstance(node.value, ast.List):

@@ -41,7 +41,13 @@ import torch
 from tqdm import tqdm
 
 from fleetgym.agents.learners import TokenPPO
-from fleetgym.agents.tokens import InstructionTokenizer, TokenPolicy
+from fleetgym.agents.tokens import (
+    InstructionTokenizer,
+    LoraConfig,
+    TokenHeadConfig,
+    TokenPolicy,
+    VisionConfig,
+)
 
 EVAL_SEED, VOCAB = 10_000, 32_000
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -72,9 +78,12 @@ def token_run(env_id: str, seed: int, steps: int, progress: bool) -> tuple[Token
 
     def factory(spec):
         return TokenPolicy.from_pretrained(
-            folder, obs_dim=spec.obs_dim, tokenizer=spec.tokenizer, image_shape=(7, 7, 3),
-            instruction_length=spec.instruction_length, max_steps=spec.max_steps,
-            lora_rank=8, lora_targets=LORA_TARGETS,
+            folder, obs_dim=spec.obs_dim, tokenizer=spec.tokenizer,
+            head=TokenHeadConfig(
+                instruction_length=spec.instruction_length, max_steps=spec.max_steps
+            ),
+            vision=VisionConfig(image_shape=(7, 7, 3)),
+            lora=LoraConfig(rank=8, targets=LORA_TARGETS),
         )  # fmt: skip
 
     model = TokenPPO(

@@ -37,7 +37,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from fleetgym.agents.tokens import TokenPolicy
+from fleetgym.agents.tokens import LoraConfig, TokenHeadConfig, TokenPolicy
 
 VOCAB, HIDDEN, MLP, HEADS, DIMS, OBS = 32000, 4096, 11008, 32, 7, 11
 
@@ -61,8 +61,9 @@ def child(layers: int, variant: str, batch: int, repeats: int) -> dict:
     space = gym.spaces.Box(-1.0, 1.0, (DIMS,))
     start = time.perf_counter()
     policy = TokenPolicy.from_pretrained(
-        config, obs_dim=OBS, action_space=space, lora_rank=16,
-        lora_targets=("q_proj", "k_proj", "v_proj", "o_proj"), slim_head=variant == "slim",
+        config, obs_dim=OBS, action_space=space,
+        head=TokenHeadConfig(slim_head=variant == "slim"),
+        lora=LoraConfig(rank=16, targets=("q_proj", "k_proj", "v_proj", "o_proj")),
     )  # fmt: skip
     if variant == "full":
         policy.head.head.weight.requires_grad_(True)  # LoRA froze it: the full head trains

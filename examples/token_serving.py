@@ -30,7 +30,13 @@ import torch
 from tqdm import tqdm
 
 from fleetgym.agents.inference import InferenceServer, TokenPolicyModel
-from fleetgym.agents.tokens import InstructionTokenizer, TokenPolicy
+from fleetgym.agents.tokens import (
+    InstructionTokenizer,
+    LoraConfig,
+    TokenHeadConfig,
+    TokenPolicy,
+    VisionConfig,
+)
 
 OBS = 148
 
@@ -64,8 +70,9 @@ def build(tokens: int, device: str) -> TokenPolicy:
     ).save_pretrained(folder / "vision")
     space = gym.spaces.Discrete(7) if tokens == 1 else gym.spaces.Box(-1.0, 1.0, (tokens,))
     return TokenPolicy.from_pretrained(
-        folder, obs_dim=OBS, action_space=space, image_shape=(7, 7, 3), instruction_length=8,
-        max_steps=64, lora_rank=8, device=device,
+        folder, obs_dim=OBS, action_space=space,
+        head=TokenHeadConfig(instruction_length=8, max_steps=64),
+        vision=VisionConfig(image_shape=(7, 7, 3)), lora=LoraConfig(rank=8), device=device,
     )  # fmt: skip
 
 

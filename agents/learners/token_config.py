@@ -11,8 +11,8 @@ from fleetgym.agents.learners.losses.levels import LEVEL_SCALES, RATIO_LEVELS
 from fleetgym.agents.learners.losses.registry import get_loss
 from fleetgym.agents.rollout.token_rollout import TokenEnvSpec
 from fleetgym.agents.tokens.backbones import TinyCausalTransformer, llama_backbone
-from fleetgym.agents.tokens.policy import VALUE_INPUTS, TokenPolicy
-from fleetgym.agents.tokens.value_heads import VALUE_HEADS
+from fleetgym.agents.tokens.policy import TokenPolicy
+from fleetgym.agents.tokens.value_heads import VALUE_HEADS, VALUE_INPUTS
 from fleetgym.validation import check_bool, check_choice, check_float, check_int
 
 #: Backbones :class:`TokenPPO` builds by name (or pass your own module).

@@ -20,13 +20,15 @@
   embeddings projected into the LM's width (image tokens in the prefix);
 * :mod:`~fleetgym.agents.tokens.lora`: :func:`apply_lora`, ``peft`` LoRA adapters on the LM;
 * :mod:`~fleetgym.agents.tokens.pretrained`: ``TokenPolicy.from_pretrained``, a local
-  checkpoint (nothing downloaded) with images, instructions, LoRA, a device and bf16.
+  checkpoint (nothing downloaded) with images, instructions, LoRA, a device and bf16;
+* :mod:`~fleetgym.agents.tokens.config`: its settings, :class:`TokenHeadConfig`,
+  :class:`VisionConfig` and :class:`LoraConfig` (frozen, validated, JSON round-trips).
 
 The ratio levels (token, action, chunk) of its updates are in
 :mod:`fleetgym.agents.learners.losses`. Depends on :mod:`fleetgym.agents.policies` and
 :mod:`fleetgym.agents.types` at most; the learners may import it. Importing the package
 imports neither torch nor ``transformers``: the torch names load on first use and need the
-``agents`` extra (``llama_backbone``, ``from_pretrained``, ``VisionPrefix``,
+``agents`` extra (the configs too; ``llama_backbone``, ``from_pretrained``, ``VisionPrefix``,
 ``InstructionTokenizer`` and ``apply_lora`` the ``tokens`` extra).
 """
 
@@ -56,7 +58,7 @@ _LAZY = {
     "TokenEvaluation": "policy",
     "TokenPolicy": "policy",
     "TokenSample": "policy",
-    "VALUE_INPUTS": "policy",
+    "VALUE_INPUTS": "value_heads",
     "VALUE_HEADS": "value_heads",
     "AttentionPoolValue": "value_heads",
     "FirstTokenValue": "value_heads",
@@ -67,6 +69,9 @@ _LAZY = {
     "InstructionTokenizer": "instructions",
     "DEFAULT_LORA_TARGETS": "lora",
     "apply_lora": "lora",
+    "LoraConfig": "config",
+    "TokenHeadConfig": "config",
+    "VisionConfig": "config",
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)
@@ -79,6 +84,7 @@ if TYPE_CHECKING:
         as_backbone,
         llama_backbone,
     )
+    from fleetgym.agents.tokens.config import LoraConfig, TokenHeadConfig, VisionConfig
     from fleetgym.agents.tokens.head import (
         SlimActionHead,
         action_log_softmax,
@@ -87,13 +93,13 @@ if TYPE_CHECKING:
     from fleetgym.agents.tokens.instructions import InstructionTokenizer
     from fleetgym.agents.tokens.lora import DEFAULT_LORA_TARGETS, apply_lora
     from fleetgym.agents.tokens.policy import (
-        VALUE_INPUTS,
         TokenEvaluation,
         TokenPolicy,
         TokenSample,
     )
     from fleetgym.agents.tokens.value_heads import (
         VALUE_HEADS,
+        VALUE_INPUTS,
         AttentionPoolValue,
         FirstTokenValue,
         MeanPoolValue,
@@ -111,6 +117,7 @@ __all__ = [
     "HFBackbone",
     "IMAGE_LAYOUTS",
     "InstructionTokenizer",
+    "LoraConfig",
     "MeanPoolValue",
     "MissionVocabulary",
     "OUT_OF_RANGE",
@@ -119,9 +126,11 @@ __all__ = [
     "TOKEN_SPACES",
     "TinyCausalTransformer",
     "TokenEvaluation",
+    "TokenHeadConfig",
     "TokenPolicy",
     "TokenSample",
     "TokenizedActions",
+    "VisionConfig",
     "VisionPrefix",
     "VALUE_HEADS",
     "VALUE_INPUTS",

@@ -6,11 +6,11 @@ vision-language checkpoint such as Llava, whose vision tower and projector are t
 with ``local_files_only=True``: nothing is downloaded. A ``transformers`` config instead of
 a path builds the same classes with random weights. Then, in order:
 
-1. the vision tower (``vision``: a directory, a config, or ``<path>/vision`` when that
-   folder exists), wrapped with a projector into the LM's width
+1. the vision tower (``vision=VisionConfig(tower=...)``: a directory, a config, or
+   ``<path>/vision`` when that folder exists), wrapped with a projector into the LM's width
    (:class:`~fleetgym.agents.tokens.vision.VisionPrefix`);
-2. LoRA adapters on the LM (``lora_rank > 0``, :func:`~fleetgym.agents.tokens.lora.apply_lora`):
-   the base weights frozen, the slim head and the policy's own layers trainable;
+2. LoRA adapters on the LM (``lora=LoraConfig(rank=r)`` with ``r > 0``,
+   :func:`~fleetgym.agents.tokens.lora.apply_lora`): the base weights frozen, the slim head and the policy's own layers trainable;
 3. gradient checkpointing of the LM's (and the tower's) layers;
 4. the action tokenizer (given, or built for ``action_space`` on the LM's vocabulary tail);
 5. the :class:`~fleetgym.agents.tokens.policy.TokenPolicy`, moved to ``device``, with
@@ -24,7 +24,7 @@ the value reads the prefix, the action tokens are decoded through the slim head.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +32,20 @@ import gymnasium as gym
 import numpy as np
 from torch import nn
 
+from fleetgym.agents.tokens.config import (
+    FROM_PRETRAINED_MOVED,
+    LoraConfig,
+    TokenHeadConfig,
+    VisionConfig,
+    as_token_config,
+)
 from fleetgym.agents.tokens.local import checkpoint_dir, resolve_bf16, resolve_device
-from fleetgym.agents.tokens.lora import DEFAULT_LORA_TARGETS, apply_lora
-from fleetgym.agents.tokens.tokenizer import DEFAULT_BINS, ActionTokenizer
+from fleetgym.agents.tokens.lora import apply_lora
+from fleetgym.agents.tokens.tokenizer import ActionTokenizer
 from fleetgym.agents.tokens.vision import VisionPrefix, load_vision_tower
 from fleetgym.errors import UnsupportedSpaceError
 from fleetgym.extras import require
-from fleetgym.validation import check_bool, check_int, quote
+from fleetgym.validation import check_bool, quote
 
 FEATURE = "fleetgym.agents.tokens.TokenPolicy.from_pretrained"
 
@@ -146,33 +153,21 @@ def from_pretrained(
     obs_dim: int,
     action_space: gym.Space | None = None,
     tokenizer: ActionTokenizer | None = None,
-    num_bins: int = DEFAULT_BINS,
-    image_shape: Sequence[int] | None = None,
-    image_layout: str = "hwc",
-    vision: Any = None,
-    freeze_vision: bool = False,
-    instruction_length: int = 0,
-    chunk: int = 1,
-    obs_tokens: int = 1,
-    value_head: str = "attention",
-    max_steps: int = 1000,
-    slim_head: bool = True,
-    value_input: str = "prefix",
-    lora_rank: int = 0,
-    lora_alpha: float = 16.0,
-    lora_targets: Sequence[str] = DEFAULT_LORA_TARGETS,
-    lora_dropout: float = 0.0,
+    head: TokenHeadConfig | Mapping[str, Any] | None = None,
+    vision: VisionConfig | Mapping[str, Any] | None = None,
+    lora: LoraConfig | Mapping[str, Any] | None = None,
     gradient_checkpointing: bool = False,
     device: Any = "cpu",
     bf16: bool | str = False,
     local_files_only: bool = True,
+    **moved: Any,
 ) -> Any:
     """A ``cls`` (:class:`~fleetgym.agents.tokens.policy.TokenPolicy`) on a local checkpoint
     (see the module docstring for the order); called as ``TokenPolicy.from_pretrained``.
 
     Example:
         >>> import torch
-        >>> from fleetgym.agents.tokens import TokenPolicy
+        >>> from fleetgym.agents.tokens import TokenHeadConfig, TokenPolicy
         >>> try:
         ...     from transformers import LlamaConfig
         ... except ImportError:
@@ -182,7 +177,7 @@ def from_pretrained(
         ...         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2)
         ...     space = gym.spaces.Box(-1.0, 1.0, (2,))
         ...     policy = TokenPolicy.from_pretrained(cfg, obs_dim=3, action_space=space,
-        ...                                          num_bins=16)
+        ...                                          head=TokenHeadConfig(num_bins=16))
         ...     assert policy.act(torch.zeros(1, 3)).tokens.shape == (1, 1, 2)
 
     Args:
@@ -193,76 +188,79 @@ def from_pretrained(
             or give ``tokenizer``.
         tokenizer: A fitted :class:`~fleetgym.agents.tokens.ActionTokenizer` (its ids
             inside the model's vocabulary).
-        num_bins: Bins per ``Box`` entry.
-        image_shape, image_layout: The image inside the observation (``None``: no image).
-        vision: The vision tower: a directory or a config; by default (with ``image_shape``)
-            the checkpoint's own (a vision-language model's) or ``<path>/vision``.
-        freeze_vision: Freeze a separately loaded tower (its projector stays trainable).
-        instruction_length, chunk, obs_tokens, value_head, max_steps, slim_head,
-            value_input: As :class:`TokenPolicy`.
-        lora_rank, lora_alpha, lora_targets, lora_dropout: LoRA on the LM (``0``: none,
-            every weight trains).
+        head: The action and observation head (:class:`TokenHeadConfig`, a dict of its
+            fields, or ``None``: the defaults).
+        vision: The image and its tower (:class:`VisionConfig`; ``None``: no image).
+        lora: LoRA on the LM (:class:`LoraConfig`; ``None`` or ``rank=0``: none, every
+            weight trains).
         gradient_checkpointing: Recompute the layers' activations in the backward pass.
         device: ``"cpu"`` or ``"cuda[:N]"``.
         bf16: ``True``, ``False`` or ``"auto"`` (see :func:`resolve_bf16`).
         local_files_only: Passed to ``transformers``; keep ``True`` (no downloads).
+        **moved: fleetgym 1.x keywords: each raises a TypeError that names its 2.0 place
+            (:data:`~fleetgym.agents.tokens.config.FROM_PRETRAINED_MOVED`).
 
     Raises:
         FileNotFoundError: For a checkpoint path (or a vision path) that does not exist.
-        TypeError: For a model without a causal LM head, or both/neither of
-            ``action_space`` and ``tokenizer``.
+        TypeError: For a model without a causal LM head, both/neither of ``action_space``
+            and ``tokenizer``, a config of another type, or a 1.x keyword (naming its
+            2.0 place).
         UnsupportedSpaceError, ValueError: For an action space the tokenizer cannot bin, a
             LoRA target naming no module, ``bf16=True`` on a device without it, an image
             without a tower (or a tower without an image).
         DependencyNotInstalled: Without ``transformers`` / ``peft`` (the ``tokens`` extra).
     """
+    if moved:
+        key = sorted(moved)[0]
+        where = FROM_PRETRAINED_MOVED.get(key)
+        if where is None:
+            raise TypeError(f"from_pretrained() got an unexpected keyword argument {key!r}")
+        raise TypeError(
+            f"from_pretrained: the keyword {key!r} moved in fleetgym 2.0: pass "
+            + where.format(key=key)
+        )
+    head_config = as_token_config(TokenHeadConfig, head, "head")
+    view = as_token_config(VisionConfig, vision, "vision")
+    adapters = as_token_config(LoraConfig, lora, "lora")
     resolved = resolve_device("device", device)
     use_bf16 = resolve_bf16(bf16, resolved)
     if (action_space is None) == (tokenizer is None):
         raise TypeError("action_space, tokenizer: expected exactly one of them")
-    lora_rank = check_int("lora_rank", lora_rank, low=0)
     model: Any = load_causal_lm(path_or_config, local_files_only)
     own_tower, own_projector = _vision_parts(model)
-    auto = vision is None and own_tower is None and image_shape is not None
+    image_shape, source = view.image_shape, view.tower
+    auto = source is None and own_tower is None and image_shape is not None
     if auto and isinstance(path_or_config, (str, Path)):
         candidate = Path(path_or_config) / "vision"
-        vision = candidate if (candidate / "config.json").is_file() else None
+        source = candidate if (candidate / "config.json").is_file() else None
     tower: nn.Module | None = None
     projector = None
-    if vision is not None:
-        tower = load_vision_tower(vision, local_files_only)
+    if source is not None:
+        tower = load_vision_tower(source, local_files_only)
     elif own_tower is not None and image_shape is not None:
         tower, projector = own_tower, own_projector
-    if image_shape is None and vision is not None:
-        raise ValueError(
-            "image_shape: expected the image's shape for the vision tower, actual None"
-        )
     if image_shape is not None and tower is None:
         raise ValueError(
             "vision: expected a vision tower for image_shape (a directory or config, a "
             "vision-language checkpoint, or <path>/vision), actual None"
         )
-    if lora_rank:
-        apply_lora(model, lora_rank, lora_alpha, lora_targets, lora_dropout)
+    if adapters.rank:
+        apply_lora(model, adapters.rank, adapters.alpha, adapters.targets, adapters.dropout)
     if check_bool("gradient_checkpointing", gradient_checkpointing):
         _checkpointing(model)
-        if tower is not None and vision is not None:
+        if tower is not None and source is not None:
             _checkpointing(tower)
-    if tower is not None and vision is not None and check_bool("freeze_vision", freeze_vision):
+    if tower is not None and source is not None and view.freeze:
         tower.requires_grad_(False)
     if tokenizer is None:
         vocab = model.get_output_embeddings().out_features
-        tokenizer = action_tokenizer_for(action_space, num_bins, int(vocab))
+        tokenizer = action_tokenizer_for(action_space, head_config.num_bins, int(vocab))
     prefix = None
     if tower is not None and image_shape is not None:
         width = model.get_input_embeddings().embedding_dim
-        shape = tuple(int(s) for s in image_shape)
-        if len(shape) != 3:
-            raise ValueError(f"image_shape: expected 3 sizes, actual {quote(image_shape)}")
-        prefix = VisionPrefix(tower, width, (shape[0], shape[1], shape[2]), image_layout, projector)
+        prefix = VisionPrefix(tower, width, image_shape, view.layout, projector)
     policy = cls(
-        model, tokenizer, obs_dim=obs_dim, chunk=chunk, obs_tokens=obs_tokens,
-        instruction_length=instruction_length, value_head=value_head, max_steps=max_steps,
-        slim_head=slim_head, value_input=value_input, vision=prefix, bf16=use_bf16,
+        model, tokenizer, obs_dim=obs_dim, vision=prefix, bf16=use_bf16,
+        **head_config.policy_kwargs(),
     )  # fmt: skip
     return policy.to(resolved)

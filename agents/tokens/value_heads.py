@@ -23,6 +23,9 @@ from fleetgym.validation import check_choice, check_int, quote
 
 #: Value heads by name.
 VALUE_HEADS = ("attention", "mean", "first")
+#: What a token policy's value head reads: the prefix (a state value) or the sampled tokens'
+#: positions (:class:`~fleetgym.agents.tokens.TokenPolicy`'s ``value_input``).
+VALUE_INPUTS = ("prefix", "actions")
 
 
 def _mlp(width: int, hidden: int, out: int) -> nn.Sequential:

@@ -85,7 +85,7 @@ def test_token_ppo_on_babyai_with_an_image_an_instruction_and_lora(tmp_path):
     pytest.importorskip("peft")
     pytest.importorskip("minigrid")
     from fleetgym.agents.learners import TokenPPO
-    from fleetgym.agents.tokens import TokenPolicy
+    from fleetgym.agents.tokens import LoraConfig, TokenHeadConfig, TokenPolicy, VisionConfig
 
     torch.manual_seed(0)
     transformers.LlamaForCausalLM(
@@ -114,8 +114,11 @@ def test_token_ppo_on_babyai_with_an_image_an_instruction_and_lora(tmp_path):
 
     def factory(spec):
         return TokenPolicy.from_pretrained(
-            tmp_path, obs_dim=spec.obs_dim, tokenizer=spec.tokenizer, image_shape=(7, 7, 3),
-            instruction_length=spec.instruction_length, max_steps=spec.max_steps, lora_rank=4,
+            tmp_path, obs_dim=spec.obs_dim, tokenizer=spec.tokenizer,
+            head=TokenHeadConfig(
+                instruction_length=spec.instruction_length, max_steps=spec.max_steps
+            ),
+            vision=VisionConfig(image_shape=(7, 7, 3)), lora=LoraConfig(rank=4),
         )  # fmt: skip
 
     model = TokenPPO(

@@ -12,7 +12,13 @@ import torch
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
-from fleetgym.agents.tokens import ActionTokenizer, TokenPolicy  # noqa: E402
+from fleetgym.agents.tokens import (  # noqa: E402
+    ActionTokenizer,
+    LoraConfig,
+    TokenHeadConfig,
+    TokenPolicy,
+    VisionConfig,
+)
 from fleetgym.agents.tokens import local as local_module  # noqa: E402
 from fleetgym.errors import UnsupportedSpaceError  # noqa: E402
 
@@ -46,7 +52,12 @@ def checkpoint(tmp_path_factory):
 
 
 def load(checkpoint, **kwargs):
-    defaults = dict(obs_dim=148, action_space=DISCRETE, image_shape=(7, 7, 3), instruction_length=4)
+    defaults = dict(
+        obs_dim=148,
+        action_space=DISCRETE,
+        head=TokenHeadConfig(instruction_length=4),
+        vision=VisionConfig(image_shape=(7, 7, 3)),
+    )
     defaults.update(kwargs)
     torch.manual_seed(1)
     return TokenPolicy.from_pretrained(checkpoint, **defaults)
@@ -93,7 +104,7 @@ def test_the_image_is_read_hwc_and_zero_padded_into_the_frame(checkpoint):
 
 
 def test_lora_trains_the_adapters_and_the_slim_head_not_the_base_weights(checkpoint):
-    policy = load(checkpoint, lora_rank=4)
+    policy = load(checkpoint, lora=LoraConfig(rank=4))
     names = [n for n, p in policy.named_parameters() if p.requires_grad]
     backbone = [n for n in names if n.startswith("backbone.")]
     assert backbone and all("lora_" in n for n in backbone)
@@ -122,7 +133,7 @@ def test_lora_trains_the_adapters_and_the_slim_head_not_the_base_weights(checkpo
 def test_gradient_checkpointing_gives_the_same_gradients(checkpoint):
     grads = []
     for flag in (False, True):
-        policy = load(checkpoint, lora_rank=4, gradient_checkpointing=flag).double()
+        policy = load(checkpoint, lora=LoraConfig(rank=4), gradient_checkpointing=flag).double()
         model = policy.backbone.model
         assert (
             getattr(model, "is_activation_checkpointing", model.is_gradient_checkpointing) is flag
@@ -157,7 +168,9 @@ def test_a_vision_language_checkpoint_uses_its_own_tower_and_projector(tmp_path)
 
 def test_a_config_builds_random_weights_and_box_actions_are_binned(tmp_path):
     space = gym.spaces.Box(-1.0, 1.0, (2,))
-    policy = TokenPolicy.from_pretrained(llama_config(), obs_dim=5, action_space=space, num_bins=16)
+    policy = TokenPolicy.from_pretrained(
+        llama_config(), obs_dim=5, action_space=space, head=TokenHeadConfig(num_bins=16)
+    )
     sample = policy.act(torch.zeros(2, 5))
     assert sample.tokens.shape == (2, 1, 2) and policy.vision is None
     assert int(sample.tokens.min()) >= VOCAB - 16
@@ -181,7 +194,7 @@ def test_bf16_runs_the_backbone_in_bfloat16_and_the_heads_in_float32(checkpoint)
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_on_a_gpu_the_policy_acts_there(checkpoint):  # pragma: no cover - GPU only
-    policy = load(checkpoint, device="cuda", bf16="auto", lora_rank=4)
+    policy = load(checkpoint, device="cuda", bf16="auto", lora=LoraConfig(rank=4))
     obs, ins = batch()
     sample = policy.act(obs, ins, step=torch.zeros(3), generator=torch.Generator().manual_seed(0))
     assert sample.tokens.device.type == "cuda"
@@ -233,7 +246,10 @@ def test_exactly_one_of_action_space_and_tokenizer():
 def test_a_lora_target_that_names_no_module_is_refused_listing_the_layers():
     with pytest.raises(ValueError, match=r"lora_targets: .*q_proj.*actual \['attn'\]"):
         TokenPolicy.from_pretrained(
-            llama_config(), obs_dim=3, action_space=DISCRETE, lora_rank=4, lora_targets=["attn"]
+            llama_config(),
+            obs_dim=3,
+            action_space=DISCRETE,
+            lora=LoraConfig(rank=4, targets=["attn"]),
         )
 
 
@@ -258,24 +274,22 @@ def test_a_device_torch_cannot_use_here_is_named(device):
 def test_an_image_without_a_tower_and_a_tower_without_an_image_are_refused(checkpoint, tmp_path):
     with pytest.raises(ValueError, match="vision: expected a vision tower"):
         TokenPolicy.from_pretrained(
-            llama_config(), obs_dim=148, action_space=DISCRETE, image_shape=(7, 7, 3)
+            llama_config(), obs_dim=148, action_space=DISCRETE, vision={"image_shape": (7, 7, 3)}
         )
     with pytest.raises(ValueError, match="image_shape: expected the image's shape"):
-        TokenPolicy.from_pretrained(
-            checkpoint, obs_dim=148, action_space=DISCRETE, vision=checkpoint / "vision"
-        )
+        VisionConfig(tower=checkpoint / "vision")
     assert (
         TokenPolicy.from_pretrained(checkpoint, obs_dim=148, action_space=DISCRETE).vision is None
     )
     with pytest.raises(FileNotFoundError, match="vision: "):
         TokenPolicy.from_pretrained(
-            llama_config(), obs_dim=148, action_space=DISCRETE, image_shape=(7, 7, 3),
-            vision=tmp_path / "none",
+            llama_config(), obs_dim=148, action_space=DISCRETE,
+            vision=VisionConfig(image_shape=(7, 7, 3), tower=tmp_path / "none"),
         )  # fmt: skip
     with pytest.raises(ValueError, match="image_shape: expected at most 8x8"):
-        load(checkpoint, image_shape=(9, 9, 3), obs_dim=244)
+        load(checkpoint, vision=VisionConfig(image_shape=(9, 9, 3)), obs_dim=244)
     with pytest.raises(ValueError, match="image_shape: expected 3 channels"):
-        load(checkpoint, image_shape=(7, 7, 4), obs_dim=197)
+        load(checkpoint, vision=VisionConfig(image_shape=(7, 7, 4)), obs_dim=197)
     with pytest.raises(ValueError, match="obs_dim: expected at least the image's 147"):
         load(checkpoint, obs_dim=100)
 
