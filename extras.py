@@ -40,6 +40,7 @@ OPTIONAL_MODULES: dict[str, tuple[str, str]] = {
     "sphinx": ("docs", "sphinx"),
     "myst_parser": ("docs", "myst-parser"),
     "furo": ("docs", "furo"),
+    "sphinx_copybutton": ("docs", "sphinx-copybutton"),
 }
 
 

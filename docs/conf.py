@@ -8,6 +8,7 @@ public module's ``__all__``, the environment IDs, the CLI reference).
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -65,7 +66,25 @@ napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 napoleon_use_rtype = False
 
+# A copy button on code blocks (the docs extra installs sphinx-copybutton); the prompts
+# and outputs of doctest blocks are left out of what it copies.
+try:
+    import sphinx_copybutton  # noqa: F401
+except ImportError:  # an older docs install: the site builds without the button
+    pass
+else:
+    extensions.append("sphinx_copybutton")
+    copybutton_prompt_text = r">>> |\.\.\. |\$ "
+    copybutton_prompt_is_regexp = True
+
 html_theme = "furo"
+# A "view source" link on each page when the site's source repository is named, as a URL
+# template with {filename} (the page's path under docs/); empty: no link. E.g.
+# FLEETGYM_SOURCE_LINK=https://github.com/OWNER/fleetgym/blob/main/docs/{filename}
+_SOURCE_LINK = os.environ.get("FLEETGYM_SOURCE_LINK", "").strip()
+html_theme_options: dict[str, object] = (
+    {"source_view_link": _SOURCE_LINK} if "{filename}" in _SOURCE_LINK else {}
+)
 html_title = f"fleetgym {release}"
 html_static_path: list[str] = []
 html_show_sourcelink = False

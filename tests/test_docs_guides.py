@@ -88,3 +88,19 @@ def test_guide_code_runs(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyP
             assert proc.returncode == 0, (
                 f"{where}:\n{code}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
             )
+
+
+def test_home_page_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The home page's Python example runs on the core install (its bash block is the
+    install line itself, not run here)."""
+    monkeypatch.chdir(tmp_path)
+    page = ROOT / "docs" / "index.md"
+    python = [
+        code for lang, code, _ in blocks(page.read_text(encoding="utf-8")) if lang == "python"
+    ]
+    assert python, "docs/index.md: no Python example"
+    namespace: dict[str, object] = {"__name__": "__main__"}
+    for number, code in enumerate(python, 1):
+        script = tmp_path / f"home{number}.py"
+        script.write_text(code, encoding="utf-8")
+        namespace = runpy.run_path(str(script), init_globals=namespace, run_name="__main__")
