@@ -62,6 +62,23 @@ def _field_names(cls: type[Any]) -> list[str]:
     return [f.name for f in dataclasses.fields(cls)]
 
 
+def _model_or_fields(name: str, value: Any, cls: type[Any], filler: Mapping[str, Any]) -> Any:
+    """``value`` (a dict of some of ``cls``'s fields) as a ``cls`` when it gives every field,
+    else as the dict, its values validated by building a ``cls`` with ``filler`` for the
+    other fields (the preset fills them in later)."""
+    if not isinstance(value, Mapping):
+        raise TypeError(
+            f"{name}: expected a {cls.__name__}, a dict of its fields or None, "
+            f"actual {type(value).__name__}"
+        )
+    _check_fields(name, value, cls)
+    given = dict(value)
+    if set(given) == set(_field_names(cls)):
+        return cls(**given)  # every field: the model itself
+    cls(**{**filler, **given})  # validates the given values
+    return given
+
+
 def _check_fields(name: str, given: Mapping[str, Any], cls: type[Any]) -> None:
     """Raise for keys of ``given`` that are not fields of ``cls``."""
     names = _field_names(cls)
@@ -151,19 +168,8 @@ class TrainingConfig(_ConfigBase):
             object.__setattr__(self, "steps_per_actor", steps)
         compute = self.compute
         if compute is not None and not isinstance(compute, ComputeCostModel):
-            if not isinstance(compute, Mapping):
-                raise TypeError(
-                    f"compute: expected a ComputeCostModel, a dict of its fields or None, "
-                    f"actual {type(compute).__name__}"
-                )
-            _check_fields("compute", compute, ComputeCostModel)
-            given = dict(compute)
-            if set(given) == set(_field_names(ComputeCostModel)):
-                compute = ComputeCostModel(**given)  # every field: the model itself
-            else:
-                zeros = dict.fromkeys(_field_names(ComputeCostModel), 0.0)
-                ComputeCostModel(**{**zeros, **given})  # validates the given values
-                compute = given
+            zeros = dict.fromkeys(_field_names(ComputeCostModel), 0.0)
+            compute = _model_or_fields("compute", compute, ComputeCostModel, zeros)
         object.__setattr__(self, "compute", compute)
         overrides = _options("learner_overrides", self.learner_overrides)
         object.__setattr__(self, "learner_overrides", overrides)
@@ -275,18 +281,7 @@ class CostConfig(_ConfigBase):
             object.__setattr__(self, "server_actors", actors)
         time_model = self.time_model
         if time_model is not None and not isinstance(time_model, TimeModel):
-            if not isinstance(time_model, Mapping):
-                raise TypeError(
-                    f"time_model: expected a TimeModel, a dict of its fields or None, "
-                    f"actual {type(time_model).__name__}"
-                )
-            _check_fields("time_model", time_model, TimeModel)
-            given = dict(time_model)
-            if set(given) == set(_field_names(TimeModel)):
-                time_model = TimeModel(**given)  # every field: the model itself
-            else:
-                TimeModel(**given)  # validates the given values
-                time_model = given
+            time_model = _model_or_fields("time_model", time_model, TimeModel, {})
         object.__setattr__(self, "time_model", time_model)
 
 

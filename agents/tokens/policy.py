@@ -37,15 +37,13 @@ head, the value head and the restricted softmax read the hidden states in float3
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-import gymnasium as gym
 import torch
 from torch import nn
 
 from fleetgym.agents.tokens.backbones import CausalBackbone, as_backbone
-from fleetgym.agents.tokens.config import LoraConfig, TokenHeadConfig, VisionConfig
 from fleetgym.agents.tokens.head import SlimActionHead, action_log_softmax
 from fleetgym.agents.tokens.pretrained import from_pretrained
 from fleetgym.agents.tokens.tokenizer import ActionTokenizer
@@ -382,37 +380,9 @@ class TokenPolicy(nn.Module):
         hidden, _ = self._run(self._prefix(obs, instruction), use_cache=False)
         return self._values(hidden, None, step)
 
-    @classmethod
-    def from_pretrained(
-        cls,
-        path_or_config: Any,
-        *,
-        obs_dim: int,
-        action_space: gym.Space[Any] | None = None,
-        tokenizer: ActionTokenizer | None = None,
-        head: TokenHeadConfig | Mapping[str, Any] | None = None,
-        vision: VisionConfig | Mapping[str, Any] | None = None,
-        lora: LoraConfig | Mapping[str, Any] | None = None,
-        gradient_checkpointing: bool = False,
-        device: Any = "cpu",
-        bf16: bool | str = False,
-        local_files_only: bool = True,
-        **moved: Any,
-    ) -> TokenPolicy:
-        """A token policy on a local checkpoint (or a config): see
-        :func:`~fleetgym.agents.tokens.pretrained.from_pretrained` for the arguments.
-
-        The 1.x keywords (``num_bins``, ``chunk``, ``image_shape``, ``lora_rank``, ...)
-        moved into ``head``, ``vision`` and ``lora``: each raises a TypeError naming its
-        2.0 place.
-        """
-        policy: TokenPolicy = from_pretrained(
-            cls, path_or_config, obs_dim=obs_dim, action_space=action_space,
-            tokenizer=tokenizer, head=head, vision=vision, lora=lora,
-            gradient_checkpointing=gradient_checkpointing, device=device, bf16=bf16,
-            local_files_only=local_files_only, **moved,
-        )  # fmt: skip
-        return policy
+    #: A token policy on a local checkpoint (or a config):
+    #: :func:`~fleetgym.agents.tokens.pretrained.from_pretrained`, with this class.
+    from_pretrained = classmethod(from_pretrained)
 
     def env_actions(self, tokens: torch.Tensor) -> torch.Tensor:
         """The decoded actions ``(B, K, D)`` (bin centres) of token ids ``(B, K, D)``."""

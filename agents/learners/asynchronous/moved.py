@@ -18,43 +18,20 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, TypeVar
 
+from fleetgym.agents.learners.asynchronous.config import AsyncPPOConfig, AsyncTopology
 from fleetgym.agents.learners.ppo import HYPERPARAMETERS
 from fleetgym.agents.learners.token_config import TokenPPOConfig
 from fleetgym.validation import quote
 
 _Config = TypeVar("_Config")
 
-#: The 1.x keywords that went into the topology (both trainers).
-TOPOLOGY_KEYWORDS = (
-    "n_actors",
-    "backend",
-    "inference",
-    "envs_per_actor",
-    "load_balancing",
-    "steps_per_actor",
-    "concurrent",
-    "address",
-    "ray_actor_options",
-    "server_batch",
-    "server_wait_ms",
-    "server_device",
-)
+#: The 1.x keywords that went into the topology (both trainers): its fields.
+TOPOLOGY_KEYWORDS = tuple(f.name for f in dataclasses.fields(AsyncTopology))
 _TOPOLOGY = "topology=AsyncTopology({key}=...)"
 #: Keywords of fleetgym 1.x's ``AsyncPPO`` and where each went in 2.0.
 ASYNC_MOVED: dict[str, str] = {
     **dict.fromkeys(
-        (
-            "loss",
-            "sigma",
-            "recompute_values",
-            "global_advantage_norm",
-            "target_kl",
-            "proximal_clip",
-            "max_policy_lag",
-            "batch_trajectories",
-            "lag_injection",
-            "imagination",
-        ),
+        (f.name for f in dataclasses.fields(AsyncPPOConfig) if f.name != "hyperparameters"),
         "algo=AsyncPPOConfig({key}=...)",
     ),
     **dict.fromkeys(HYPERPARAMETERS, "algo=AsyncPPOConfig(hyperparameters={{{key!r}: ...}})"),

@@ -14,12 +14,14 @@ of 2.0's first drafts (every setting a top-level key) are migrated
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 from fleetgym.agents.backends import RENAMED_BACKENDS
 from fleetgym.agents.files import check_path
+from fleetgym.agents.learners.asynchronous.config import AsyncPPOConfig
 from fleetgym.agents.learners.asynchronous.moved import TOPOLOGY_KEYWORDS
 from fleetgym.agents.learners.checkpoint import read_json_file
 from fleetgym.agents.learners.lag import WeightRing
@@ -34,19 +36,7 @@ SETTINGS_VERSION = 2
 #: The constructor arguments a settings file holds.
 SETTINGS_KEYS = ("workload", "algo", "topology", "seed")
 #: Flat keys of a 1.x AsyncPPO settings file that went into the algorithm config.
-FLAT_ALGO_KEYS = (
-    "loss",
-    "sigma",
-    "recompute_values",
-    "global_advantage_norm",
-    "target_kl",
-    "proximal_clip",
-    "max_policy_lag",
-    "batch_trajectories",
-    "lag_injection",
-    "imagination",
-    "hyperparameters",
-)
+FLAT_ALGO_KEYS = tuple(f.name for f in dataclasses.fields(AsyncPPOConfig))
 #: Flat keys of a 1.x TokenAsyncPPO settings file that went into its TokenPPOConfig.
 FLAT_TOKEN_KEYS = ("ratio_level", "loss", "sigma", "target_kl")
 #: Where neither the file nor a config keeps them (a cluster of the run that saved it).
