@@ -76,18 +76,18 @@ def register_shim_env(env_id: str, profile: str = "wifi-degraded", **wrapper_kwa
     spec carries the inner env's ``reward_threshold`` and ``max_episode_steps`` (the step
     limit sits outside the shim). Safe to call again with the same arguments.
 
+    Args:
+        env_id: A registered Gymnasium ID (ALE IDs need no ``import ale_py`` first).
+        profile: A registered profile name (``fleetgym profiles`` lists them).
+        **wrapper_kwargs: Further :class:`~fleetgym.wrappers.NetworkShimWrapper` keywords
+            (``step_ms``, ``delivery``, ...), stored in the ID's spec.
+
     Example:
         >>> import gymnasium as gym
         >>> env_id = register_shim_env("CartPole-v1", "wifi-normal")
         >>> env = gym.make(env_id)
         >>> env_id, env.spec.reward_threshold, env.spec.max_episode_steps
         ('fleetgym/NetShim-CartPole-v1-wifi-normal-v0', 475.0, 500)
-
-    Args:
-        env_id: A registered Gymnasium ID (ALE IDs need no ``import ale_py`` first).
-        profile: A registered profile name (``fleetgym profiles`` lists them).
-        **wrapper_kwargs: Further :class:`~fleetgym.wrappers.NetworkShimWrapper` keywords
-            (``step_ms``, ``delivery``, ...), stored in the ID's spec.
 
     Returns:
         The registered ID.

@@ -105,23 +105,6 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
     :class:`~fleetgym.meta_env.cost_model.RoundAccountant`. See the module docstring for
     the observation, reward and termination.
 
-    Example:
-        >>> env = ActorSchedulingEnv("CartPole-v1", timing="modeled",
-        ...                          training=TrainingConfig(steps_per_actor=16),
-        ...                          fleet=FleetConfig(max_actors=4),
-        ...                          episode={"max_rounds": 2})  # a config or its dict
-        >>> obs, info = env.reset(seed=0)
-        >>> obs.shape, env.action_space
-        ((7,), Discrete(4))
-        >>> obs, reward, terminated, truncated, info = env.step(3)
-        >>> info["num_actors"], len(info["actor_times"]), round(float(obs[0]), 2)
-        (4, 4, 0.5)
-        >>> env.close()
-
-    ``gym.make("fleetgym/ActorScheduling-v0", ...)`` takes the configs' fields as flat,
-    JSON-able keyword arguments instead
-    (:func:`~fleetgym.meta_env.scheduling_kwargs.make_actor_scheduling_env`).
-
     Args:
         workload: a workload name (``fleetgym.agents.workloads``), any registered
             Gymnasium ID, an ``EnvSpec`` or a Workload
@@ -149,6 +132,23 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
             None: :func:`~fleetgym.agents.fleet.make_fleet`.
         learner_factory: ``f(workload, seed=, **learner_overrides) -> Learner``; None:
             ``PPOLearner``.
+
+    Example:
+        >>> env = ActorSchedulingEnv("CartPole-v1", timing="modeled",
+        ...                          training=TrainingConfig(steps_per_actor=16),
+        ...                          fleet=FleetConfig(max_actors=4),
+        ...                          episode={"max_rounds": 2})  # a config or its dict
+        >>> obs, info = env.reset(seed=0)
+        >>> obs.shape, env.action_space
+        ((7,), Discrete(4))
+        >>> obs, reward, terminated, truncated, info = env.step(3)
+        >>> info["num_actors"], len(info["actor_times"]), round(float(obs[0]), 2)
+        (4, 4, 0.5)
+        >>> env.close()
+
+    ``gym.make("fleetgym/ActorScheduling-v0", ...)`` takes the configs' fields as flat,
+    JSON-able keyword arguments instead
+    (:func:`~fleetgym.meta_env.scheduling_kwargs.make_actor_scheduling_env`).
 
     Raises:
         fleetgym.errors.UnknownWorkloadError: an unknown workload (lists close matches).

@@ -324,11 +324,6 @@ def calibrate(
 ) -> CalibrationResult:
     """The compute model of ``workload``: from the cache, or measured now and cached.
 
-    Example:
-        >>> result = calibrate("CartPole-v1", budget_s=0.2)  # doctest: +SKIP
-        >>> result.model.actor_step_s  # doctest: +SKIP
-        0.00018
-
     Args:
         workload: anything :func:`~fleetgym.agents.workloads.get_workload` takes.
         learner_overrides: PPO hyperparameters replacing the workload's (as the
@@ -337,6 +332,11 @@ def calibrate(
         budget_s: about how many CPU seconds the rollouts are timed for.
         seed: seed of the actor and the learner.
         folder: the cache folder (default :func:`cache_dir`).
+
+    Example:
+        >>> result = calibrate("CartPole-v1", budget_s=0.2)  # doctest: +SKIP
+        >>> result.model.actor_step_s  # doctest: +SKIP
+        0.00018
 
     Raises:
         CalibrationError: the env or the learner raised; the message names the step.

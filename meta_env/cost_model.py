@@ -81,6 +81,9 @@ class ServerlessCostModel:
     containers the next round does not need are released at its start. Warming containers
     up before the first round costs one cold start each (:meth:`prewarm_cost`).
 
+    Args:
+        pricing: the prices.
+
     Example:
         >>> from fleetgym.meta_env.pricing import get_pricing
         >>> pricing = get_pricing("aci")
@@ -88,9 +91,6 @@ class ServerlessCostModel:
         >>> cost = cm.round_cost(learner_s=2.0, actor_s=[1.0, 1.5], round_s=3.5)
         >>> round(cost.total * 1e6, 2)  # micro-dollars: 2 s of V100 + 2.5 actor-seconds
         1731.25
-
-    Args:
-        pricing: the prices.
 
     Raises:
         TypeError: ``pricing`` is not a :class:`PricingPreset`.
@@ -181,15 +181,15 @@ class ServerClusterCostModel:
     every second of training whether busy or idle. VMs are up before training starts (no
     per-round cold start).
 
+    Args:
+        pricing: the prices (VM fields).
+        actors: actor cores the cluster provides.
+
     Example:
         >>> from fleetgym.meta_env.pricing import get_pricing
         >>> cm = ServerClusterCostModel(get_pricing("aci"), actors=32)
         >>> round(cm.round_cost(round_s=3600.0).total, 3)
         7.092
-
-    Args:
-        pricing: the prices (VM fields).
-        actors: actor cores the cluster provides.
 
     Raises:
         TypeError: ``pricing`` is not a :class:`PricingPreset`, ``actors`` not an int.
@@ -269,6 +269,13 @@ class RoundAccountant:
     4. *State*: the clock advances by ``P_k``, and under keep-alive the round's slots
        stay warm until ``keep_alive_s`` after it.
 
+    Args:
+        time_model: cold starts, transfers, pre-warming and the learner's speed.
+        pricing: the prices.
+        max_actors: slots of the fleet.
+        billing: one of :data:`BILLINGS`.
+        server_actors: actor cores of the server cluster; None: ``max_actors``.
+
     Example:
         >>> from fleetgym.meta_env.pricing import get_pricing
         >>> acc = RoundAccountant(TimeModel(latency_s=0.0), get_pricing("aci"), max_actors=4)
@@ -277,13 +284,6 @@ class RoundAccountant:
         ([1.3, 2.3], 4.3)
         >>> round(bill.total_cost * 1e3, 3), acc.rounds, round(acc.elapsed_s, 3)
         (1.745, 1, 4.3)
-
-    Args:
-        time_model: cold starts, transfers, pre-warming and the learner's speed.
-        pricing: the prices.
-        max_actors: slots of the fleet.
-        billing: one of :data:`BILLINGS`.
-        server_actors: actor cores of the server cluster; None: ``max_actors``.
 
     Raises:
         TypeError: ``time_model`` or ``pricing`` of the wrong type, a non-integer count.

@@ -119,14 +119,14 @@ class SchedulingDefaults:
     def override(self, *, budget: Any = "default", **changes: Any) -> SchedulingDefaults:
         """These defaults with each field given as not None replaced (validated).
 
+        Args:
+            budget: $ >= 0, None (unlimited) or ``"default"`` (keep this one).
+            **changes: other fields; None keeps this one.
+
         Example:
             >>> d = scheduling_defaults("CartPole-v1").override(max_rounds=3, beta=None)
             >>> d.max_rounds, d.beta, d.budget
             (3, 0.1, 0.0025)
-
-        Args:
-            budget: $ >= 0, None (unlimited) or ``"default"`` (keep this one).
-            **changes: other fields; None keeps this one.
 
         Raises:
             TypeError, ValueError: as the constructor, and for a budget string other
@@ -240,11 +240,6 @@ def scheduling_defaults(
 ) -> SchedulingDefaults:
     """The defaults of ``workload`` under ``preset`` (from the table or the workload).
 
-    Example:
-        >>> d = scheduling_defaults("CartPole-v1", "fast")
-        >>> d.steps_per_actor, d.target_return
-        (64, 195.0)
-
     Args:
         workload: anything :func:`~fleetgym.agents.workloads.get_workload` takes.
         preset: one of :data:`PRESETS`.
@@ -254,6 +249,11 @@ def scheduling_defaults(
             (:func:`~fleetgym.meta_env.calibration.calibrate`, cached); False: the
             family's shipped estimate (enough for measured timing, which only scales
             the observation with it).
+
+    Example:
+        >>> d = scheduling_defaults("CartPole-v1", "fast")
+        >>> d.steps_per_actor, d.target_return
+        (64, 195.0)
 
     Raises:
         TypeError: a preset that is not a string.

@@ -47,13 +47,6 @@ class PricingPreset:
     server-based cluster is one learner VM plus ``ceil(actors / server_actor_vm_cores)`` actor VMs, billed per hour
     for the whole wall time.
 
-    Example:
-        >>> aci = get_pricing("aci")
-        >>> round(aci.actor_price_per_s * 1e6, 3)  # micro-dollars per actor-second
-        12.5
-        >>> round(aci.server_cluster_price_per_s(32) * 3600, 3)  # $/h for 32 actor cores
-        7.092
-
     Args:
         name: preset name.
         vcpu_second: $ per vCPU-second of an actor container.
@@ -68,6 +61,13 @@ class PricingPreset:
         server_actor_vm_cores: actor cores per actor VM.
         source: where the prices come from.
         date: when they were read.
+
+    Example:
+        >>> aci = get_pricing("aci")
+        >>> round(aci.actor_price_per_s * 1e6, 3)  # micro-dollars per actor-second
+        12.5
+        >>> round(aci.server_cluster_price_per_s(32) * 3600, 3)  # $/h for 32 actor cores
+        7.092
 
     Raises:
         TypeError: a price or size that is not a number (cores: not an int).
@@ -183,13 +183,13 @@ PRICING_PRESETS: dict[str, PricingPreset] = {
 def get_pricing(pricing: str | PricingPreset = "aci", **overrides: Any) -> PricingPreset:
     """A pricing preset by name (or as given), with any field overridden.
 
-    Example:
-        >>> get_pricing("lambda", actor_memory_gb=2.0).actor_memory_gb
-        2.0
-
     Args:
         pricing: a name of :data:`PRICING_PRESETS` or a :class:`PricingPreset`.
         **overrides: fields of :class:`PricingPreset` to replace.
+
+    Example:
+        >>> get_pricing("lambda", actor_memory_gb=2.0).actor_memory_gb
+        2.0
 
     Raises:
         ValueError: an unknown preset name or field, or an invalid price.

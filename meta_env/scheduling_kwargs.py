@@ -88,6 +88,9 @@ def configs_from_kwargs(**kwargs: Any) -> dict[str, Any]:
 
     A flat argument given as None keeps the default, as before the configs existed.
 
+    Args:
+        **kwargs: names of :data:`FLAT_KWARGS` and :data:`ENV_KWARGS`.
+
     Example:
         >>> configs = configs_from_kwargs(max_actors=4, fleet_kwargs={"backend": "process"},
         ...                               latency_s=0.01, budget=None, timing="modeled")
@@ -95,9 +98,6 @@ def configs_from_kwargs(**kwargs: Any) -> dict[str, Any]:
         FleetConfig(max_actors=4, backend='process', inference=None, options={})
         >>> configs["costs"].time_model, configs["episode"].budget, configs["timing"]
         ({'latency_s': 0.01}, None, 'modeled')
-
-    Args:
-        **kwargs: names of :data:`FLAT_KWARGS` and :data:`ENV_KWARGS`.
 
     Raises:
         TypeError: an unknown keyword (the message lists the known ones), or a value of the

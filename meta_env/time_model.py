@@ -115,13 +115,6 @@ class TimeModel:
     they are released, as serverless platforms keep idle instances for a while: a fleet
     that shrinks and grows back within that time pays no cold start for it.
 
-    Example:
-        >>> tm = TimeModel(bandwidth_bytes_per_s=1e6, latency_s=0.01)
-        >>> round(tm.actor_time(0.5, weight_bytes=10_000, trajectory_bytes=40_000).total_s, 3)
-        0.87
-        >>> tm.learner_time(0.2).total_s
-        1.7
-
     Args:
         cold_start_actor_s: start-up of one actor container (MinionsRL: ~0.3 s).
         cold_start_learner_s: start-up of the GPU learner container (~1.5 s).
@@ -134,6 +127,13 @@ class TimeModel:
         latency_s: one-way latency of one transfer.
         learner_speed_factor: how many times faster the learner's device runs the update
             than this machine's CPU (1.0: as measured or modelled).
+
+    Example:
+        >>> tm = TimeModel(bandwidth_bytes_per_s=1e6, latency_s=0.01)
+        >>> round(tm.actor_time(0.5, weight_bytes=10_000, trajectory_bytes=40_000).total_s, 3)
+        0.87
+        >>> tm.learner_time(0.2).total_s
+        1.7
 
     Raises:
         TypeError: a value of the wrong type (a non-numeric time, a non-bool ``prewarm``,
@@ -246,6 +246,13 @@ class ComputeCostModel:
     real cloud and the same seed draws the same slowdowns. An update over ``m`` samples
     takes ``learner_overhead_s + m * learner_sample_s`` on this CPU (all epochs included).
 
+    Args:
+        actor_step_s: seconds per environment step of one actor.
+        actor_overhead_s: fixed seconds per rollout.
+        learner_sample_s: seconds per sample of an update (all epochs).
+        learner_overhead_s: fixed seconds per update.
+        actor_jitter_cv: coefficient of variation of the per-actor slowdown (0: none).
+
     Example:
         >>> cm = ComputeCostModel(actor_step_s=1e-4, actor_overhead_s=0.01,
         ...                       learner_sample_s=2e-5, learner_overhead_s=0.05)
@@ -253,13 +260,6 @@ class ComputeCostModel:
         [0.02, 0.02, 0.02]
         >>> round(cm.learner_update_s(1000), 3)
         0.07
-
-    Args:
-        actor_step_s: seconds per environment step of one actor.
-        actor_overhead_s: fixed seconds per rollout.
-        learner_sample_s: seconds per sample of an update (all epochs).
-        learner_overhead_s: fixed seconds per update.
-        actor_jitter_cv: coefficient of variation of the per-actor slowdown (0: none).
 
     Raises:
         TypeError: a value that is not a number.

@@ -343,6 +343,13 @@ def read_ping(
     without a reply are lost (``np.inf``). The rules are in the comment above and, with
     examples, in ``traces/README.md`` (format 4).
 
+    Args:
+        path: The file ``ping ... > path`` wrote.
+        interval_ms: The ``-i`` of the ping command in ms; needed without ``-D``
+            timestamps (default: ping's 1000 ms), checked against them with.
+        halve: Halve each round-trip time into a one-way delay (``kind "half-rtt"``,
+            symmetric paths assumed); False keeps whole round trips (``kind "rtt"``).
+
     Example:
         >>> import tempfile
         >>> rtt = {k: 40.0 + k % 3 for k in range(1, 61) if k != 7}  # icmp_seq 7 lost
@@ -356,13 +363,6 @@ def read_ping(
         >>> trace.interval_source
         'the -D timestamps (median 20 ms per icmp_seq over 58 pairs)'
         >>> os.remove(f.name)
-
-    Args:
-        path: The file ``ping ... > path`` wrote.
-        interval_ms: The ``-i`` of the ping command in ms; needed without ``-D``
-            timestamps (default: ping's 1000 ms), checked against them with.
-        halve: Halve each round-trip time into a one-way delay (``kind "half-rtt"``,
-            symmetric paths assumed); False keeps whole round trips (``kind "rtt"``).
 
     Raises:
         TraceFormatError: For every malformed input listed in the comment above.

@@ -40,11 +40,6 @@ class TraceData:
     that is ``<= send_ms[0] + (t mod period_ms)``: the trace wraps around after
     ``period_ms``.
 
-    Example:
-        >>> trace = TraceData(np.array([0.0, 10.0]), np.array([5.0, np.inf]), 20.0, "demo")
-        >>> len(trace), round(trace.loss_rate, 2)
-        (2, 0.5)
-
     Args:
         send_ms: Non-decreasing send times (ms), shape ``(n,)``, ``n >= 1``.
         delay_ms: One-way delay (ms) of each packet, ``np.inf`` when it was lost.
@@ -55,6 +50,11 @@ class TraceData:
         interval_source: How the packet spacing was found, for reports (e.g. ``"the -D
             timestamps"``, ``"ping's default, 1000 ms"``); empty if not recorded.
         origin: What the file held, for reports (e.g. ``"ping output (Linux iputils)"``).
+
+    Example:
+        >>> trace = TraceData(np.array([0.0, 10.0]), np.array([5.0, np.inf]), 20.0, "demo")
+        >>> len(trace), round(trace.loss_rate, 2)
+        (2, 0.5)
 
     Raises:
         ValueError: If the arrays do not have the shapes and values described above.

@@ -36,6 +36,10 @@ class ActionCheck:
     (``0.7`` and ``1.0`` are rejected, not truncated). With ``batch`` the check applies to a
     whole batch of shape ``(batch, *shape)`` of an array space; a scalar is not broadcast.
 
+    Args:
+        space: The (single) action space.
+        batch: Number of sub-envs for a batch of actions, or None for one action.
+
     Example:
         >>> check = ActionCheck(spaces.Discrete(2))
         >>> check(1, step=0)
@@ -43,10 +47,6 @@ class ActionCheck:
         Traceback (most recent call last):
         ...
         fleetgym.errors.InvalidActionError: action at step 3: expected an element of Discrete(2), actual float 0.7
-
-    Args:
-        space: The (single) action space.
-        batch: Number of sub-envs for a batch of actions, or None for one action.
     """
 
     __slots__ = (

@@ -96,6 +96,12 @@ class GaussianChannel(Channel):
     Stream API: :meth:`sampler` ``(rng, step_ms)`` and :meth:`sample_delays`
     ``(rng, n, step_ms=20.0)`` (ms, ``np.inf`` = lost), see :class:`Channel`.
 
+    Args:
+        mean_ms: Mean of the normal before clipping at 0, ``>= 0``.
+        std_ms: Its standard deviation, ``>= 0`` (0 gives a fixed delay).
+        loss: Probability that a packet is lost, in [0, 1].
+        correlation: AR(1) coefficient of successive delays, in [0, 1).
+
     Example:
         >>> import numpy as np
         >>> ch = GaussianChannel(mean_ms=80, std_ms=40, loss=0.1, correlation=0.9)
@@ -103,12 +109,6 @@ class GaussianChannel(Channel):
         >>> ok = d[np.isfinite(d)]
         >>> round(float(ok.mean()) / 10), round(float(np.mean(np.isinf(d))), 1)
         (8, 0.1)
-
-    Args:
-        mean_ms: Mean of the normal before clipping at 0, ``>= 0``.
-        std_ms: Its standard deviation, ``>= 0`` (0 gives a fixed delay).
-        loss: Probability that a packet is lost, in [0, 1].
-        correlation: AR(1) coefficient of successive delays, in [0, 1).
 
     Raises:
         TypeError: If an argument is not a real number.
@@ -180,15 +180,6 @@ class GilbertElliottChannel(Channel):
     Stream API: :meth:`sampler` ``(rng, step_ms)`` and :meth:`sample_delays`
     ``(rng, n, step_ms=20.0)`` (ms, ``np.inf`` = lost), see :class:`Channel`.
 
-    Example:
-        >>> import numpy as np
-        >>> ch = GilbertElliottChannel.from_loss_and_burst(0.1, 4.0, mean_ms=30, std_ms=10)
-        >>> round(ch.p_good_to_bad, 4), ch.p_bad_to_good, round(ch.loss_rate, 3)
-        (0.0278, 0.25, 0.1)
-        >>> d = ch.sample_delays(np.random.default_rng(0), 200_000)
-        >>> round(float(np.mean(np.isinf(d))), 2)
-        0.1
-
     Args:
         p_good_to_bad: Per-packet probability Good -> Bad, in [0, 1].
         p_bad_to_good: Per-packet probability Bad -> Good, in [0, 1].
@@ -197,6 +188,15 @@ class GilbertElliottChannel(Channel):
         mean_ms: Delay mean (ms) before clipping at 0, ``>= 0``.
         std_ms: Delay standard deviation (ms), ``>= 0``.
         correlation: AR(1) coefficient of successive delays, in [0, 1).
+
+    Example:
+        >>> import numpy as np
+        >>> ch = GilbertElliottChannel.from_loss_and_burst(0.1, 4.0, mean_ms=30, std_ms=10)
+        >>> round(ch.p_good_to_bad, 4), ch.p_bad_to_good, round(ch.loss_rate, 3)
+        (0.0278, 0.25, 0.1)
+        >>> d = ch.sample_delays(np.random.default_rng(0), 200_000)
+        >>> round(float(np.mean(np.isinf(d))), 2)
+        0.1
 
     Raises:
         TypeError: If an argument is not a real number.

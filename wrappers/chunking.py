@@ -86,6 +86,17 @@ class ScheduledChunks(
     the agent covers holds the last action (or the safe one). ``info`` gains
     ``predicted_steps`` and ``chunk`` (the packet sent).
 
+    Args:
+        env: A shim with a playout buffer (or a wrapper of one that keeps ``info``), with a
+            Box observation space.
+        predictor: A :class:`~fleetgym.wrappers.predictive.Predictor` or
+            ``"true-dynamics"`` (:func:`~fleetgym.wrappers.dynamics.true_dynamics`).
+        delay: ``D``, the playout delay in ticks (>= 1), or a :class:`Schedule`.
+        chunk: ``k``, the actions per packet (>= 1; ignored when ``delay`` is a Schedule).
+        policy: What makes the chunk's actions after the first (an SB3 model or a callable);
+            required when ``chunk > 1``, usually the policy that acts on this env.
+        max_horizon: Most ticks predicted in one rollout (the estimate stops moving beyond).
+
     Example:
         >>> import gymnasium as gym
         >>> from fleetgym.wrappers import NetworkShimWrapper, Playout
@@ -99,17 +110,6 @@ class ScheduledChunks(
         ...     total, done = total + reward, terminated or truncated
         >>> total > 100, len(info["chunk"]), info["chunk"].tick - (env.get_wrapper_attr("_t") - 1)
         (True, 4, 3)
-
-    Args:
-        env: A shim with a playout buffer (or a wrapper of one that keeps ``info``), with a
-            Box observation space.
-        predictor: A :class:`~fleetgym.wrappers.predictive.Predictor` or
-            ``"true-dynamics"`` (:func:`~fleetgym.wrappers.dynamics.true_dynamics`).
-        delay: ``D``, the playout delay in ticks (>= 1), or a :class:`Schedule`.
-        chunk: ``k``, the actions per packet (>= 1; ignored when ``delay`` is a Schedule).
-        policy: What makes the chunk's actions after the first (an SB3 model or a callable);
-            required when ``chunk > 1``, usually the policy that acts on this env.
-        max_horizon: Most ticks predicted in one rollout (the estimate stops moving beyond).
 
     Raises:
         TypeError, ValueError: For a bad argument, or an env without a playout buffer.

@@ -94,18 +94,6 @@ def make_robust_env(
     the loop does once ``steps`` ticks pass without a fresh action at the env: hold the
     last action, apply a safe one, or (predictive and scheduled) keep predicting.
 
-    Example:
-        >>> from fleetgym.wrappers import HistoryCompensation, PredictiveCompensation
-        >>> env = make_robust_env("CartPole-v1", "wifi-normal",
-        ...     compensation=HistoryCompensation(history_length=3, action_history_length=4))
-        >>> obs, _ = env.reset(seed=0)
-        >>> obs.shape  # 3 frames x (4 + 2 age features) + 4 one-hot actions x 2
-        (26,)
-        >>> env = make_robust_env("CartPole-v1", "wifi-normal", compensation=PredictiveCompensation(
-        ...     "true-dynamics", options={"lookahead": "action", "samples": 16}))
-        >>> env.action_delay  # wifi-normal's median action age at 20 ms
-        1
-
     Args:
         env: A registered env ID or an env instance (observation space must be a Box;
             flatten Dict observations first, e.g. MiniGrid's ``ImgObsWrapper``).
@@ -122,6 +110,18 @@ def make_robust_env(
             ``delivery``, ``start_action``, ``timing``, ...).
         **moved: fleetgym 1.x keywords: each raises a TypeError that names its 2.0 place
             (see ``CHANGELOG.md``).
+
+    Example:
+        >>> from fleetgym.wrappers import HistoryCompensation, PredictiveCompensation
+        >>> env = make_robust_env("CartPole-v1", "wifi-normal",
+        ...     compensation=HistoryCompensation(history_length=3, action_history_length=4))
+        >>> obs, _ = env.reset(seed=0)
+        >>> obs.shape  # 3 frames x (4 + 2 age features) + 4 one-hot actions x 2
+        (26,)
+        >>> env = make_robust_env("CartPole-v1", "wifi-normal", compensation=PredictiveCompensation(
+        ...     "true-dynamics", options={"lookahead": "action", "samples": 16}))
+        >>> env.action_delay  # wifi-normal's median action age at 20 ms
+        1
 
     Returns:
         The wrapped env.

@@ -98,6 +98,12 @@ class ObservationAgeFeatures(
     Without a shim underneath (no age in ``info``) the age is 0 and every step is new, so
     the same policy input layout works on a bare env.
 
+    Args:
+        env: The env, normally a :class:`NetworkShimWrapper` (or wrapping one
+            without changing ``info``); its observation space must be a Box.
+        max_age_steps: Ages at or above this saturate the feature at 1.
+        stall_steps: Append the stall flag, set from this age on (``None``: no flag).
+
     Example:
         >>> import gymnasium as gym
         >>> from fleetgym.wrappers.network_shim import NetworkShimWrapper
@@ -105,12 +111,6 @@ class ObservationAgeFeatures(
         >>> obs, _ = env.reset(seed=0)
         >>> obs.shape, obs[-2:].tolist()
         ((6,), [0.0, 1.0])
-
-    Args:
-        env: The env, normally a :class:`NetworkShimWrapper` (or wrapping one
-            without changing ``info``); its observation space must be a Box.
-        max_age_steps: Ages at or above this saturate the feature at 1.
-        stall_steps: Append the stall flag, set from this age on (``None``: no flag).
 
     Raises:
         UnsupportedSpaceError: if the observation space is not a Box.
@@ -171,14 +171,6 @@ class ObservationHistory(FrameStackObservation, gym.utils.RecordConstructorArgs)
     the network in ``quantile`` of the steps, up to ``max_history`` frames (a
     ``UserWarning`` says when the network asks for more: it has stalls).
 
-    Example:
-        >>> import gymnasium as gym
-        >>> from fleetgym.wrappers.network_shim import NetworkShimWrapper
-        >>> shim = NetworkShimWrapper(gym.make("CartPole-v1"), profile="wifi-normal")
-        >>> env = ObservationHistory(shim)
-        >>> env.stack_size >= 2, env.observation_space.shape[1:]
-        (True, (4,))
-
     Args:
         env: The env whose observations to stack.
         stack_size: k, or ``None`` to derive it from the shim in ``env``.
@@ -186,6 +178,14 @@ class ObservationHistory(FrameStackObservation, gym.utils.RecordConstructorArgs)
         padding_type: As for FrameStackObservation (``"reset"`` or ``"zero"``).
         max_history: Cap of the derived k (default
             :data:`~fleetgym.wrappers.staleness.HISTORY_CAP`, 16).
+
+    Example:
+        >>> import gymnasium as gym
+        >>> from fleetgym.wrappers.network_shim import NetworkShimWrapper
+        >>> shim = NetworkShimWrapper(gym.make("CartPole-v1"), profile="wifi-normal")
+        >>> env = ObservationHistory(shim)
+        >>> env.stack_size >= 2, env.observation_space.shape[1:]
+        (True, (4,))
 
     Raises:
         TypeError, ValueError: on a bad argument, or if ``stack_size`` is ``None`` and
@@ -255,6 +255,10 @@ class SentActionHistory(
     first; before the first action of an episode the slots are zero (no
     action sent). The observation becomes ``[obs (flattened, float32), a_{t-m+1..t}]``.
 
+    Args:
+        env: The env, with a Box observation space.
+        history_length: m >= 1.
+
     Example:
         >>> import gymnasium as gym
         >>> env = SentActionHistory(gym.make("CartPole-v1"), history_length=3)
@@ -262,10 +266,6 @@ class SentActionHistory(
         >>> obs, *_ = env.step(1)
         >>> obs.shape, obs[4:].tolist()
         ((10,), [0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
-
-    Args:
-        env: The env, with a Box observation space.
-        history_length: m >= 1.
 
     Raises:
         UnsupportedSpaceError: for a non-Box observation space or an unsupported action space.

@@ -48,6 +48,13 @@ class CartPoleDynamics:
     (applied in order), ``ages`` is not needed; it returns the ``(B, 4)`` states after
     the ``n`` steps, in float64.
 
+    Args:
+        gravity, masscart, masspole, length, force_mag, tau: The env's constants
+            (``length`` is half the pole's length, as in the env).
+        kinematics_integrator: ``"euler"`` or ``"semi-implicit euler"``.
+        observation_space, action_space: The spaces it predicts for (checked by the
+            predictive wrapper against the env's); default CartPole's.
+
     Example:
         >>> import gymnasium as gym
         >>> import numpy as np
@@ -58,13 +65,6 @@ class CartPoleDynamics:
         >>> pred = model(obs[None], np.array([[1]]), None)
         >>> bool(np.allclose(pred[0], nxt, atol=1e-6))
         True
-
-    Args:
-        gravity, masscart, masspole, length, force_mag, tau: The env's constants
-            (``length`` is half the pole's length, as in the env).
-        kinematics_integrator: ``"euler"`` or ``"semi-implicit euler"``.
-        observation_space, action_space: The spaces it predicts for (checked by the
-            predictive wrapper against the env's); default CartPole's.
 
     Raises:
         ValueError: For a constant that is not a finite positive number.
@@ -308,6 +308,10 @@ class MujocoStateDynamics:
     at a time: ``obs`` of the env's shape, ``actions`` ``(n, *action_shape)`` applied in
     order, ``ages`` unused; it returns the observation after the ``n`` steps.
 
+    Args:
+        env_id: A registered ID of one of the supported envs.
+        env_kwargs: Its ``gym.make`` keyword arguments (as in the env's spec).
+
     Example:
         >>> import gymnasium as gym
         >>> env = gym.make("Hopper-v5")
@@ -317,10 +321,6 @@ class MujocoStateDynamics:
         >>> nxt, *_ = env.step(action)
         >>> bool(np.allclose(model(obs, action[None], None), nxt, atol=1e-5))
         True
-
-    Args:
-        env_id: A registered ID of one of the supported envs.
-        env_kwargs: Its ``gym.make`` keyword arguments (as in the env's spec).
 
     Raises:
         UnsupportedSpaceError: For an env whose observation is not its joint state.

@@ -178,11 +178,6 @@ class LogNormalChannel(Channel):
     ``shift_ms + median_ms``. See the module docstring for ``correlation``, ``loss`` and
     ``interval_ms``.
 
-    Example:
-        >>> ch = LogNormalChannel(6.0, 0.6, shift_ms=2.0)
-        >>> round(float(ch.quantile_ms(0.5)), 3), round(float(ch.cdf(8.0)), 3)
-        (8.0, 0.5)
-
     Args:
         median_ms: Median of the log-normal part (ms), ``>= 0``.
         sigma: Standard deviation of its logarithm, in [0, 10].
@@ -190,6 +185,11 @@ class LogNormalChannel(Channel):
         correlation: AR(1) coefficient of the latent normal, in [0, 1).
         loss: Loss probability (i.i.d.) or a loss-only GilbertElliottChannel.
         interval_ms: Packet spacing the per-packet parameters refer to, or None.
+
+    Example:
+        >>> ch = LogNormalChannel(6.0, 0.6, shift_ms=2.0)
+        >>> round(float(ch.quantile_ms(0.5)), 3), round(float(ch.cdf(8.0)), 3)
+        (8.0, 0.5)
 
     Raises:
         TypeError: If an argument has the wrong type.
@@ -294,17 +294,17 @@ class EmpiricalChannel(Channel):
     ``interp(Phi(z), probabilities, quantiles_ms)``. See the module docstring for
     ``correlation``, ``loss`` and ``interval_ms``.
 
-    Example:
-        >>> ch = EmpiricalChannel((2.0, 5.0, 40.0), (0.0, 0.5, 1.0))
-        >>> float(ch.quantile_ms(0.75)), float(ch.cdf(5.0))
-        (22.5, 0.5)
-
     Args:
         quantiles_ms: Non-decreasing delays (ms), 2 to 10 000 rows, each in [0, 1e7].
         probabilities: Strictly increasing, from 0 to 1, one per row; None = evenly spaced.
         correlation: AR(1) coefficient of the latent normal, in [0, 1).
         loss: Loss probability (i.i.d.) or a loss-only GilbertElliottChannel.
         interval_ms: Packet spacing the per-packet parameters refer to, or None.
+
+    Example:
+        >>> ch = EmpiricalChannel((2.0, 5.0, 40.0), (0.0, 0.5, 1.0))
+        >>> float(ch.quantile_ms(0.75)), float(ch.cdf(5.0))
+        (22.5, 0.5)
 
     Raises:
         TypeError: If an argument has the wrong type.

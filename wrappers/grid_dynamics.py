@@ -40,6 +40,10 @@ class MiniGridStateDynamics:
     at a time: ``obs`` the flattened view, ``actions`` ``(n,)`` applied in order,
     ``ages`` unused.
 
+    Args:
+        env_id: A registered MiniGrid ID whose layout does not change.
+        env_kwargs: Its ``gym.make`` keyword arguments.
+
     Example:
         >>> import minigrid  # noqa: F401  (registers the IDs)
         >>> from gymnasium.wrappers import FlattenObservation
@@ -50,10 +54,6 @@ class MiniGridStateDynamics:
         >>> nxt, *_ = env.step(2)  # forward
         >>> bool((model(obs, np.array([2]), None) == nxt).all()), model.unmatched
         (True, 0)
-
-    Args:
-        env_id: A registered MiniGrid ID whose layout does not change.
-        env_kwargs: Its ``gym.make`` keyword arguments.
 
     Raises:
         UnsupportedSpaceError: For a task whose layout changes between episodes or holds

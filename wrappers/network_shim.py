@@ -155,14 +155,6 @@ class NetworkShimWrapper(
     ``reset()`` without a seed continues the streams. When ``profile`` is a sequence,
     each ``reset`` draws one profile uniformly from it with the shim's own generator.
 
-    Example:
-        >>> import gymnasium as gym
-        >>> env = NetworkShimWrapper(gym.make("CartPole-v1"), profile="wifi-normal")
-        >>> obs, info = env.reset(seed=0)
-        >>> obs, reward, terminated, truncated, info = env.step(1)
-        >>> env.step_ms, obs.shape, sorted(k for k in info if k.endswith("_steps"))
-        (20.0, (4,), ['action_age_steps', 'obs_age_steps'])
-
     Args:
         env: The env to wrap (any observation and action space).
         profile: A profile name (``fleetgym profiles`` lists them), a
@@ -199,6 +191,14 @@ class NetworkShimWrapper(
             underrun rules; ``info`` adds ``action_source``). ``start_action`` is then unused.
             :class:`~fleetgym.wrappers.ScheduledChunks` makes the packets from any
             policy.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> env = NetworkShimWrapper(gym.make("CartPole-v1"), profile="wifi-normal")
+        >>> obs, info = env.reset(seed=0)
+        >>> obs, reward, terminated, truncated, info = env.step(1)
+        >>> env.step_ms, obs.shape, sorted(k for k in info if k.endswith("_steps"))
+        (20.0, (4,), ['action_age_steps', 'obs_age_steps'])
 
     Raises:
         TypeError, ValueError, UnknownProfileError, UnsupportedSpaceError: For a bad

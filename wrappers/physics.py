@@ -106,6 +106,10 @@ class PhysicsRandomizationWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.Rec
     the parameter's range. See the module docstring for the parameters of each env, the
     seeding and the composition with the network shim's profile mix.
 
+    Args:
+        env: A CartPole or MuJoCo env (anything whose ``unwrapped`` is one).
+        ranges: Parameter name -> ``(low, high)`` factor range (or one fixed factor).
+
     Example:
         >>> env = PhysicsRandomizationWrapper(
         ...     gym.make("CartPole-v1"), {"length": (0.5, 2.0), "masspole": (1.0, 3.0)})
@@ -117,10 +121,6 @@ class PhysicsRandomizationWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.Rec
         True
         >>> env.reset(seed=0)[1]["physics"] == info["physics"]
         True
-
-    Args:
-        env: A CartPole or MuJoCo env (anything whose ``unwrapped`` is one).
-        ranges: Parameter name -> ``(low, high)`` factor range (or one fixed factor).
 
     Raises:
         TypeError: If ``ranges`` is not a mapping of names to ranges, or the env is neither

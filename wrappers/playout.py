@@ -73,15 +73,15 @@ _INF = math.inf
 class ActionPacket:
     """``k`` actions for the ticks ``tick .. tick + k - 1`` (see the module docstring).
 
-    Example:
-        >>> p = ActionPacket(5, [1, 0, 1])
-        >>> p.tick, len(p), p.covers(6), p.action_at(6)
-        (5, 3, True, 0)
-
     Args:
         tick: The tick ``actions[0]`` applies at (an int >= 0).
         actions: A non-empty sequence of actions (a list, or an array whose first axis is
             the chunk); kept as given.
+
+    Example:
+        >>> p = ActionPacket(5, [1, 0, 1])
+        >>> p.tick, len(p), p.covers(6), p.action_at(6)
+        (5, 3, True, 0)
 
     Raises:
         TypeError, ValueError: For a tick that is not an int >= 0, or no actions.

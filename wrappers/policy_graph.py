@@ -52,12 +52,6 @@ class PolicyNode:
     start) and sends its output on all its outgoing links; between acts its receivers
     keep the last output that reached them (a goal or option held for ``period`` ticks).
 
-    Example:
-        >>> from gymnasium import spaces
-        >>> node = PolicyNode("planner", lambda inputs: 0.5, spaces.Box(-1, 1, ()), period=10)
-        >>> node.name, node.period
-        ('planner', 10)
-
     Args:
         name: Unique name in the graph (not ``"env"``).
         policy: ``policy(inputs) -> output``, ``inputs`` a dict from each incoming link's
@@ -69,6 +63,12 @@ class PolicyNode:
         start_output: What the node's receivers see before its first message reaches
             them; default the space's zero action
             (:func:`~fleetgym.wrappers.shim_config.default_start_action`).
+
+    Example:
+        >>> from gymnasium import spaces
+        >>> node = PolicyNode("planner", lambda inputs: 0.5, spaces.Box(-1, 1, ()), period=10)
+        >>> node.name, node.period
+        ('planner', 10)
 
     Raises:
         TypeError, ValueError: For a bad argument, naming it.
@@ -116,15 +116,15 @@ class PolicyLink:
     draws from its ``downlink`` (the shim's convention). Packets keep their order
     (``fifo``, the shim's default delivery) and a lost packet never arrives.
 
-    Example:
-        >>> PolicyLink("env", "planner", "wifi-normal").profile.name
-        'wifi-normal'
-
     Args:
         source: The sending node's name, or ``"env"``.
         target: The receiving node's name, or ``"env"``.
         profile: A profile name (``fleetgym profiles`` lists them), a profile file or a
             :class:`~fleetgym.wrappers.profiles.NetworkProfile`; default ``"perfect"``.
+
+    Example:
+        >>> PolicyLink("env", "planner", "wifi-normal").profile.name
+        'wifi-normal'
 
     Raises:
         TypeError: For a name that is not a non-empty str.
@@ -165,6 +165,10 @@ class PolicyGraph:
     nodes act in the order the links give, so a zero-delay goal reaches its controller
     in the same tick).
 
+    Args:
+        nodes: The policy nodes.
+        links: The links (``"env"`` names the environment).
+
     Example:
         >>> from gymnasium import spaces
         >>> graph = PolicyGraph(
@@ -181,10 +185,6 @@ class PolicyGraph:
         ... )
         >>> graph.order, graph.actuator
         (('planner', 'controller'), 'controller')
-
-    Args:
-        nodes: The policy nodes.
-        links: The links (``"env"`` names the environment).
 
     Raises:
         TypeError: For an element that is not a PolicyNode / PolicyLink.

@@ -100,6 +100,16 @@ class PolicyGraphEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructo
     ``np.random.SeedSequence`` (apart from the env's own ``np_random``); a reset without
     seed continues them. Same seed, same policies: same episode.
 
+    Args:
+        env: The environment (any spaces; the actuator's ``action_space`` must equal its
+            action space).
+        graph: The :class:`PolicyGraph`.
+        trained: The name of the node whose actions ``step`` takes.
+        step_ms: The control period in ms; inferred from the env when None (as the shim
+            does, :func:`~fleetgym.wrappers.shim_config.infer_step_ms`).
+        uplink_share: The nodes' phase ``s`` in (0, 1): the env steps ``(1 - s) * P``
+            after the nodes' tick (the shim's parameter of the same name).
+
     Example:
         >>> import gymnasium as gym
         >>> from gymnasium import spaces
@@ -123,16 +133,6 @@ class PolicyGraphEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructo
         >>> obs, reward, terminated, truncated, info = env.step(1)
         >>> info["graph_ticks"], info["input_age_steps"]["env"]
         (1, 0)
-
-    Args:
-        env: The environment (any spaces; the actuator's ``action_space`` must equal its
-            action space).
-        graph: The :class:`PolicyGraph`.
-        trained: The name of the node whose actions ``step`` takes.
-        step_ms: The control period in ms; inferred from the env when None (as the shim
-            does, :func:`~fleetgym.wrappers.shim_config.infer_step_ms`).
-        uplink_share: The nodes' phase ``s`` in (0, 1): the env steps ``(1 - s) * P``
-            after the nodes' tick (the shim's parameter of the same name).
 
     Raises:
         TypeError, ValueError: For a bad argument (a trained node not in the graph, a

@@ -149,17 +149,6 @@ class PredictiveObservation(
 
     ``info`` gains ``predicted_steps`` (the rollout length of this step).
 
-    Example:
-        >>> import gymnasium as gym
-        >>> from fleetgym.wrappers.dynamics import CartPoleDynamics
-        >>> from fleetgym.wrappers.network_shim import NetworkShimWrapper
-        >>> shim = NetworkShimWrapper(gym.make("CartPole-v1"), profile="wifi-normal")
-        >>> env = PredictiveObservation(shim, CartPoleDynamics.from_env(shim))
-        >>> obs, _ = env.reset(seed=0)
-        >>> obs, *_, info = env.step(1)
-        >>> obs.shape, info["predicted_steps"] >= 0
-        ((4,), True)
-
     Args:
         env: A networked env (shim or ``fleetgym/Remote-v0``, or a wrapper of one that
             keeps ``info``) with a Box observation space.
@@ -184,6 +173,17 @@ class PredictiveObservation(
         stall_steps: Holds in a row after which the env applies ``safe_action``.
         safe_action: The env's safe action in a stall (``None``: the env holds, the
             shim's rule).
+
+    Example:
+        >>> import gymnasium as gym
+        >>> from fleetgym.wrappers.dynamics import CartPoleDynamics
+        >>> from fleetgym.wrappers.network_shim import NetworkShimWrapper
+        >>> shim = NetworkShimWrapper(gym.make("CartPole-v1"), profile="wifi-normal")
+        >>> env = PredictiveObservation(shim, CartPoleDynamics.from_env(shim))
+        >>> obs, _ = env.reset(seed=0)
+        >>> obs, *_, info = env.step(1)
+        >>> obs.shape, info["predicted_steps"] >= 0
+        ((4,), True)
 
     Raises:
         UnsupportedSpaceError: For a non-Box observation space, or a predictor built for

@@ -70,16 +70,16 @@ DEFAULT_PROFILE = "wifi-degraded"
 class NetworkProfile:
     """A named pair of independent channels: uplink (observations), downlink (actions).
 
-    Example:
-        >>> p = NetworkProfile("lab", GaussianChannel(5, 1), GaussianChannel(5, 1), "a lab LAN")
-        >>> p.name, p.uplink.mean_ms
-        ('lab', 5.0)
-
     Args:
         name: The profile's name.
         uplink: Channel carrying observations from the env to the agent.
         downlink: Channel carrying actions from the agent to the env.
         description: One line for listings.
+
+    Example:
+        >>> p = NetworkProfile("lab", GaussianChannel(5, 1), GaussianChannel(5, 1), "a lab LAN")
+        >>> p.name, p.uplink.mean_ms
+        ('lab', 5.0)
 
     Raises:
         TypeError: If a channel is not a :class:`~fleetgym.wrappers.channels.Channel` or

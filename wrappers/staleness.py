@@ -345,13 +345,6 @@ def action_delay_for_profile(
     :class:`~fleetgym.wrappers.PredictiveObservation` unless ``action_delay`` is given.
     Results are cached per configuration.
 
-    Example:
-        >>> action_delay_for_profile("wifi-normal", step_ms=20.0)
-        1
-        >>> from fleetgym.wrappers import FixedDelay
-        >>> action_delay_for_profile(None, 20.0, uplink=FixedDelay(75), downlink=FixedDelay(75))
-        4
-
     Args:
         profile: A profile name, a :class:`~fleetgym.wrappers.profiles.NetworkProfile`, a
             profile file, a sequence of them, or ``None`` with ``uplink``/``downlink``
@@ -363,6 +356,13 @@ def action_delay_for_profile(
         **shim_kwargs: More :class:`~fleetgym.wrappers.network_shim.NetworkShimWrapper`
             arguments (channels, ``delivery``, ``timing``, ``uplink_share``; those that do
             not change the packet schedule, such as ``start_action``, are ignored).
+
+    Example:
+        >>> action_delay_for_profile("wifi-normal", step_ms=20.0)
+        1
+        >>> from fleetgym.wrappers import FixedDelay
+        >>> action_delay_for_profile(None, 20.0, uplink=FixedDelay(75), downlink=FixedDelay(75))
+        4
 
     Returns:
         The action age, >= 0.

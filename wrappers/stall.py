@@ -42,10 +42,6 @@ class StallRule:
     A stall is ``steps`` ticks in a row without a fresh action at the env (or a fresh
     observation at the agent).
 
-    Example:
-        >>> StallRule("safe", steps=8, safe_action=0)
-        StallRule(action='safe', steps=8, safe_action=0)
-
     Args:
         action: ``"hold"`` (the env keeps applying the last action that arrived; the
             predictive compensation predicts at most ``steps`` ticks past its freshest
@@ -58,6 +54,10 @@ class StallRule:
             history cap: 320 ms at a 20 ms period).
         safe_action: The env's action with ``action="safe"`` (default the shim's start
             action); None otherwise.
+
+    Example:
+        >>> StallRule("safe", steps=8, safe_action=0)
+        StallRule(action='safe', steps=8, safe_action=0)
 
     Raises:
         TypeError, ValueError: For an unknown action, a bad ``steps``, or a
@@ -143,6 +143,13 @@ class StallWatchdog(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructor
     ages ``info`` reports (``action_age_steps`` is still that of the last action that
     arrived).
 
+    Args:
+        env: The networked env: a shim, or a stack that holds one.
+        stall_steps: Steps in a row without a fresh action after which the safe action
+            is applied (>= 1).
+        safe_action: What the env applies then (default: the shim's start action, the
+            action space's zero element unless ``start_action`` was given).
+
     Example:
         >>> import gymnasium as gym
         >>> from fleetgym.wrappers import FixedDelay, NetworkShimWrapper
@@ -152,13 +159,6 @@ class StallWatchdog(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructor
         >>> _ = env.reset(seed=0)
         >>> [env.step(0)[-1]["safe_action"] for _ in range(4)]
         [False, False, True, True]
-
-    Args:
-        env: The networked env: a shim, or a stack that holds one.
-        stall_steps: Steps in a row without a fresh action after which the safe action
-            is applied (>= 1).
-        safe_action: What the env applies then (default: the shim's start action, the
-            action space's zero element unless ``start_action`` was given).
 
     Raises:
         ValueError: If ``env`` holds no shim, or ``safe_action`` is not an action.

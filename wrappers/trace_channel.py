@@ -31,6 +31,11 @@ class TraceChannel(Channel):
     ``(rng, n, step_ms=20.0)`` (ms, ``np.inf`` = lost), see :class:`Channel`.
     Load a file with :meth:`from_file` (formats: ``traces/README.md``).
 
+    Args:
+        trace: The trace (see :class:`fleetgym.traces.TraceData`).
+        random_start: Start each stream at a random point of the trace.
+        name: A label for listings; defaults to the trace's source.
+
     Example:
         >>> import numpy as np
         >>> from fleetgym.traces import TraceData
@@ -38,11 +43,6 @@ class TraceChannel(Channel):
         >>> ch = TraceChannel(data, random_start=False)
         >>> ch.sample_delays(np.random.default_rng(0), 4).tolist()
         [5.0, 25.0, inf, 5.0]
-
-    Args:
-        trace: The trace (see :class:`fleetgym.traces.TraceData`).
-        random_start: Start each stream at a random point of the trace.
-        name: A label for listings; defaults to the trace's source.
 
     Raises:
         TypeError: If ``trace`` is not a ``TraceData`` or ``random_start`` not a bool.

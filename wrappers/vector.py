@@ -63,15 +63,6 @@ class NetworkShimVectorWrapper(VectorWrapper):
     and returns the reset observation as is). ``info`` holds the scalar shim's keys as
     arrays of shape ``(num_envs, ...)``, each with its ``_key`` mask.
 
-    Example:
-        >>> import gymnasium as gym
-        >>> envs = gym.make_vec("CartPole-v1", num_envs=4, vectorization_mode="sync")
-        >>> shim = NetworkShimVectorWrapper(envs, profile="wifi-normal")
-        >>> obs, info = shim.reset(seed=0)
-        >>> obs, rew, term, trunc, info = shim.step(np.ones(4, dtype=np.int64))
-        >>> obs.shape, info["obs_age_steps"].shape, shim.step_ms
-        ((4, 4), (4,), 20.0)
-
     Args:
         env: The vector env (``NEXT_STEP`` autoreset, array spaces).
         profile: A profile name, a NetworkProfile, or a sequence (one drawn per sub-env
@@ -91,6 +82,15 @@ class NetworkShimVectorWrapper(VectorWrapper):
             sub-envs whose episode ended (its mask).
         timing, uplink_share: The timing model, as for the scalar shim (default
             ``"loop"`` with the agent's phase 0.5; see :mod:`fleetgym.wrappers.timeline`).
+
+    Example:
+        >>> import gymnasium as gym
+        >>> envs = gym.make_vec("CartPole-v1", num_envs=4, vectorization_mode="sync")
+        >>> shim = NetworkShimVectorWrapper(envs, profile="wifi-normal")
+        >>> obs, info = shim.reset(seed=0)
+        >>> obs, rew, term, trunc, info = shim.step(np.ones(4, dtype=np.int64))
+        >>> obs.shape, info["obs_age_steps"].shape, shim.step_ms
+        ((4, 4), (4,), 20.0)
 
     Raises:
         UnsupportedSpaceError: For non-array spaces.

@@ -49,13 +49,6 @@ def make_fleet(
 ) -> FleetBase:
     """Build a fleet backend by name (a lookup in the backend registry).
 
-    Example:
-        >>> from fleetgym.agents.fleet import make_fleet
-        >>> fleet = make_fleet("CartPole-v1", backend="inprocess", max_actors=4, batched=True)
-        >>> type(fleet).__name__, fleet.max_actors
-        ('InProcessFleet', 4)
-        >>> fleet.close()
-
     Args:
         workload: A workload name or :class:`~fleetgym.agents.workloads.Workload`.
         backend: ``"inprocess"``, ``"process"``, ``"ray"``
@@ -68,6 +61,13 @@ def make_fleet(
             (:mod:`fleetgym.agents.fleet.served`, every built-in backend; on ``"ray"`` the
             server is a Ray actor; ``inference_options`` sets the server's options).
         **opts: Backend options (see each backend's class).
+
+    Example:
+        >>> from fleetgym.agents.fleet import make_fleet
+        >>> fleet = make_fleet("CartPole-v1", backend="inprocess", max_actors=4, batched=True)
+        >>> type(fleet).__name__, fleet.max_actors
+        ('InProcessFleet', 4)
+        >>> fleet.close()
 
     Returns:
         The fleet (a context manager; ``close()`` releases its workers).

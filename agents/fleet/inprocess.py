@@ -47,18 +47,6 @@ class InProcessFleet(SupervisedFleetBase):
     not return within ``actor_timeout`` is a ``timeout`` fault: its thread cannot be
     stopped, so it is abandoned (a daemon thread) with its actor, which is never reused.
 
-    Example:
-        >>> from fleetgym.agents.fleet import InProcessFleet
-        >>> from fleetgym.agents.workloads import get_workload
-        >>> weights = get_workload("CartPole-v1").make_policy().get_weights()
-        >>> fleet = InProcessFleet("CartPole-v1", max_actors=8, seed=0)
-        >>> result = fleet.run_round(weights, num_actors=3, steps_per_actor=32)
-        >>> len(result.trajectories), result.trajectories[0].obs.shape
-        (3, (32, 4))
-        >>> [t.cold_start for t in result.timings], fleet.run_round(weights, 2, 8).timings[0].cold_start
-        ([True, True, True], False)
-        >>> fleet.close()
-
     Args:
         workload: A workload name or :class:`~fleetgym.agents.workloads.Workload`.
         max_actors: Largest fleet a round may ask for.
@@ -72,6 +60,18 @@ class InProcessFleet(SupervisedFleetBase):
         startup_timeout: Seconds building an actor may take before :class:`FleetError`.
         actor_factory: Builds a slot's actor (default: the real RolloutWorker). Batched
             mode needs RolloutWorkers.
+
+    Example:
+        >>> from fleetgym.agents.fleet import InProcessFleet
+        >>> from fleetgym.agents.workloads import get_workload
+        >>> weights = get_workload("CartPole-v1").make_policy().get_weights()
+        >>> fleet = InProcessFleet("CartPole-v1", max_actors=8, seed=0)
+        >>> result = fleet.run_round(weights, num_actors=3, steps_per_actor=32)
+        >>> len(result.trajectories), result.trajectories[0].obs.shape
+        (3, (32, 4))
+        >>> [t.cold_start for t in result.timings], fleet.run_round(weights, 2, 8).timings[0].cold_start
+        ([True, True, True], False)
+        >>> fleet.close()
 
     Raises:
         TypeError, ValueError: On an argument of the wrong type or range.

@@ -112,18 +112,6 @@ class ProcessFleet(ProcessWorkerPool):
     stragglers, and shared memory for weights and observations. See the module docstring
     for the data paths and the fault semantics.
 
-    Example:
-        >>> from fleetgym.agents.fleet import ProcessFleet
-        >>> from fleetgym.agents.workloads import get_workload
-        >>> weights = get_workload("CartPole-v1").make_policy().get_weights()
-        >>> with ProcessFleet("CartPole-v1", max_actors=4, seed=0) as fleet:
-        ...     _ = fleet.prewarm(2)
-        ...     result = fleet.run_round(weights, num_actors=2, steps_per_actor=16)
-        >>> result.complete, [t.obs.shape for t in result.trajectories]
-        (True, [(16, 4), (16, 4)])
-        >>> [timing.cold_start for timing in result.timings]
-        [False, False]
-
     Args:
         workload: A workload name or :class:`~fleetgym.agents.workloads.Workload`.
         max_actors: Largest fleet a round may ask for.
@@ -142,6 +130,18 @@ class ProcessFleet(ProcessWorkerPool):
         torch_threads: torch threads per worker.
         shared_obs: Send trajectory observations through shared memory (else pipes).
         actor_factory: Builds a slot's actor (default: the real RolloutWorker).
+
+    Example:
+        >>> from fleetgym.agents.fleet import ProcessFleet
+        >>> from fleetgym.agents.workloads import get_workload
+        >>> weights = get_workload("CartPole-v1").make_policy().get_weights()
+        >>> with ProcessFleet("CartPole-v1", max_actors=4, seed=0) as fleet:
+        ...     _ = fleet.prewarm(2)
+        ...     result = fleet.run_round(weights, num_actors=2, steps_per_actor=16)
+        >>> result.complete, [t.obs.shape for t in result.trajectories]
+        (True, [(16, 4), (16, 4)])
+        >>> [timing.cold_start for timing in result.timings]
+        [False, False]
 
     Raises:
         TypeError, ValueError: On an argument of the wrong type or range.

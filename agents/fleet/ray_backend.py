@@ -80,16 +80,6 @@ class RayFleet(RaySlotPool):
     copy, crashed or hung actors are replaced and re-run within the round, and slots
     whose node is lost share a surviving actor. See the module docstring.
 
-    Example:
-        >>> from fleetgym.agents.fleet import RayFleet  # doctest: +SKIP
-        >>> from fleetgym.agents.workloads import get_workload  # doctest: +SKIP
-        >>> weights = get_workload("CartPole-v1").make_policy().get_weights()  # doctest: +SKIP
-        >>> # A local 2-CPU cluster; 8 actors of 0.25 CPU each.
-        >>> with RayFleet("CartPole-v1", max_actors=8, init_kwargs={"num_cpus": 2}) as fleet:  # doctest: +SKIP
-        ...     result = fleet.run_round(weights, num_actors=8, steps_per_actor=16)
-        >>> fleet.actor_options, len(result.trajectories)  # doctest: +SKIP
-        ({'num_cpus': 0.25}, 8)
-
     Args:
         workload: A workload name or :class:`~fleetgym.agents.workloads.Workload`.
         max_actors: Largest fleet a round may ask for.
@@ -110,6 +100,16 @@ class RayFleet(RaySlotPool):
         init_kwargs: Extra ``ray.init`` arguments, used only if this fleet starts Ray
             (``num_cpus`` of a local cluster defaults to the machine's cores).
         actor_factory: Builds a slot's actor (default: the real RolloutWorker).
+
+    Example:
+        >>> from fleetgym.agents.fleet import RayFleet  # doctest: +SKIP
+        >>> from fleetgym.agents.workloads import get_workload  # doctest: +SKIP
+        >>> weights = get_workload("CartPole-v1").make_policy().get_weights()  # doctest: +SKIP
+        >>> # A local 2-CPU cluster; 8 actors of 0.25 CPU each.
+        >>> with RayFleet("CartPole-v1", max_actors=8, init_kwargs={"num_cpus": 2}) as fleet:  # doctest: +SKIP
+        ...     result = fleet.run_round(weights, num_actors=8, steps_per_actor=16)
+        >>> fleet.actor_options, len(result.trajectories)  # doctest: +SKIP
+        ({'num_cpus': 0.25}, 8)
 
     Raises:
         ImportError: If Ray is not installed.

@@ -129,6 +129,13 @@ class ServedInProcessFleet(InProcessFleet):
     """:class:`InProcessFleet` whose actors run concurrently in threads and act through an
     inference server in this process.
 
+    Args:
+        workload: See :class:`InProcessFleet` (as are the other keyword arguments, except
+            ``batched`` and ``actor_factory``, which served actors do not take).
+        inference_options: Keyword arguments of the
+            :class:`~fleetgym.agents.inference.InferenceServer` (``max_batch``,
+            ``max_wait_ms``, ...).
+
     Example:
         >>> from fleetgym.agents.fleet import make_fleet
         >>> from fleetgym.agents.workloads import get_workload
@@ -137,13 +144,6 @@ class ServedInProcessFleet(InProcessFleet):
         ...     result = fleet.run_round(weights, 3, 16, policy_version=7)
         >>> [t.policy_versions.tolist() == [7] * 16 for t in result.trajectories]
         [True, True, True]
-
-    Args:
-        workload: See :class:`InProcessFleet` (as are the other keyword arguments, except
-            ``batched`` and ``actor_factory``, which served actors do not take).
-        inference_options: Keyword arguments of the
-            :class:`~fleetgym.agents.inference.InferenceServer` (``max_batch``,
-            ``max_wait_ms``, ...).
 
     Raises:
         TypeError, ValueError: On an argument of the wrong type or range.
@@ -244,6 +244,14 @@ class ServedProcessFleet(ProcessFleet):
     """:class:`ProcessFleet` whose worker processes act through an inference server run by
     the fleet (in this process, on a loopback socket; observations in shared memory).
 
+    Args:
+        workload: See :class:`ProcessFleet` (as are the other keyword arguments, except
+            ``actor_factory``).
+        inference_options: Keyword arguments of the
+            :class:`~fleetgym.agents.inference.InferenceServer`.
+        groups: Double buffering inside a worker with several actors: its actors are
+            stepped in this many groups, one stepping while the others wait.
+
     Example:
         >>> from fleetgym.agents.fleet import make_fleet
         >>> from fleetgym.agents.workloads import get_workload
@@ -253,14 +261,6 @@ class ServedProcessFleet(ProcessFleet):
         ...     result = fleet.run_round(weights, 4, 16, policy_version=3)
         >>> result.complete, sorted({int(v) for t in result.trajectories for v in t.policy_versions})
         (True, [3])
-
-    Args:
-        workload: See :class:`ProcessFleet` (as are the other keyword arguments, except
-            ``actor_factory``).
-        inference_options: Keyword arguments of the
-            :class:`~fleetgym.agents.inference.InferenceServer`.
-        groups: Double buffering inside a worker with several actors: its actors are
-            stepped in this many groups, one stepping while the others wait.
 
     Raises:
         TypeError, ValueError: On an argument of the wrong type or range.

@@ -101,16 +101,6 @@ class ServedActorFactory:
 class ServedRayFleet(RayFleet):
     """:class:`RayFleet` whose actors act through an inference server in a Ray actor.
 
-    Example:
-        >>> from fleetgym.agents.fleet import make_fleet  # doctest: +SKIP
-        >>> from fleetgym.agents.workloads import get_workload  # doctest: +SKIP
-        >>> weights = get_workload("CartPole-v1").make_policy().get_weights()  # doctest: +SKIP
-        >>> with make_fleet("CartPole-v1", "ray", max_actors=2, inference="server",
-        ...                 init_kwargs={"num_cpus": 2}) as fleet:  # doctest: +SKIP
-        ...     result = fleet.run_round(weights, 2, 16, policy_version=3)
-        >>> {int(v) for t in result.trajectories for v in t.policy_versions}  # doctest: +SKIP
-        {3}
-
     Args:
         workload: See :class:`RayFleet` (as are the other keyword arguments, except
             ``actor_factory``).
@@ -120,6 +110,16 @@ class ServedRayFleet(RayFleet):
             ``{"num_cpus": 0}``: it fits beside the fleet's actors; give it
             ``{"num_gpus": 1}`` and ``inference_options={"device": "cuda"}`` to serve
             from a GPU).
+
+    Example:
+        >>> from fleetgym.agents.fleet import make_fleet  # doctest: +SKIP
+        >>> from fleetgym.agents.workloads import get_workload  # doctest: +SKIP
+        >>> weights = get_workload("CartPole-v1").make_policy().get_weights()  # doctest: +SKIP
+        >>> with make_fleet("CartPole-v1", "ray", max_actors=2, inference="server",
+        ...                 init_kwargs={"num_cpus": 2}) as fleet:  # doctest: +SKIP
+        ...     result = fleet.run_round(weights, 2, 16, policy_version=3)
+        >>> {int(v) for t in result.trajectories for v in t.policy_versions}  # doctest: +SKIP
+        {3}
 
     Raises:
         ImportError: If Ray is not installed.

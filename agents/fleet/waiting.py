@@ -33,17 +33,17 @@ class WaitLog:
     next report) and calls :meth:`report` whenever it wakes up; the first line is logged
     after :data:`WAIT_LOG_AFTER_S` seconds, then every :data:`WAIT_LOG_EVERY_S`.
 
+    Args:
+        limit_name: The timeout that bounds the wait (named in the log line).
+        limit: Its value in seconds (None: no limit).
+        log: The logger to write to.
+
     Example:
         >>> wait_log = WaitLog("startup_timeout", 300.0)
         >>> wait_log.timeout(None) <= WAIT_LOG_AFTER_S
         True
         >>> wait_log.report(2, 4, "Ray actors to be placed")  # too early: logs nothing
         False
-
-    Args:
-        limit_name: The timeout that bounds the wait (named in the log line).
-        limit: Its value in seconds (None: no limit).
-        log: The logger to write to.
     """
 
     def __init__(

@@ -78,14 +78,6 @@ def check_device(name: str, device: Any) -> str:
 class InferenceConfig:
     """The inference server's settings, frozen and validated once.
 
-    Example:
-        >>> InferenceConfig(max_batch=64, max_wait_ms="auto").adaptive
-        True
-        >>> InferenceConfig(max_wait_ms=-1.0)
-        Traceback (most recent call last):
-        ...
-        ValueError: max_wait_ms: expected a finite number >= 0 and <= 60000, actual -1.0
-
     Args:
         max_batch: Most requests in one forward pass.
         max_wait_ms: How long the oldest request may wait for a batch to fill, or
@@ -96,6 +88,14 @@ class InferenceConfig:
         target_utilisation: The share of wall time in forward passes ``"auto"`` aims
             not to exceed (below 1: a saturated server's queue grows without bound).
         max_client_slots: Most requests one client may have in flight (bounds memory).
+
+    Example:
+        >>> InferenceConfig(max_batch=64, max_wait_ms="auto").adaptive
+        True
+        >>> InferenceConfig(max_wait_ms=-1.0)
+        Traceback (most recent call last):
+        ...
+        ValueError: max_wait_ms: expected a finite number >= 0 and <= 60000, actual -1.0
 
     Raises:
         TypeError, ValueError: On an argument of the wrong type or range (a CUDA
@@ -147,6 +147,9 @@ class Queued(Generic[T]):
 class RequestQueue(Generic[T]):
     """Requests waiting for a batch, oldest first, and the rule that says a batch is due.
 
+    Args:
+        max_batch: Most requests in one batch.
+
     Example:
         >>> q = RequestQueue(max_batch=4)
         >>> q.push(0.000, "a", 1); q.push(0.001, "b", 2)
@@ -158,9 +161,6 @@ class RequestQueue(Generic[T]):
         True
         >>> [r.item for r in q.take()], len(q)
         ([1, 2], 0)
-
-    Args:
-        max_batch: Most requests in one batch.
     """
 
     def __init__(self, max_batch: int) -> None:
@@ -262,14 +262,6 @@ def auto_wait(
     ``b(w) ≤ B``, i.e. ``w ≤ w_full = (B·(1 − λc) − 1)/λ − a``. The result is
     ``clamp(w_thr, 0, min(w_lat, w_full))``.
 
-    Example:
-        >>> # 2000 requests/s, passes of 5 ms + 0.1 ms per request: b(0) = 13.75, b* = 16.67
-        >>> round(auto_wait(rate=2000, fixed_s=5e-3, per_item_s=1e-4, max_batch=256,
-        ...                 budget_s=0.1) * 1e3, 3)
-        1.167
-        >>> auto_wait(rate=1000, fixed_s=1e-3, per_item_s=1e-5, max_batch=256, budget_s=0.05)
-        0.0
-
     Args:
         rate: Measured request arrival rate λ (per second).
         fixed_s: Fixed cost ``a`` of a forward pass (seconds).
@@ -277,6 +269,14 @@ def auto_wait(
         max_batch: ``B``.
         budget_s: The latency budget ``L`` (seconds).
         target_utilisation: ``ρ*``.
+
+    Example:
+        >>> # 2000 requests/s, passes of 5 ms + 0.1 ms per request: b(0) = 13.75, b* = 16.67
+        >>> round(auto_wait(rate=2000, fixed_s=5e-3, per_item_s=1e-4, max_batch=256,
+        ...                 budget_s=0.1) * 1e3, 3)
+        1.167
+        >>> auto_wait(rate=1000, fixed_s=1e-3, per_item_s=1e-5, max_batch=256, budget_s=0.05)
+        0.0
 
     Returns:
         The wait in seconds (>= 0).

@@ -63,18 +63,18 @@ class ArraySpec:
 class ModelSpec:
     """The fixed request layout of a served model.
 
-    Example:
-        >>> spec = ModelSpec(ArraySpec((4,), "float32"), ArraySpec((1,), "float64"),
-        ...                  (("action", ArraySpec((1,), "int64")),))
-        >>> spec.obs.dtype, spec.output_names
-        ('<f4', ('action',))
-
     Args:
         obs: One observation.
         noise: The random draws of one request (float64).
         outputs: ``(name, spec)`` pairs of one answer, in order.
         uniform_noise: The draws are uniforms in ``[0, 1)`` (inverse-CDF sampling): a
             client refuses any other value.
+
+    Example:
+        >>> spec = ModelSpec(ArraySpec((4,), "float32"), ArraySpec((1,), "float64"),
+        ...                  (("action", ArraySpec((1,), "int64")),))
+        >>> spec.obs.dtype, spec.output_names
+        ('<f4', ('action',))
 
     Raises:
         TypeError, ValueError: On a malformed layout.
@@ -171,17 +171,17 @@ class ActorCriticModel:
     standard normals for a Gaussian one. A request with zero noise still carries the right
     ``value`` (used for bootstrap values, whose action is discarded).
 
+    Args:
+        policy: The policy (its current weights are served until the next swap).
+        device: Where the forward pass runs; on ``"cpu"`` MLP policies use the numpy
+            snapshot of the synchronous rollout, elsewhere torch.
+
     Example:
         >>> from fleetgym.agents.workloads import get_workload
         >>> model = ActorCriticModel(get_workload("CartPole-v1").make_policy())
         >>> out = model.forward(np.zeros((3, 4), np.float32), np.full((3, 1), 0.5))
         >>> sorted(out), out["action"].shape, out["value"].shape
         (['action', 'log_prob', 'value'], (3,), (3,))
-
-    Args:
-        policy: The policy (its current weights are served until the next swap).
-        device: Where the forward pass runs; on ``"cpu"`` MLP policies use the numpy
-            snapshot of the synchronous rollout, elsewhere torch.
 
     Raises:
         TypeError, ValueError: If ``device`` is not ``"cpu"`` or a CUDA device torch can

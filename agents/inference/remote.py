@@ -47,6 +47,11 @@ class RemoteClient(InferenceClient):
     observations are written into this client's shared-memory slots and only small
     fixed-size control messages cross the socket. Used by one thread.
 
+    Args:
+        address: ``(host, port)`` from the server's ``listen()``.
+        slots: Most observations in flight at once (the segment's size).
+        timeout: Seconds to connect and handshake.
+
     Example:
         >>> import numpy as np
         >>> from fleetgym.agents.inference import InferenceServer
@@ -56,11 +61,6 @@ class RemoteClient(InferenceClient):
         ...         reply = client.infer(np.zeros((2, 4), np.float32))
         >>> reply.outputs["value"].shape, reply.policy_versions.tolist()
         ((2,), [0, 0])
-
-    Args:
-        address: ``(host, port)`` from the server's ``listen()``.
-        slots: Most observations in flight at once (the segment's size).
-        timeout: Seconds to connect and handshake.
 
     Raises:
         ConnectionError: If the server cannot be reached or refuses the client.

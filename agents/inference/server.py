@@ -67,16 +67,6 @@ class InferenceServer:
     and values agree with per-actor inference to float32 rounding, and a sampled action
     can differ only where a uniform draw falls within that rounding of a CDF boundary.
 
-    Example:
-        >>> import numpy as np
-        >>> from fleetgym.agents.workloads import get_workload
-        >>> with InferenceServer(get_workload("CartPole-v1").make_policy(), max_wait_ms=1.0) as server:
-        ...     client = server.connect()
-        ...     reply = client.infer(np.zeros((2, 4), np.float32), noise=np.full((2, 1), 0.5))
-        ...     client.close()
-        >>> reply.outputs["action"].shape, reply.policy_versions.tolist()
-        ((2,), [0, 0])
-
     Args:
         policy: An :class:`~fleetgym.agents.policies.ActorCriticPolicy` or a
             :class:`~fleetgym.agents.inference.model.ServedModel`.
@@ -88,6 +78,16 @@ class InferenceServer:
         max_client_slots: Most requests one client may have in flight.
         policy_version: Version of the initial weights.
         clock: Monotonic clock in seconds (tests inject a fake one).
+
+    Example:
+        >>> import numpy as np
+        >>> from fleetgym.agents.workloads import get_workload
+        >>> with InferenceServer(get_workload("CartPole-v1").make_policy(), max_wait_ms=1.0) as server:
+        ...     client = server.connect()
+        ...     reply = client.infer(np.zeros((2, 4), np.float32), noise=np.full((2, 1), 0.5))
+        ...     client.close()
+        >>> reply.outputs["action"].shape, reply.policy_versions.tolist()
+        ((2,), [0, 0])
 
     Raises:
         TypeError, ValueError: On an argument of the wrong type or range.

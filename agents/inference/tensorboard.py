@@ -39,6 +39,13 @@ def log_server_metrics(
 ) -> list[str]:
     """Write an inference server's ``metrics()`` to a TensorBoard writer.
 
+    Args:
+        writer: A ``torch.utils.tensorboard.SummaryWriter`` (or anything with its
+            ``add_scalar`` and ``add_histogram_raw``).
+        metrics: ``InferenceServer.metrics()`` (keys it lacks are skipped).
+        step: The global step (e.g. environment steps so far).
+        prefix: Tag prefix.
+
     Example:
         >>> class Writer:  # what a SummaryWriter is asked for
         ...     def __init__(self): self.scalars, self.histograms = {}, {}
@@ -49,13 +56,6 @@ def log_server_metrics(
         ...                                     "batch_histogram": {2: 1, 4: 1}}, step=10)
         >>> tags, writer.histograms["inference/batch_size"]["bucket_counts"]
         (['inference/mean_batch', 'inference/utilisation', 'inference/batch_size'], [1, 1])
-
-    Args:
-        writer: A ``torch.utils.tensorboard.SummaryWriter`` (or anything with its
-            ``add_scalar`` and ``add_histogram_raw``).
-        metrics: ``InferenceServer.metrics()`` (keys it lacks are skipped).
-        step: The global step (e.g. environment steps so far).
-        prefix: Tag prefix.
 
     Returns:
         The tags written.

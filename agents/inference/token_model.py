@@ -151,6 +151,10 @@ class TokenPolicyModel:
     key/value cache, sampled from the same restricted distribution the learner
     recomputes.
 
+    Args:
+        policy: The token policy (its current weights are served until the next swap).
+        device: Where decoding runs (``"cpu"``, ``"cuda[:N]"``).
+
     Example:
         >>> import torch
         >>> from fleetgym.agents.tokens import ActionTokenizer
@@ -165,10 +169,6 @@ class TokenPolicyModel:
         >>> out = model.forward(request, np.full((5, 6), 0.5))
         >>> out["tokens"].shape, out["log_prob"].shape, out["value"].shape, out["policy_obs"].shape
         ((5, 2, 3), (5, 2, 3), (5,), (5, 4))
-
-    Args:
-        policy: The token policy (its current weights are served until the next swap).
-        device: Where decoding runs (``"cpu"``, ``"cuda[:N]"``).
 
     Raises:
         TypeError: If ``policy`` is not a TokenPolicy.

@@ -100,6 +100,10 @@ def _attach(name: str) -> shared_memory.SharedMemory:
 class SlotLayout:
     """Where each slot's arrays sit in a client's segment (one block per array).
 
+    Args:
+        spec: The served model's request layout.
+        slots: Requests the client may have in flight.
+
     Example:
         >>> from fleetgym.agents.inference import ArraySpec, ModelSpec
         >>> spec = ModelSpec(ArraySpec((4,), "float32"), ArraySpec((1,), "float64"),
@@ -107,10 +111,6 @@ class SlotLayout:
         >>> layout = SlotLayout(spec, slots=8)
         >>> layout.offsets, layout.size
         ({'obs': 0, 'noise': 128, 'value': 192}, 224)
-
-    Args:
-        spec: The served model's request layout.
-        slots: Requests the client may have in flight.
     """
 
     def __init__(self, spec: ModelSpec, slots: int) -> None:

@@ -160,6 +160,9 @@ class WeightRing:
     Models actors that act with stale weights on purpose: :meth:`lagged` returns the
     weights from ``k`` updates before the newest (or the oldest kept, early in training).
 
+    Args:
+        capacity: How many versions to keep (>= 1; ``k + 1`` for a lag of ``k``).
+
     Example:
         >>> ring = WeightRing(capacity=3)
         >>> for v in range(5):
@@ -167,9 +170,6 @@ class WeightRing:
         >>> version, weights = ring.lagged(2)
         >>> version, float(weights["w"][0]), ring.versions()
         (2, 2.0, [2, 3, 4])
-
-    Args:
-        capacity: How many versions to keep (>= 1; ``k + 1`` for a lag of ``k``).
 
     Raises:
         ValueError: If ``capacity`` is not in ``[1, 10001]`` or ``k`` < 0.
@@ -230,6 +230,13 @@ class CompensatedPPOLearner(PPOLearner):
     minibatch and runs the PPO epochs with the chosen policy loss. Truncation bootstrap
     values stay the behaviour's (the final observation of a time-limit end is not kept).
 
+    Args:
+        workload: A :class:`~fleetgym.agents.workloads.Workload` or its name.
+        config: The loss and compensations (default: plain PPO-clip).
+        max_policy_lag: Samples with a larger lag are dropped (``None``: keep all).
+        seed: Seeds the initial weights and the minibatch shuffling.
+        **overrides: PPO hyperparameters (see :data:`fleetgym.agents.learners.ppo.HYPERPARAMETERS`).
+
     Example:
         >>> from fleetgym.agents.rollout import RolloutWorker
         >>> learner = CompensatedPPOLearner("CartPole-v1", LossConfig("gipo"), epochs=1)
@@ -237,13 +244,6 @@ class CompensatedPPOLearner(PPOLearner):
         >>> stats = learner.update([traj])
         >>> stats.num_samples, stats.lag_p99, stats.policy_version
         (32, 0.0, 1)
-
-    Args:
-        workload: A :class:`~fleetgym.agents.workloads.Workload` or its name.
-        config: The loss and compensations (default: plain PPO-clip).
-        max_policy_lag: Samples with a larger lag are dropped (``None``: keep all).
-        seed: Seeds the initial weights and the minibatch shuffling.
-        **overrides: PPO hyperparameters (see :data:`fleetgym.agents.learners.ppo.HYPERPARAMETERS`).
 
     Raises:
         TypeError: If ``config`` is not a :class:`LossConfig`.

@@ -89,6 +89,11 @@ class PPOLearner:
     observations) are folded in after the gradient steps, so actors and learner always
     agree on the normalisation that produced the behaviour log-probabilities.
 
+    Args:
+        workload: A :class:`Workload` or its name (defaults for every hyperparameter).
+        seed: Seeds the initial weights and the minibatch shuffling.
+        **overrides: Any of :data:`HYPERPARAMETERS`, replacing the workload's default.
+
     Example:
         >>> from fleetgym.agents.rollout import RolloutWorker
         >>> learner = PPOLearner("CartPole-v1", seed=0, epochs=1)
@@ -97,11 +102,6 @@ class PPOLearner:
         >>> stats = learner.update([traj])
         >>> stats.num_samples, stats.policy_version, stats.kl >= 0.0
         (64, 1, True)
-
-    Args:
-        workload: A :class:`Workload` or its name (defaults for every hyperparameter).
-        seed: Seeds the initial weights and the minibatch shuffling.
-        **overrides: Any of :data:`HYPERPARAMETERS`, replacing the workload's default.
 
     Raises:
         TypeError: For an unknown hyperparameter name.

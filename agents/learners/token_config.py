@@ -23,14 +23,6 @@ BACKBONES = ("tiny", "llama")
 class TokenPPOConfig:
     """The hyperparameters of :class:`TokenPPO`, frozen and validated once.
 
-    Example:
-        >>> TokenPPOConfig(ratio_level="chunk", loss="gipo").effective_target_kl
-        0.02
-        >>> TokenPPOConfig(ratio_level="joint")
-        Traceback (most recent call last):
-        ...
-        ValueError: ratio_level: expected one of ('token', 'action', 'chunk'), actual 'joint'
-
     Args:
         ratio_level: ``"token"``, ``"action"`` or ``"chunk"`` (see the module docstring).
         loss: A registered loss name (``"ppo"``, ``"gipo"``, ``"vtrace"`` or one added
@@ -55,6 +47,14 @@ class TokenPPOConfig:
             (its ``default_target_kl``), ``0`` means none.
         normalize_obs, normalize_reward: Running observation normalisation; rewards
             scaled by the running std of the discounted return.
+
+    Example:
+        >>> TokenPPOConfig(ratio_level="chunk", loss="gipo").effective_target_kl
+        0.02
+        >>> TokenPPOConfig(ratio_level="joint")
+        Traceback (most recent call last):
+        ...
+        ValueError: ratio_level: expected one of ('token', 'action', 'chunk'), actual 'joint'
     """
 
     ratio_level: str = "token"

@@ -116,13 +116,6 @@ class TokenPPO:
     RLinf's ``logprob_type``) at a size that trains on a CPU: the policy, its collector and
     its optimiser, in the mould of SB3's ``PPO``.
 
-    Example:
-        >>> model = TokenPPO("Pendulum-v1", chunk=2, n_envs=2, n_steps=8, epochs=1,
-        ...                  hidden_size=16, layers=1, heads=2, vocab_size=64, num_bins=16)
-        >>> stats = model.learn(total_timesteps=64).history[-1]
-        >>> stats.env_steps, model.predict(np.zeros(3))[0].shape
-        (64, (2, 1))
-
     Args:
         env: A Gymnasium env id or a callable returning an env (Box or Discrete actions;
             flat Box observations or BabyAI's image + mission, see
@@ -143,6 +136,13 @@ class TokenPPO:
         device: Where the policy and the update run (``"cpu"``, ``"cuda[:N]"``); the envs
             and the sampling's generator stay on the host.
         config: A :class:`TokenPPOConfig`; or give its fields as keywords.
+
+    Example:
+        >>> model = TokenPPO("Pendulum-v1", chunk=2, n_envs=2, n_steps=8, epochs=1,
+        ...                  hidden_size=16, layers=1, heads=2, vocab_size=64, num_bins=16)
+        >>> stats = model.learn(total_timesteps=64).history[-1]
+        >>> stats.env_steps, model.predict(np.zeros(3))[0].shape
+        (64, (2, 1))
 
     Raises:
         TypeError / ValueError: For a bad env, an unknown or out-of-range hyperparameter,

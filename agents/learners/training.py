@@ -109,11 +109,6 @@ def train(
     ``steps_per_actor`` steps each (the workload's ``rollout_steps`` by default), then
     updates the learner with the returned trajectories.
 
-    Example:
-        >>> # with a fleet from fleetgym.agents.fleet and a PPOLearner:
-        >>> # history = train("CartPole-v1", fleet, learner, num_actors=8, max_rounds=100)
-        >>> # history.reached_target, history.total_steps
-
     Args:
         workload: The workload (its name, rollout length and default target).
         fleet: Any :class:`~fleetgym.agents.types.ActorFleet`.
@@ -127,6 +122,11 @@ def train(
         max_steps: Stop once this many env steps were collected.
         allow_partial: Update on the trajectories a round did return when some actors
             failed for good (otherwise raise :class:`~fleetgym.errors.FleetError`).
+
+    Example:
+        >>> # with a fleet from fleetgym.agents.fleet and a PPOLearner:
+        >>> # history = train("CartPole-v1", fleet, learner, num_actors=8, max_rounds=100)
+        >>> # history.reached_target, history.total_steps
 
     Returns:
         The :class:`TrainingHistory`.
@@ -248,12 +248,6 @@ def evaluate_policy(
 
     Gaussian actions are clipped to the action bounds, as the actors do.
 
-    Example:
-        >>> from fleetgym.agents.workloads import get_workload
-        >>> returns = evaluate_policy(get_workload("CartPole-v1").make_policy(), "CartPole-v1", 2)
-        >>> len(returns)
-        2
-
     Args:
         policy: An :class:`~fleetgym.agents.policies.ActorCriticPolicy`.
         workload: The workload (or its name) whose env to play.
@@ -262,6 +256,12 @@ def evaluate_policy(
         deterministic: Take the mode of the action distribution.
         max_steps_per_episode: Cut an episode after this many steps (``None``: the env's
             own time limit).
+
+    Example:
+        >>> from fleetgym.agents.workloads import get_workload
+        >>> returns = evaluate_policy(get_workload("CartPole-v1").make_policy(), "CartPole-v1", 2)
+        >>> len(returns)
+        2
 
     Returns:
         One undiscounted return per episode.

@@ -59,13 +59,6 @@ def _times(name: str, values: object, allow_empty: bool = False) -> tuple[float,
 class ActorTimes:
     """An actor's time per env step: measured compute, policy forward, and a wait.
 
-    Example:
-        >>> a = ActorTimes(step_s=(0.001, 0.003), delay_s=0.01, delay_sigma=1.0)
-        >>> a.mean_step_s
-        0.002
-        >>> a.actor_delays(3, np.random.default_rng(0)).round(4).tolist()
-        [0.0113, 0.0088, 0.019]
-
     Args:
         step_s: Measured compute seconds of single env steps (drawn with replacement).
         policy_s: Compute seconds of one policy forward when the actor acts with its own
@@ -74,6 +67,13 @@ class ActorTimes:
         delay_sigma: Spread of that wait across actors (``delay_s * exp(sigma * z)``).
         delays_s: Each actor's per-step wait, given (replaces the log-normal draw; at
             least as many as the simulation's actors).
+
+    Example:
+        >>> a = ActorTimes(step_s=(0.001, 0.003), delay_s=0.01, delay_sigma=1.0)
+        >>> a.mean_step_s
+        0.002
+        >>> a.actor_delays(3, np.random.default_rng(0)).round(4).tolist()
+        [0.0113, 0.0088, 0.019]
 
     Raises:
         TypeError: For a non-number or a ``step_s`` that is not a sequence.
@@ -127,11 +127,6 @@ class ServerTimes:
     has a request waiting (the rule of :mod:`fleetgym.agents.inference.batching`).
     Actors are spread round-robin over ``n_servers``.
 
-    Example:
-        >>> s = ServerTimes(batch_sizes=(1, 8), forward_s=(0.001, 0.002))
-        >>> round(s.forward(4), 6), round(s.forward(15), 6)
-        (0.001429, 0.003)
-
     Args:
         batch_sizes: Measured batch sizes, increasing, >= 1.
         forward_s: Forward seconds at each of them.
@@ -139,6 +134,11 @@ class ServerTimes:
         max_wait_s: Longest wait of the oldest request for a batch to fill.
         n_servers: Inference servers.
         speedup: Divides every forward time (a faster accelerator than the one measured).
+
+    Example:
+        >>> s = ServerTimes(batch_sizes=(1, 8), forward_s=(0.001, 0.002))
+        >>> round(s.forward(4), 6), round(s.forward(15), 6)
+        (0.001429, 0.003)
 
     Raises:
         TypeError: For a non-number.
@@ -186,15 +186,15 @@ class LearnerTimes:
     With ``n_trainers > 1`` each update also all-reduces the gradient (a ring: ``2 (n - 1)
     / n`` of the weights over the trainer interconnect, see :class:`NetworkLinks`).
 
-    Example:
-        >>> LearnerTimes(fixed_s=0.01, per_sample_s=1e-4).update_s(1000)
-        0.11
-
     Args:
         fixed_s: Seconds of an update independent of its size.
         per_sample_s: Seconds per sample of the batch (all epochs).
         n_trainers: Data-parallel trainers sharing each batch.
         speedup: Divides the compute (a faster accelerator than the one measured).
+
+    Example:
+        >>> LearnerTimes(fixed_s=0.01, per_sample_s=1e-4).update_s(1000)
+        0.11
 
     Raises:
         TypeError: For a non-number.
@@ -232,10 +232,6 @@ class NetworkLinks:
     first served, by ``actors_per_node`` actors) and enters through the learner's; weights
     go the other way after each update (to each actor acting locally, or to each server).
 
-    Example:
-        >>> NetworkLinks(latency_s=1e-4, actor_bandwidth_Bps=1.25e9).transfer_s(1.25e6, 1.25e9)
-        0.0011
-
     Args:
         latency_s: One-way latency of every hop.
         actor_bandwidth_Bps: Bandwidth of a rollout node's link.
@@ -245,6 +241,10 @@ class NetworkLinks:
         obs_bytes: Size of one observation (an inference request).
         step_bytes: Bytes one env step adds to a trajectory.
         actors_per_node: Actors sharing one rollout node's link.
+
+    Example:
+        >>> NetworkLinks(latency_s=1e-4, actor_bandwidth_Bps=1.25e9).transfer_s(1.25e6, 1.25e9)
+        0.0011
 
     Raises:
         TypeError: For a non-number.
@@ -288,10 +288,6 @@ class PipelineShape:
     wait, a reply, a server woken by requests) and finds no free slot also pays
     ``switch_s``, the hand-over of the slot.
 
-    Example:
-        >>> PipelineShape(n_actors=8, steps_per_actor=128, max_policy_lag=4).capacity
-        40
-
     Args:
         n_actors: Actor slots (>= 1).
         steps_per_actor: Env steps per rollout (>= 1).
@@ -302,6 +298,10 @@ class PipelineShape:
         cpu_slots: Shared compute slots, or None (each actor on its own core).
         quantum_s: Piece of an update that queues at once for a shared slot.
         switch_s: Cost of a hand-over (a job that waited for a shared slot).
+
+    Example:
+        >>> PipelineShape(n_actors=8, steps_per_actor=128, max_policy_lag=4).capacity
+        40
 
     Raises:
         TypeError: For a non-integer count or a non-number time.

@@ -14,15 +14,6 @@ __all__ = ["SimulationResult"]
 class SimulationResult:
     """What one simulation measured over its window (the updates after the warm-up).
 
-    Example:
-        >>> from fleetgym.agents.planning import (
-        ...     ActorTimes, LearnerTimes, PipelineShape, simulate)
-        >>> r = simulate(PipelineShape(n_actors=2, steps_per_actor=10),
-        ...              ActorTimes(step_s=(0.001,)), LearnerTimes(0.01, 0.0), updates=3,
-        ...              warmup_updates=1)
-        >>> round(r.env_steps_per_s), round(r.learner_utilisation, 3)
-        (1000, 0.5)
-
     Args:
         env_steps_per_s: Env steps the learner consumed per second of the window.
         learner_utilisation: Fraction of the window the learner spent updating.
@@ -34,6 +25,15 @@ class SimulationResult:
         dropped_fraction: Samples older than the bound (dropped by the learner).
         actor_wait_fraction: Fraction of actor time spent waiting for a ticket.
         max_outstanding: Most tickets out at once (never above the capacity).
+
+    Example:
+        >>> from fleetgym.agents.planning import (
+        ...     ActorTimes, LearnerTimes, PipelineShape, simulate)
+        >>> r = simulate(PipelineShape(n_actors=2, steps_per_actor=10),
+        ...              ActorTimes(step_s=(0.001,)), LearnerTimes(0.01, 0.0), updates=3,
+        ...              warmup_updates=1)
+        >>> round(r.env_steps_per_s), round(r.learner_utilisation, 3)
+        (1000, 0.5)
     """
 
     env_steps_per_s: float

@@ -419,6 +419,16 @@ def simulate(
     """Simulate the pipeline until ``updates`` updates finished; report the window after
     the first ``warmup_updates`` (0: from the start, as a measured run's wall time).
 
+    Args:
+        shape: Actors, rollouts, batch, admission bound and cores.
+        actor: Per-step times of the actors.
+        learner: Update times.
+        server: The inference servers (required with ``shape.inference == "server"``).
+        links: The network (default: one machine, no transfer cost).
+        updates: Updates to simulate (>= 1).
+        warmup_updates: Updates left out of the reported window (``< updates``).
+        seed: Seeds the step-time draws and the actors' waits.
+
     Example:
         >>> from fleetgym.agents.planning import ActorTimes, LearnerTimes, PipelineShape
         >>> actor = ActorTimes(step_s=(0.001,), delays_s=(0.0, 0.001))
@@ -431,16 +441,6 @@ def simulate(
 
     Asynchronously the learner waits for no one: 15 trajectories/s reach it (10 from the
     fast actor, 5 from the slow one) and it keeps up with them.
-
-    Args:
-        shape: Actors, rollouts, batch, admission bound and cores.
-        actor: Per-step times of the actors.
-        learner: Update times.
-        server: The inference servers (required with ``shape.inference == "server"``).
-        links: The network (default: one machine, no transfer cost).
-        updates: Updates to simulate (>= 1).
-        warmup_updates: Updates left out of the reported window (``< updates``).
-        seed: Seeds the step-time draws and the actors' waits.
 
     Returns:
         The :class:`SimulationResult` of the window.

@@ -122,16 +122,6 @@ class ActorCriticPolicy(nn.Module):
     running statistics held in buffers (``obs_mean``, ``obs_var``, ``obs_count``), updated
     by the learner through :meth:`update_obs_stats` and shipped with the weights.
 
-    Example:
-        >>> import gymnasium as gym, numpy as np
-        >>> obs_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
-        >>> policy = ActorCriticPolicy(obs_space, gym.spaces.Discrete(2))
-        >>> actions, log_probs, values = policy.act(np.zeros((3, 4), np.float32), rng=np.random.default_rng(0))
-        >>> actions.shape, log_probs.shape, values.shape
-        ((3,), (3,), (3,))
-        >>> round(float(np.exp(log_probs[0])), 2)  # near-uniform at initialisation
-        0.5
-
     Args:
         observation_space: A ``Box`` (1-D vectors for ``"mlp"``, (C, H, W) uint8 frames for
             ``"nature_cnn"``).
@@ -142,6 +132,16 @@ class ActorCriticPolicy(nn.Module):
         normalize_obs: Standardise observations by running statistics (vector obs only).
         log_std_init: Initial log standard deviation (``Box`` actions).
         workload_name: Recorded in the saved JSON so a saved policy names its workload.
+
+    Example:
+        >>> import gymnasium as gym, numpy as np
+        >>> obs_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+        >>> policy = ActorCriticPolicy(obs_space, gym.spaces.Discrete(2))
+        >>> actions, log_probs, values = policy.act(np.zeros((3, 4), np.float32), rng=np.random.default_rng(0))
+        >>> actions.shape, log_probs.shape, values.shape
+        ((3,), (3,), (3,))
+        >>> round(float(np.exp(log_probs[0])), 2)  # near-uniform at initialisation
+        0.5
 
     Raises:
         UnsupportedSpaceError: For other observation or action spaces.

@@ -32,6 +32,9 @@ class NumpyActorCritic:
     Same maths as the policy (float32 products, float64 softmax), so actions agree and
     log-probabilities agree to float rounding.
 
+    Args:
+        policy: An MLP policy (``network="mlp"``).
+
     Example:
         >>> import gymnasium as gym, numpy as np
         >>> from fleetgym.agents.policies import ActorCriticPolicy
@@ -40,9 +43,6 @@ class NumpyActorCritic:
         >>> obs = np.zeros((3, 4), np.float32)
         >>> bool(np.allclose(fast.value(obs), policy.value(obs), atol=1e-6))
         True
-
-    Args:
-        policy: An MLP policy (``network="mlp"``).
 
     Raises:
         ValueError: For a CNN policy.

@@ -189,19 +189,6 @@ class TokenRolloutCollector:
     decodes ``K D`` tokens per env with the KV cache, the env runs the ``K`` actions, and
     episodes continue across rollouts.
 
-    Example:
-        >>> from fleetgym.agents.tokens import ActionTokenizer
-        >>> from fleetgym.agents.tokens.backbones import TinyCausalTransformer
-        >>> env = gym.make("Pendulum-v1")
-        >>> tok = ActionTokenizer.from_space(env.action_space, num_bins=16)
-        >>> net = TinyCausalTransformer(hidden_size=16, layers=1, heads=2, vocab_size=16)
-        >>> policy = TokenPolicy(net, tok, obs_dim=3, chunk=2, max_steps=200)
-        >>> collector = TokenRolloutCollector(lambda: gym.make("Pendulum-v1"), policy, 2, seed=0)
-        >>> rollout = collector.collect(policy, decisions=5)
-        >>> rollout.tokens.shape, rollout.env_steps
-        ((5, 2, 2, 1), 20)
-        >>> collector.close()
-
     Args:
         make_env: A callable returning a new env (a Box action space of ``D`` entries and a
             flat Box observation of ``policy.obs_dim`` entries).
@@ -214,6 +201,19 @@ class TokenRolloutCollector:
         vocabulary: The mission words of a language-conditioned env (BabyAI's by default; a
             :class:`~fleetgym.agents.tokens.MissionVocabulary` or an
             :class:`~fleetgym.agents.tokens.InstructionTokenizer`).
+
+    Example:
+        >>> from fleetgym.agents.tokens import ActionTokenizer
+        >>> from fleetgym.agents.tokens.backbones import TinyCausalTransformer
+        >>> env = gym.make("Pendulum-v1")
+        >>> tok = ActionTokenizer.from_space(env.action_space, num_bins=16)
+        >>> net = TinyCausalTransformer(hidden_size=16, layers=1, heads=2, vocab_size=16)
+        >>> policy = TokenPolicy(net, tok, obs_dim=3, chunk=2, max_steps=200)
+        >>> collector = TokenRolloutCollector(lambda: gym.make("Pendulum-v1"), policy, 2, seed=0)
+        >>> rollout = collector.collect(policy, decisions=5)
+        >>> rollout.tokens.shape, rollout.env_steps
+        ((5, 2, 2, 1), 20)
+        >>> collector.close()
 
     Raises:
         TypeError: If ``make_env`` is not callable or returns no env, or ``policy`` is not a

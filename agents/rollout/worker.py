@@ -76,6 +76,12 @@ class RolloutWorker:
     when an episode ends. Gaussian actions are clipped to the action bounds when sent to the
     env; the trajectory stores the unclipped samples the log-probabilities refer to.
 
+    Args:
+        workload: A :class:`Workload` or its name.
+        actor_id: The slot index (>= 0).
+        seed: The fleet seed.
+        incarnation: How many times this slot was restarted (0 for the first start).
+
     Example:
         >>> worker = RolloutWorker("CartPole-v1", actor_id=0, seed=0)
         >>> weights = worker.policy.get_weights()
@@ -83,12 +89,6 @@ class RolloutWorker:
         >>> traj.obs.shape, traj.actions.shape, len(traj)
         ((16, 4), (16,), 16)
         >>> worker.close()
-
-    Args:
-        workload: A :class:`Workload` or its name.
-        actor_id: The slot index (>= 0).
-        seed: The fleet seed.
-        incarnation: How many times this slot was restarted (0 for the first start).
 
     Raises:
         UnknownWorkloadError: If ``workload`` names no workload.

@@ -190,6 +190,18 @@ def with_size_feature(observation: Any, index: int, n_sizes: int) -> np.ndarray:
 class SchedulerActionWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Let a scheduler act in ``mode`` on an ``ActorSchedulingEnv`` (``Discrete(max_actors)``).
 
+    Args:
+        env: the scheduling env (its action space must be ``Discrete``).
+        mode: one of :data:`ACTION_MODES`.
+        start_actors: where a ``"step"`` episode starts (:func:`start_index`; other modes
+            ignore it).
+        train_starts: with ``"step"``, exploring starts: each episode starts from a size
+            drawn uniformly from these ladder sizes instead of ``start_actors`` (a training
+            device: the policy sees every start and what moving from it earns; evaluation
+            starts from ``start_actors``). Empty: always ``start_actors``.
+        starts_seed: seed of the draws of ``train_starts`` (its own generator, so that the
+            start is independent of the workload seed ``reset`` passes on).
+
     Example:
         >>> import fleetgym
         >>> env = SchedulerActionWrapper(
@@ -211,18 +223,6 @@ class SchedulerActionWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         >>> env.step(STEP_UP)[4]["num_actors"], env.step(STEP_KEEP)[4]["num_actors"]
         (16, 16)
         >>> env.close()
-
-    Args:
-        env: the scheduling env (its action space must be ``Discrete``).
-        mode: one of :data:`ACTION_MODES`.
-        start_actors: where a ``"step"`` episode starts (:func:`start_index`; other modes
-            ignore it).
-        train_starts: with ``"step"``, exploring starts: each episode starts from a size
-            drawn uniformly from these ladder sizes instead of ``start_actors`` (a training
-            device: the policy sees every start and what moving from it earns; evaluation
-            starts from ``start_actors``). Empty: always ``start_actors``.
-        starts_seed: seed of the draws of ``train_starts`` (its own generator, so that the
-            start is independent of the workload seed ``reset`` passes on).
 
     Raises:
         TypeError: the env's action space is not ``Discrete``.
@@ -303,6 +303,13 @@ class MappedScheduler:
     env's ladder position (reset where ``episode_start`` is true, or on the first call)
     and appends it to the observation, as :class:`SchedulerActionWrapper` does.
 
+    Args:
+        model: the predictor.
+        mode: the mode it was trained in.
+        max_actors: ``I_max``.
+        name: its name in tables.
+        start_actors: where a ``"step"`` episode starts (:func:`start_index`).
+
     Example:
         >>> from fleetgym.agents.schedulers import FixedScheduler
         >>> inner = FixedScheduler(3, max_actors=6)  # action 2 = the third size of pow2
@@ -315,13 +322,6 @@ class MappedScheduler:
         >>> [int(up.predict(np.zeros(7), episode_start=np.array([k == 0]))[0][0]) + 1
         ...  for k in range(4)]
         [16, 32, 32, 32]
-
-    Args:
-        model: the predictor.
-        mode: the mode it was trained in.
-        max_actors: ``I_max``.
-        name: its name in tables.
-        start_actors: where a ``"step"`` episode starts (:func:`start_index`).
     """
 
     def __init__(

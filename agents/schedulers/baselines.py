@@ -158,14 +158,14 @@ def _observation_array(observation: Any) -> np.ndarray:
 class FixedScheduler(BaseScheduler):
     """``Fixed(n)``: the same ``n`` actors every round (a static serverless fleet).
 
+    Args:
+        num_actors: actors per round, 1 <= n <= ``max_actors``.
+        max_actors: ``I_max``.
+
     Example:
         >>> action, _ = FixedScheduler(8).predict(np.zeros(7))
         >>> int(action) + 1
         8
-
-    Args:
-        num_actors: actors per round, 1 <= n <= ``max_actors``.
-        max_actors: ``I_max``.
 
     Raises:
         TypeError, ValueError: ``num_actors`` not an integer in [1, max_actors].
@@ -194,12 +194,12 @@ class FixedScheduler(BaseScheduler):
 class MaxScheduler(FixedScheduler):
     """``Max``: every round gets ``max_actors`` actors (MinionsRL-Max).
 
+    Args:
+        max_actors: ``I_max``.
+
     Example:
         >>> int(MaxScheduler(32).predict(np.zeros(7))[0]) + 1
         32
-
-    Args:
-        max_actors: ``I_max``.
 
     Raises:
         TypeError, ValueError: ``max_actors`` not an integer >= 1.
@@ -245,6 +245,12 @@ class _SteppedScheduler(BaseScheduler):
 class IncreaseScheduler(_SteppedScheduler):
     """``Increase``: few actors first, 10 more every 10 rounds (2, 12, 22, 32, 32, ...).
 
+    Args:
+        start: actors in rounds 0..every-1.
+        step: actors added every ``every`` rounds.
+        every: rounds between changes.
+        max_actors: ``I_max`` (the cap).
+
     Example:
         >>> s, state = IncreaseScheduler(), None
         >>> counts = []
@@ -253,12 +259,6 @@ class IncreaseScheduler(_SteppedScheduler):
         ...     counts.append(int(a) + 1)
         >>> counts[0], counts[9], counts[10], counts[30]
         (2, 2, 12, 32)
-
-    Args:
-        start: actors in rounds 0..every-1.
-        step: actors added every ``every`` rounds.
-        every: rounds between changes.
-        max_actors: ``I_max`` (the cap).
 
     Raises:
         TypeError, ValueError: a non-integer or out-of-range argument.
@@ -271,16 +271,16 @@ class IncreaseScheduler(_SteppedScheduler):
 class DecreaseScheduler(_SteppedScheduler):
     """``Decrease``: many actors first, 10 fewer every 10 rounds (32, 22, 12, 2, 1, ...).
 
-    Example:
-        >>> s = DecreaseScheduler()
-        >>> [s.num_actors_at(k) for k in (0, 10, 20, 30, 40)]
-        [32, 22, 12, 2, 1]
-
     Args:
         start: actors in rounds 0..every-1 (None: ``max_actors``).
         step: actors removed every ``every`` rounds.
         every: rounds between changes.
         max_actors: ``I_max``.
+
+    Example:
+        >>> s = DecreaseScheduler()
+        >>> [s.num_actors_at(k) for k in (0, 10, 20, 30, 40)]
+        [32, 22, 12, 2, 1]
 
     Raises:
         TypeError, ValueError: a non-integer or out-of-range argument.
@@ -302,6 +302,12 @@ class AdaptScheduler(BaseScheduler):
     already holds ``R_bar / J`` (see ActorSchedulingEnv); for raw observations pass
     ``target_return=J``. The first round (no return seen yet) gets 1 actor.
 
+    Args:
+        max_actors: ``I_max``.
+        window: rounds in the moving average (MinionsRL: 5).
+        target_return: J, to divide raw (unnormalised) observations by; None when the
+            observation is normalised.
+
     Example:
         >>> s, state = AdaptScheduler(max_actors=32), None
         >>> obs = np.zeros(7)
@@ -310,12 +316,6 @@ class AdaptScheduler(BaseScheduler):
         ...     a, state = s.predict(obs, state, np.array([k == 0]))
         >>> int(a) + 1  # mean of (0, 0.5, 1.0) = 0.5 -> 16 actors
         16
-
-    Args:
-        max_actors: ``I_max``.
-        window: rounds in the moving average (MinionsRL: 5).
-        target_return: J, to divide raw (unnormalised) observations by; None when the
-            observation is normalised.
 
     Raises:
         TypeError, ValueError: a non-integer ``max_actors``/``window`` or a zero target.
@@ -362,14 +362,14 @@ class ServerBasedScheduler(FixedScheduler):
     container cold starts) instead of serverless containers, with no dollar budget (it is
     the reference the serverless schedulers are compared with).
 
+    Args:
+        num_actors: actor cores of the cluster.
+        max_actors: ``I_max``.
+
     Example:
         >>> s = ServerBasedScheduler()
         >>> int(s.predict(np.zeros(7))[0]) + 1, s.env_overrides["billing"]
         (32, 'server')
-
-    Args:
-        num_actors: actor cores of the cluster.
-        max_actors: ``I_max``.
 
     Raises:
         TypeError, ValueError: ``num_actors`` not in [1, max_actors].
@@ -401,14 +401,14 @@ def make_baseline(
     """A baseline scheduler from its name: ``fixed:N``, ``max``, ``increase``,
     ``decrease``, ``adapt``, ``server`` (``server:N`` for another fleet size).
 
-    Example:
-        >>> make_baseline("fixed:4")
-        FixedScheduler(4, max_actors=32)
-
     Args:
         name: the scheduler's name.
         max_actors: ``I_max``.
         target_return: J for :class:`AdaptScheduler` on raw observations.
+
+    Example:
+        >>> make_baseline("fixed:4")
+        FixedScheduler(4, max_actors=32)
 
     Raises:
         ValueError: an unknown name or a bad count.

@@ -91,6 +91,13 @@ class TinyCausalTransformer(CausalBackbone):
     Models the shape of a VLA's language backbone at laptop scale: a vocabulary (32,000
     by default, so the head has the real ``V``), ``layers`` pre-norm blocks and an LM head.
 
+    Args:
+        hidden_size: Width ``H`` (a multiple of ``heads``).
+        layers: Transformer blocks.
+        heads: Attention heads.
+        vocab_size: ``V``.
+        max_positions: Longest sequence (learned position embeddings).
+
     Example:
         >>> net = TinyCausalTransformer(hidden_size=32, layers=1, heads=2, vocab_size=100)
         >>> hidden, past = net(net.embed(torch.tensor([[1, 2, 3]])))
@@ -98,13 +105,6 @@ class TinyCausalTransformer(CausalBackbone):
         >>> full, _ = net(net.embed(torch.tensor([[1, 2, 3, 4]])))
         >>> bool(torch.allclose(step[:, -1], full[:, -1], atol=1e-5))
         True
-
-    Args:
-        hidden_size: Width ``H`` (a multiple of ``heads``).
-        layers: Transformer blocks.
-        heads: Attention heads.
-        vocab_size: ``V``.
-        max_positions: Longest sequence (learned position embeddings).
 
     Raises:
         TypeError / ValueError: For sizes that are not positive ints, or ``hidden_size``
@@ -171,6 +171,10 @@ class TinyCausalTransformer(CausalBackbone):
 class HFBackbone(CausalBackbone):
     """A Hugging Face causal LM (``*ForCausalLM``) as a backbone; its head is never run.
 
+    Args:
+        model: The model; it must have ``get_input_embeddings``, ``get_output_embeddings``
+            (an ``nn.Linear``) and ``get_decoder`` (or be the decoder itself).
+
     Example:
         >>> try:
         ...     import transformers  # the tokens extra
@@ -180,10 +184,6 @@ class HFBackbone(CausalBackbone):
         ...     net = llama_backbone(hidden_size=32, layers=1, heads=2, vocab_size=300)
         ...     hidden, past = net(net.embed(torch.tensor([[1, 2]])))
         ...     assert hidden.shape == (1, 2, 32) and net.lm_head().out_features == 300
-
-    Args:
-        model: The model; it must have ``get_input_embeddings``, ``get_output_embeddings``
-            (an ``nn.Linear``) and ``get_decoder`` (or be the decoder itself).
 
     Raises:
         TypeError: For a model without them.

@@ -44,6 +44,11 @@ class SlimActionHead(nn.Module):
     (which can then be dropped), trained on their own, and evaluated at the action positions
     only.
 
+    Args:
+        weight: The rows ``(num_bins, hidden)``; copied into a new parameter.
+        bias: Their biases ``(num_bins,)`` or ``None``.
+        offset: The vocabulary id of row 0 (kept for the record and the checks).
+
     Example:
         >>> full = nn.Linear(16, 1000, bias=False)
         >>> slim = SlimActionHead.from_linear(full, offset=1000 - 8, num_bins=8)
@@ -52,11 +57,6 @@ class SlimActionHead(nn.Module):
         (torch.Size([2, 5, 8]), 128)
         >>> slim.at_positions(h, torch.tensor([[4], [2]])).shape
         torch.Size([2, 1, 8])
-
-    Args:
-        weight: The rows ``(num_bins, hidden)``; copied into a new parameter.
-        bias: Their biases ``(num_bins,)`` or ``None``.
-        offset: The vocabulary id of row 0 (kept for the record and the checks).
 
     Raises:
         TypeError: For a weight that is not a 2-d tensor.

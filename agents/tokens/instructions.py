@@ -35,6 +35,12 @@ PAD_TOKEN, UNK_TOKEN = "[PAD]", "[UNK]"
 class InstructionTokenizer:
     """A word-level ``tokenizers.Tokenizer`` of the task's words: text to ``length`` ids.
 
+    Args:
+        words: The vocabulary (BabyAI's mission grammar by default), distinct words without
+            spaces.
+        length: Ids per instruction (longer ones are refused).
+        first_id: The id of the first word (>= 1: 0 pads).
+
     Example:
         >>> tok = InstructionTokenizer(length=6)
         >>> tok.encode("Go to the red ball").tolist()
@@ -43,12 +49,6 @@ class InstructionTokenizer:
         Traceback (most recent call last):
         ...
         ValueError: mission: expected words of the vocabulary, actual 'pink' in 'go to the pink ball'
-
-    Args:
-        words: The vocabulary (BabyAI's mission grammar by default), distinct words without
-            spaces.
-        length: Ids per instruction (longer ones are refused).
-        first_id: The id of the first word (>= 1: 0 pads).
 
     Raises:
         ValueError: For duplicate or empty words, a length < 1 or a first id < 1.

@@ -42,6 +42,13 @@ def apply_lora(
 ) -> nn.Module:
     """Add LoRA adapters to the layers named ``targets`` of ``model``; returns ``model``.
 
+    Args:
+        model: A Hugging Face model (``peft`` adapts ``nn.Linear`` layers by name).
+        rank: ``r``.
+        alpha: The scale numerator (``alpha / r``).
+        targets: Last name components of the layers to adapt (``"q_proj"``, ...).
+        dropout: Dropout on the adapter's input.
+
     Example:
         >>> try:
         ...     import peft
@@ -54,13 +61,6 @@ def apply_lora(
         ...     llama = apply_lora(llama, rank=4, targets=("q_proj", "v_proj"))
         ...     names = [n for n, p in llama.named_parameters() if p.requires_grad]
         ...     assert all("lora_" in n for n in names) and len(names) == 4
-
-    Args:
-        model: A Hugging Face model (``peft`` adapts ``nn.Linear`` layers by name).
-        rank: ``r``.
-        alpha: The scale numerator (``alpha / r``).
-        targets: Last name components of the layers to adapt (``"q_proj"``, ...).
-        dropout: Dropout on the adapter's input.
 
     Raises:
         ValueError: As ``lora_targets``, for a target that names no module of ``model``

@@ -44,6 +44,11 @@ class InstructionEncoder(Protocol):
 class MissionVocabulary:
     """Words to ids: word ``i`` is ``first_id + i``, a mission is ``length`` ids padded with 0.
 
+    Args:
+        words: The word list (BabyAI's grammar by default), no duplicates.
+        length: Ids per mission (longer missions are refused).
+        first_id: The id of the first word (>= 1: 0 pads).
+
     Example:
         >>> vocab = MissionVocabulary(length=6)
         >>> vocab.encode("go to the red ball").tolist()
@@ -52,11 +57,6 @@ class MissionVocabulary:
         Traceback (most recent call last):
         ...
         ValueError: mission: expected words of the vocabulary, actual 'pink' in 'go to the pink ball'
-
-    Args:
-        words: The word list (BabyAI's grammar by default), no duplicates.
-        length: Ids per mission (longer missions are refused).
-        first_id: The id of the first word (>= 1: 0 pads).
 
     Raises:
         ValueError: For duplicate words, a length < 1 or a first id < 1.

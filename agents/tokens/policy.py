@@ -92,18 +92,6 @@ class TokenPolicy(nn.Module):
     Models a vision-language-action policy (OpenVLA's action tokens, AcceRL's slimmed
     head and pooled value) on a backbone small enough for a CPU.
 
-    Example:
-        >>> from fleetgym.agents.tokens.backbones import TinyCausalTransformer
-        >>> tok = ActionTokenizer([-1.0] * 3, [1.0] * 3, vocab_size=1000)
-        >>> net = TinyCausalTransformer(hidden_size=32, layers=1, heads=2, vocab_size=1000)
-        >>> policy = TokenPolicy(net, tok, obs_dim=11)
-        >>> sample = policy.act(torch.zeros(2, 11), step=torch.zeros(2))
-        >>> tuple(sample.tokens.shape), tuple(sample.values.shape)
-        ((2, 1, 3), (2,))
-        >>> ev = policy.evaluate(torch.zeros(2, 11), sample.tokens, step=torch.zeros(2))
-        >>> bool(torch.allclose(ev.log_probs, sample.log_probs, atol=1e-5))
-        True
-
     Args:
         backbone: A :class:`~fleetgym.agents.tokens.backbones.CausalBackbone` or a Hugging
             Face causal LM (your own included).
@@ -124,6 +112,18 @@ class TokenPolicy(nn.Module):
             ``vision.image_entries`` entries of each observation are its image.
         bf16: Run the backbone (and the vision tower) under bfloat16 autocast on the
             policy's device (:meth:`from_pretrained` checks the device has it).
+
+    Example:
+        >>> from fleetgym.agents.tokens.backbones import TinyCausalTransformer
+        >>> tok = ActionTokenizer([-1.0] * 3, [1.0] * 3, vocab_size=1000)
+        >>> net = TinyCausalTransformer(hidden_size=32, layers=1, heads=2, vocab_size=1000)
+        >>> policy = TokenPolicy(net, tok, obs_dim=11)
+        >>> sample = policy.act(torch.zeros(2, 11), step=torch.zeros(2))
+        >>> tuple(sample.tokens.shape), tuple(sample.values.shape)
+        ((2, 1, 3), (2,))
+        >>> ev = policy.evaluate(torch.zeros(2, 11), sample.tokens, step=torch.zeros(2))
+        >>> bool(torch.allclose(ev.log_probs, sample.log_probs, atol=1e-5))
+        True
 
     Raises:
         TypeError: For a backbone that is neither, or a tokenizer of another type.

@@ -165,21 +165,6 @@ def from_pretrained(
     """A ``cls`` (:class:`~fleetgym.agents.tokens.policy.TokenPolicy`) on a local checkpoint
     (see the module docstring for the order); called as ``TokenPolicy.from_pretrained``.
 
-    Example:
-        >>> import torch
-        >>> from fleetgym.agents.tokens import TokenHeadConfig, TokenPolicy
-        >>> try:
-        ...     from transformers import LlamaConfig
-        ... except ImportError:
-        ...     LlamaConfig = None
-        >>> if LlamaConfig is not None:
-        ...     cfg = LlamaConfig(vocab_size=300, hidden_size=32, intermediate_size=64,
-        ...         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2)
-        ...     space = gym.spaces.Box(-1.0, 1.0, (2,))
-        ...     policy = TokenPolicy.from_pretrained(cfg, obs_dim=3, action_space=space,
-        ...                                          head=TokenHeadConfig(num_bins=16))
-        ...     assert policy.act(torch.zeros(1, 3)).tokens.shape == (1, 1, 2)
-
     Args:
         path_or_config: A local checkpoint directory (``save_pretrained``'s) or a
             ``transformers`` config (random weights).
@@ -199,6 +184,21 @@ def from_pretrained(
         local_files_only: Passed to ``transformers``; keep ``True`` (no downloads).
         **moved: fleetgym 1.x keywords: each raises a TypeError that names its 2.0 place
             (:data:`~fleetgym.agents.tokens.config.FROM_PRETRAINED_MOVED`).
+
+    Example:
+        >>> import torch
+        >>> from fleetgym.agents.tokens import TokenHeadConfig, TokenPolicy
+        >>> try:
+        ...     from transformers import LlamaConfig
+        ... except ImportError:
+        ...     LlamaConfig = None
+        >>> if LlamaConfig is not None:
+        ...     cfg = LlamaConfig(vocab_size=300, hidden_size=32, intermediate_size=64,
+        ...         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2)
+        ...     space = gym.spaces.Box(-1.0, 1.0, (2,))
+        ...     policy = TokenPolicy.from_pretrained(cfg, obs_dim=3, action_space=space,
+        ...                                          head=TokenHeadConfig(num_bins=16))
+        ...     assert policy.act(torch.zeros(1, 3)).tokens.shape == (1, 1, 2)
 
     Raises:
         FileNotFoundError: For a checkpoint path (or a vision path) that does not exist.

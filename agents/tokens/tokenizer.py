@@ -66,15 +66,6 @@ class ActionTokenizer:
     ids in a window of a vocabulary. A dimension with ``low == high`` (constant in the
     data) decodes to that constant.
 
-    Example:
-        >>> tok = ActionTokenizer([-1.0, 0.0], [1.0, 2.0], num_bins=4)
-        >>> tok.encode(np.array([0.1, 1.9])).tolist()
-        [2, 3]
-        >>> tok.decode(np.array([2, 3])).tolist()
-        [0.25, 1.75]
-        >>> ActionTokenizer([-1.0], [1.0], vocab_size=32000).token_ids[[0, -1]].tolist()
-        [31744, 31999]
-
     Args:
         low: Lower bound per dimension (mapped to ``-1``).
         high: Upper bound per dimension (mapped to ``+1``), ``>= low``.
@@ -86,6 +77,15 @@ class ActionTokenizer:
         mapping: ``"ascending"`` (``N`` bins, id ``offset + bin``) or ``"openvla"``
             (OpenVLA's ``N`` edges and ``vocab_size - digitize``; see the module
             docstring). Either way the ids are the window :attr:`token_ids`.
+
+    Example:
+        >>> tok = ActionTokenizer([-1.0, 0.0], [1.0, 2.0], num_bins=4)
+        >>> tok.encode(np.array([0.1, 1.9])).tolist()
+        [2, 3]
+        >>> tok.decode(np.array([2, 3])).tolist()
+        [0.25, 1.75]
+        >>> ActionTokenizer([-1.0], [1.0], vocab_size=32000).token_ids[[0, -1]].tolist()
+        [31744, 31999]
 
     Raises:
         TypeError: For bounds that are not numbers or a count that is not an int.

@@ -77,15 +77,15 @@ class AttentionPoolValue(_ValueHead):
     position, a softmax over the valid ones, the weighted sum of hidden states plus an MLP
     embedding of the normalised env step ``t / max_steps``, then an MLP to the value.
 
-    Example:
-        >>> head = AttentionPoolValue(16, max_steps=1000)
-        >>> head(torch.randn(4, 3, 16), step=torch.arange(4)).shape
-        torch.Size([4])
-
     Args:
         hidden_size: Width ``d`` of the hidden states.
         max_steps: The step that normalises ``t`` (an episode's limit).
         mlp_size: Width of the step and value MLPs.
+
+    Example:
+        >>> head = AttentionPoolValue(16, max_steps=1000)
+        >>> head(torch.randn(4, 3, 16), step=torch.arange(4)).shape
+        torch.Size([4])
 
     Raises:
         TypeError / ValueError: For sizes that are not positive ints; at call time for

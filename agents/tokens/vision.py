@@ -41,6 +41,16 @@ def _config_int(config: Any, name: str) -> int:
 class VisionPrefix(nn.Module):
     """A vision tower and a projector: images to ``(B, P_img, H_lm)`` prefix embeddings.
 
+    Args:
+        tower: A Hugging Face vision model (``config.image_size``, ``config.num_channels``,
+            ``config.hidden_size``; ``forward(pixel_values=...)`` with a
+            ``last_hidden_state``).
+        hidden_size: The language model's width ``H_lm``.
+        image_shape: The image's shape inside the observation, in ``layout`` order.
+        layout: ``"hwc"`` or ``"chw"``.
+        projector: Maps the tower's width to ``hidden_size`` (a new ``nn.Linear`` when
+            ``None``).
+
     Example:
         >>> try:
         ...     from transformers import SiglipVisionConfig, SiglipVisionModel
@@ -51,16 +61,6 @@ class VisionPrefix(nn.Module):
         ...         num_hidden_layers=1, num_attention_heads=2, image_size=8, patch_size=4)
         ...     vision = VisionPrefix(SiglipVisionModel(cfg), 64, image_shape=(7, 7, 3))
         ...     assert vision(torch.zeros(2, 147)).shape == (2, 4, 64)
-
-    Args:
-        tower: A Hugging Face vision model (``config.image_size``, ``config.num_channels``,
-            ``config.hidden_size``; ``forward(pixel_values=...)`` with a
-            ``last_hidden_state``).
-        hidden_size: The language model's width ``H_lm``.
-        image_shape: The image's shape inside the observation, in ``layout`` order.
-        layout: ``"hwc"`` or ``"chw"``.
-        projector: Maps the tower's width to ``hidden_size`` (a new ``nn.Linear`` when
-            ``None``).
 
     Raises:
         TypeError: For a tower without those config fields.

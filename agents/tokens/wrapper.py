@@ -26,13 +26,6 @@ class TokenizedActions(gym.ActionWrapper[Any, Any, np.ndarray], gym.utils.Record
     dimension. Any discrete-action agent (SB3's PPO with MultiDiscrete, a factorised
     categorical) then trains on a continuous env.
 
-    Example:
-        >>> env = TokenizedActions(gym.make("Pendulum-v1"), num_bins=8)
-        >>> env.action_space
-        MultiDiscrete([8])
-        >>> env.action(np.array([7])).round(3).tolist()  # the top bin's centre
-        [1.75]
-
     Args:
         env: An env with a ``Box`` action space.
         num_bins: Bins per dimension (ignored when ``tokenizer`` is given).
@@ -41,6 +34,13 @@ class TokenizedActions(gym.ActionWrapper[Any, Any, np.ndarray], gym.utils.Record
         vocab_size: Ids from the tail of a vocabulary of this size (ignored with
             ``tokenizer``).
         space: ``"multidiscrete"`` or ``"tuple"``.
+
+    Example:
+        >>> env = TokenizedActions(gym.make("Pendulum-v1"), num_bins=8)
+        >>> env.action_space
+        MultiDiscrete([8])
+        >>> env.action(np.array([7])).round(3).tolist()  # the top bin's centre
+        [1.75]
 
     Raises:
         UnsupportedSpaceError: If the env's action space is not a ``Box``.

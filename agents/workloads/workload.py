@@ -55,16 +55,6 @@ class Workload:
     yields ``I * rollout_steps`` samples; ``minibatch_size`` is absolute, so the number of
     minibatches grows with the number of actors.
 
-    Example:
-        >>> from fleetgym.agents.workloads import get_workload
-        >>> w = get_workload("CartPole-v1")
-        >>> w.target_return, w.rollout_steps, w.hidden_sizes
-        (475.0, 128, (64, 64))
-        >>> env = w.make_env(seed=0)
-        >>> env.observation_space.shape
-        (4,)
-        >>> env.close()
-
     Args:
         name: Workload name (the key in :data:`WORKLOADS`, or the env's ID).
         env_id: Gymnasium ID of the environment (or the ``"module:attr"`` of a callable).
@@ -104,6 +94,16 @@ class Workload:
         env_kwargs_json: the env's keyword arguments, a JSON object ("": none).
         max_episode_steps: time limit of the env (None: its registration's).
 
+    Example:
+        >>> from fleetgym.agents.workloads import get_workload
+        >>> w = get_workload("CartPole-v1")
+        >>> w.target_return, w.rollout_steps, w.hidden_sizes
+        (475.0, 128, (64, 64))
+        >>> env = w.make_env(seed=0)
+        >>> env.observation_space.shape
+        (4,)
+        >>> env.close()
+
     Raises:
         ValueError: If a field is out of range (checked at construction).
     """
@@ -140,17 +140,17 @@ class Workload:
     def from_env(cls, env: Any, **overrides: Any) -> Workload:
         """A workload for any environment, its defaults inferred from the spaces.
 
-        Example:
-            >>> w = Workload.from_env("Acrobot-v1", rollout_steps=64)
-            >>> w.kind, w.preprocessing, w.target_return, w.rollout_steps
-            ('classic', 'none', -100.0, 64)
-
         Args:
             env: A registered ID (``"module:ID"`` imports ``module`` first), an
                 ``EnvSpec``, or an importable callable returning an env (or its
                 ``"module:attr"`` path).
             **overrides: Workload fields replacing the inferred ones; ``env_kwargs`` (a
                 dict of plain data) is passed to the env.
+
+        Example:
+            >>> w = Workload.from_env("Acrobot-v1", rollout_steps=64)
+            >>> w.kind, w.preprocessing, w.target_return, w.rollout_steps
+            ('classic', 'none', -100.0, 64)
 
         Raises:
             UnknownWorkloadError: an unregistered ID (the message lists close matches).
@@ -339,17 +339,17 @@ WORKLOADS: dict[str, Workload] = {
 def get_workload(name: Any) -> Workload:
     """The workload ``name``: built-in, or inferred from any Gymnasium environment.
 
-    Example:
-        >>> get_workload("CartPole-v1") is WORKLOADS["CartPole-v1"]
-        True
-        >>> get_workload("Pendulum-v1").network, get_workload("Pendulum-v1").normalize_obs
-        ('mlp', True)
-
     Args:
         name: A :class:`Workload` (returned as is), a built-in name of :data:`WORKLOADS`, a
             registered Gymnasium ID (``"module:ID"`` forms and the user's own IDs
             included), a ``gymnasium.envs.registration.EnvSpec``, or an importable
             env-building callable (see :meth:`Workload.from_env`).
+
+    Example:
+        >>> get_workload("CartPole-v1") is WORKLOADS["CartPole-v1"]
+        True
+        >>> get_workload("Pendulum-v1").network, get_workload("Pendulum-v1").normalize_obs
+        ('mlp', True)
 
     Raises:
         UnknownWorkloadError: If ``name`` is neither built-in nor registered (the message

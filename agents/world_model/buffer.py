@@ -34,16 +34,16 @@ _FIELDS = ("obs", "actions", "rewards", "next_obs", "terminated", "has_next", "s
 class TransitionBuffer:
     """Up to ``capacity`` real transitions, the newest kept.
 
-    Example:
-        >>> buf = TransitionBuffer.collect(gym.make("CartPole-v1"), 50, seed=0)
-        >>> len(buf), buf.obs.shape, bool(buf.has_next.all())
-        (50, (50, 4), True)
-
     Args:
         capacity: Most rows kept (older ones are dropped first).
         success_share: Share of ``capacity`` that the newest successful episodes keep when
             rows are evicted, in ``[0, 1]`` (``0``: first in, first out).
         seed: Seeds the rows' held-out keys.
+
+    Example:
+        >>> buf = TransitionBuffer.collect(gym.make("CartPole-v1"), 50, seed=0)
+        >>> len(buf), buf.obs.shape, bool(buf.has_next.all())
+        (50, (50, 4), True)
     """
 
     def __init__(

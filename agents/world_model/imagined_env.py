@@ -41,6 +41,17 @@ def check_horizon(name: str, value: Any) -> int:
 class ImaginedVectorEnv(VectorEnv):  # type: ignore[misc]
     """``num_envs`` imagined episodes stepped as one batch through ``model``.
 
+    Args:
+        model: A fitted :class:`~fleetgym.agents.world_model.WorldModel`.
+        starts: Real observations to start from, shape (M, obs_dim) (flat).
+        num_envs: Imagined episodes stepped at once.
+        horizon: Steps after which an imagined episode is truncated.
+        max_uncertainty: Truncate an episode whose step disagreement exceeds it
+            (``None``: never).
+        sample: Draw the next state from the member's Gaussian (``False``: its mean).
+        reward_model: A :class:`~fleetgym.agents.world_model.SuccessRewardModel`; the
+            reward is then ``M(o') - M(o)`` instead of the model's regression head.
+
     Example:
         >>> from fleetgym.agents.world_model import TransitionBuffer
         >>> env = gym.make("CartPole-v1")
@@ -55,17 +66,6 @@ class ImaginedVectorEnv(VectorEnv):  # type: ignore[misc]
         >>> obs, reward, terminated, truncated, info = venv.step(np.array([0, 1, 0]))
         >>> reward.shape, info["uncertainty"].shape
         ((3,), (3,))
-
-    Args:
-        model: A fitted :class:`~fleetgym.agents.world_model.WorldModel`.
-        starts: Real observations to start from, shape (M, obs_dim) (flat).
-        num_envs: Imagined episodes stepped at once.
-        horizon: Steps after which an imagined episode is truncated.
-        max_uncertainty: Truncate an episode whose step disagreement exceeds it
-            (``None``: never).
-        sample: Draw the next state from the member's Gaussian (``False``: its mean).
-        reward_model: A :class:`~fleetgym.agents.world_model.SuccessRewardModel`; the
-            reward is then ``M(o') - M(o)`` instead of the model's regression head.
 
     Raises:
         ValueError: For an unfitted model, starts of another width or none, a horizon or

@@ -72,16 +72,6 @@ def check_mbpo_env(observation_space: Any, action_space: Any) -> None:
 class MBPO(SAC):
     """SAC on a mix of real and model-imagined transitions (Janner et al., 2019).
 
-    Example:
-        >>> from fleetgym.agents.world_model import MBPOConfig, MBPOModelConfig
-        >>> config = MBPOConfig(updates_per_step=2, rollout_batch=50,
-        ...                     model=MBPOModelConfig(every=100, ensemble_size=2, elites=1,
-        ...                                           hidden_sizes=(32, 32)))
-        >>> agent = MBPO("MlpPolicy", "Pendulum-v1", config, learning_starts=200, seed=0)
-        >>> agent = agent.learn(300)
-        >>> agent.model_version >= 1, len(agent.model_replay) > 0
-        (True, True)
-
     Args:
         policy: SB3's policy (``"MlpPolicy"``).
         env: A Gymnasium env or ID with 1-D ``Box`` observation and action spaces.
@@ -91,6 +81,16 @@ class MBPO(SAC):
         learning_starts / seed / verbose / device: SB3 SAC's.
         **sac_kwargs: Further SB3 SAC keywords (``batch_size``, ``policy_kwargs`` ...);
             ``gradient_steps`` and ``train_freq`` are set from ``config.updates_per_step``.
+
+    Example:
+        >>> from fleetgym.agents.world_model import MBPOConfig, MBPOModelConfig
+        >>> config = MBPOConfig(updates_per_step=2, rollout_batch=50,
+        ...                     model=MBPOModelConfig(every=100, ensemble_size=2, elites=1,
+        ...                                           hidden_sizes=(32, 32)))
+        >>> agent = MBPO("MlpPolicy", "Pendulum-v1", config, learning_starts=200, seed=0)
+        >>> agent = agent.learn(300)
+        >>> agent.model_version >= 1, len(agent.model_replay) > 0
+        (True, True)
 
     Raises:
         TypeError / ValueError: For a bad argument, naming it (``config`` not an

@@ -90,17 +90,6 @@ def _normaliser(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class WorldModel:
     """An ensemble of Gaussian MLPs predicting the observation change, reward and termination.
 
-    Example:
-        >>> env = gym.make("CartPole-v1")
-        >>> data = TransitionBuffer.collect(env, 300, seed=0)
-        >>> model = WorldModel(env.observation_space, env.action_space, ensemble_size=3,
-        ...                    elites=2, hidden_sizes=(32, 32), seed=0)
-        >>> report = model.fit(data, epochs=2)
-        >>> report.version, len(report.elites)
-        (1, 2)
-        >>> model.predict(data.obs[:4], data.actions[:4]).next_obs.shape
-        (4, 4)
-
     Args:
         observation_space: The env's observation space (flat: a 1-D Box, or Discrete,
             MultiDiscrete, MultiBinary, Dict, Tuple through Gymnasium's flattening).
@@ -116,6 +105,17 @@ class WorldModel:
             clipped to it (default 10).
         seed: Seeds the initial weights and the shuffles. The held-out split is fixed by
             the rows' own keys (:attr:`TransitionBuffer.holdout_key`), not redrawn per fit.
+
+    Example:
+        >>> env = gym.make("CartPole-v1")
+        >>> data = TransitionBuffer.collect(env, 300, seed=0)
+        >>> model = WorldModel(env.observation_space, env.action_space, ensemble_size=3,
+        ...                    elites=2, hidden_sizes=(32, 32), seed=0)
+        >>> report = model.fit(data, epochs=2)
+        >>> report.version, len(report.elites)
+        (1, 2)
+        >>> model.predict(data.obs[:4], data.actions[:4]).next_obs.shape
+        (4, 4)
 
     Raises:
         TypeError / ValueError: For a bad count or width, ``elites > ensemble_size``.

@@ -29,17 +29,17 @@ MAX_GRAD_NORM = 1.0
 class SuccessRewardModel:
     """A small MLP classifier of success over flat observations.
 
-    Example:
-        >>> m = SuccessRewardModel(obs_dim=2, hidden_sizes=(8,), seed=0)
-        >>> m.reward(np.zeros((3, 2), np.float32), np.ones((3, 2), np.float32)).shape
-        (3,)
-
     Args:
         obs_dim: Width of the flat observations.
         hidden_sizes: Hidden widths.
         lr: Adam's learning rate.
         max_grad_norm: Every gradient step's norm is clipped to it (default 1).
         seed: Seeds the weights and the shuffles.
+
+    Example:
+        >>> m = SuccessRewardModel(obs_dim=2, hidden_sizes=(8,), seed=0)
+        >>> m.reward(np.zeros((3, 2), np.float32), np.ones((3, 2), np.float32)).shape
+        (3,)
     """
 
     def __init__(

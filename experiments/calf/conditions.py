@@ -52,11 +52,6 @@ class NetworkCondition:
     Models what the shim is built with. A condition is plain data (picklable, hashable);
     :meth:`shim_kwargs` turns it into the shim's keyword arguments.
 
-    Example:
-        >>> c = NetworkCondition("fixed-50ms", uplink=(50.0, 0.0, 0.0, 0.0), downlink=(50.0, 0.0, 0.0, 0.0))
-        >>> sorted(c.shim_kwargs())
-        ['downlink', 'uplink']
-
     Args:
         name: Label used in tables.
         profile: Profile name (or profile file, or trace file: :func:`network_profile`),
@@ -66,6 +61,11 @@ class NetworkCondition:
         delivery: ``"fifo"``/``"latest"``, or ``None`` for the shim's default.
         step_ms: Control period override (``None`` = the env setup's).
         description: One line for the report.
+
+    Example:
+        >>> c = NetworkCondition("fixed-50ms", uplink=(50.0, 0.0, 0.0, 0.0), downlink=(50.0, 0.0, 0.0, 0.0))
+        >>> sorted(c.shim_kwargs())
+        ['downlink', 'uplink']
 
     Raises:
         ValueError: if neither or both of ``profile`` and the channels are given.
@@ -321,14 +321,14 @@ def resolve_condition(name: str) -> NetworkCondition:
 class Regime:
     """A training regime: the network trained under, and whether inputs are compensated.
 
-    Example:
-        >>> REGIMES["net-aware+comp"].compensated, REGIMES["net-aware+comp"].train_condition
-        (True, 'wifi-normal')
-
     Args:
         name: Label (``<regime>`` or ``<regime>+comp``).
         train_condition: Name of the :class:`NetworkCondition` trained under.
         compensated: Whether the policy gets the compensation stack.
+
+    Example:
+        >>> REGIMES["net-aware+comp"].compensated, REGIMES["net-aware+comp"].train_condition
+        (True, 'wifi-normal')
     """
 
     name: str

@@ -55,12 +55,6 @@ class SchedulerPPOConfig:
     ``target_kl``). ``n_steps`` x ``n_envs`` scheduler steps (rounds) make one update;
     see the module docstring for why 64.
 
-    Example:
-        >>> SchedulerPPOConfig().learning_rate
-        0.001
-        >>> SchedulerPPOConfig(n_steps=10, batch_size=4).rollout_size
-        10
-
     Args:
         learning_rate: Adam learning rate.
         n_steps: scheduler steps per environment between updates.
@@ -135,6 +129,12 @@ class SchedulerPPOConfig:
         use_sde: with ``actions="log2"``, generalised state-dependent exploration (SB3
             ``use_sde``, noise drawn once per rollout), so that exploration changes the
             fleet size smoothly with the state instead of at random every round.
+
+    Example:
+        >>> SchedulerPPOConfig().learning_rate
+        0.001
+        >>> SchedulerPPOConfig(n_steps=10, batch_size=4).rollout_size
+        10
 
     Raises:
         ValueError: a non-positive size or rate, or a batch larger than a rollout.

@@ -98,11 +98,6 @@ def _bind(sock: socket.socket, host: str, port: int, what: str) -> None:
 class RemoteEnvServer:
     """Serves a Gymnasium env to remote clients, one env instance per session.
 
-    Example:
-        >>> with RemoteEnvServer("CartPole-v1", bind="127.0.0.1:0") as server:
-        ...     server.address[0], server.address[1] > 0, server.stats()["sessions_open"]
-        ('127.0.0.1', True, 0)
-
     Args:
         env_id: A registered Gymnasium ID; each session calls ``gym.make(env_id, **env_kwargs)``.
         env_kwargs: Keyword arguments for ``gym.make``.
@@ -123,6 +118,11 @@ class RemoteEnvServer:
             client asks for a playout with ``underrun="fallback"`` (a callable cannot cross
             the wire; without one such a client is refused at HELLO). Called from each
             session's worker thread with that session's true current observation.
+
+    Example:
+        >>> with RemoteEnvServer("CartPole-v1", bind="127.0.0.1:0") as server:
+        ...     server.address[0], server.address[1] > 0, server.stats()["sessions_open"]
+        ('127.0.0.1', True, 0)
 
     Scheduled action packets: a client made with ``playout=Playout(...)`` sends its rules at
     HELLO (:mod:`fleetgym.wrappers.remote.playout_host`); its session then takes

@@ -35,6 +35,12 @@ RATE_SMOOTHING = 0.5
 class InstanceScheduler:
     """Which actor runs which env instance, round by round, with optional work stealing.
 
+    Args:
+        n_actors: Actors (>= 1).
+        envs_per_actor: Env instances each actor hosts at the start (>= 1).
+        load_balancing: Let idle actors steal queued instances.
+        clock: Seconds, monotonic (for tests).
+
     Example:
         >>> s = InstanceScheduler(n_actors=2, envs_per_actor=2, load_balancing=True)
         >>> s.home
@@ -46,12 +52,6 @@ class InstanceScheduler:
         1
         >>> s.migrations, s.home
         (1, [0, 1, 1, 1])
-
-    Args:
-        n_actors: Actors (>= 1).
-        envs_per_actor: Env instances each actor hosts at the start (>= 1).
-        load_balancing: Let idle actors steal queued instances.
-        clock: Seconds, monotonic (for tests).
     """
 
     def __init__(

@@ -83,14 +83,6 @@ class AsyncPPOConfig:
     :class:`~fleetgym.agents.learners.losses.LossConfig` (checked by it, see
     :attr:`loss_config`), with this trainer's defaults.
 
-    Example:
-        >>> AsyncPPOConfig(loss="vtrace", target_kl=None).loss_config.label
-        'vtrace+recompute+global-norm'
-        >>> AsyncPPOConfig(hyperparameters={"learning_rate": 1e-3})
-        Traceback (most recent call last):
-        ...
-        TypeError: hyperparameters: expected names among ['lr', 'epochs', 'minibatch_size', 'gamma', 'gae_lambda', 'clip_coef', 'ent_coef', 'vf_coef', 'max_grad_norm', 'reward_transform'], actual ['learning_rate']
-
     Args:
         loss: A name in the loss registry
             (:data:`~fleetgym.agents.learners.losses.registry.LOSS_REGISTRY`): ``"ppo"``
@@ -120,6 +112,14 @@ class AsyncPPOConfig:
             its fields, ``True`` (the defaults, seeded by the trainer's seed) or ``None``
             (real data only): the learner trains a world model on the real trajectories and
             mixes imagined ones into each update.
+
+    Example:
+        >>> AsyncPPOConfig(loss="vtrace", target_kl=None).loss_config.label
+        'vtrace+recompute+global-norm'
+        >>> AsyncPPOConfig(hyperparameters={"learning_rate": 1e-3})
+        Traceback (most recent call last):
+        ...
+        TypeError: hyperparameters: expected names among ['lr', 'epochs', 'minibatch_size', 'gamma', 'gae_lambda', 'clip_coef', 'ent_coef', 'vf_coef', 'max_grad_norm', 'reward_transform'], actual ['learning_rate']
 
     Raises:
         ValueError: For a loss not in the registry, ``sigma <= 0``, ``target_kl <= 0``,
@@ -185,12 +185,6 @@ class AsyncPPOConfig:
 class TokenAsyncPPOConfig:
     """The algorithm of ``TokenAsyncPPO``: a token PPO config, the lag bound and the batch.
 
-    Example:
-        >>> import dataclasses, json
-        >>> algo = TokenAsyncPPOConfig(TokenPPOConfig(ratio_level="chunk", chunk=2), max_policy_lag=2)
-        >>> TokenAsyncPPOConfig(**json.loads(json.dumps(dataclasses.asdict(algo)))) == algo
-        True
-
     Args:
         token: The :class:`~fleetgym.agents.learners.token_config.TokenPPOConfig` (or a dict
             of its fields): ratio level, loss, ``sigma``, ``target_kl`` (``None``: the loss's
@@ -199,6 +193,12 @@ class TokenAsyncPPOConfig:
         max_policy_lag, batch_trajectories, lag_injection: As :class:`AsyncPPOConfig`.
         learner_device: Where the learner's policy and update run (``"cpu"`` or
             ``"cuda[:N]"``; the weights are published to the actors as host arrays).
+
+    Example:
+        >>> import dataclasses, json
+        >>> algo = TokenAsyncPPOConfig(TokenPPOConfig(ratio_level="chunk", chunk=2), max_policy_lag=2)
+        >>> TokenAsyncPPOConfig(**json.loads(json.dumps(dataclasses.asdict(algo)))) == algo
+        True
 
     Raises:
         ValueError, TypeError: As :class:`AsyncPPOConfig` and ``TokenPPOConfig`` do, and for
@@ -231,14 +231,6 @@ class TokenAsyncPPOConfig:
 class AsyncTopology:
     """Where an asynchronous trainer's actors run (shared by ``AsyncPPO`` and ``TokenAsyncPPO``).
 
-    Example:
-        >>> AsyncTopology(n_actors=2, envs_per_actor=4).n_instances
-        8
-        >>> AsyncTopology(backend="ray", inference="server")
-        Traceback (most recent call last):
-        ...
-        ValueError: inference: expected 'local' with backend='ray' (Ray actors act with their own policy copy; the inference server is not supported there), actual 'server'
-
     Args:
         n_actors: Actor slots (one thread each, plus a worker process with
             ``backend="process"`` or a Ray actor with ``backend="ray"``).
@@ -270,6 +262,14 @@ class AsyncTopology:
             request for the batch to fill (ms, or ``"auto"``).
         server_device: ``inference="server"``: where the server runs (``"cpu"``,
             ``"cuda[:N]"``).
+
+    Example:
+        >>> AsyncTopology(n_actors=2, envs_per_actor=4).n_instances
+        8
+        >>> AsyncTopology(backend="ray", inference="server")
+        Traceback (most recent call last):
+        ...
+        ValueError: inference: expected 'local' with backend='ray' (Ray actors act with their own policy copy; the inference server is not supported there), actual 'server'
 
     Raises:
         ValueError: For a count out of range, more than :data:`MAX_INSTANCES` env

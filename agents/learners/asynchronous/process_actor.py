@@ -118,17 +118,6 @@ class ProcessActor:
     environment and policy copy in its own process, sent the behaviour weights with each
     rollout request (through shared memory) and returning whole trajectories only.
 
-    Example:
-        >>> from fleetgym.agents.learners.asynchronous.slots import _default_actor
-        >>> from fleetgym.agents.workloads import get_workload
-        >>> workload = get_workload("CartPole-v1")
-        >>> weights = workload.make_policy().get_weights()
-        >>> actor = ProcessActor(workload, 3, 0, 0, _default_actor)
-        >>> traj = actor.rollout(weights, 16, policy_version=5)
-        >>> len(traj), traj.actor_id, traj.policy_version, traj.next_obs.shape
-        (16, 3, 5, (4,))
-        >>> actor.close()
-
     Args:
         workload: The workload.
         actor_id: The trainer's slot index.
@@ -142,6 +131,17 @@ class ProcessActor:
             :class:`~fleetgym.agents.inference.InferenceServer` listening there: the
             worker then sends its observations there instead of running a policy copy, and
             the weights passed to :meth:`rollout` are ignored (None: local inference).
+
+    Example:
+        >>> from fleetgym.agents.learners.asynchronous.slots import _default_actor
+        >>> from fleetgym.agents.workloads import get_workload
+        >>> workload = get_workload("CartPole-v1")
+        >>> weights = workload.make_policy().get_weights()
+        >>> actor = ProcessActor(workload, 3, 0, 0, _default_actor)
+        >>> traj = actor.rollout(weights, 16, policy_version=5)
+        >>> len(traj), traj.actor_id, traj.policy_version, traj.next_obs.shape
+        (16, 3, 5, (4,))
+        >>> actor.close()
 
     Raises:
         FleetError: If the worker cannot start.

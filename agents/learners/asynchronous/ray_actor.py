@@ -149,12 +149,6 @@ class RayActorGroup:
     fleet does), the resources each slot's Ray actor asks for, and the published
     weights in the object store. See the module docstring.
 
-    Example:
-        >>> group = RayActorGroup(2, init_kwargs={"num_cpus": 1})  # doctest: +SKIP
-        >>> group.actor_options  # doctest: +SKIP
-        {'num_cpus': 0.5}
-        >>> group.close()  # doctest: +SKIP
-
     Args:
         n_actors: Actor slots the cluster must place.
         address: Ray cluster to join (used only if Ray is not initialised yet); None or
@@ -164,6 +158,12 @@ class RayActorGroup:
         init_kwargs: Extra ``ray.init`` arguments, if this group starts Ray.
         startup_timeout: Seconds a Ray actor may take to be placed and built.
         actor_timeout: Seconds a rollout may take before its Ray actor is killed.
+
+    Example:
+        >>> group = RayActorGroup(2, init_kwargs={"num_cpus": 1})  # doctest: +SKIP
+        >>> group.actor_options  # doctest: +SKIP
+        {'num_cpus': 0.5}
+        >>> group.close()  # doctest: +SKIP
 
     Raises:
         ImportError: If Ray is not installed (naming the extra).

@@ -67,17 +67,6 @@ class TokenActor:
     Models a VLA rollout worker: one persistent environment, decisions of ``K D`` tokens
     decoded locally or by an inference server, whole rollouts handed to the learner.
 
-    Example:
-        >>> from fleetgym.agents.learners.token_config import TokenPPOConfig
-        >>> from fleetgym.agents.workloads import get_workload
-        >>> cfg = TokenPPOConfig(hidden_size=16, layers=1, heads=2, vocab_size=64, num_bins=8)
-        >>> actor = TokenActor(get_workload("CartPole-v1"), 0, 0, 0, config=cfg)
-        >>> state = actor.local_model().policy.state_dict()
-        >>> traj = actor.rollout({k: v.numpy() for k, v in state.items()}, 16, policy_version=3)
-        >>> traj.actions.shape, traj.log_probs.shape, traj.env_steps, traj.policy_version
-        ((16, 1, 1), (16, 1, 1), 16, 3)
-        >>> actor.close()
-
     Args:
         workload: What the env is (:meth:`~fleetgym.agents.workloads.Workload.make_env`).
         actor_id: The slot index.
@@ -89,6 +78,17 @@ class TokenActor:
             actor decodes with its own :class:`TokenPolicyModel`, built at its first
             local rollout, and loads the weights it is given; see also
             :meth:`served_rollout`).
+
+    Example:
+        >>> from fleetgym.agents.learners.token_config import TokenPPOConfig
+        >>> from fleetgym.agents.workloads import get_workload
+        >>> cfg = TokenPPOConfig(hidden_size=16, layers=1, heads=2, vocab_size=64, num_bins=8)
+        >>> actor = TokenActor(get_workload("CartPole-v1"), 0, 0, 0, config=cfg)
+        >>> state = actor.local_model().policy.state_dict()
+        >>> traj = actor.rollout({k: v.numpy() for k, v in state.items()}, 16, policy_version=3)
+        >>> traj.actions.shape, traj.log_probs.shape, traj.env_steps, traj.policy_version
+        ((16, 1, 1), (16, 1, 1), 16, 3)
+        >>> actor.close()
 
     Raises:
         TypeError: If ``config`` is not a TokenPPOConfig.

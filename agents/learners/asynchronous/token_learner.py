@@ -85,6 +85,14 @@ class TokenLagLearner(TokenPPO):
     training, it takes whole trajectories from actors acting with older weights, drops
     those over the lag bound and runs one TokenPPO update on the rest.
 
+    Args:
+        workload: The workload (its env builds the learner's one env, used to read the
+            spaces and by :meth:`predict` / :meth:`evaluate`).
+        config: The token policy and PPO settings (``n_envs`` and ``n_steps`` unused).
+        max_policy_lag: Trajectories with an older decision are dropped (``None``: none).
+        seed: Seeds the weights and the minibatch order.
+        device: Where the policy and the update run (``"cpu"``, ``"cuda[:N]"``).
+
     Example:
         >>> from fleetgym.agents.learners.asynchronous.token_actor import TokenActor
         >>> from fleetgym.agents.workloads import get_workload
@@ -96,14 +104,6 @@ class TokenLagLearner(TokenPPO):
         >>> stats.num_samples, stats.policy_version, stats.lag_max
         (16, 1, 0)
         >>> actor.close()
-
-    Args:
-        workload: The workload (its env builds the learner's one env, used to read the
-            spaces and by :meth:`predict` / :meth:`evaluate`).
-        config: The token policy and PPO settings (``n_envs`` and ``n_steps`` unused).
-        max_policy_lag: Trajectories with an older decision are dropped (``None``: none).
-        seed: Seeds the weights and the minibatch order.
-        device: Where the policy and the update run (``"cpu"``, ``"cuda[:N]"``).
 
     Raises:
         TypeError: If ``config`` is not a TokenPPOConfig.

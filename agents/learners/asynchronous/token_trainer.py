@@ -55,6 +55,13 @@ class TokenActorSlots(AsyncActorSlots):
     model a :class:`~fleetgym.agents.inference.token_model.TokenPolicyModel` and each
     served slot a :class:`~fleetgym.agents.learners.asynchronous.token_actor.TokenActor`.
 
+    Args:
+        policy: The learner's token policy (copied for the server, never shared).
+        server_batch: The server's largest batch (``None``: ``n_actors``).
+        server_wait_ms: Longest wait of a batch's oldest request (ms, or ``"auto"``).
+        server_device: Where the server decodes (``"cpu"``, ``"cuda[:N]"``).
+        **kwargs: As :class:`~fleetgym.agents.learners.asynchronous.slots.AsyncActorSlots`.
+
     Example:
         >>> tiny = TokenPPOConfig(hidden_size=16, layers=1, heads=2, vocab_size=64, num_bins=16)
         >>> model = TokenAsyncPPO("CartPole-v1", algo=TokenAsyncPPOConfig(tiny),
@@ -64,13 +71,6 @@ class TokenActorSlots(AsyncActorSlots):
         >>> [len(t) for t in model.slots.next_batch(None)], model.slots.server.spec.output_names
         ([4, 4], ('tokens', 'log_prob', 'value', 'policy_obs'))
         >>> model.close()
-
-    Args:
-        policy: The learner's token policy (copied for the server, never shared).
-        server_batch: The server's largest batch (``None``: ``n_actors``).
-        server_wait_ms: Longest wait of a batch's oldest request (ms, or ``"auto"``).
-        server_device: Where the server decodes (``"cpu"``, ``"cuda[:N]"``).
-        **kwargs: As :class:`~fleetgym.agents.learners.asynchronous.slots.AsyncActorSlots`.
     """
 
     def __init__(
@@ -105,18 +105,6 @@ class TokenAsyncPPO(AsyncPPO):
     policy copy, or one batching inference server decoding every actor's tokens) keep
     collecting while the token-level learner trains, with a bounded policy lag.
 
-    Example:
-        >>> token = TokenPPOConfig(ratio_level="token", loss="gipo", epochs=1, hidden_size=16,
-        ...                        layers=1, heads=2, vocab_size=64, num_bins=16)
-        >>> model = TokenAsyncPPO("CartPole-v1", algo=TokenAsyncPPOConfig(token),
-        ...                       topology=AsyncTopology(n_actors=2, steps_per_actor=16), seed=0)
-        >>> _ = model.learn(64)
-        >>> model.num_timesteps, model.learner.policy_version
-        (64, 2)
-        >>> model.predict(np.zeros(4, np.float32))[0].shape
-        ()
-        >>> model.close()
-
     Args:
         workload: A :class:`~fleetgym.agents.workloads.Workload` or its name (Box or
             Discrete actions; see :func:`~fleetgym.agents.rollout.token_rollout.token_env_spec`).
@@ -134,6 +122,18 @@ class TokenAsyncPPO(AsyncPPO):
             :class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO`.
         **moved: fleetgym 1.x keywords (``ratio_level=``, ``chunk=``, ``n_actors=`` ...):
             each raises a TypeError that names its 2.0 place.
+
+    Example:
+        >>> token = TokenPPOConfig(ratio_level="token", loss="gipo", epochs=1, hidden_size=16,
+        ...                        layers=1, heads=2, vocab_size=64, num_bins=16)
+        >>> model = TokenAsyncPPO("CartPole-v1", algo=TokenAsyncPPOConfig(token),
+        ...                       topology=AsyncTopology(n_actors=2, steps_per_actor=16), seed=0)
+        >>> _ = model.learn(64)
+        >>> model.num_timesteps, model.learner.policy_version
+        (64, 2)
+        >>> model.predict(np.zeros(4, np.float32))[0].shape
+        ()
+        >>> model.close()
 
     Raises:
         ValueError: For ``backend="ray"`` (not supported here); and as the configs and

@@ -91,20 +91,6 @@ class AsyncPPO:
     workload, an algorithm config and a topology, call :meth:`learn`, then :meth:`predict`,
     :meth:`save` and :meth:`load`.
 
-    Example:
-        >>> model = AsyncPPO(
-        ...     "CartPole-v1",
-        ...     algo=AsyncPPOConfig(loss="gipo", hyperparameters={"epochs": 1}),
-        ...     topology=AsyncTopology(n_actors=2, steps_per_actor=16),
-        ...     seed=0,
-        ... )
-        >>> _ = model.learn(64, progress_bar=False)
-        >>> model.num_timesteps, model.learner.policy_version
-        (64, 2)
-        >>> action, _ = model.predict(np.zeros(4, np.float32))
-        >>> action.shape
-        ()
-
     Args:
         workload: A :class:`~fleetgym.agents.workloads.Workload` or its name.
         algo: What the learner optimises: an
@@ -120,6 +106,20 @@ class AsyncPPO:
             :class:`~fleetgym.agents.rollout.RolloutWorker`; ``inference="local"`` only).
         **moved: fleetgym 1.x keywords (``loss=``, ``n_actors=``, ``lr=`` ...): each raises
             a TypeError that names its 2.0 place (see ``CHANGELOG.md``).
+
+    Example:
+        >>> model = AsyncPPO(
+        ...     "CartPole-v1",
+        ...     algo=AsyncPPOConfig(loss="gipo", hyperparameters={"epochs": 1}),
+        ...     topology=AsyncTopology(n_actors=2, steps_per_actor=16),
+        ...     seed=0,
+        ... )
+        >>> _ = model.learn(64, progress_bar=False)
+        >>> model.num_timesteps, model.learner.policy_version
+        (64, 2)
+        >>> action, _ = model.predict(np.zeros(4, np.float32))
+        >>> action.shape
+        ()
 
     Raises:
         ValueError: As the configs do; for a batch above :data:`MAX_BATCH_SAMPLES` samples

@@ -305,16 +305,6 @@ class DataParallelPPO:
     :class:`~fleetgym.agents.learners.ppo.PPOLearner`'s update on the whole batch up to
     float rounding (``tests/agents/learners/test_data_parallel.py`` checks it).
 
-    Example:
-        >>> from fleetgym.agents.rollout import RolloutWorker
-        >>> worker = RolloutWorker("CartPole-v1", actor_id=0, seed=0)
-        >>> with DataParallelPPO("CartPole-v1", world_size=2, seed=0, epochs=1) as learner:
-        ...     trajs = [worker.rollout(learner.get_weights(), steps=32, policy_version=0)
-        ...              for _ in range(2)]
-        ...     stats = learner.update(trajs)
-        >>> stats.num_samples, stats.policy_version
-        (64, 1)
-
     Args:
         workload: A :class:`~fleetgym.agents.workloads.Workload` or its name.
         world_size: Number of ranks (``>= 1``).
@@ -324,6 +314,16 @@ class DataParallelPPO:
         timeout_s: Longest wait of any collective, and of the front after a failure.
         port: TCP port on 127.0.0.1 of the group's rendezvous (default: a free one).
         **overrides: PPO hyperparameters (``lr``, ``epochs``, ``minibatch_size``, ...).
+
+    Example:
+        >>> from fleetgym.agents.rollout import RolloutWorker
+        >>> worker = RolloutWorker("CartPole-v1", actor_id=0, seed=0)
+        >>> with DataParallelPPO("CartPole-v1", world_size=2, seed=0, epochs=1) as learner:
+        ...     trajs = [worker.rollout(learner.get_weights(), steps=32, policy_version=0)
+        ...              for _ in range(2)]
+        ...     stats = learner.update(trajs)
+        >>> stats.num_samples, stats.policy_version
+        (64, 1)
 
     Raises:
         TypeError / ValueError: For a bad argument, naming it (``world_size`` 0 or

@@ -73,6 +73,12 @@ class DistributedPPOLearner(PPOLearner):
     The process group must be initialised (``torch.distributed.init_process_group``)
     before construction; rank 0's initial weights are broadcast to the others.
 
+    Args:
+        workload: A :class:`Workload` or its name.
+        seed: Seeds the initial weights; rank ``r`` shuffles with ``seed + r``.
+        **overrides: PPO hyperparameters (see
+            :data:`~fleetgym.agents.learners.ppo.HYPERPARAMETERS`).
+
     Example:
         >>> import torch.distributed as dist
         >>> from fleetgym.agents.rollout import RolloutWorker
@@ -84,12 +90,6 @@ class DistributedPPOLearner(PPOLearner):
         >>> stats.num_samples, stats.policy_version
         (64, 1)
         >>> dist.destroy_process_group()
-
-    Args:
-        workload: A :class:`Workload` or its name.
-        seed: Seeds the initial weights; rank ``r`` shuffles with ``seed + r``.
-        **overrides: PPO hyperparameters (see
-            :data:`~fleetgym.agents.learners.ppo.HYPERPARAMETERS`).
 
     Raises:
         RuntimeError: If no process group is initialised.

@@ -21,16 +21,6 @@ class LossConfig:
     Models the switches of a lag-tolerant PPO learner, so an experiment can turn each one
     on or off separately.
 
-    Example:
-        >>> LossConfig("gipo", sigma=0.5).label
-        'gipo(sigma=0.5)'
-        >>> LossConfig("ppo", recompute_values=True, global_advantage_norm=True).label
-        'ppo+recompute+global-norm'
-        >>> LossConfig("gipo", sigma=0.0)
-        Traceback (most recent call last):
-        ...
-        ValueError: sigma: expected a finite number > 0, actual 0.0
-
     Args:
         loss: A name in the loss registry
             (:data:`~fleetgym.agents.learners.losses.registry.LOSS_REGISTRY`): ``"ppo"``
@@ -53,6 +43,16 @@ class LossConfig:
             decoupled PPO (Hilton et al., 2021, "Batch size-invariance for policy
             optimization"). With a lag of 0 it is plain PPO-clip; with a lag, the trust region
             no longer starts out partly used up by the updates the sample missed.
+
+    Example:
+        >>> LossConfig("gipo", sigma=0.5).label
+        'gipo(sigma=0.5)'
+        >>> LossConfig("ppo", recompute_values=True, global_advantage_norm=True).label
+        'ppo+recompute+global-norm'
+        >>> LossConfig("gipo", sigma=0.0)
+        Traceback (most recent call last):
+        ...
+        ValueError: sigma: expected a finite number > 0, actual 0.0
 
     Raises:
         ValueError: For an unknown loss, ``sigma <= 0``, ``target_kl <= 0`` or

@@ -49,6 +49,11 @@ _NAME = re.compile(r"[a-z][a-z0-9_\-]*")
 class LossSettings:
     """The hyperparameters a policy term may read; each loss reads the ones it needs.
 
+    Args:
+        clip: PPO-clip's range (>= 0).
+        sigma: GIPO's weight width in log-ratio space (> 0).
+        rho_bar: V-trace's truncation of the importance weight (> 0).
+
     Example:
         >>> LossSettings(clip=0.1).sigma
         0.8
@@ -56,11 +61,6 @@ class LossSettings:
         Traceback (most recent call last):
         ...
         ValueError: rho_bar: expected a finite number > 0, actual 0.0
-
-    Args:
-        clip: PPO-clip's range (>= 0).
-        sigma: GIPO's weight width in log-ratio space (> 0).
-        rho_bar: V-trace's truncation of the importance weight (> 0).
 
     Raises:
         TypeError / ValueError: For a value that is not a finite number in its range.
@@ -238,6 +238,11 @@ DEFAULT_TARGET_KL: Mapping[str, float | None] = MappingProxyType(
 def register_loss(name: str, loss: PolicyLoss) -> PolicyLoss:
     """Make ``loss`` available by ``name`` to every learner and config; returns ``loss``.
 
+    Args:
+        name: Lower-case letters, digits, ``_`` and ``-``, starting with a letter; not
+            registered yet.
+        loss: A :class:`PolicyLoss` instance.
+
     Example:
         >>> class Plain(PolicyLoss):
         ...     def policy_term(self, new, old, adv, settings):
@@ -246,11 +251,6 @@ def register_loss(name: str, loss: PolicyLoss) -> PolicyLoss:
         >>> "plain-is" in LOSS_REGISTRY
         True
         >>> unregister_loss("plain-is")
-
-    Args:
-        name: Lower-case letters, digits, ``_`` and ``-``, starting with a letter; not
-            registered yet.
-        loss: A :class:`PolicyLoss` instance.
 
     Raises:
         TypeError: If ``name`` is not a str or ``loss`` not a :class:`PolicyLoss`.
