@@ -13,10 +13,12 @@ Example:
 
 from __future__ import annotations
 
+from fleetgym.extras import guard_imports
 from fleetgym.registration import register_envs, register_shim_env
 
 __version__ = "2.0.0"
 
+guard_imports()  # a module whose optional package is missing names its extra
 register_envs()
 
 __all__ = ["__version__", "register_envs", "register_shim_env"]

@@ -33,7 +33,15 @@ class UnknownProfileError(FleetgymError, ValueError):
 
 
 class TraceFormatError(FleetgymError, ValueError):
-    """A trace file that cannot be parsed; the message names the file and the line."""
+    """A trace file that cannot be parsed; the message names the file and the line.
+
+    Args:
+        path: The trace file's path (or name) as given to the reader; kept as ``.path``.
+        line: The 1-based line number of the problem, or ``None`` when it concerns the
+            whole file (unreadable, empty, not a regular file); kept as ``.line``.
+        reason: What is wrong, shown after ``malformed trace file <path>:<line>:``; kept as
+            ``.reason``.
+    """
 
     def __init__(self, path: str, line: int | None, reason: str) -> None:
         where = f"{path}:{line}" if line is not None else str(path)
@@ -74,7 +82,16 @@ class RemoteEnvError(FleetgymError, ConnectionError):
 
 class DependencyNotInstalled(FleetgymError, ImportError):
     """A feature used without the optional extra it needs; the message names the
-    package that is missing and the ``pip install "fleetgym[<extra>]"`` that adds it."""
+    package that is missing and the ``pip install "fleetgym[<extra>]"`` that adds it.
+
+    Args:
+        feature: What the user tried to use, the subject of the message (e.g. the lazily
+            imported name ``"fleetgym.agents.learners.PPOLearner"``); kept as ``.feature``.
+        package: The distribution that is missing (its pip name, e.g. ``"ale-py"``); also
+            the exception's ``.name`` (as :class:`ImportError` has it) and ``.package``.
+        extra: The fleetgym extra that installs it (e.g. ``"atari"``), shown in the
+            ``pip install "fleetgym[<extra>]"`` hint; kept as ``.extra``.
+    """
 
     def __init__(self, feature: str, package: str, extra: str) -> None:
         super().__init__(

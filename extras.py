@@ -15,8 +15,11 @@ Example:
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from types import ModuleType
 from typing import Any
 
 from fleetgym.errors import DependencyNotInstalled
@@ -116,3 +119,53 @@ def lazy_exports(
         return sorted(set(exports) | set(importlib.import_module(package).__dict__))
 
     return __getattr__, __dir__
+
+
+#: Folders of the checkout that are not the library: their modules are imported as they are.
+_UNGUARDED = ("tests", "benchmarks", "examples", "studies", "docs")
+
+
+class _NamingLoader(importlib.abc.Loader):
+    """A fleetgym module's loader whose ``exec_module`` turns a missing optional package
+    into :class:`DependencyNotInstalled`; every other attribute is the real loader's."""
+
+    def __init__(self, loader: importlib.abc.Loader) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        try:
+            self._loader.exec_module(module)
+        except ModuleNotFoundError as error:
+            converted = missing_extra(error, module.__name__)
+            if converted is None:
+                raise
+            raise converted from error
+
+    def __getattr__(self, name: str) -> Any:  # get_source, get_resource_reader, ...
+        return getattr(self._loader, name)
+
+
+class _NamingFinder(importlib.abc.MetaPathFinder):
+    """Finds ``fleetgym.*`` modules as the path finder does, with :class:`_NamingLoader`."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        parts = fullname.split(".")
+        if parts[0] != "fleetgym" or len(parts) < 2 or parts[1] in _UNGUARDED or path is None:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _NamingLoader(spec.loader)
+        return spec
+
+
+def guard_imports() -> None:
+    """Make an import of any fleetgym module whose optional package is missing raise
+    :class:`DependencyNotInstalled` (naming the extra), never a bare
+    :class:`ModuleNotFoundError`. Called once by ``import fleetgym``; idempotent."""
+    if not any(isinstance(finder, _NamingFinder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _NamingFinder())

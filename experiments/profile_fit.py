@@ -2,7 +2,7 @@
 
 Reads the trace in any format of ``traces/README.md`` (raw ``ping`` output, whose round
 trips are halved into one-way delays for both directions; fleetgym's CSV; a delay list; a
-Mahimahi link trace), fits the delay distribution, its AR(1) drift and the loss bursts (:mod:`fleetgym.wrappers.profile_fit`, rules in ``docs/profile-fit.md``),
+Mahimahi link trace), fits the delay distribution, its AR(1) drift and the loss bursts (:mod:`fleetgym.wrappers.profile_fit`, rules in ``docs/explanation/profile-fit.md``),
 prints the fit with its direction model, the packet interval it used and where from, and
 its goodness-of-fit figures (KS distances; loss-run lengths of the trace against each
 loss model) and writes the profile file ``--out/NAME.json``, which

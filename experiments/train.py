@@ -197,7 +197,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="learn a world model from the real rollouts and mix imagined ones into every "
         "update; SPEC is name=value items of ImaginationConfig, e.g. "
         "'share=0.75,horizon=auto,hidden_sizes=128x128' (empty: the defaults); pair it with "
-        "a smaller --steps-per-actor to spend fewer real steps (docs/imagination.md)",
+        "a smaller --steps-per-actor to spend fewer real steps (docs/explanation/imagination.md)",
     )
     parser.add_argument(
         "--tensorboard",

@@ -289,7 +289,14 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        """Start a new training run: a fresh fleet and learner seeded from ``seed``."""
+        """Start a new training run: a fresh fleet and learner seeded from ``seed``.
+
+        Args:
+            seed: Seeds the env's generator, which draws the run's training seed (the
+                fleet's, the learner's and the stragglers' streams; ``info["train_seed"]``).
+                ``None``: a random seed on the first reset, later the generator continues.
+            options: Accepted for the Gymnasium API; not used.
+        """
         super().reset(seed=seed)
         train_seed = int(self.np_random.integers(0, 2**31 - 1))
         # Stragglers draw from their own stream so the training seed alone fixes PPO.
@@ -347,7 +354,13 @@ class ActorSchedulingEnv(gym.Env[np.ndarray, np.int64]):
         return actors, float(stats.update_time_s)
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        """Run one round with ``action + 1`` actors; see the module docstring."""
+        """Run one round with ``action + 1`` actors; see the module docstring.
+
+        Args:
+            action: The number of actors minus one: an integer in ``[0, max_actors - 1]``
+                (an integral float or a one-element array is accepted); anything else
+                raises :class:`ValueError`.
+        """
         if self._done or self.fleet is None or self.learner is None:
             raise gym.error.ResetNeeded("step: expected reset() before stepping a finished run")
         num_actors = self._check_action(action) + 1

@@ -53,7 +53,20 @@ def _check_pricing(pricing: Any) -> PricingPreset:
 
 @dataclass(frozen=True)
 class RoundCost:
-    """What one round was billed, by resource ($)."""
+    """What one round was billed, by resource ($).
+
+    Args:
+        learner: The learner's bill: its busy time, or the whole round when kept warm
+            (server billing: the learner VM for the whole round).
+        actors: The actors' bill, the sum of ``per_actor`` (server billing: the actor VMs
+            for the whole round).
+        warm_pool: Warm containers that idled this round, billed all the same (unused
+            pool slots, keep-alive containers not yet released); 0 under server billing.
+        requests: Per-invocation request fees (cold actors, and a learner not kept warm);
+            0 under server billing.
+        per_actor: Each actor's bill in slot order; empty (the default) under server
+            billing.
+    """
 
     learner: float
     actors: float
@@ -157,6 +170,14 @@ class ServerlessCostModel:
     def prewarm_cost(self, time_model: TimeModel, pool: int, learner_warm: bool) -> float:
         """One-off cost of warming ``pool`` actors (and the learner) before round 1.
 
+        Args:
+            time_model: Gives the cold start each warmed container is billed for
+                (``cold_start_actor_s``, ``cold_start_learner_s``).
+            pool: Actor containers warmed (an int ``>= 0``); each costs its cold start at
+                the actor price plus one request fee.
+            learner_warm: Whether the learner is warmed too (its cold start at the learner
+                price plus one request fee).
+
         Raises:
             TypeError: ``time_model`` not a :class:`TimeModel`, ``pool`` not an int,
                 ``learner_warm`` not a bool.
@@ -207,6 +228,10 @@ class ServerClusterCostModel:
 
     def round_cost(self, *, round_s: float) -> RoundCost:
         """Bill one round of wall time ``round_s`` (learner VM + actor VMs).
+
+        Args:
+            round_s: The round's wall time ``P_k`` (seconds, ``>= 0``); every VM is billed
+                for all of it, busy or idle.
 
         Raises:
             TypeError: ``round_s`` is not a number.
@@ -344,6 +369,11 @@ class RoundAccountant:
         Both without jitter, with empty transfers (latency only) and without cold starts
         where containers are kept warm: the scales of the scheduling env's normalised
         time entries.
+
+        Args:
+            compute: The compute model giving a rollout's and an update's seconds.
+            steps_per_actor: Steps of one actor's rollout (an int ``>= 0``); the update is
+                over ``max_actors * steps_per_actor`` samples.
         """
         learner = self.time_model.learner_time(
             compute.learner_update_s(self.max_actors * steps_per_actor), warm=self.prewarmed
@@ -358,6 +388,12 @@ class RoundAccountant:
 
     def warm_slots(self, num_actors: int) -> int:
         """Warm actor slots of the next round if it runs ``num_actors`` actors.
+
+        Args:
+            num_actors: Actors the next round runs. Only the first round under keep-alive
+                uses it (all of its actors are warmed before training); otherwise the fixed
+                pool or the keep-alive state decides (0 without ``prewarm`` and under
+                server billing, whose VMs are all up anyway).
 
         Example:
             >>> from fleetgym.meta_env.pricing import get_pricing

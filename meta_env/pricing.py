@@ -44,8 +44,8 @@ class PricingPreset:
     ``actor_vcpus * vcpu_second + actor_memory_gb * gb_second`` per second plus
     ``actor_request`` per invocation (one invocation per actor per round). The learner is
     one container (a GPU one in MinionsRL) priced per second (``learner_second``). The
-    server-based cluster is one learner VM plus ``ceil(actors / server_actor_vm_cores)`` actor VMs, billed per hour
-    for the whole wall time.
+    server-based cluster is one learner VM plus ``ceil(actors / server_actor_vm_cores)``
+    actor VMs, billed per hour for the whole wall time.
 
     Args:
         name: preset name.
@@ -104,11 +104,20 @@ class PricingPreset:
         return self.actor_vcpus * self.vcpu_second + self.actor_memory_gb * self.gb_second
 
     def server_actor_vms(self, actors: int) -> int:
-        """Actor VMs a server cluster needs for ``actors`` one-core actors."""
+        """Actor VMs a server cluster needs for ``actors`` one-core actors.
+
+        Args:
+            actors: Actor cores wanted; rounded up to whole VMs of
+                ``server_actor_vm_cores`` cores, at least one VM (even for 0).
+        """
         return max(1, math.ceil(actors / self.server_actor_vm_cores))
 
     def server_cluster_price_per_s(self, actors: int) -> float:
-        """$ per second of the whole server-based cluster (learner VM + actor VMs)."""
+        """$ per second of the whole server-based cluster (learner VM + actor VMs).
+
+        Args:
+            actors: Actor cores of the cluster, as for :meth:`server_actor_vms`.
+        """
         hourly = self.server_learner_vm_hour + self.server_actor_vms(actors) * (
             self.server_actor_vm_hour
         )

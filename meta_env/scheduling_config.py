@@ -221,7 +221,12 @@ class FleetConfig(_ConfigBase):
         object.__setattr__(self, "options", options)
 
     def factory_kwargs(self, default_backend: str) -> dict[str, Any]:
-        """The fleet factory's keyword arguments (``default_backend`` when none is set)."""
+        """The fleet factory's keyword arguments (``default_backend`` when none is set).
+
+        Args:
+            default_backend: The backend name used when :attr:`backend` is ``None`` (the
+                scheduling env passes ``"inprocess"``).
+        """
         kwargs: dict[str, Any] = {"backend": self.backend or default_backend}
         if self.inference is not None:
             kwargs["inference"] = self.inference

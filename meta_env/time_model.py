@@ -196,6 +196,10 @@ class TimeModel:
     def transfer_s(self, nbytes: float) -> float:
         """Seconds to move ``nbytes`` in one transfer.
 
+        Args:
+            nbytes: Bytes moved (``>= 0``, finite); the time is ``latency_s + nbytes /
+                bandwidth_bytes_per_s``, so 0 bytes still cost one latency.
+
         Raises:
             TypeError: ``nbytes`` is not a number.
             ValueError: ``nbytes`` is negative, NaN or infinite.
@@ -207,6 +211,14 @@ class TimeModel:
         self, compute_s: float, *, weight_bytes: int, trajectory_bytes: int, warm: bool = False
     ) -> ActorTimeBreakdown:
         """One actor's time: cold start, weights down + trajectory up, compute.
+
+        Args:
+            compute_s: The rollout's compute time (seconds, ``>= 0``), measured or from
+                :meth:`ComputeCostModel.actor_compute_s`; not scaled by any factor.
+            weight_bytes, trajectory_bytes: Bytes of the weights downloaded and of the
+                trajectory uploaded (``>= 0``); each is one transfer (:meth:`transfer_s`).
+            warm: Whether the actor's container is already warm (no cold start); default
+                ``False`` adds ``cold_start_actor_s``.
 
         Raises:
             TypeError: a value of the wrong type.
@@ -223,6 +235,12 @@ class TimeModel:
 
     def learner_time(self, update_s: float, *, warm: bool = False) -> LearnerTimeBreakdown:
         """The learner's time: cold start and the update on the learner's device.
+
+        Args:
+            update_s: The update's time on this machine's CPU (seconds, ``>= 0``, measured
+                or modelled); it is divided by ``learner_speed_factor``.
+            warm: Whether the learner's container is already warm (no cold start); default
+                ``False`` adds ``cold_start_learner_s``.
 
         Raises:
             TypeError: a value of the wrong type.
@@ -281,6 +299,13 @@ class ComputeCostModel:
     def actor_compute_s(self, steps: int, rng: np.random.Generator, num_actors: int) -> np.ndarray:
         """Compute seconds of ``num_actors`` rollouts of ``steps`` steps each.
 
+        Args:
+            steps: Environment steps of each actor's rollout (an int ``>= 0``).
+            rng: The generator the per-actor slowdowns are drawn from (one log-normal draw
+                per actor); not used when ``actor_jitter_cv`` is 0.
+            num_actors: How many rollouts (an int ``>= 0``); the result has one entry
+                (seconds) per actor.
+
         Raises:
             TypeError: ``steps`` or ``num_actors`` not an int, ``rng`` not a
                 :class:`numpy.random.Generator`.
@@ -300,6 +325,11 @@ class ComputeCostModel:
 
     def learner_update_s(self, num_samples: int) -> float:
         """Compute seconds of one update over ``num_samples`` samples.
+
+        Args:
+            num_samples: Samples the update trains on, all epochs counted once (an int
+                ``>= 0``); the time is ``learner_overhead_s + num_samples *
+                learner_sample_s``, on this CPU (before any learner speed factor).
 
         Raises:
             TypeError: ``num_samples`` is not an int.

@@ -1,4 +1,4 @@
-"""The figures of docs/predictive.md that are not a ``fleetgym calf`` table.
+"""The figures of docs/explanation/predictive.md that are not a ``fleetgym calf`` table.
 
 Two parts:
 

@@ -1,6 +1,6 @@
 """Predictive delay compensation on Hopper-v5: a clean-trained policy under delay.
 
-The Hopper part of docs/predictive.md. A policy trained without any network (Mode 1,
+The Hopper part of docs/explanation/predictive.md. A policy trained without any network (Mode 1,
 SB3 PPO with rl-zoo's Hopper hyperparameters) is run under a constant round trip of N
 ticks (BPQL's setting: N = 5 and 9 at Hopper's 8 ms period) and under ``wifi-normal``,
 with each input a deployer can give it without retraining:

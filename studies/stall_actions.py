@@ -1,6 +1,6 @@
 """A clean-trained CartPole policy under a network with stalls, with each ``stall_action``.
 
-The measurements behind docs/predictive.md's "Networks with stalls" and "The prior action
+The measurements behind docs/explanation/predictive.md's "Networks with stalls" and "The prior action
 age". A policy trained without any network (the CALF study's clean baseline: SB3 PPO with
 rl-zoo's CartPole hyperparameters, 100k steps, ``fleetgym.experiments.calf.train``) is
 run, unchanged, behind ``wifi-stalls`` (:func:`stall_profile`): a synthetic Wi-Fi trace of

@@ -137,3 +137,36 @@ def test_cli_help_works_and_a_command_without_its_extra_exits_2_naming_it():
     assert done.stdout.splitlines()[-1] == "EXIT 2"
     assert 'pip install "fleetgym[agents]"' in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_importing_any_module_without_its_extra_names_the_extra():
+    """Every library module (the CLI's studies included) imports, or raises
+    DependencyNotInstalled naming its extra: never a bare ModuleNotFoundError."""
+    done = _run(
+        """
+        import importlib, json, pkgutil
+        import fleetgym
+        from fleetgym.errors import DependencyNotInstalled
+
+        outside = {"tests", "benchmarks", "examples", "studies", "docs", "build", "setup"}
+        report = {"imported": 0, "named": {}, "bare": []}
+        for info in pkgutil.walk_packages(fleetgym.__path__, "fleetgym."):
+            parts = info.name.split(".")
+            if parts[1] in outside or parts[-1] == "__main__":
+                continue
+            try:
+                importlib.import_module(info.name)
+                report["imported"] += 1
+            except DependencyNotInstalled as error:
+                report["named"][info.name] = error.extra
+            except ModuleNotFoundError as error:
+                report["bare"].append(f"{info.name}: {error}")
+        print(json.dumps(report))
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["bare"] == []
+    assert report["imported"] > 50  # the core: wrappers, traces, meta_env's models
+    assert report["named"], "nothing needed an extra: the optional packages were not hidden"
+    assert set(report["named"].values()) <= {"agents", "sb3", "tokens", "ray", "plots"}

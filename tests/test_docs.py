@@ -126,7 +126,8 @@ def test_docs_pages_exist() -> None:
         "actor-scheduling",
         "learned-scheduler",
     ):
-        assert (DOCS / f"{name}.md").is_file(), f"docs/{name}.md is missing"
+        page = DOCS / ("" if name == "design" else "explanation") / f"{name}.md"
+        assert page.is_file(), f"{page.relative_to(ROOT)} is missing"
 
 
 def test_readme_is_a_front_door() -> None:
@@ -176,28 +177,30 @@ def _table(page: Path, first_header: str) -> list[list[str]]:
 
 
 def test_history_lengths_in_calf_page() -> None:
-    """docs/calf.md's k per profile is what history_length_for_profile computes."""
+    """docs/explanation/calf.md's k per profile is what history_length_for_profile computes."""
     from fleetgym.wrappers import history_length_for_profile
 
-    header, row = _table(DOCS / "calf.md", "profile")[:2]
+    header, row = _table(DOCS / "explanation" / "calf.md", "profile")[:2]
     assert row[0] == "k"
     checked = 0
     for column, written in zip(header[1:], row[1:], strict=True):
         profile, _, option = column.partition(",")
         path = "round_trip" if "round_trip" in option else "uplink"
         k = history_length_for_profile(profile.strip(), step_ms=20.0, path=path)
-        assert int(written) == k, f"docs/calf.md: k for {column}: written {written}, computed {k}"
+        assert int(written) == k, (
+            f"docs/explanation/calf.md: k for {column}: written {written}, computed {k}"
+        )
         checked += 1
     assert checked >= 5
 
 
 def test_robust_env_width_in_calf_page() -> None:
-    """docs/calf.md's `Box(28,)` and k = 3 for CartPole under wifi-normal."""
+    """docs/explanation/calf.md's `Box(28,)` and k = 3 for CartPole under wifi-normal."""
     from fleetgym.wrappers import history_length_for_profile, make_robust_env
 
-    text = (DOCS / "calf.md").read_text(encoding="utf-8")
+    text = (DOCS / "explanation" / "calf.md").read_text(encoding="utf-8")
     match = re.search(r"env\.observation_space\s+# Box\((\d+),\): (\d+) x \(4 obs", text)
-    assert match, "docs/calf.md: the robust env's observation space comment is missing"
+    assert match, "docs/explanation/calf.md: the robust env's observation space comment is missing"
     env = make_robust_env("CartPole-v1", "wifi-normal")
     try:
         assert env.observation_space.shape == (int(match.group(1)),)
@@ -207,10 +210,10 @@ def test_robust_env_width_in_calf_page() -> None:
 
 
 def test_profile_table_in_shim_page() -> None:
-    """docs/network-shim.md lists every profile, with the channels' own figures."""
+    """docs/explanation/network-shim.md lists every profile, with the channels' own figures."""
     from fleetgym.wrappers.profiles import get_profile, list_profiles
 
-    rows = _table(DOCS / "network-shim.md", "profile")[1:]
+    rows = _table(DOCS / "explanation" / "network-shim.md", "profile")[1:]
     names = [row[0].strip("`") for row in rows]
     assert sorted(names) == sorted(list_profiles())
     pattern = re.compile(r"^(\d+(?:\.\d+)?)(?: ± (\d+(?:\.\d+)?))? ms, (?:no loss|(\d+) % loss)$")
@@ -229,15 +232,17 @@ def test_profile_table_in_shim_page() -> None:
 
 
 def test_prices_in_scheduling_page() -> None:
-    """docs/actor-scheduling.md's derived prices come out of the pricing presets."""
+    """docs/explanation/actor-scheduling.md's derived prices come out of the pricing presets."""
     from fleetgym.meta_env.pricing import get_pricing
 
-    text = (DOCS / "actor-scheduling.md").read_text(encoding="utf-8")
+    text = (DOCS / "explanation" / "actor-scheduling.md").read_text(encoding="utf-8")
     cpu = get_pricing("aci-cpu")
     actor = re.search(r"1 vCPU \+ 1 GB \(\$([\d.]+)/s\)", text)
     learner = re.search(r"2 vCPU \+ 4 GB \(\$([\d.]+)/s\)", text)
     ratio = re.search(r"costs ([\d.]+)x a 1 vCPU \+ 1 GB\s+container per second", text)
-    assert actor and learner and ratio, "docs/actor-scheduling.md: a price figure is missing"
+    assert actor and learner and ratio, (
+        "docs/explanation/actor-scheduling.md: a price figure is missing"
+    )
     assert float(actor.group(1)) == pytest.approx(cpu.actor_price_per_s, rel=1e-9)
     assert float(learner.group(1)) == pytest.approx(cpu.learner_second, rel=1e-9)
     core_per_s = cpu.server_actor_vm_hour / cpu.server_actor_vm_cores / 3600.0
@@ -245,10 +250,10 @@ def test_prices_in_scheduling_page() -> None:
 
 
 def test_scheduling_defaults_table() -> None:
-    """docs/actor-scheduling.md's defaults table is the presets' table."""
+    """docs/explanation/actor-scheduling.md's defaults table is the presets' table."""
     from fleetgym.meta_env.presets import scheduling_defaults
 
-    rows = _table(DOCS / "actor-scheduling.md", "workload, preset")[1:]
+    rows = _table(DOCS / "explanation" / "actor-scheduling.md", "workload, preset")[1:]
     assert len(rows) >= 3
     for row in rows:
         workload, preset = (part.strip() for part in row[0].split(","))

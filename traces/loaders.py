@@ -9,8 +9,8 @@ says what it accepts); :class:`TraceData` and the file reading every reader shar
 :mod:`fleetgym.traces.trace_data`.
 
 This module sits at the bottom of the import ladder: it imports only numpy,
-:mod:`fleetgym.errors`, :mod:`fleetgym.validation` and its sibling trace modules. The channel that replays a trace is
-:class:`fleetgym.wrappers.channels.TraceChannel`.
+:mod:`fleetgym.errors`, :mod:`fleetgym.validation` and its sibling trace modules. The
+channel that replays a trace is :class:`fleetgym.wrappers.channels.TraceChannel`.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ TRACE_FORMATS = ("auto", "csv", "delays", "mahimahi", "ping")
 _LOST_WORDS = frozenset({"lost", "-"})
 #: Longest Mahimahi trace period (ms, about 2.8 hours): one row per millisecond is kept.
 MAX_MAHIMAHI_PERIOD_MS = 10_000_000
-#: Text encoding of trace files: UTF-8, with the byte-order mark spreadsheet programs
+#: File name endings that ``format="auto"`` reads as a Mahimahi trace.
 _MAHIMAHI_SUFFIXES = (".up", ".down", ".mahimahi", ".mm")
 
 
@@ -87,6 +87,9 @@ def read_csv_trace(path: str | os.PathLike[str]) -> TraceData:
 
     Lines starting with ``#`` and blank lines are skipped. Send times must be
     non-decreasing; the trace's period is its span plus the median gap between sends.
+
+    Args:
+        path: The CSV file to read (a regular text file, at most 256 MiB).
 
     Raises:
         TraceFormatError: Empty file, wrong header, wrong column count, non-numeric, NaN
@@ -139,6 +142,11 @@ def read_delay_list(path: str | os.PathLike[str], interval_ms: float | None = No
     Packets are ``interval_ms`` apart. The interval comes from the argument, else from a
     ``# interval_ms: X`` line in the file, else 20 ms (CartPole's control period).
 
+    Args:
+        path: The delay list to read (a regular text file, at most 256 MiB).
+        interval_ms: Time between consecutive packets (ms, ``> 0``); it overrides the
+            file's ``# interval_ms:`` line. ``None`` (default): that line, else 20 ms.
+
     Raises:
         TraceFormatError: Empty file, non-numeric, NaN or negative values, binary data.
         ValueError: If ``interval_ms`` is not a positive finite number.
@@ -185,6 +193,11 @@ def read_mahimahi(path: str | os.PathLike[str], base_delay_ms: float = 0.0) -> T
     smaller than the link's capacity, so it never queues behind our own traffic: a packet
     sent at ``t`` leaves at the next delivery opportunity ``>= t`` and arrives
     ``base_delay_ms`` later. The result has one row per millisecond of the period.
+
+    Args:
+        path: The mm-link trace file to read (a regular text file, at most 256 MiB).
+        base_delay_ms: Propagation delay (ms, ``>= 0``) added to every packet's wait for
+            its delivery opportunity; the default 0 gives the queueing wait alone.
 
     Raises:
         TraceFormatError: Empty file, non-integer, negative or decreasing timestamps, a
@@ -251,6 +264,10 @@ def list_traces() -> list[str]:
 
 def trace_path(name: str) -> Path:
     """Filesystem path of a shipped trace file.
+
+    Args:
+        name: The file name of a shipped trace, one of :func:`list_traces` (e.g.
+            ``"wifi-office.csv"``).
 
     Raises:
         ValueError: If no shipped trace has that name (the message lists them).

@@ -118,7 +118,12 @@ class TraceData:
         return replace(self, delay_ms=self.delay_ms / 2.0, kind="half-rtt")
 
     def delays_at(self, t_ms: np.ndarray) -> np.ndarray:
-        """Delays (ms, ``np.inf`` = lost) of packets sent at virtual times ``t_ms``."""
+        """Delays (ms, ``np.inf`` = lost) of packets sent at virtual times ``t_ms``.
+
+        Args:
+            t_ms: Send times in virtual milliseconds, any shape (a scalar too); each is
+                wrapped modulo :attr:`period_ms`. The result has the same shape.
+        """
         tau = self.send_ms[0] + np.mod(np.asarray(t_ms, dtype=np.float64), self.period_ms)
         rows = np.searchsorted(self.send_ms, tau, side="right") - 1
         return self.delay_ms[np.clip(rows, 0, self.send_ms.size - 1)]

@@ -57,7 +57,12 @@ class DelaySampler(abc.ABC):
 
     @abc.abstractmethod
     def next(self, n: int) -> np.ndarray:
-        """Delays (ms, float64, ``np.inf`` = lost) of the next ``n`` packets."""
+        """Delays (ms, float64, ``np.inf`` = lost) of the next ``n`` packets.
+
+        Args:
+            n: How many packets (an int >= 0); the stream continues from where the
+                previous call left it.
+        """
 
 
 class Channel(abc.ABC):
@@ -75,7 +80,13 @@ class Channel(abc.ABC):
 
     @abc.abstractmethod
     def sampler(self, rng: np.random.Generator, step_ms: float = 20.0) -> DelaySampler:
-        """A fresh delay stream drawing from ``rng`` (packets ``step_ms`` apart)."""
+        """A fresh delay stream drawing from ``rng`` (packets ``step_ms`` apart).
+
+        Args:
+            rng: The generator the stream draws from (the shim seeds one per direction).
+            step_ms: The time between two packets' sending in ms (the control period;
+                default 20); it paces the models whose state evolves in time.
+        """
 
     @property
     @abc.abstractmethod
@@ -89,9 +100,15 @@ class Channel(abc.ABC):
     def sample_delays(self, rng: np.random.Generator, n: int, step_ms: float = 20.0) -> np.ndarray:
         """Delays (ms) of ``n`` consecutive packets from a fresh stream; ``np.inf`` = lost.
 
+        Args:
+            rng: The ``np.random.Generator`` the stream draws from.
+            n: How many packets, 0 to :data:`MAX_SAMPLES`.
+            step_ms: The time between two packets in ms, in [:data:`MIN_STEP_MS`,
+                :data:`MAX_STEP_MS`] (default 20).
+
         Raises:
             TypeError: If ``rng`` is not a ``np.random.Generator`` or ``n`` not an int.
-            ValueError: If ``n < 0`` or ``step_ms <= 0``.
+            ValueError: If ``n`` or ``step_ms`` is out of its range.
         """
         rng = _check_rng(rng)
         n = check_int("n", n, 0, MAX_SAMPLES)
@@ -103,6 +120,12 @@ class Channel(abc.ABC):
         """Quantile ``q`` of the delay of delivered packets, from ``n`` model samples.
 
         Returns ``inf`` if every sampled packet was lost.
+
+        Args:
+            q: The quantile, in [0, 1] (0.99: the delay 99% of delivered packets beat).
+            n: Packets sampled (default 100,000); more is slower and more precise.
+            seed: Seed of the sample, so the same arguments give the same estimate.
+            step_ms: The time between two packets in ms (default 20).
         """
         q = _real("q", q, 0.0, 1.0)
         delays = self.sample_delays(np.random.default_rng(seed), n, step_ms)

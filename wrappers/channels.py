@@ -158,6 +158,11 @@ class _GaussianSampler(DelaySampler):
 def FixedDelay(delay_ms: float = 0.0, loss: float = 0.0) -> GaussianChannel:  # noqa: N802
     """A channel with a constant delay (a :class:`GaussianChannel` with ``std_ms=0``).
 
+    Args:
+        delay_ms: The one-way delay of every delivered packet in ms, ``>= 0`` (default 0:
+            every packet arrives at once).
+        loss: Probability that a packet is lost (i.i.d.), in [0, 1] (default 0).
+
     Example:
         >>> FixedDelay(40).sample_delays(np.random.default_rng(0), 3).tolist()
         [40.0, 40.0, 40.0]
@@ -241,6 +246,11 @@ class GilbertElliottChannel(Channel):
         Args:
             loss_rate: Long-run fraction of lost packets, in [0, 1).
             mean_burst_length: Mean number of consecutive losses, ``>= 1``.
+            mean_ms: Mean of the delivered packets' delay in ms before clipping at 0,
+                ``>= 0`` (default 0).
+            std_ms: Standard deviation of that delay in ms, ``>= 0`` (default 0: fixed).
+            correlation: AR(1) coefficient of successive delays, in [0, 1) (default 0:
+                independent).
 
         Raises:
             ValueError: If the figures are out of range or inconsistent (they would need

@@ -169,7 +169,12 @@ class ScheduledChunks(
         self._reset_state()
 
     def set_policy(self, policy: Any) -> None:
-        """Use ``policy`` for the chunk's actions from now on (e.g. the model being trained)."""
+        """Use ``policy`` for the chunk's actions from now on (e.g. the model being trained).
+
+        Args:
+            policy: An SB3 model (its ``predict(obs, deterministic=True)`` is called) or a
+                callable ``obs -> action``; it replaces the one given to the constructor.
+        """
         self._policy = policy_function(policy)
 
     # -- the plan -----------------------------------------------------------------------
@@ -339,6 +344,28 @@ def choose_schedule(
     order included), and takes ``D`` = the ``quantile`` of the arrived packets' lateness in
     ticks (at least 1), then ``k`` = the smallest chunk with which at most
     ``underrun_target`` of the ticks have no covering packet (at most ``max_chunk``).
+
+    Args:
+        profile: A profile name, profile file, NetworkProfile, or a sequence of them (each
+            block of packets drawn from one of them at random, as the shim draws one per
+            episode).
+        step_ms: The control period in ms, in [0.001, 1e6].
+        quantile: The share of arrived packets D must cover, in [0.5, 1] (default 0.99).
+        underrun_target: The largest share of ticks, in [0, 1], left without a covering
+            packet that picks k (default 1e-5); if no k up to ``max_chunk`` meets it,
+            k = ``max_chunk``.
+        max_chunk: The largest k considered, 1 to 256 (default 64).
+        ticks: Action packets simulated, 100 to 10 million (default 200,000); more is
+            slower and steadier.
+        seed: Seed of the simulated packet schedule (the shim's streams for that seed).
+        timing, uplink_share: The shim's timing model and the agent's phase (default
+            ``"loop"`` and 0.5; see :class:`~fleetgym.wrappers.timeline.LoopTiming`).
+        delivery: The shim's delivery order: ``"fifo"`` (default: a packet never
+            overtakes the one sent before it); any other value measures independent
+            packets, as ``"latest"``.
+
+    Returns:
+        The :class:`Schedule`, with the late and underrun shares measured for it.
 
     Example:
         >>> s = choose_schedule("wifi-normal", 20.0)

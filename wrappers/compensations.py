@@ -116,12 +116,24 @@ class Compensation:
         return {}
 
     def build(self, env: gym.Env[Any, Any], network: NetworkContext) -> gym.Env[Any, Any]:
-        """The compensated env around ``env`` (the shim, or the shim and a watchdog)."""
+        """The compensated env around ``env`` (the shim, or the shim and a watchdog).
+
+        Args:
+            env: The networked env: the :class:`~fleetgym.wrappers.NetworkShimWrapper`,
+                or a :class:`~fleetgym.wrappers.StallWatchdog` around it (``stall="safe"``).
+            network: The facts of the network ``env`` simulates (profile, period, stall
+                rule), to size the stack from.
+        """
         raise NotImplementedError
 
     @classmethod
     def from_options(cls, **options: Any) -> Compensation:
-        """An instance from the options of its own fields (a dataclass), others left out."""
+        """An instance from the options of its own fields (a dataclass), others left out.
+
+        Args:
+            **options: Field values by name; names that are not fields of the class are
+                dropped (all of them, for a class that is not a dataclass).
+        """
         if dataclasses.is_dataclass(cls):
             names = {f.name for f in dataclasses.fields(cls)}
             options = {k: v for k, v in options.items() if k in names}
@@ -153,7 +165,26 @@ def register_compensation(cls: type[Compensation]) -> type[Compensation]:
 @dataclass(frozen=True)
 class HistoryCompensation(Compensation):
     """k delivered frames (with their ages) and m sent actions, flattened
-    (:func:`~fleetgym.wrappers.compensate`); lengths from the network when None."""
+    (:func:`~fleetgym.wrappers.compensate`); lengths from the network when None.
+
+    Args:
+        history_length: k, the delivered frames stacked (1 to 10,000). None (default): the
+            network's observation-age ``quantile`` in ticks + 1, capped at ``max_history``.
+        action_history_length: m, the sent actions appended (0 to 10,000; 0: none). None
+            (default): the round trip's age ``quantile`` in ticks + 1, capped likewise.
+        age_features: Append each frame's age and new-packet flag
+            (:class:`~fleetgym.wrappers.ObservationAgeFeatures`); default True.
+        quantile: The share of ticks, in (0, 1], the automatic k and m cover (default
+            0.99: the k frames hold the frame a network-free agent would see in 99% of
+            the ticks).
+        max_age_steps: Age in ticks at which the age feature saturates at 1; None
+            (default): max(k, 2).
+        max_history: Cap on an automatic k or m (default 16; a longer need warns and is
+            cut); a length given explicitly is not capped.
+        stall_features: Append the stall flag (set once the observation is the network
+            context's ``stall_steps`` ticks old); None (default): only when an automatic
+            length was capped. True needs ``age_features``.
+    """
 
     name: ClassVar[str] = "history"
     history_length: int | None = None
@@ -220,7 +251,24 @@ class HistoryCompensation(Compensation):
 @dataclass(frozen=True)
 class AugmentedCompensation(HistoryCompensation):
     """The augmented state: the delivered observation, its age and m sent actions (k = 1
-    unless given)."""
+    unless given).
+
+    The fields are :class:`HistoryCompensation`'s; only ``history_length``'s default
+    differs.
+
+    Args:
+        history_length: k, the delivered frames stacked; None (default): 1.
+        action_history_length: m, the sent actions appended (0: none); None (default): the
+            round trip's age ``quantile`` in ticks + 1, capped at ``max_history``.
+        age_features: Append the frame's age and new-packet flag; default True.
+        quantile: The share of ticks, in (0, 1], an automatic m covers (default 0.99).
+        max_age_steps: Age in ticks at which the age feature saturates at 1; None
+            (default): max(k, 2), so 2 with k = 1.
+        max_history: Cap on an automatic m (default 16; a longer need warns and is cut).
+        stall_features: Append the stall flag (set once the observation is the network
+            context's ``stall_steps`` ticks old); None (default): only when m was capped.
+            True needs ``age_features``.
+    """
 
     name: ClassVar[str] = "augmented"
 
@@ -232,7 +280,16 @@ class AugmentedCompensation(HistoryCompensation):
 @dataclass(frozen=True)
 class PredictiveCompensation(Compensation):
     """:class:`~fleetgym.wrappers.PredictiveObservation` with ``predictor`` and ``options``;
-    its prior action age is the network's unless ``options`` sets ``action_delay``."""
+    its prior action age is the network's unless ``options`` sets ``action_delay``.
+
+    Args:
+        predictor: ``"true-dynamics"`` (the env's own equations) or a
+            :class:`~fleetgym.wrappers.predictive.Predictor`; required by ``build``.
+        options: More :class:`~fleetgym.wrappers.PredictiveObservation` keyword arguments
+            (``lookahead``, ``samples``, ...); they override what the network sets:
+            ``start_action``, ``max_horizon``, ``stall_steps``, ``safe_action``,
+            ``action_delay`` (default: none).
+    """
 
     name: ClassVar[str] = "predictive"
     keeps_observation: ClassVar[bool] = True

@@ -126,6 +126,10 @@ class CartPoleDynamics:
         Over ``fleetgym/Remote-v0`` the constants are those of a local instance of the
         env ID the server reports.
 
+        Args:
+            env: A CartPole env, wrapped or not (the shim included); the constants are read
+                from ``env.unwrapped``, the spaces from ``env`` itself.
+
         Raises:
             UnsupportedSpaceError: If ``env`` is not a CartPole (no such constants).
         """
@@ -153,7 +157,15 @@ class CartPoleDynamics:
         )
 
     def step(self, state: np.ndarray, action: np.ndarray) -> np.ndarray:
-        """One env step for a batch: ``state`` ``(B, 4)`` float64, ``action`` ``(B,)``."""
+        """One env step for a batch: ``state`` ``(B, 4)`` float64, ``action`` ``(B,)``.
+
+        Args:
+            state: ``(B, 4)`` states ``(x, x_dot, theta, theta_dot)``, in float64.
+            action: ``(B,)`` actions: 1 pushes right (``+force_mag``), anything else left.
+
+        Returns:
+            The ``(B, 4)`` states one ``tau`` later.
+        """
         x, x_dot, theta, theta_dot = state.T
         force = np.where(action == 1, self.force_mag, -self.force_mag)
         costheta = np.cos(theta)
@@ -217,6 +229,15 @@ class PendulumDynamics:
     ``th`` with the env's ``dt``, as the env does. The predictor protocol's batched form:
     ``obs`` ``(B, 3)``, ``actions`` ``(B, n, 1)`` or ``(B, n)``; returns ``(B, 3)``.
 
+    Args:
+        g, m, l: Gravity (m/s^2), the pole's mass (kg) and length (m), as in the env; each a
+            finite number > 0 (defaults: Pendulum-v1's 10, 1, 1).
+        dt: The env's time step in seconds (default 0.05).
+        max_torque: Torques are clipped to ``±max_torque`` (default 2).
+        max_speed: Angular velocities are clipped to ``±max_speed`` rad/s (default 8).
+        observation_space, action_space: The spaces it predicts for (checked by the
+            predictive wrapper against the env's); default Pendulum's for these bounds.
+
     Example:
         >>> import gymnasium as gym
         >>> import numpy as np
@@ -257,6 +278,11 @@ class PendulumDynamics:
     @classmethod
     def from_env(cls, env: gym.Env[Any, Any]) -> PendulumDynamics:
         """The dynamics of a Pendulum env (its own constants and spaces).
+
+        Args:
+            env: A Pendulum env, wrapped or not; the constants are read from
+                ``env.unwrapped``, the spaces from ``env`` itself. A ``fleetgym/Remote-v0``
+                env has no constants here: use :func:`true_dynamics` for it.
 
         Raises:
             UnsupportedSpaceError: If ``env`` is not a Pendulum.
@@ -357,6 +383,10 @@ class MujocoStateDynamics:
         """The physics of the env ``env`` wraps (its ID and keyword arguments).
 
         Over ``fleetgym/Remote-v0``: a local instance of the env ID the server reports.
+
+        Args:
+            env: An env made by ``gym.make`` (Hopper, Walker2d, HalfCheetah or Swimmer),
+                wrapped or not; its innermost env's spec gives the ID and keyword arguments.
 
         Raises:
             UnsupportedSpaceError: For an env without a spec or of another family.

@@ -218,14 +218,25 @@ class LogNormalChannel(Channel):
         return self.loss if isinstance(self.loss, float) else self.loss.loss_rate
 
     def quantile_ms(self, u: Any) -> np.ndarray:
-        """The delay (ms) at cumulative probability ``u`` (array-like in [0, 1])."""
+        """The delay (ms) at cumulative probability ``u`` (array-like in [0, 1]).
+
+        Args:
+            u: Probabilities in [0, 1], a scalar or an array (the result has its shape):
+                the share of delivered packets whose delay is at most the result.
+        """
         z = ndtri(np.asarray(u, dtype=np.float64))
         with np.errstate(invalid="ignore"):  # sigma = 0 at u = 0 or 1: 0 * inf
             out = self.shift_ms + self.median_ms * np.exp(self.sigma * z)
         return np.asarray(np.where(np.isnan(out), self.shift_ms + self.median_ms, out))
 
     def cdf(self, x_ms: Any, *, left: bool = False) -> np.ndarray:
-        """P(delay <= x) (or P(delay < x) with ``left``) of a delivered packet."""
+        """P(delay <= x) (or P(delay < x) with ``left``) of a delivered packet.
+
+        Args:
+            x_ms: Delays in ms, a scalar or an array (the result has its shape).
+            left: Return P(delay < x) instead of P(delay <= x); they differ only where the
+                delay has an atom (``sigma`` or ``median_ms`` 0). Default False.
+        """
         x = np.asarray(x_ms, dtype=np.float64)
         if self.sigma == 0.0 or self.median_ms == 0.0:
             at = self.shift_ms + self.median_ms
@@ -352,12 +363,23 @@ class EmpiricalChannel(Channel):
         return self.loss if isinstance(self.loss, float) else self.loss.loss_rate
 
     def quantile_ms(self, u: Any) -> np.ndarray:
-        """The delay (ms) at cumulative probability ``u`` (array-like in [0, 1])."""
+        """The delay (ms) at cumulative probability ``u`` (array-like in [0, 1]).
+
+        Args:
+            u: Probabilities in [0, 1], a scalar or an array (the result has its shape):
+                the share of delivered packets whose delay is at most the result.
+        """
         p, q = self._arrays()
         return np.asarray(np.interp(np.asarray(u, dtype=np.float64), p, q))
 
     def cdf(self, x_ms: Any, *, left: bool = False) -> np.ndarray:
-        """P(delay <= x) (or P(delay < x) with ``left``): the inverse of the linear table."""
+        """P(delay <= x) (or P(delay < x) with ``left``): the inverse of the linear table.
+
+        Args:
+            x_ms: Delays in ms, a scalar or an array (the result has its shape).
+            left: Return P(delay < x) instead of P(delay <= x); they differ only where the
+                table has repeated delays (an atom). Default False.
+        """
         p, q = self._arrays()
         x = np.asarray(x_ms, dtype=np.float64)
         j = np.searchsorted(q, x, side="left" if left else "right")  # rows below (or at) x

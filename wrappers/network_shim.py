@@ -86,74 +86,23 @@ class NetworkShimWrapper(
     ``step`` is one control tick of ``step_ms`` milliseconds, so the shim costs
     microseconds per step, not the simulated delay.
 
-    The timeline is a real periodic loop's (:mod:`fleetgym.wrappers.timeline`; the same
-    code times the remote env of Mode 3). With P = ``step_ms`` and the agent's phase
-    s = ``uplink_share`` (default 0.5), the agent's tick t is at t·P and the env's step t at
-    t·P + (1 - s)·P:
+    ``step(a_t)`` sends ``a_t``; the env applies the freshest action that has arrived by its
+    own step (else it holds the last one applied; before the first arrival of an episode,
+    ``start_action``), and ``step`` returns the freshest observation that has arrived by the
+    agent's next tick (else the last one again, as a fresh copy). Reward, terminated and
+    truncated are the env's own for this tick. Under the default ``timing="loop"``, with
+    P = ``step_ms`` and s = ``uplink_share``, an action is on time when its delay
+    d < (1 - s)·P and an observation when u < s·P (the round trip shares one period, as in
+    a real periodic loop: :mod:`fleetgym.wrappers.timeline`); a packet k periods late is
+    used k ticks later, and ``info`` reports the ages (``obs_age_steps``,
+    ``action_age_steps``). ``reset`` returns
+    the env's initial observation as is (age 0) and clears every packet in flight; its
+    ``seed`` also seeds the channels, apart from the env's own generator. Every action is
+    checked against the action space when it is sent, so an invalid one fails at once,
+    naming the step.
 
-    1. ``step(a_t)`` sends ``a_t`` on the downlink at t·P; with delay d it arrives at
-       t·P + d.
-    2. The env applies the freshest action that has arrived by its step t·P + (1 - s)·P.
-       If none newer than the last applied one arrived, it holds the last applied action
-       (``info["action_held"]``); before the first arrival of an episode it applies
-       ``start_action`` (default: the space's zero action, see
-       :func:`default_start_action`; for ``Discrete`` that is action ``start``, e.g.
-       CartPole's "push left").
-    3. The env steps and emits ``o_{t+1}`` on the uplink; with delay u it arrives at
-       t·P + (1 - s)·P + u.
-    4. ``step`` returns the freshest observation that has arrived by the agent's next
-       tick (t + 1)·P, else the last one again (as a fresh copy, so the agent never holds
-       two references to one array). Reward, terminated and truncated are the env's own
-       for this tick (they are the training signal, not a sensor reading).
-
-    So an action is on time when d < (1 - s)·P and an observation when u < s·P: the round
-    trip shares one period, and a packet k periods late is used k ticks later
-    (k = floor(d / P + s), resp. floor(u / P + 1 - s)). ``timing="per-direction"`` gives
-    each direction a whole period instead (on time when d < P, resp. u < P: delays in whole
-    steps, optimistic against a real loop by about half a period each way).
-
-    Every action is checked against the action space when it is sent (``step``), so an
-    invalid one fails there, naming the step, not ticks later inside the env (or never,
-    when its packet is lost).
-
-    ``reset`` returns the env's initial observation as is (age 0) and clears every
-    packet in flight. Timeline for a fixed one-way delay of one period on both paths
-    (s = 0.5: each packet misses its own deadline by half a period and makes the next)::
-
-        step t / tick     0     1     2     3
-        sent (downlink)   a0    a1    a2    a3
-        applied           s     a0    a1    a2     (s = start action)
-        emitted (uplink)  o1    o2    o3    o4     (o_{t+1} at the env's step t)
-        returned          o0    o1    o2    o3     (o1 arrives after the agent's tick 1)
-
-    so the agent acts on observations one tick old and its actions take effect one
-    tick late; ``info`` reports ``obs_age_steps == 1`` and ``action_age_steps == 1``.
-    Under ``"per-direction"`` the same ages need a delay of 1 to 2 periods.
-
-    ``delivery="fifo"`` (default): a packet never overtakes the one sent before it,
-    ``arrival_i = max(arrival_{i-1}, send_i + delay_i)``, as on one real link where
-    packets share a queue. ``"latest"``: packets are independent, jitter reorders
-    them, and an older packet arriving after a newer one is discarded. FIFO is the
-    default because i.i.d. jitter on independent packets (``latest``) reorders most
-    packets at Wi-Fi-degraded settings, which single-path links do not do.
-
-    ``info`` (keys: :data:`~fleetgym.wrappers.shim_config.INFO_LEVELS`, ``docs/network-shim.md``):
-    with ``"train"`` (the default) each ``step`` adds what a training run reads,
-    ``obs_age_steps`` and ``action_age_steps`` (the compensation wrappers' input), and an
-    episode's last step ``profile`` and ``network`` (:meth:`network_stats`, for
-    ``Monitor(info_keywords=...)``); ``"full"`` adds, every step, the ages in ms (from the
-    packets' send times; the start action counts as sent at tick -1), this tick's
-    ``uplink_lost`` / ``downlink_lost``, ``action_held``, ``applied_action``, ``true_obs``
-    (not copied), the episode counters ``reordered_packets``, ``stale_packets`` (never
-    used: a newer one arrived by the same tick), ``lost_packets``, ``action_holds``, and
-    ``profile``. ``reset`` adds ``obs_age_steps`` (0) and ``profile`` (``"full"``: also
-    ``obs_age_ms`` and ``true_obs``).
-
-    Randomness: the channels draw from generators seeded by ``reset(seed=...)``
-    through ``np.random.SeedSequence`` (separate from the env's ``np_random``): the same
-    seed gives the same packet schedule, and the env's dynamics are unchanged.
-    ``reset()`` without a seed continues the streams. When ``profile`` is a sequence,
-    each ``reset`` draws one profile uniformly from it with the shim's own generator.
+    The timeline step by step, the delivery orders, the ``info`` keys of each level and
+    the seeding rules are explained in ``docs/explanation/network-shim.md``.
 
     Args:
         env: The env to wrap (any observation and action space).
@@ -169,17 +118,24 @@ class NetworkShimWrapper(
             ``dt`` or ``tau``; an ALE env's frameskip over 60 Hz (66.7 ms at frameskip 4);
             ``metadata["render_fps"]`` with a warning (MiniGrid: 100 ms); else an error.
             See :func:`~fleetgym.wrappers.shim_config.control_period`.
-        delivery: ``"fifo"`` (default) or ``"latest"``.
-        start_action: Action applied before the first action of an episode arrives.
+        delivery: ``"fifo"`` (default: a packet never overtakes the one sent before it, as
+            on one real link) or ``"latest"`` (independent packets: jitter reorders them,
+            and an older packet arriving after a newer one is discarded).
+        start_action: Action applied before the first action of an episode arrives;
+            None (default): the space's zero action
+            (:func:`~fleetgym.wrappers.default_start_action`; for ``Discrete``, action
+            ``start``, e.g. CartPole's "push left").
         copy_observations: Copy each observation before it is queued; needed only for
             envs that reuse one observation buffer across steps.
         block_size: Packets pre-drawn per channel refill (a speed knob; changing it
             changes which random numbers go to which packet).
         timing: ``"loop"`` (default: one period for the round trip, as a real periodic
             loop and Mode 3) or ``"per-direction"`` (a whole period on each path).
-        info: ``"train"`` (default: the keys a training run reads) or ``"full"`` (every
-            key, for analysis and oracles); see :data:`~fleetgym.wrappers.shim_config.
-            INFO_LEVELS`.
+        info: ``"train"`` (default: each step adds ``obs_age_steps`` and
+            ``action_age_steps``, an episode's last step ``profile`` and ``network``,
+            :meth:`network_stats`) or ``"full"`` (every key, for analysis and oracles: ages
+            in ms, losses, the applied action, ``true_obs``, counters); see
+            :data:`~fleetgym.wrappers.shim_config.INFO_LEVELS`.
         uplink_share: The agent's phase in (0, 1) (default 0.5): the env steps
             ``(1 - uplink_share) * step_ms`` after the agent's tick, leaving
             ``uplink_share * step_ms`` for the observation's trip; the remote client's
@@ -368,7 +324,14 @@ class NetworkShimWrapper(
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
-        """Reset the env and the network (every queue cleared); see the class docstring."""
+        """Reset the env and the network (every queue cleared); see the class docstring.
+
+        Args:
+            seed: Seeds the env and the channels' delay streams (the same seed, the same
+                packet schedule). None: the streams continue (fresh unseeded ones at the
+                first reset) and the env is reset without a seed.
+            options: Passed to the env's ``reset`` unchanged.
+        """
         if seed is not None:
             seed = check_seed(seed)
         obs, info = self.env.reset(seed=seed, options=options)
@@ -398,7 +361,13 @@ class NetworkShimWrapper(
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
-        """One control tick: send the action, apply the freshest arrived, return the freshest obs."""
+        """One control tick: send the action, apply the freshest arrived, return the freshest obs.
+
+        Args:
+            action: An element of the env's action space, checked when sent (an invalid
+                one raises InvalidActionError naming the step); with a ``playout``, an
+                :class:`~fleetgym.wrappers.ActionPacket` instead.
+        """
         if not self._fast:
             if self._fast_playout:  # a playout buffer on FifoLinks (PlayoutEnd.step_fifo)
                 t = self._t

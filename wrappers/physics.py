@@ -222,7 +222,14 @@ class PhysicsRandomizationWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.Rec
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
-        """Draw this episode's physics (nominal values first), then reset the env."""
+        """Draw this episode's physics (nominal values first), then reset the env.
+
+        Args:
+            seed: Seeds the physics draws (a stream of its own, apart from the env's) and
+                the env. None: the draws continue the current stream (an unseeded one at
+                the first reset) and the env is reset without a seed.
+            options: Passed to the env's ``reset`` unchanged.
+        """
         seed = check_seed(seed)
         if seed is not None or self._rng is None:
             root = np.random.SeedSequence(seed, spawn_key=(_PHYSICS_STREAM_KEY,))

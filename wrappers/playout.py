@@ -111,11 +111,20 @@ class ActionPacket:
         return len(self.actions)
 
     def covers(self, tick: int) -> bool:
-        """Whether this packet holds an action for ``tick``."""
+        """Whether this packet holds an action for ``tick``.
+
+        Args:
+            tick: A control tick (an int; ticks count ``step`` calls from 0 at ``reset``).
+        """
         return self.tick <= tick < self.tick + len(self.actions)
 
     def action_at(self, tick: int) -> Any:
-        """The action for ``tick`` (which the packet must cover)."""
+        """The action for ``tick`` (which the packet must cover).
+
+        Args:
+            tick: A tick in ``self.tick .. self.tick + len(self) - 1`` (see :meth:`covers`);
+                outside it, the result is another tick's action or an IndexError.
+        """
         return self.actions[tick - self.tick]
 
 
@@ -163,6 +172,11 @@ class Playout:
 
     def safe_for(self, space: gym.Space[Any]) -> Any:
         """The safe action for ``space`` (None when no rule needs one).
+
+        Args:
+            space: The env's action space; ``safe_action`` is checked against it. When a
+                rule needs a safe action and ``safe_action`` is None, a Box space's zero
+                action (clipped into its bounds) is used.
 
         Raises:
             ValueError: When a rule needs it and there is none, or it is outside ``space``.

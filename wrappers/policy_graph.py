@@ -288,11 +288,20 @@ class PolicyGraph:
         raise AssertionError("no cycle")  # pragma: no cover - only called with a cycle
 
     def inputs_of(self, name: str) -> tuple[PolicyLink, ...]:
-        """The links into ``name``, in the order given."""
+        """The links into ``name``, in the order given.
+
+        Args:
+            name: A node's name; a name that is not a node, or a node without incoming
+                links, gives an empty tuple.
+        """
         return tuple(link for link in self.links if link.target == name)
 
     def check_policies(self, trained: str | None) -> None:
         """Every node but ``trained`` must have a policy.
+
+        Args:
+            trained: The name of the node being trained (it may have no policy), or None
+                when every node must have one.
 
         Raises:
             ValueError: Naming the first node without one.

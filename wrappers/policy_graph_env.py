@@ -88,13 +88,14 @@ class PolicyGraphEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructo
     a single node over one profile both ways has the shim's timing.
 
     ``reset`` gives every node linked from the env the initial observation at once (age
-    0, as the shim does) and calls ``policy.reset()`` on every node whose policy has one
-    (a stateful policy starts each episode afresh). ``step(action)`` is one act of the trained node: it sends
-    ``action`` and runs ticks until the trained node is due again (``period`` ticks) or the
-    episode ends; the reward is the env's summed over those ticks. The observation is a
-    ``Dict`` of the trained node's incoming links by source name. ``info`` holds the env's
-    info of the last tick plus ``graph_ticks`` (ticks run by this call) and
-    ``input_age_steps`` (per source: ticks since the message's content was produced).
+    0, as the shim does) and calls ``policy.reset()`` on every node but the trained one
+    whose policy has one (a stateful policy starts each episode afresh).
+    ``step(action)`` is one act of the trained node: it sends ``action`` and runs ticks
+    until the trained node is due again (``period`` ticks) or the episode ends; the reward
+    is the env's summed over those ticks. The observation is a ``Dict`` of the trained
+    node's incoming links by source name. ``info`` holds the env's info of the last tick
+    plus ``graph_ticks`` (ticks run by this call) and ``input_age_steps`` (per source:
+    ticks since the message's content was produced).
 
     Randomness: the links' delay streams come from ``reset(seed=...)`` through
     ``np.random.SeedSequence`` (apart from the env's own ``np_random``); a reset without
@@ -309,6 +310,11 @@ class PolicyGraphEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructo
         """One episode with every node's own policy, the trained one's included.
 
         Returns the episode's return and its length in env steps (ticks).
+
+        Args:
+            seed: Passed to :meth:`reset`: seeds the env and the links' delay streams, so
+                the same seed with the same policies gives the same episode. None: the
+                streams continue and the env is reset without a seed.
 
         Raises:
             ValueError: If the trained node has no policy.

@@ -68,7 +68,13 @@ class PredictionError(FleetgymError, ValueError):
 
 @runtime_checkable
 class Predictor(Protocol):
-    """Anything that estimates an observation from an older one and the actions since."""
+    """Anything that estimates an observation from an older one and the actions since.
+
+    ``predictor(obs, actions, ages)`` returns the estimated observation after applying
+    ``actions`` in order to ``obs``, or a pair ``(estimate, uncertainty)``; the shapes, and
+    the batched form, are in the module docstring. ``isinstance(x, Predictor)`` checks only
+    that ``x`` is callable.
+    """
 
     def __call__(self, obs: np.ndarray, actions: np.ndarray, ages: np.ndarray) -> Any: ...
 

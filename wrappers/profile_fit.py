@@ -72,7 +72,12 @@ LOSS_MODELS = ("auto", "bernoulli", "gilbert")
 
 
 class TraceFitError(FleetgymError, ValueError):
-    """A trace a profile cannot be fitted to; the message names the trace and the reason."""
+    """A trace a profile cannot be fitted to; the message names the trace and the reason.
+
+    Args:
+        source: The trace's source (its file path or shipped name); kept as ``source``.
+        reason: Why it cannot be fitted, in words; kept as ``reason``.
+    """
 
     def __init__(self, source: str, reason: str) -> None:
         super().__init__(f"cannot fit a profile to {source}: {reason}")
@@ -169,7 +174,20 @@ def fit_direction(
 
 @dataclass(frozen=True, eq=False)
 class ProfileFit:
-    """The fitted profile, the fit of each direction, and whether both share one trace."""
+    """The fitted profile, the fit of each direction, and whether both share one trace.
+
+    What :func:`fit_profile` returns.
+
+    Attributes:
+        profile: The fitted :class:`~fleetgym.wrappers.profiles.NetworkProfile` (save it
+            with :func:`~fleetgym.wrappers.profiles.save_profile_file`).
+        uplink: The uplink's fit (figures, tests and the resulting channel).
+        downlink: The downlink's fit; the uplink's own object when ``same_both_ways``.
+        same_both_ways: True when no downlink trace was given, so one fit serves both
+            directions (round trips included); then :meth:`to_dict` writes only the uplink.
+        direction_model: One sentence on what the fit took each direction's delays to be
+            (one-way, round trips halved, ...) and why; empty by default.
+    """
 
     profile: NetworkProfile
     uplink: DirectionFit

@@ -161,6 +161,10 @@ def get_profile(name: str | os.PathLike[str] | NetworkProfile) -> NetworkProfile
     :func:`load_profile_file`. Use ``get_profile(name).uplink`` / ``.downlink`` to get the
     channels as objects.
 
+    Args:
+        name: A registered name (:func:`list_profiles`; a registered name wins over a file
+            of that name), a profile file's path, or a :class:`NetworkProfile`.
+
     Raises:
         UnknownProfileError: If no profile has that name (the message lists the known ones).
         ProfileFileError: If the profile file cannot be read or is malformed.
@@ -203,6 +207,15 @@ def register_profile(
 ) -> NetworkProfile:
     """Register a profile under ``name`` (``downlink`` defaults to the uplink channel).
 
+    Args:
+        name: The name to register it under (then usable wherever a profile is accepted).
+        uplink: The channel carrying observations from the env to the agent.
+        downlink: The channel carrying actions; None (default): the ``uplink`` channel
+            (the same model; each direction still draws its own delays).
+        description: One line for listings (``fleetgym profiles``); default empty.
+        overwrite: Replace a profile already registered under ``name`` (built-ins
+            included); default False, which raises instead.
+
     Raises:
         ValueError: If ``name`` is taken and ``overwrite`` is False.
         TypeError: If an argument has the wrong type (``overwrite`` must be a bool).
@@ -230,7 +243,12 @@ _FILE_KEYS = ("fleetgym_profile", "name", "description", "uplink", "downlink", "
 
 
 class ProfileFileError(FleetgymError, ValueError):
-    """A profile file that cannot be read or is malformed; the message names the file."""
+    """A profile file that cannot be read or is malformed; the message names the file.
+
+    Args:
+        path: The file's path, as given; kept as the ``path`` attribute.
+        reason: What is wrong with it, in words; kept as the ``reason`` attribute.
+    """
 
     def __init__(self, path: str, reason: str) -> None:
         super().__init__(f"malformed profile file {path}: {reason}")
@@ -272,6 +290,10 @@ def load_profile_file(path: str | os.PathLike[str]) -> NetworkProfile:
     see :func:`fleetgym.wrappers.fitted_channels.channel_from_dict`), optionally
     ``"downlink"`` (default: the uplink's channel), ``"name"`` (default: the file's stem),
     ``"description"`` and ``"fit"`` (the fit's report, not read).
+
+    Args:
+        path: The file's path (a str or an ``os.PathLike``); read on every call, at most
+            16 MiB, UTF-8 JSON.
 
     Raises:
         ProfileFileError: If the file cannot be read, is not JSON, or any key or value is

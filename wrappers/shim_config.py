@@ -135,6 +135,14 @@ def control_period(env: gym.Env[Any, Any]) -> tuple[float, str] | None:
     over the console's 60 Hz (66.7 ms at frameskip 4); ``metadata["render_fps"]`` (the
     display rate, e.g. 30 Hz for MountainCar and 10 Hz for the turn-based MiniGrid).
 
+    Args:
+        env: The env, wrapped or not: ``dt``, ``tau`` and ``metadata`` are read from
+            ``env.unwrapped``, frame-skipping wrappers from the layers of ``env``.
+
+    Returns:
+        ``(period_ms, source)`` with ``source`` one of ``"dt"``, ``"tau"``,
+        ``"ale_frameskip"``, ``"render_fps"``; or None.
+
     Example:
         >>> import gymnasium as gym
         >>> period, source = control_period(gym.make("Pendulum-v1"))
@@ -165,6 +173,9 @@ def infer_step_ms(env: gym.Env[Any, Any]) -> float | None:
     A period taken from ``metadata["render_fps"]`` is a display rate, not a measured
     control period (a turn-based env such as MiniGrid has none): it comes with a
     ``UserWarning`` that says so and how to set ``step_ms``.
+
+    Args:
+        env: The env, wrapped or not (see :func:`control_period`).
     """
     found = control_period(env)
     if found is None:
@@ -188,6 +199,9 @@ def default_start_action(space: gym.Space[Any]) -> Any:
     MultiDiscrete: ``start``; MultiBinary: zeros; Dict/Tuple: element-wise. (Gymnasium's
     ``create_empty_array`` gives plain zeros, which lie outside a Box that excludes 0 and
     outside a Discrete or MultiDiscrete with a non-zero ``start``.)
+
+    Args:
+        space: The env's action space.
 
     Example:
         >>> default_start_action(spaces.Box(1.0, 2.0, (2,))).tolist()

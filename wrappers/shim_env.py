@@ -65,6 +65,16 @@ def make_network_shim_env(
     ``uplink``/``downlink`` channels are given instead. ALE (Atari) and MiniGrid IDs need no
     ``import ale_py`` / ``import minigrid`` first.
 
+    Args:
+        env_id: The Gymnasium ID of the env to wrap (required; ``None`` raises the
+            missing-argument error that lists these arguments).
+        profile: A profile name, a NetworkProfile, or a sequence of them (one drawn per
+            episode); None: the default profile, as above.
+        env_kwargs: Keyword arguments of ``gym.make(env_id, ...)`` (default none).
+        **wrapper_kwargs: :class:`NetworkShimWrapper` keyword arguments (``step_ms``,
+            ``delivery``, ``uplink``, ...), and ``render_mode``, which goes to the inner
+            env.
+
     Example:
         >>> import gymnasium as gym, fleetgym
         >>> env = gym.make("fleetgym/NetShim-v0", env_id="CartPole-v1", profile="ethernet")

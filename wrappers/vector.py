@@ -254,7 +254,15 @@ class NetworkShimVectorWrapper(VectorWrapper):
         seed: int | Sequence[int | None] | None = None,
         options: dict[str, Any] | None = None,
     ) -> tuple[Any, dict[str, Any]]:
-        """Reset every sub-env and its network; seeds follow Gymnasium (int s: s + i)."""
+        """Reset every sub-env and its network; seeds follow Gymnasium (int s: s + i).
+
+        Args:
+            seed: None (every sub-env's packet streams continue; fresh unseeded ones at
+                the first reset), an int s (sub-env i is seeded with s + i), or a sequence
+                of ``num_envs`` ints or Nones, one per sub-env.
+            options: Passed to the vector env's ``reset``; a ``"reset_mask"`` (a partial
+                reset) is refused with a ValueError.
+        """
         if seed is None or isinstance(seed, (int, np.integer)):
             first = check_seed(seed)
             seeds = [None if first is None else first + i for i in range(self._n)]
@@ -294,7 +302,13 @@ class NetworkShimVectorWrapper(VectorWrapper):
         return obs, info
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """One control tick for every sub-env (see the class docstring)."""
+        """One control tick for every sub-env (see the class docstring).
+
+        Args:
+            actions: A batch of ``num_envs`` actions, each an element of the single action
+                space (a scalar is not broadcast). A sub-env being autoreset this step
+                ignores its action, as Gymnasium's ``NEXT_STEP`` mode does.
+        """
         if self._obs is None:
             raise gym.error.ResetNeeded("call reset() before step()")
         g = self._g

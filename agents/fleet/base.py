@@ -144,7 +144,8 @@ class FleetBase:
         seed: Fleet seed; slot ``i``'s ``k``-th incarnation seeds its env and sampling
             stream from ``(seed, i, k)``.
         actor_factory: Builds a slot's actor,
-            ``factory(workload, actor_id, fleet_seed, incarnation)``; defaults to the real :class:`~fleetgym.agents.rollout.RolloutWorker`.
+            ``factory(workload, actor_id, fleet_seed, incarnation)``; None (the default)
+            builds the real :class:`~fleetgym.agents.rollout.RolloutWorker`.
         max_retries: How many times a faulted slot's rollout is run again within the
             same round (on a restarted actor) before the round gives up on it.
         on_incomplete: ``"partial"`` returns a round whose ``complete`` is False when a
@@ -283,6 +284,16 @@ class FleetBase:
         policy_version: int = 0,
     ) -> RoundResult:
         """Send ``weights`` to slots ``0..num_actors-1``; each runs ``steps_per_actor`` steps.
+
+        Args:
+            weights: The policy weights (parameter name -> float or integer numpy array,
+                a torch ``state_dict`` converted to numpy). With the default actors they
+                must match the workload's policy (keys and shapes).
+            num_actors: How many slots run this round, ``1..max_actors``; the slots above
+                it sit the round out (parked, or stopped under ``stop_idle=True``).
+            steps_per_actor: Env steps each slot runs, ``1..10_000_000``.
+            policy_version: Keyword-only version number (>= 0) recorded in each
+                trajectory and in the result; 0 by default.
 
         Returns:
             The round: trajectories and timings ordered by actor id, the faults seen.

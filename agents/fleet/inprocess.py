@@ -118,6 +118,10 @@ class InProcessFleet(SupervisedFleetBase):
     def prewarm(self, num_actors: int) -> float:
         """Build the actors of slots ``0..num_actors-1`` ahead of a round.
 
+        Args:
+            num_actors: How many slots to make ready, ``1..max_actors``; slots that
+                already hold an actor are kept, so a later round of this size starts warm.
+
         Returns:
             Seconds it took.
         """

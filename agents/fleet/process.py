@@ -37,10 +37,10 @@ Data paths:
 
 Elasticity and faults:
 
-* ``prewarm(n)`` starts the workers of slots ``0..n-1`` and waits until each is ready; a slot that was
-  ready before a round is *warm* (``cold_start=False``, ``startup_s=0``). A slot started
-  during a round is cold and its ``startup_s`` is the measured time from process start to
-  a built actor.
+* ``prewarm(n)`` starts the workers of slots ``0..n-1`` and waits until each is ready; a
+  slot that was ready before a round is *warm* (``cold_start=False``, ``startup_s=0``). A
+  slot started during a round is cold and its ``startup_s`` is the measured time from
+  process start to a built actor.
 * Shrinking (``resize(n)`` or a round with fewer actors) *parks* workers ``>= n``: they
   stay alive, idle, with their environments mid-episode, so growing again costs nothing.
   With ``stop_idle=True`` the extras are stopped instead (memory back, a cold start next
@@ -216,6 +216,10 @@ class ProcessFleet(ProcessWorkerPool):
     def prewarm(self, num_actors: int) -> float:
         """Start the workers of slots ``0..num_actors-1`` not running yet; wait until ready.
 
+        Args:
+            num_actors: How many slots to make warm, ``1..max_actors``; the workers of
+                higher slots are left as they are (running or parked).
+
         Returns:
             Seconds it took (about 0 when every slot was already warm).
 
@@ -262,6 +266,9 @@ class ProcessFleet(ProcessWorkerPool):
 
     def resize(self, num_actors: int) -> float:
         """Make slots ``0..num_actors-1`` warm; park (or, with ``stop_idle``, stop) the rest.
+
+        Args:
+            num_actors: The fleet size to prepare for, ``1..max_actors``.
 
         Returns:
             Seconds it took.

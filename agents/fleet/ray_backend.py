@@ -197,6 +197,10 @@ class RayFleet(RaySlotPool):
     def prewarm(self, num_actors: int) -> float:
         """Start slots ``0..num_actors-1`` that have no actor and wait until they are ready.
 
+        Args:
+            num_actors: How many slots to make ready, ``1..max_actors``; a slot shared on
+                a surviving actor after a node loss stays shared (not started here).
+
         Returns:
             Seconds it took.
 
@@ -240,6 +244,10 @@ class RayFleet(RaySlotPool):
 
     def resize(self, num_actors: int) -> float:
         """Make slots ``0..num_actors-1`` ready; actors above stay parked.
+
+        Args:
+            num_actors: The fleet size to prepare for, ``1..max_actors`` (as
+                :meth:`prewarm`: nothing is stopped).
 
         Returns:
             Seconds it took.

@@ -167,6 +167,9 @@ def register_backend(
 def unregister_backend(name: str) -> None:
     """Remove the backend registered under ``name`` (a built-in one too).
 
+    Args:
+        name: The registered backend name (see :func:`backend_names`).
+
     Raises:
         ValueError: If no backend is registered under ``name``.
     """
@@ -183,6 +186,10 @@ def backend_names() -> tuple[str, ...]:
 
 def get_backend(name: str) -> FleetBackend:
     """The fleet backend registered under ``name``.
+
+    Args:
+        name: A registered backend name (see :func:`backend_names`); a 1.x name is
+            refused with its 2.0 name in the message.
 
     Raises:
         TypeError: If ``name`` is not a string.

@@ -172,7 +172,14 @@ class RequestQueue(Generic[T]):
         return len(self._queue)
 
     def push(self, arrival: float, client: Hashable, item: T) -> None:
-        """Queue one request (arrivals must not go back in time)."""
+        """Queue one request (arrivals must not go back in time).
+
+        Args:
+            arrival: When it arrived, in seconds on the caller's clock (the one ``now`` of
+                :meth:`due` reads); not before the previous arrival.
+            client: Whose it is (any hashable key): the rule counts distinct clients.
+            item: The caller's payload, returned as ``Queued.item`` by :meth:`take`.
+        """
         self._queue.append(Queued(arrival, client, item))
         self._per_client[client] += 1
 
@@ -182,7 +189,14 @@ class RequestQueue(Generic[T]):
         return len(self._per_client)
 
     def due(self, now: float, wait_s: float, connected: int) -> bool:
-        """Whether a batch should run now (the three conditions of the module docstring)."""
+        """Whether a batch should run now (the three conditions of the module docstring).
+
+        Args:
+            now: The current time, in seconds on the clock of the arrivals.
+            wait_s: Seconds the oldest request may wait for a batch to fill.
+            connected: Clients connected now: once that many distinct clients have a
+                request queued, the batch is due.
+        """
         if not self._queue:
             return False
         return (
@@ -192,7 +206,11 @@ class RequestQueue(Generic[T]):
         )
 
     def deadline(self, wait_s: float) -> float | None:
-        """When the oldest request will have waited ``wait_s`` (None if the queue is empty)."""
+        """When the oldest request will have waited ``wait_s`` (None if the queue is empty).
+
+        Args:
+            wait_s: Seconds the oldest request may wait, as given to :meth:`due`.
+        """
         return self._queue[0].arrival + wait_s if self._queue else None
 
     def take(self) -> list[Queued[T]]:
@@ -208,7 +226,11 @@ class RequestQueue(Generic[T]):
         return batch
 
     def remove_client(self, client: Hashable) -> list[Queued[T]]:
-        """Drop every queued request of ``client`` (it disconnected); returns them."""
+        """Drop every queued request of ``client`` (it disconnected); returns them.
+
+        Args:
+            client: The key its requests were pushed with; one with none queued gives ``[]``.
+        """
         if client not in self._per_client:
             return []
         kept: deque[Queued[T]] = deque()

@@ -35,9 +35,13 @@ class InferenceProtocolError(InferenceError, ProtocolError):
 class Reply:
     """The answers to one :meth:`InferenceClient.submit`: one row per observation.
 
-    ``outputs[name]`` has shape ``(k, *spec shape)``; ``policy_versions[i]`` is the
-    version of the weights that answered row ``i`` and ``batch_ids[i]`` the forward pass
-    (rows of one submit may land in different batches, even of different versions).
+    Rows of one submit may land in different batches, even of different weight versions.
+
+    Attributes:
+        outputs: Each output of the model's spec by name, of shape ``(k, *its spec shape)``
+            for the ``k`` observations submitted.
+        policy_versions: ``(k,)`` int64: the version of the weights that answered each row.
+        batch_ids: ``(k,)`` int64: the id of the forward pass that answered each row.
     """
 
     outputs: dict[str, np.ndarray]
@@ -47,7 +51,17 @@ class Reply:
 
 class Ticket:
     """A submitted group of requests, answered row by row (filled by the server or the
-    remote client's receiver)."""
+    remote client's receiver).
+
+    A client makes one per :meth:`InferenceClient.submit`; callers only pass it to
+    :meth:`InferenceClient.wait`.
+
+    Args:
+        spec: The served model's layout; the answer buffers are allocated from its outputs.
+        count: Requests (rows) in the group.
+        first_slot: A remote client's first shared-memory slot of the group (0, the
+            default, in-process; kept for the record).
+    """
 
     def __init__(self, spec: ModelSpec, count: int, first_slot: int = 0) -> None:
         self.count = count
@@ -185,6 +199,17 @@ class InferenceClient:
     def submit(self, obs: np.ndarray, noise: np.ndarray | None = None) -> Ticket:
         """Queue observations ``obs`` (one, or ``(k, *obs shape)``) with their ``noise``.
 
+        Args:
+            obs: One observation of the spec's shape, or ``(k, *obs shape)`` of them: a
+                numpy array of the spec's dtype, finite; ``k`` at most the client's free
+                slots (``slots`` minus the observations still in flight).
+            noise: The draws of the ``k`` requests, ``k * prod(spec.noise.shape)`` finite
+                numbers (in ``[0, 1)`` where the spec's draws are uniforms); ``None``: zeros
+                (for a request whose sampled action is not used, e.g. a bootstrap value).
+
+        Returns:
+            The ticket to pass to :meth:`wait`.
+
         Raises:
             TypeError, ValueError: On observations of the wrong dtype or shape (this
                 client only; nothing is queued).
@@ -195,6 +220,11 @@ class InferenceClient:
     def wait(self, ticket: Ticket, timeout: float | None = None) -> Reply:
         """The answers of a submit, once all have arrived.
 
+        Args:
+            ticket: What this client's :meth:`submit` returned.
+            timeout: Most seconds to wait; ``None`` (the default): until every answer or an
+                error arrives.
+
         Raises:
             InferenceError: If the server answered with an error.
             TimeoutError: If ``timeout`` seconds passed first.
@@ -204,7 +234,13 @@ class InferenceClient:
     def infer(
         self, obs: np.ndarray, noise: np.ndarray | None = None, timeout: float | None = None
     ) -> Reply:
-        """:meth:`submit` and :meth:`wait`."""
+        """:meth:`submit` and :meth:`wait`.
+
+        Args:
+            obs: One observation, or ``(k, *obs shape)`` of them (see :meth:`submit`).
+            noise: Their draws; ``None``: zeros (see :meth:`submit`).
+            timeout: Most seconds to wait for the answers; ``None``: no limit.
+        """
         return self.wait(self.submit(obs, noise), timeout)
 
     def close(self) -> None:

@@ -38,7 +38,18 @@ class _LocalChannel(Channel):
 
 
 class LocalClient(InferenceClient):
-    """A client in the server's process (see :class:`InferenceClient`)."""
+    """A client in the server's process (see :class:`InferenceClient`).
+
+    Made by :meth:`~fleetgym.agents.inference.InferenceServer.connect` rather than built
+    directly.
+
+    Args:
+        server: The :class:`~fleetgym.agents.inference.InferenceServer` whose queue the
+            requests join.
+        channel: The server's side of this client, already registered with the server.
+        slots: Most observations in flight at once (``connect`` checks ``1`` to the
+            server's ``max_client_slots``).
+    """
 
     def __init__(self, server: Any, channel: Channel, slots: int) -> None:
         # server: the InferenceServer (typed loosely: the server module imports this one)

@@ -36,7 +36,18 @@ MAX_OUTPUTS = 16
 
 @dataclass(frozen=True)
 class ArraySpec:
-    """The per-request shape and dtype of one input or output array."""
+    """The per-request shape and dtype of one input or output array.
+
+    Args:
+        shape: Shape of one request's array, without the batch axis: a tuple of at most 8
+            positive ints (``()``: one scalar per request).
+        dtype: A plain numeric numpy dtype (``"float32"``, ``"<i8"``, ...); stored as its
+            ``numpy.dtype(...).str`` (``"<f4"``).
+
+    Raises:
+        TypeError, ValueError: For a shape that is not such a tuple, or a structured or
+            object dtype.
+    """
 
     shape: tuple[int, ...]
     dtype: str
@@ -124,6 +135,10 @@ class ModelSpec:
     def from_json(cls, data: Any) -> ModelSpec:
         """Rebuild a spec from :meth:`to_json` output.
 
+        Args:
+            data: The dict :meth:`to_json` returns, also after a JSON round trip (lists for
+                tuples); a missing ``"uniform_noise"`` reads as ``False``.
+
         Raises:
             ValueError: If ``data`` is not such a description.
         """
@@ -155,11 +170,26 @@ class ServedModel(Protocol):
     spec: ModelSpec
 
     def forward(self, obs: np.ndarray, noise: np.ndarray) -> dict[str, np.ndarray]:
-        """Answer a batch of requests."""
+        """Answer a batch of requests.
+
+        Args:
+            obs: Observations ``(B, *spec.obs.shape)`` of ``spec.obs.dtype``; the server
+                passes only finite values.
+            noise: Draws ``(B, *spec.noise.shape)``, float64 and finite (in ``[0, 1)`` where
+                ``spec.uniform_noise``); zeros for a request submitted without noise.
+
+        Returns:
+            Each output of ``spec.outputs`` by name, of shape ``(B, *its shape)``.
+        """
         ...
 
     def load_weights(self, weights: Weights) -> None:
-        """Replace the weights (called between batches)."""
+        """Replace the weights (called between batches).
+
+        Args:
+            weights: The numpy arrays by name given to ``InferenceServer.set_weights``. An
+                exception rejects them: the server keeps its version and the model as it is.
+        """
         ...
 
 
@@ -220,12 +250,31 @@ class ActorCriticModel:
         self._fast = NumpyActorCritic(self.policy) if cpu_mlp else None
 
     def load_weights(self, weights: Weights) -> None:
-        """Load a numpy state_dict (strict, as the policy's ``load_weights``)."""
+        """Load a numpy state_dict (strict, as the policy's ``load_weights``).
+
+        Args:
+            weights: Parameter and buffer name -> numpy array, exactly the policy's keys and
+                shapes (what its ``get_weights()`` returns).
+
+        Raises:
+            ValueError: On missing or unexpected keys or a shape mismatch.
+        """
         self.policy.load_weights(weights)
         self._refresh()
 
     def forward(self, obs: np.ndarray, noise: np.ndarray) -> dict[str, np.ndarray]:
-        """Actions, log-probabilities and values of a batch."""
+        """Actions, log-probabilities and values of a batch.
+
+        Args:
+            obs: Observations ``(B, *obs_shape)`` of the observation space's dtype.
+            noise: Draws ``(B, 1)`` for a categorical policy (a uniform in ``[0, 1)`` each,
+                sampled by inverse CDF) or ``(B, action_dim)`` standard normals for a
+                Gaussian one (``action = mean + std * normal``).
+
+        Returns:
+            ``"action"``, ``"log_prob"`` and ``"value"``, each with a leading batch axis
+            (the layout of :attr:`spec`).
+        """
         import torch
 
         policy = self.policy

@@ -221,8 +221,20 @@ class InferenceServer:
     def listen(self, host: str = "127.0.0.1", port: int = 0) -> tuple[str, int]:
         """Accept clients of other processes (:class:`~fleetgym.agents.inference.RemoteClient`).
 
+        Only the first successful call binds a socket; a later one returns its address (its
+        ``host`` and ``port`` are then ignored).
+
+        Args:
+            host: Address to bind (``"127.0.0.1"``, the default: loopback only).
+            port: TCP port, ``0`` to ``65535`` (``0``, the default: any free one).
+
         Returns:
             The ``(host, port)`` to give :class:`~fleetgym.agents.inference.RemoteClient`.
+
+        Raises:
+            InferenceError: If the server is closed.
+            TypeError, ValueError: For a port that is not an int in ``0 .. 65535``.
+            OSError: If the address cannot be bound.
         """
         from fleetgym.agents.inference.transport import Listener
 

@@ -211,8 +211,16 @@ class TokenPolicyModel:
     def load_weights(self, weights: Weights) -> None:
         """Load numpy weights (see :func:`load_token_policy_weights`) and their statistics.
 
+        Args:
+            weights: The policy's ``state_dict`` as numpy arrays (:func:`token_policy_weights`),
+                exactly its keys and shapes, optionally with ``obs_rms.mean`` and
+                ``obs_rms.var`` ``(obs_dim,)``: with both, later requests are standardised
+                and clipped; without them, observations pass through.
+
         Raises:
-            ValueError: If the statistics are not of the observation's length.
+            TypeError: If ``weights`` is not a dict.
+            ValueError: If the statistics are not of the observation's length, or a
+                parameter is missing, unknown or of another shape.
         """
         stats = obs_statistics(weights) if isinstance(weights, dict) else None
         if stats is not None and {stats[0].shape, stats[1].shape} != {(self._obs_dim,)}:
@@ -224,7 +232,18 @@ class TokenPolicyModel:
         self.stats = stats
 
     def forward(self, obs: np.ndarray, noise: np.ndarray) -> dict[str, np.ndarray]:
-        """Decode one decision per request: ``K D`` tokens with the KV cache."""
+        """Decode one decision per request: ``K D`` tokens with the KV cache.
+
+        Args:
+            obs: Request rows ``(B, obs_dim + 1 + L)`` float32 (:func:`pack_token_request`):
+                the raw observation, the env step, then ``L`` instruction ids.
+            noise: ``(B, K D)`` uniforms in ``[0, 1)``: token ``j`` of a request is drawn by
+                inverse CDF at its ``noise[:, j]``.
+
+        Returns:
+            ``"tokens"`` and ``"log_prob"`` ``(B, K, D)``, ``"value"`` ``(B,)`` and
+            ``"policy_obs"`` ``(B, obs_dim)``, the normalised observation the policy saw.
+        """
         import torch
 
         o = self._obs_dim

@@ -32,6 +32,20 @@ def compute_gae(
     advantage recursion ``A_t = delta_t + gamma * lambda * A_{t+1}`` is cut at every episode
     end, because step ``t+1`` then belongs to the next episode.
 
+    Args:
+        rewards: The reward of each step, shape ``(n,)``, finite.
+        values: ``V(s_t)``, the critic's value of each step's observation, shape ``(n,)``.
+        terminated, truncated: Bool per step, shape ``(n,)``: the episode ended after step
+            ``t`` by termination (no bootstrap) or by a time limit (bootstrap from
+            ``truncation_values[t]``).
+        truncation_values: ``V`` of the final observation on truncated steps, shape
+            ``(n,)``; read only where ``truncated[t]``.
+        last_value: ``V(s_n)``, the value of the observation after the last step; the
+            bootstrap of the last step unless it ended an episode.
+        gamma: Discount factor per step, in ``[0, 1]``.
+        gae_lambda: GAE's ``lambda``, in ``[0, 1]``: ``0`` gives one-step TD errors,
+            ``1`` discounted returns (bootstrapped at the cut) minus ``values``.
+
     Example:
         >>> adv, ret = compute_gae(np.ones(3), np.zeros(3), np.zeros(3, bool), np.zeros(3, bool),
         ...                        np.zeros(3), 0.0, gamma=0.5, gae_lambda=1.0)

@@ -41,7 +41,27 @@ class ObservedTrajectory(Trajectory):
     """A :class:`~fleetgym.agents.types.Trajectory` with ``next_obs``, the observation ``s_n``.
 
     Without it a learner cannot recompute ``V(s_n)`` with newer parameters and keeps the
-    behaviour's ``last_value``.
+    behaviour's ``last_value``. The fields before ``next_obs`` are the parent's.
+
+    Args:
+        obs: The observation before each of the ``n`` steps, shape ``(n, *obs_shape)``.
+        actions: The action taken at each step (for a Box space the unclipped sample).
+        log_probs: The behaviour policy's log-probability of each action, shape ``(n,)``.
+        values: The behaviour critic's ``V(s_t)`` of each step, shape ``(n,)``.
+        rewards: The reward of each step, shape ``(n,)``.
+        terminated, truncated: Bool per step, shape ``(n,)``: the episode ended after step
+            ``t`` by termination or by a time limit.
+        truncation_values: ``V`` of the final observation where ``truncated[t]``, 0
+            elsewhere, shape ``(n,)``.
+        last_value: ``V(s_n)`` as the behaviour critic computed it.
+        episode_returns, episode_lengths: Undiscounted return and length (steps) of each
+            episode that ended in this trajectory, counted from the episode's start.
+        actor_id: The actor slot that collected it (negative: an imagined trajectory).
+        policy_version: The version of the weights the actor acted with.
+        seed: The fleet seed the actor slot was started with.
+        next_obs: ``s_n``, the observation after the last step (``None``: not known).
+        final_obs: The observation each episode-ending step reached, before the reset
+            (NaN on the other rows), or ``None`` when not recorded.
     """
 
     next_obs: np.ndarray | None = None
@@ -51,8 +71,30 @@ class ObservedTrajectory(Trajectory):
 class LagUpdateStats(UpdateStats):
     """:class:`~fleetgym.agents.types.UpdateStats` plus the policy lag of the update's samples.
 
-    ``lags`` holds one lag per sample offered to the update (dropped ones included), the
-    percentiles summarise it, ``dropped_samples`` counts those older than the bound.
+    Lags are counted in policy versions (updates). The fields before ``lag_mean`` are the
+    parent's; if every sample was dropped they report no training (losses 0.0).
+
+    Args:
+        loss: Mean over the update's minibatch steps of the total loss (policy term +
+            ``vf_coef`` * value loss - ``ent_coef`` * entropy).
+        mean_return: Mean return of the last (up to) 100 completed episodes, those of
+            dropped samples included; 0.0 before the first.
+        kl: ``KL(pi_before || pi_after)`` averaged over the batch's samples.
+        update_time_s: Wall seconds of the PPO update on the kept samples (0.0 if none).
+        num_samples: Samples in the batch trained on (dropped ones excluded).
+        policy_version: The learner's version after the update (unchanged if every
+            sample was dropped).
+        policy_loss, value_loss, entropy, clip_fraction: Means over the minibatch steps of
+            the policy term, the value loss (0.5 * MSE), the entropy and the loss's
+            fraction statistic (clipped, outside ``sigma`` or truncated ratios).
+        episodes_completed: Episodes that ended in the update's trajectories, dropped
+            ones included.
+        lag_mean, lag_p50, lag_p99: Mean, median and 99th percentile of ``lags`` (0.0
+            without samples).
+        lag_max: The largest of ``lags`` (0 without samples).
+        dropped_samples: Samples of this update dropped for a lag above ``max_policy_lag``.
+        lags: int64 array, one lag per sample offered to the update (dropped ones
+            included): the learner's version minus the sample's behaviour version.
     """
 
     lag_mean: float = 0.0
@@ -83,6 +125,14 @@ class LagUpdateStats(UpdateStats):
 
 def behaviour_versions(trajectory: Trajectory, name: str = "trajectory") -> np.ndarray:
     """The behaviour policy version of each sample (a per-sample array if the trajectory has one).
+
+    Args:
+        trajectory: The trajectory. A ``policy_versions`` attribute (an integer array, one
+            version per sample, as served actors record) overrides its ``policy_version``.
+        name: How error messages name the trajectory (e.g. ``"trajectories[3]"``).
+
+    Returns:
+        An int64 array of one version per sample.
 
     Raises:
         TypeError: If a version is not an integer (``policy_version`` a float or a bool,
@@ -185,6 +235,11 @@ class WeightRing:
         Pushing the newest version again replaces its weights (an update that dropped
         every sample publishes the same version twice), so each version is kept once.
 
+        Args:
+            version: The policy version of ``weights``: an int in ``[0, 2**63 - 1]``, at
+                least the newest version pushed.
+            weights: The weights, a dict of arrays (kept by reference, not copied).
+
         Raises:
             TypeError: If ``version`` is not an int or ``weights`` not a dict.
             ValueError: If ``version`` is negative, above ``2**63 - 1`` or older than the
@@ -209,6 +264,9 @@ class WeightRing:
 
     def lagged(self, k: int) -> tuple[int, Weights]:
         """``(version, weights)`` of ``k`` versions before the newest, or the oldest kept.
+
+        Args:
+            k: How many versions back from the newest, an int >= 0 (``0``: the newest).
 
         Raises:
             LookupError: If nothing was pushed yet.
@@ -235,7 +293,9 @@ class CompensatedPPOLearner(PPOLearner):
         config: The loss and compensations (default: plain PPO-clip).
         max_policy_lag: Samples with a larger lag are dropped (``None``: keep all).
         seed: Seeds the initial weights and the minibatch shuffling.
-        **overrides: PPO hyperparameters (see :data:`fleetgym.agents.learners.ppo.HYPERPARAMETERS`).
+        **overrides: PPO hyperparameters (see
+            :data:`fleetgym.agents.learners.ppo.HYPERPARAMETERS`), and ``imagination=`` as
+            in :class:`~fleetgym.agents.learners.ppo.PPOLearner`.
 
     Example:
         >>> from fleetgym.agents.rollout import RolloutWorker
@@ -299,6 +359,15 @@ class CompensatedPPOLearner(PPOLearner):
         Values come from the behaviour's record or, with ``config.recompute_values``, from
         the newest critic; a loss whose estimator needs the ratios (``needs_log_rhos``, as
         V-trace's) gets ``log pi_theta - log mu`` of the newest policy.
+
+        Args:
+            trajectory: The trajectory; with ``config.recompute_values`` its ``next_obs``
+                (an :class:`ObservedTrajectory`'s), if any, gives the newest ``V(s_n)``.
+            rewards: Its rewards after :meth:`transform_rewards`, shape
+                ``(len(trajectory),)``.
+
+        Returns:
+            ``(advantages, value_targets)``, float32 arrays of the trajectory's length.
         """
         policy_loss = self.config.policy_loss
         values: np.ndarray = np.asarray(trajectory.values)
@@ -331,6 +400,10 @@ class CompensatedPPOLearner(PPOLearner):
         ``r = pi / pi_prox`` and ``A' = (pi_prox / mu) A`` is decoupled PPO's objective,
         because the weight is positive. With per-minibatch normalisation the weighted
         advantages are what each minibatch standardises (AsyncPPO normalises globally).
+
+        Args:
+            trajectories: The trajectories the update trains on (after the lag bound), in
+                order.
         """
         batch = super().build_batch(trajectories)
         if self.config.global_advantage_norm:
@@ -349,7 +422,12 @@ class CompensatedPPOLearner(PPOLearner):
         return batch
 
     def normalize_advantages(self, advantages: torch.Tensor) -> torch.Tensor:
-        """Per minibatch, unless the batch was already normalised globally."""
+        """Per minibatch, unless the batch was already normalised globally.
+
+        Args:
+            advantages: One minibatch's advantages, shape ``(m,)``; returned unchanged
+                with ``config.global_advantage_norm`` or fewer than two samples.
+        """
         if self.config.global_advantage_norm:
             return advantages
         return normalize(advantages)
@@ -362,6 +440,14 @@ class CompensatedPPOLearner(PPOLearner):
         With a KL budget (``config.target_kl``), once this minibatch's ``KL(mu || pi)``
         exceeds the update's starting value by more than the budget, the update ends
         before this minibatch's step (:meth:`stop_update`), as SB3's ``target_kl`` does.
+
+        Args:
+            new_log_probs: Log-probabilities of the minibatch's actions under the current
+                parameters (differentiable), shape ``(m,)``.
+            old_log_probs: The batch's log-probabilities: the behaviour's, or the proximal
+                policy's with ``config.proximal_clip``; shape ``(m,)``.
+            advantages: The minibatch's advantages after :meth:`normalize_advantages`,
+                shape ``(m,)``.
         """
         target_kl = self.config.target_kl
         if target_kl is not None and not self._policy_stopped:
@@ -383,6 +469,15 @@ class CompensatedPPOLearner(PPOLearner):
         """Measure lags, drop samples over the bound, then one update on the rest.
 
         If every sample is dropped, no gradient step is taken and the version stays.
+
+        Args:
+            trajectories: The trajectories (a list or any iterable, read once). Each
+                sample's behaviour version is its ``policy_versions`` entry if the
+                trajectory has one, else ``policy_version``; none may be newer than the
+                learner's :attr:`policy_version`.
+
+        Returns:
+            The update's :class:`LagUpdateStats`.
 
         Raises:
             ValueError / TypeError: If ``trajectories`` is empty or malformed (see

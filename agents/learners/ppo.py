@@ -64,7 +64,21 @@ RETURN_WINDOW = 100
 
 @dataclass
 class Batch:
-    """One round's samples, flattened over actors and time, as tensors."""
+    """One round's samples, flattened over actors and time, as tensors.
+
+    Args:
+        obs: The observations the actors recorded (unnormalised: the policy normalises
+            them itself), shape ``(n, *obs_shape)``.
+        actions: The actions taken: int64 ``(n,)`` for a discrete policy, float32
+            ``(n, action_dim)`` otherwise (the unclipped samples).
+        log_probs: float32 ``(n,)`` log-probabilities of the actions under the policy the
+            ratios are taken to (the behaviour's; the proximal policy's with
+            :class:`~fleetgym.agents.learners.losses.LossConfig`'s ``proximal_clip``).
+        advantages: float32 ``(n,)`` advantage estimates, not yet normalised per minibatch.
+        returns: float32 ``(n,)`` value targets the value loss regresses on (for GAE,
+            the advantages plus the values they were computed from).
+        values: float32 ``(n,)`` values the actors recorded with the samples.
+    """
 
     obs: torch.Tensor
     actions: torch.Tensor
@@ -91,7 +105,12 @@ class PPOLearner:
 
     Args:
         workload: A :class:`Workload` or its name (defaults for every hyperparameter).
-        seed: Seeds the initial weights and the minibatch shuffling.
+        seed: Seeds the initial weights and the minibatch shuffling, in
+            ``[0, 2**63 - 1]``.
+        imagination: A world model that adds imagined trajectories to each update: an
+            :class:`~fleetgym.agents.world_model.ImaginationConfig`, a dict of its fields or
+            ``True`` (its defaults; both take ``seed`` unless the dict sets one);
+            ``None`` or ``False`` (the default): real samples only.
         **overrides: Any of :data:`HYPERPARAMETERS`, replacing the workload's default.
 
     Example:
@@ -104,7 +123,8 @@ class PPOLearner:
         (64, 1, True)
 
     Raises:
-        TypeError: For an unknown hyperparameter name.
+        TypeError: For an unknown hyperparameter name, or an ``imagination`` of another
+            type or with an unknown field.
         ValueError: For an out-of-range hyperparameter or seed.
     """
 
@@ -153,14 +173,32 @@ class PPOLearner:
         return self.policy.get_weights()
 
     def set_learning_rate(self, lr: float) -> None:
-        """Change the optimiser's learning rate (e.g. an annealing schedule)."""
+        """Change the optimiser's learning rate (e.g. an annealing schedule).
+
+        Args:
+            lr: The Adam learning rate from the next gradient step on, a finite number
+                > 0 (the workload's ``lr`` is left as it was).
+
+        Raises:
+            TypeError / ValueError: If ``lr`` is not a finite number > 0.
+        """
         lr = check_float("lr", lr, 0.0, strict=True)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
 
     # ----------------------------------------------------------------- hooks
     def transform_rewards(self, trajectory: Trajectory) -> np.ndarray:
-        """Rewards the advantages are computed from (the workload's ``reward_transform``)."""
+        """Rewards the advantages are computed from (the workload's ``reward_transform``).
+
+        ``"sign"`` takes each reward's sign; ``"scale"`` divides by the running standard
+        deviation of the discounted return, and updates that statistic.
+
+        Args:
+            trajectory: The trajectory whose ``rewards`` to transform. With ``"scale"`` its
+                ``actor_id`` names the stream whose discounted return continues across
+                rounds; a negative id (an imagined trajectory) is scaled without updating
+                the statistics.
+        """
         rewards = np.asarray(trajectory.rewards, np.float64)
         mode = self.workload.reward_transform
         if mode == "sign":
@@ -185,7 +223,17 @@ class PPOLearner:
     def compute_advantages(
         self, trajectory: Trajectory, rewards: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """GAE advantages and value targets of one trajectory (behaviour values)."""
+        """GAE advantages and value targets of one trajectory (behaviour values).
+
+        Args:
+            trajectory: The trajectory; its recorded values, episode ends, truncation
+                values and ``last_value`` are used.
+            rewards: Its rewards after :meth:`transform_rewards`, shape
+                ``(len(trajectory),)``.
+
+        Returns:
+            ``(advantages, returns)``, float32 arrays of the trajectory's length.
+        """
         return compute_gae(
             rewards,
             trajectory.values,
@@ -198,7 +246,12 @@ class PPOLearner:
         )
 
     def normalize_advantages(self, advantages: torch.Tensor) -> torch.Tensor:
-        """Per-minibatch standardisation (SB3/CleanRL default)."""
+        """Per-minibatch standardisation (SB3/CleanRL default).
+
+        Args:
+            advantages: One minibatch's advantages, shape ``(m,)``; fewer than two are
+                returned unchanged.
+        """
         if advantages.numel() < 2:
             return advantages
         return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
@@ -206,7 +259,16 @@ class PPOLearner:
     def policy_loss(
         self, new_log_probs: torch.Tensor, old_log_probs: torch.Tensor, advantages: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The clipped surrogate loss (to minimise) and the fraction of clipped ratios."""
+        """The clipped surrogate loss (to minimise) and the fraction of clipped ratios.
+
+        Args:
+            new_log_probs: Log-probabilities of the minibatch's actions under the current
+                parameters (differentiable), shape ``(m,)``.
+            old_log_probs: Their log-probabilities in the batch (:attr:`Batch.log_probs`,
+                the behaviour's), shape ``(m,)``.
+            advantages: The minibatch's advantages after :meth:`normalize_advantages`,
+                shape ``(m,)``.
+        """
         ratio = torch.exp(new_log_probs - old_log_probs)
         clip = self.workload.clip_coef
         surrogate = torch.min(
@@ -223,7 +285,13 @@ class PPOLearner:
         return False
 
     def value_loss(self, values: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
-        """Squared error of the value head against the GAE returns (0.5 * MSE)."""
+        """Squared error of the value head against the GAE returns (0.5 * MSE).
+
+        Args:
+            values: The value head's outputs for the minibatch (differentiable), shape
+                ``(m,)``.
+            returns: Their targets (:attr:`Batch.returns`), shape ``(m,)``.
+        """
         return 0.5 * (values - returns).square().mean()
 
     # ----------------------------------------------------------------- update
@@ -254,7 +322,12 @@ class PPOLearner:
         return trajectories
 
     def build_batch(self, trajectories: list[Trajectory]) -> Batch:
-        """Advantages per trajectory, then everything flattened into one :class:`Batch`."""
+        """Advantages per trajectory, then everything flattened into one :class:`Batch`.
+
+        Args:
+            trajectories: The checked trajectories of the update, in order (rewards are
+                transformed in this order, which matters for ``reward_transform="scale"``).
+        """
         advantages, returns = [], []
         for traj in trajectories:
             adv, ret = self.compute_advantages(traj, self.transform_rewards(traj))
@@ -284,6 +357,15 @@ class PPOLearner:
 
     def update(self, trajectories: Iterable[Trajectory]) -> UpdateStats:
         """One PPO update from one round's trajectories; increments :attr:`policy_version`.
+
+        Args:
+            trajectories: The round's :class:`~fleetgym.agents.types.Trajectory` objects,
+                from any number of actors (a list or any iterable, read once; at least one
+                step in all).
+
+        Returns:
+            The update's :class:`~fleetgym.agents.types.UpdateStats` (losses averaged over
+            the minibatch steps, KL between the policy before and after).
 
         Raises:
             ValueError / TypeError: If ``trajectories`` is empty or malformed (a length
@@ -443,6 +525,13 @@ class PPOLearner:
         Also writes the policy alone next to it (``<stem>.policy.pt`` + JSON), loadable with
         :meth:`ActorCriticPolicy.load`.
 
+        Args:
+            path: The file to write (``str`` or ``os.PathLike``; missing parent folders are
+                created). A learner with imagination also writes ``<stem>.world_model.pt``.
+
+        Returns:
+            ``path`` as a :class:`~pathlib.Path`.
+
         Raises:
             TypeError: If ``path`` is not a ``str`` or ``os.PathLike``.
             ValueError: If it is empty or a folder.
@@ -454,6 +543,10 @@ class PPOLearner:
 
         Everything is checked before anything is applied, so a refused file leaves the
         learner as it was.
+
+        Args:
+            path: A file :meth:`save` wrote, for this learner's workload and policy (``str``
+                or ``os.PathLike``); with imagination ``<stem>.world_model.pt`` is read too.
 
         Raises:
             TypeError: If ``path`` is not a ``str`` or ``os.PathLike``.

@@ -41,8 +41,15 @@ class TokenPPOConfig:
         hidden_size, layers, heads, vocab_size: The backbone's sizes; action ids are the
             vocabulary's last ``num_bins`` ids.
         n_envs, n_steps: Envs stepped in lockstep, decisions per env per update.
-        epochs, minibatch_size, lr, gamma, gae_lambda, clip, sigma, ent_coef, vf_coef,
-            max_grad_norm: As in PPO (``clip``: PPO's range; ``sigma``: GIPO's width).
+        epochs: Passes over each rollout's decisions per update (>= 1).
+        minibatch_size: Decisions per minibatch (>= 2; capped at the update's decisions).
+        lr: Adam's learning rate (> 0).
+        gamma: Discount per env step, in ``[0, 1]``; decisions of ``K`` actions are
+            discounted by ``gamma^K``.
+        gae_lambda: GAE's ``lambda``, in ``[0, 1]``.
+        clip, sigma: PPO-clip's range (>= 0) and GIPO's width in log-ratio space (> 0).
+        ent_coef, vf_coef: Weights (>= 0) of the token entropy bonus and the value loss.
+        max_grad_norm: The gradient-norm clip of every step (> 0).
         target_kl: KL budget per update; ``None`` takes the loss's default
             (its ``default_target_kl``), ``0`` means none.
         normalize_obs, normalize_reward: Running observation normalisation; rewards

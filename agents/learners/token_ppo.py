@@ -72,7 +72,26 @@ FILE_KIND = "fleetgym.TokenPPO"
 
 @dataclass
 class TokenUpdateStats:
-    """One update: env steps so far, wall time, returns and the loss terms."""
+    """One update: env steps so far, wall time, returns and the loss terms.
+
+    Args:
+        update: Updates so far, this one included (1 for the first).
+        env_steps: Env steps the model collected so far (``K`` per decision).
+        wall_s: Wall seconds of all updates so far; with :meth:`TokenPPO.learn`, their
+            rollout collection included.
+        mean_return: Mean return of the last (up to) 20 completed episodes; NaN before
+            the first.
+        episodes: Episodes that ended in this update's rollout.
+        policy_loss, value_loss, entropy, clip_fraction: Means over the update's gradient
+            steps of the policy term, the value loss (0.5 * MSE), the entropy of the
+            executed actions' tokens and the loss's fraction (clipped, outside ``sigma``
+            or truncated terms).
+        value_error: Root-mean-square error of the rollout's recorded values against their
+            targets, in units of the (scaled) return.
+        kl: Chunk-level ``KL(mu || pi)`` estimate at the last minibatch that took a step,
+            measured before that step (0.0 if none did).
+        minibatches: Gradient steps taken (fewer when the KL budget ended the update).
+    """
 
     update: int
     env_steps: int
@@ -136,6 +155,8 @@ class TokenPPO:
         device: Where the policy and the update run (``"cpu"``, ``"cuda[:N]"``); the envs
             and the sampling's generator stay on the host.
         config: A :class:`TokenPPOConfig`; or give its fields as keywords.
+        **kwargs: Fields of :class:`TokenPPOConfig` (``chunk=2``, ``lr=1e-4`` ...) when
+            ``config`` is not given; the others keep their defaults.
 
     Example:
         >>> model = TokenPPO("Pendulum-v1", chunk=2, n_envs=2, n_steps=8, epochs=1,
@@ -214,7 +235,11 @@ class TokenPPO:
     ) -> TokenPPO:
         """Collect and update until ``total_timesteps`` more env steps; returns ``self``.
 
-        ``callback(stats)`` runs after each update; returning ``False`` stops training.
+        Args:
+            total_timesteps: Env steps to collect in this call (>= 1); the last update's
+                rollout may overshoot it.
+            callback: Called with each update's :class:`TokenUpdateStats`; returning
+                ``False`` (not merely a falsy value) stops training.
         """
         target = self.env_steps + check_int("total_timesteps", total_timesteps, low=1)
         while self.env_steps < target:
@@ -275,7 +300,14 @@ class TokenPPO:
         return adv, ret
 
     def flatten(self, rollout: TokenRollout) -> dict[str, torch.Tensor]:
-        """The rollout's obs, steps, tokens and behaviour log-probs (``"old"``) over ``T N``."""
+        """The rollout's obs, steps, tokens and behaviour log-probs (``"old"``) over ``T N``.
+
+        Also ``"instructions"`` and the executed-action ``"mask"`` when the rollout has them.
+
+        Args:
+            rollout: A :class:`~fleetgym.agents.rollout.token_rollout.TokenRollout` of
+                ``T`` decisions in each of ``N`` envs, with this config's ``chunk``.
+        """
         b, k = rollout.num_decisions, self.config.chunk
         arrays = (rollout.obs, rollout.steps, rollout.tokens, rollout.log_probs)
         shapes = ((b, -1), (b,), (b, k, -1), (b, k, -1))
@@ -290,7 +322,18 @@ class TokenPPO:
         return flat
 
     def update(self, rollout: TokenRollout, start: float | None = None) -> TokenUpdateStats:
-        """One PPO update (``epochs`` passes of minibatches) from one rollout."""
+        """One PPO update (``epochs`` passes of minibatches) from one rollout.
+
+        Args:
+            rollout: A :class:`~fleetgym.agents.rollout.token_rollout.TokenRollout` of this
+                model's policy and envs (what its collector returns).
+            start: The :func:`time.perf_counter` time the work on this update began (the
+                rollout's collection, as :meth:`learn` passes it), counted into
+                ``wall_s``; ``None``: now.
+
+        Returns:
+            The update's :class:`TokenUpdateStats`, also appended to :attr:`history`.
+        """
         start = time.perf_counter() if start is None else start
         cfg, pol = self.config, self.policy
         b, flat = rollout.num_decisions, self.flatten(rollout)
@@ -371,6 +414,13 @@ class TokenPPO:
 
         With ``chunk=1`` the action has the env's shape; with ``chunk=K`` it is ``(K, D)``,
         the chunk to execute in order. The observation statistics are not updated.
+
+        Args:
+            obs: One observation as the env returns it.
+            deterministic: Take each token's most likely bin; ``False`` samples with the
+                model's generator (the one that also shuffles the minibatches).
+            step: The env step within the episode; the policy reads it only for its value
+                estimate, so it does not change the action.
         """
         vec, ids = self.collector.observe(obs)
         x = torch.from_numpy(self.collector.normalize(vec))
@@ -387,7 +437,14 @@ class TokenPPO:
     def evaluate(
         self, episodes: int = 5, seed: int = 10_000, deterministic: bool = True
     ) -> list[float]:
-        """Returns of ``episodes`` episodes on fresh envs (seeds ``seed``, ``seed + 1`` ...)."""
+        """Returns of ``episodes`` episodes on fresh envs (seeds ``seed``, ``seed + 1`` ...).
+
+        Args:
+            episodes: How many episodes (>= 1), each on a new env.
+            seed: The reset seed of the first episode; episode ``e`` resets with
+                ``seed + e``.
+            deterministic: As in :meth:`predict`.
+        """
         returns = []
         for e in range(check_int("episodes", episodes, low=1)):
             env = self.make_env()
@@ -409,6 +466,12 @@ class TokenPPO:
         """Write the policy, the observation statistics and the config (``torch.save``).
 
         Holds tensors and plain values only (loads with ``torch.load(weights_only=True)``).
+
+        Args:
+            path: The file to write (``str`` or ``os.PathLike``); its folder must exist.
+
+        Returns:
+            ``path`` as a :class:`~pathlib.Path`.
         """
         path = check_path("path", path)
         stats = self.collector.obs_stats
@@ -426,6 +489,9 @@ class TokenPPO:
 
     def load(self, path: str | Path) -> None:
         """Restore what :meth:`save` wrote; the file must be of the same config.
+
+        Args:
+            path: A file :meth:`save` wrote (``str`` or ``os.PathLike``).
 
         Raises:
             FileNotFoundError: If it does not exist.

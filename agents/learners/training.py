@@ -27,7 +27,23 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class RoundRecord:
-    """What one training round did: its size, its time split and the learner's report."""
+    """What one training round did: its size, its time split and the learner's report.
+
+    Args:
+        round: The round's index, from 0.
+        num_actors: Actors asked for this round (the schedule's value for it).
+        steps: Env steps collected this round (the returned trajectories' lengths).
+        total_steps: Env steps collected since :func:`train` started, this round's included.
+        wall_s: Wall seconds since :func:`train` started, at the end of this round.
+        round_wall_s: Wall seconds of this round: the fleet's rollouts and the update.
+        fleet_wall_s: Wall seconds of the fleet's ``run_round`` alone.
+        actor_time_max_s: The slowest actor's total time (startup + compute + transfer,
+            seconds): the round's critical path (0.0 without timings).
+        actor_time_mean_s: The mean of the actors' total times, seconds.
+        failures: Faults the fleet reported this round (crashes, timeouts, errors; those
+            it recovered from by a rerun included).
+        stats: What the learner's update of this round reported.
+    """
 
     round: int
     num_actors: int
@@ -54,7 +70,15 @@ class RoundRecord:
 
 @dataclass
 class TrainingHistory:
-    """All rounds of one :func:`train` call and why it stopped."""
+    """All rounds of one :func:`train` call and why it stopped.
+
+    Args:
+        workload: The workload's name.
+        target: The mean return that stops training (``inf``: never stops early).
+        rounds: One :class:`RoundRecord` per round, in order.
+        stop_reason: Why training stopped: ``"target"``, ``"max_steps"``,
+            ``"max_rounds"`` or ``"callback"`` (``""`` until it stops).
+    """
 
     workload: str
     target: float | None

@@ -104,6 +104,15 @@ class ActorTimes:
     def actor_delays(self, n_actors: int, rng: np.random.Generator) -> np.ndarray:
         """The per-step wait of each of ``n_actors`` actors.
 
+        Args:
+            n_actors: Number of actors; with ``delays_s`` given, its first ``n_actors``
+                entries are returned.
+            rng: Generator of the log-normal draws (one standard normal per actor); unused
+                when ``delays_s`` is given.
+
+        Returns:
+            Seconds of wait per env step, one per actor (``float64``, shape ``(n_actors,)``).
+
         Raises:
             ValueError: If ``delays_s`` is given but shorter than ``n_actors``.
         """
@@ -169,7 +178,14 @@ class ServerTimes:
         object.__setattr__(self, "speedup", check_float("speedup", self.speedup, 0.0, strict=True))
 
     def forward(self, batch: int) -> float:
-        """Seconds of one forward pass over ``batch`` requests (linear between points)."""
+        """Seconds of one forward pass over ``batch`` requests (linear between points).
+
+        Beyond the largest measured size the last segment's slope (if not negative)
+        continues; below the smallest, the smallest size's time is used.
+
+        Args:
+            batch: Requests in the forward pass (any number, measured or not).
+        """
         sizes, times = self.batch_sizes, self.forward_s
         if batch >= sizes[-1] and len(sizes) > 1:
             slope = (times[-1] - times[-2]) / (sizes[-1] - sizes[-2])
@@ -215,7 +231,15 @@ class LearnerTimes:
         object.__setattr__(self, "speedup", check_float("speedup", self.speedup, 0.0, strict=True))
 
     def update_s(self, samples: int, links: NetworkLinks | None = None) -> float:
-        """Seconds of one update over ``samples`` samples (all-reduce included)."""
+        """Seconds of one update over ``samples`` samples (all-reduce included).
+
+        Args:
+            samples: Samples (env steps) in the update's batch; each costs ``per_sample_s``,
+                split over the trainers.
+            links: Where the all-reduce of ``n_trainers > 1`` goes (its ``weight_bytes``,
+                ``trainer_bandwidth_Bps`` and ``latency_s``); None: compute only, no
+                all-reduce cost.
+        """
         compute = (self.fixed_s + self.per_sample_s * samples / self.n_trainers) / self.speedup
         if self.n_trainers == 1 or links is None:
             return compute
@@ -272,7 +296,12 @@ class NetworkLinks:
         )
 
     def transfer_s(self, size: float, bandwidth: float) -> float:
-        """Latency plus serialisation of ``size`` bytes at ``bandwidth``."""
+        """Latency plus serialisation of ``size`` bytes at ``bandwidth``.
+
+        Args:
+            size: Bytes to transfer (>= 0).
+            bandwidth: Bytes per second of the link (> 0; ``math.inf``: latency only).
+        """
         return self.latency_s + size / bandwidth
 
 

@@ -56,7 +56,12 @@ class SimulationResult:
         return sum(b * n for b, n in self.server_batches.items()) / passes
 
     def lag_percentile(self, q: float) -> float:
-        """The ``q`` quantile (0..1) of the policy lag over samples (NaN if none)."""
+        """The ``q`` quantile (0..1) of the policy lag over samples (NaN if none).
+
+        Args:
+            q: Quantile in [0, 1] (0.5: the median); the smallest lag, in updates, whose
+                share of the window's samples at or below it reaches ``q``.
+        """
         if not self.lag_samples:
             return math.nan
         lags = np.array(sorted(self.lag_samples), np.float64)

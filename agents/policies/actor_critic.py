@@ -252,6 +252,10 @@ class ActorCriticPolicy(nn.Module):
         """Fold a batch of raw observations into the running statistics (parallel Welford).
 
         No-op when ``normalize_obs`` is off.
+
+        Args:
+            obs: Raw (unnormalised) observations, any array reshapeable to
+                ``(N, *obs_shape)``; an empty batch changes nothing.
         """
         if not self.normalize_obs:
             return
@@ -267,7 +271,12 @@ class ActorCriticPolicy(nn.Module):
         self._refresh_obs_cache()
 
     def preprocess(self, obs: torch.Tensor) -> torch.Tensor:
-        """Raw observations -> network input (float, normalised and clipped if enabled)."""
+        """Raw observations -> network input (float, normalised and clipped if enabled).
+
+        Args:
+            obs: Raw observations, shape ``(B, *obs_shape)``; with ``normalize_obs`` they are
+                standardised by the running statistics and clipped to ``[-OBS_CLIP, OBS_CLIP]``.
+        """
         if self.shared:
             return obs.float()  # the CNN scales uint8 frames itself
         x = obs.float()
@@ -277,14 +286,28 @@ class ActorCriticPolicy(nn.Module):
 
     # ----------------------------------------------------------------- forward pieces
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Distribution parameters (logits or Gaussian means) and values for raw ``obs``."""
+        """Distribution parameters (logits or Gaussian means) and values for raw ``obs``.
+
+        Args:
+            obs: Raw observations, shape ``(B, *obs_shape)`` (uint8 frames for the CNN).
+
+        Returns:
+            ``(params, values)``: shape ``(B, action_dim)`` and ``(B,)``.
+        """
         x = self.preprocess(obs)
         actor_features = self.actor_body(x)
         critic_features = actor_features if self.shared else self.critic_body(x)
         return self.policy_head(actor_features), self.value_head(critic_features).squeeze(-1)
 
     def log_prob(self, params: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        """Log-probability of ``actions`` under the distribution with parameters ``params``."""
+        """Log-probability of ``actions`` under the distribution with parameters ``params``.
+
+        Args:
+            params: Logits (``Discrete``) or Gaussian means (``Box``), shape
+                ``(B, action_dim)``, as returned by :meth:`forward`.
+            actions: Action indices, shape ``(B,)``, or continuous actions, shape
+                ``(B, action_dim)`` (unclipped, as sampled).
+        """
         if self.discrete:
             log_p = torch.log_softmax(params, dim=-1)
             return log_p.gather(-1, actions.long().reshape(-1, 1)).squeeze(-1)
@@ -293,7 +316,12 @@ class ActorCriticPolicy(nn.Module):
         return (-0.5 * z.square() - log_std - 0.5 * LOG_2PI).sum(-1)
 
     def entropy(self, params: torch.Tensor) -> torch.Tensor:
-        """Entropy of the action distribution per sample."""
+        """Entropy of the action distribution per sample.
+
+        Args:
+            params: Logits or Gaussian means, shape ``(B, action_dim)``; for a Gaussian only
+                the batch size is used (the entropy depends on the log-std alone).
+        """
         if self.discrete:
             log_p = torch.log_softmax(params, dim=-1)
             return -(log_p.exp() * log_p).sum(-1)
@@ -310,6 +338,13 @@ class ActorCriticPolicy(nn.Module):
         """Exact KL(p || q) per sample between two distributions of this policy's family.
 
         For Gaussian policies ``log_std_p``/``log_std_q`` default to the current log-std.
+
+        Args:
+            params_p, params_q: Logits or Gaussian means of ``p`` (e.g. the policy that
+                collected the data) and ``q``, shape ``(B, action_dim)``.
+            log_std_p, log_std_q: Log standard deviations of ``p`` and ``q``
+                (``(action_dim,)``); None: this policy's current ``log_std``. Ignored for
+                ``Discrete`` actions.
         """
         if self.discrete:
             log_p = torch.log_softmax(params_p, dim=-1)
@@ -324,7 +359,12 @@ class ActorCriticPolicy(nn.Module):
     def evaluate_actions(
         self, obs: torch.Tensor, actions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Log-probabilities, entropies and values of ``actions`` taken at ``obs`` (with grad)."""
+        """Log-probabilities, entropies and values of ``actions`` taken at ``obs`` (with grad).
+
+        Args:
+            obs: Raw observations as a tensor, shape ``(B, *obs_shape)``.
+            actions: The actions taken there, as in :meth:`log_prob`.
+        """
         params, values = self(obs)
         return self.log_prob(params, actions), self.entropy(params), values
 
@@ -347,6 +387,13 @@ class ActorCriticPolicy(nn.Module):
 
         Inverse-CDF sampling for categorical actions and ``mean + std * normal`` for Gaussian
         ones; ``None`` draws give the deterministic (mode) action.
+
+        Args:
+            params: Logits or Gaussian means, shape ``(B, action_dim)``.
+            uniforms: One uniform draw in [0, 1) per sample, shape ``(B,)`` (``Discrete``);
+                None: the most probable action.
+            normals: Standard normal draws, shape ``(B, action_dim)`` (``Box``); None: the
+                mean.
         """
         if self.discrete:
             if uniforms is None:
@@ -363,7 +410,16 @@ class ActorCriticPolicy(nn.Module):
     def draw(
         self, rng: np.random.Generator, batch: int
     ) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """The random draws :meth:`sample_from` needs for ``batch`` samples from ``rng``."""
+        """The random draws :meth:`sample_from` needs for ``batch`` samples from ``rng``.
+
+        Args:
+            rng: Generator the draws come from: ``batch`` uniforms (``Discrete``) or
+                ``(batch, action_dim)`` float32 standard normals (``Box``).
+            batch: Number of samples to draw for.
+
+        Returns:
+            ``(uniforms, None)`` for ``Discrete`` actions, ``(None, normals)`` for ``Box``.
+        """
         if self.discrete:
             return rng.random(batch), None
         return None, rng.standard_normal((batch, self.action_dim), dtype=np.float32)
@@ -397,7 +453,12 @@ class ActorCriticPolicy(nn.Module):
 
     @torch.no_grad()
     def value(self, obs: np.ndarray) -> np.ndarray:
-        """State values V(obs) for a batch of raw observations."""
+        """State values V(obs) for a batch of raw observations.
+
+        Args:
+            obs: Raw observations, shape ``(B, *obs_shape)`` (a single unbatched one is
+                accepted).
+        """
         return self(self._as_tensor(obs))[1].numpy()
 
     # ----------------------------------------------------------------- weights and files
@@ -407,6 +468,10 @@ class ActorCriticPolicy(nn.Module):
 
     def load_weights(self, weights: Weights) -> None:
         """Load weights produced by :meth:`get_weights` (strict: every key, right shapes).
+
+        Args:
+            weights: Parameter and buffer name -> numpy array, with exactly this policy's
+                keys and shapes (the observation statistics included when enabled).
 
         Raises:
             ValueError: On missing/unexpected keys or a shape mismatch.
@@ -435,6 +500,10 @@ class ActorCriticPolicy(nn.Module):
         ``path`` gets the tensors; ``path`` with suffix ``.json`` gets the configuration
         (workload name, spaces, network), so :meth:`load` rebuilds the policy without an env.
 
+        Args:
+            path: File for the weights (e.g. ``policy.pt``); missing parent directories are
+                created, and existing files are overwritten.
+
         Returns:
             The path of the weights file.
         """
@@ -446,7 +515,13 @@ class ActorCriticPolicy(nn.Module):
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> ActorCriticPolicy:
-        """A freshly initialised policy from a saved configuration dictionary."""
+        """A freshly initialised policy from a saved configuration dictionary.
+
+        Args:
+            config: The policy's ``config`` (as written to the JSON by :meth:`save`):
+                spaces, ``network``, ``hidden_sizes``, ``activation``, ``normalize_obs``,
+                and optionally ``log_std_init`` and ``workload``.
+        """
         observation_space, action_space = _spaces_from_config(config)
         return cls(
             observation_space,
@@ -462,6 +537,9 @@ class ActorCriticPolicy(nn.Module):
     @classmethod
     def load(cls, path: str | Path) -> ActorCriticPolicy:
         """Rebuild a policy written by :meth:`save` (``torch.load(weights_only=True)``).
+
+        Args:
+            path: The weights file passed to :meth:`save`; its ``.json`` sibling must exist.
 
         Raises:
             FileNotFoundError: If the weights or the JSON file is missing.

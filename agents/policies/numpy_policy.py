@@ -85,7 +85,13 @@ class NumpyActorCritic:
         return x
 
     def forward(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Distribution parameters (B, A) and values (B,) for raw observations (B, D)."""
+        """Distribution parameters (B, A) and values (B,) for raw observations (B, D).
+
+        Args:
+            obs: Raw observations, batched ``(B, D)`` (an unbatched one is not accepted);
+                normalised and clipped with the snapshot's statistics when the policy
+                normalises.
+        """
         x = np.asarray(obs, np.float32)
         if self.norm is not None:
             x = np.clip((x - self.norm[0]) / self.norm[1], -OBS_CLIP, OBS_CLIP)
@@ -96,13 +102,28 @@ class NumpyActorCritic:
         return params, values
 
     def value(self, obs: np.ndarray) -> np.ndarray:
-        """State values for raw observations (B, D)."""
+        """State values for raw observations (B, D).
+
+        Args:
+            obs: Raw observations, batched ``(B, D)``, as for :meth:`forward`.
+        """
         return self.forward(obs)[1]
 
     def sample(
         self, params: np.ndarray, uniforms: np.ndarray | None, normals: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Actions and log-probabilities from explicit draws (as the policy's ``sample_from``)."""
+        """Actions and log-probabilities from explicit draws (as the policy's ``sample_from``).
+
+        Args:
+            params: Logits or Gaussian means from :meth:`forward`, shape ``(B, A)``.
+            uniforms: One uniform draw in [0, 1) per sample, shape ``(B,)`` (``Discrete``);
+                None: the most probable action.
+            normals: Standard normal draws, shape ``(B, A)`` (``Box``); None: the mean.
+
+        Returns:
+            ``(actions, log_probs)``: int64 indices or float32 actions, and float32
+            log-probabilities of shape ``(B,)``.
+        """
         if self.discrete:
             logits = params.astype(np.float64)
             top = logits.max(axis=-1, keepdims=True)

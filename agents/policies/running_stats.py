@@ -31,6 +31,16 @@ def combine_moments(
     ``mean' = mean + delta * n_b / n`` and
     ``var' = (var * count + var_b * n_b + delta^2 * count * n_b / n) / n``.
     An empty batch leaves everything as it was.
+
+    Args:
+        mean, var: The running mean and (population) variance so far, scalars or arrays of
+            one sample's shape.
+        count: Samples folded in so far (0: ``mean`` and ``var`` are replaced by the
+            batch's own moments).
+        batch: New samples, stacked along axis 0.
+
+    Returns:
+        ``(mean, var, count)`` in float64, the count a float.
     """
     batch = np.asarray(batch, dtype=np.float64)
     if batch.shape[0] == 0:
@@ -58,7 +68,12 @@ class RunningMeanStd:
         self.count = 0.0
 
     def update(self, x: np.ndarray) -> None:
-        """Fold a batch of samples in."""
+        """Fold a batch of samples in.
+
+        Args:
+            x: Samples of shape ``(n, *shape)``; for a scalar stream any array, flattened
+                (every entry is one sample).
+        """
         batch = np.asarray(x, np.float64)
         batch = batch.ravel() if self.shape == () else batch.reshape((-1, *self.shape))
         self.mean, self.var, self.count = combine_moments(self.mean, self.var, self.count, batch)

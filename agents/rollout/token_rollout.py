@@ -49,11 +49,28 @@ OBS_CLIP = 10.0
 class TokenRollout:
     """``T`` decisions of ``N`` envs, time-major: arrays ``(T, N, ...)``.
 
-    ``obs`` are normalised (the policy's input), ``steps`` each decision's env step inside
-    its episode (the attention value head's step input), ``tokens`` and ``log_probs`` the
-    behaviour's ``(T, N, K, D)``, ``rewards`` the chunk-discounted sums, and
-    ``truncation_values`` the value of the final observation where a time limit cut an
-    episode. ``last_values`` ``(N,)`` bootstrap the last decision of each env.
+    ``K`` is the policy's chunk (actions per decision) and ``D`` the tokens per action.
+
+    Attributes:
+        obs: Normalised observations the policy saw, float32 ``(T, N, obs_dim)``.
+        steps: Each decision's env step inside its episode (0 at a reset), float32
+            ``(T, N)``: the attention value head's step input.
+        tokens: The sampled action tokens (vocabulary ids), int64 ``(T, N, K, D)``.
+        log_probs: The behaviour policy's log-probability of each token, ``(T, N, K, D)``.
+        values: The behaviour policy's value of each decision's observation, ``(T, N)``.
+        rewards: Each decision's reward, ``sum_i gamma^i r_i`` over its executed actions.
+        terminated: The episode reached a terminal state inside the decision, ``(T, N)``.
+        truncated: The episode was cut (a time limit, not terminal) inside the decision.
+        truncation_values: Value of the cut-off final observation where ``truncated``
+            (0 elsewhere), ``(T, N)``: it bootstraps the return.
+        last_values: Value of each env's observation after the last decision, ``(N,)``.
+        env_steps: Env steps the rollout ran (executed actions over all envs).
+        episode_returns: Undiscounted return of each episode that ended in the rollout
+            (episodes continue across rollouts, so it may include earlier steps).
+        episode_lengths: Env steps of each of those episodes, in the same order.
+        instructions: Mission ids ``(T, N, L)`` where the env has a mission, else None.
+        executed: ``(T, N, K)``: whether the env executed action ``k`` of the decision
+            (False after an episode ended inside the chunk); None: every action was.
     """
 
     obs: np.ndarray
@@ -69,10 +86,10 @@ class TokenRollout:
     env_steps: int
     episode_returns: list[float] = field(default_factory=list)
     episode_lengths: list[int] = field(default_factory=list)
-    #: Instruction ids ``(T, N, L)`` where the env has a mission, else ``None``.
+    # Instruction ids ``(T, N, L)`` where the env has a mission, else ``None``.
     instructions: np.ndarray | None = None
-    #: ``(T, N, K)``: whether the env executed action ``k`` of the decision (``False``
-    #: after an episode ended inside the chunk); ``None``: every action was.
+    # ``(T, N, K)``: whether the env executed action ``k`` of the decision (``False``
+    # after an episode ended inside the chunk); ``None``: every action was.
     executed: np.ndarray | None = None
 
     @property
@@ -183,21 +200,25 @@ class ObservationAdapter:
 
 
 class TokenRolloutCollector:
-    """``N`` seeded Box envs stepped in lockstep by a :class:`TokenPolicy`.
+    """``N`` seeded Box (or Discrete) envs stepped in lockstep by a :class:`TokenPolicy`.
 
     Models the actor side of token-level PPO on a continuous-control task: each decision
     decodes ``K D`` tokens per env with the KV cache, the env runs the ``K`` actions, and
     episodes continue across rollouts.
 
     Args:
-        make_env: A callable returning a new env (a Box action space of ``D`` entries and a
-            flat Box observation of ``policy.obs_dim`` entries).
+        make_env: A callable returning a new env (a Box action space of ``D`` entries, or
+            ``Discrete(n)`` for one token of ``n`` bins, and a Box observation of
+            ``policy.obs_dim`` entries or a BabyAI ``Dict``); called ``num_envs`` times.
         policy: The token policy (only its shapes are read here; :meth:`collect` takes the
             policy to act with).
-        num_envs: ``N``.
-        seed: Seeds the envs and the sampling.
-        gamma: Discount inside a chunk.
-        normalize_obs: Normalise observations by running statistics.
+        num_envs: ``N``, the envs stepped in lockstep (>= 1).
+        seed: Seeds the envs (env ``i`` from ``SeedSequence([seed, i])``) and the token
+            sampling's ``torch.Generator`` (an int >= 0).
+        gamma: Discount in [0, 1] between the ``K`` actions of a chunk (the decision's
+            reward is ``sum_i gamma^i r_i``).
+        normalize_obs: Standardise observations by running statistics (updated after each
+            :meth:`collect`) and clip them to ``[-10, 10]``; False: raw float32.
         vocabulary: The mission words of a language-conditioned env (BabyAI's by default; a
             :class:`~fleetgym.agents.tokens.MissionVocabulary` or an
             :class:`~fleetgym.agents.tokens.InstructionTokenizer`).
@@ -275,7 +296,12 @@ class TokenRolloutCollector:
         self.total_env_steps = 0
 
     def normalize(self, raw: np.ndarray) -> np.ndarray:
-        """Observations ``(B, obs_dim)`` as the policy sees them (float32)."""
+        """Observations ``(B, obs_dim)`` as the policy sees them (float32).
+
+        Args:
+            raw: Raw (adapted) observations, any array reshapeable to ``(B, obs_dim)``;
+                standardised by the current statistics and clipped when ``normalize_obs``.
+        """
         raw = np.asarray(raw, np.float64).reshape(-1, self.obs_dim)
         if not self.normalize_obs:
             return raw.astype(np.float32)
@@ -291,13 +317,28 @@ class TokenRolloutCollector:
         )
 
     def env_actions(self, policy: TokenPolicy, tokens: torch.Tensor) -> np.ndarray:
-        """The env actions ``(B, K, D)`` of tokens: bin centres, or bin indices (Discrete)."""
+        """The env actions ``(B, K, D)`` of tokens: bin centres, or bin indices (Discrete).
+
+        Args:
+            policy: The token policy whose tokenizer decodes the tokens (unused for a
+                ``Discrete`` env: the bin index is the action).
+            tokens: Action tokens (vocabulary ids), shape ``(B, K, D)``.
+        """
         if self._discrete:  # one token per decision step, its bin is the action
             return (tokens - self._offset).cpu().numpy()
         return policy.env_actions(tokens).numpy()
 
     def collect(self, policy: TokenPolicy, decisions: int) -> TokenRollout:
         """``decisions`` decisions of every env with ``policy``; then the stats fold in.
+
+        The observation statistics stay frozen during the rollout; the observations at
+        the decisions are folded in at the end (with ``normalize_obs``). Sets ``policy``
+        to eval mode.
+
+        Args:
+            policy: The token policy to act with; its chunk, tokenizer dims and ``obs_dim``
+                must be those the collector was built for.
+            decisions: Decisions ``T`` per env (>= 1); each runs up to ``K`` env steps.
 
         Raises:
             ValueError: For a policy of other shapes than the collector's, or an env that

@@ -31,7 +31,20 @@ from fleetgym.validation import check_int
 
 
 def slot_seeds(seed: int, actor_id: int, incarnation: int = 0) -> tuple[int, np.random.Generator]:
-    """The env reset seed and the sampling generator of one actor slot incarnation."""
+    """The env reset seed and the sampling generator of one actor slot incarnation.
+
+    Both derive from ``np.random.SeedSequence([seed, actor_id, incarnation])`` (its two
+    spawned children), so each slot and each restart of it gets independent streams.
+
+    Args:
+        seed: The fleet seed (an int >= 0).
+        actor_id: The slot index (>= 0).
+        incarnation: How many times the slot was restarted (0: its first start).
+
+    Returns:
+        ``(env_seed, rng)``: a uint32-range int for ``env.reset(seed=...)`` and the
+        generator of the slot's action sampling.
+    """
     sequence = np.random.SeedSequence([int(seed), int(actor_id), int(incarnation)])
     env_sequence, sampling_sequence = sequence.spawn(2)
     env_seed = int(env_sequence.generate_state(1, np.uint32)[0])
@@ -206,6 +219,14 @@ class RolloutWorker:
     def rollout(self, weights: Weights, steps: int, policy_version: int) -> Trajectory:
         """Run exactly ``steps`` env steps with ``weights``; the env state carries over.
 
+        Args:
+            weights: Policy weights (numpy state_dict, as from ``get_weights``) loaded into
+                this worker's policy copy before stepping.
+            steps: Env steps to collect (1 to 10,000,000); episodes that end are reset and
+                continue within the rollout.
+            policy_version: Version of ``weights``, recorded in the trajectory (an int in
+                ``[0, 2**63 - 1]``).
+
         Raises:
             ValueError: If ``steps`` < 1, the weights do not fit the policy, or the env
                 emitted a NaN or infinite observation or reward (see
@@ -318,6 +339,12 @@ def check_rollout_finite(worker: RolloutWorker, buf: _Buffer, last_value: float)
     time-limit final observations and of the observation after the last step), not per
     env step: the env-step path stays as cheap as without the check.
 
+    Args:
+        worker: The worker that collected the rollout (named in the error, with the env
+            step derived from its ``total_steps``).
+        buf: The rollout's filled arrays (the worker's internal buffer).
+        last_value: The policy's value of the observation after the rollout's last step.
+
     Raises:
         ValueError: If one of them is not finite.
     """
@@ -358,6 +385,10 @@ def check_worker_observation(worker: RolloutWorker) -> None:
 
     For callers that send the observation elsewhere before a rollout ends (a served
     rollout, whose server refuses a NaN request without knowing the env).
+
+    Args:
+        worker: The worker whose current observation ``worker.obs`` is checked (integer
+            observations always pass).
 
     Raises:
         ValueError: If ``worker.obs`` is a float array with NaN or inf.

@@ -64,6 +64,10 @@ def _check_mode(mode: Any) -> str:
 def fleet_sizes(max_actors: int) -> tuple[int, ...]:
     """The fleet sizes of the ``"pow2"`` mode.
 
+    Args:
+        max_actors: The largest fleet size (>= 1): the ladder is the powers of two up to
+            it, with ``max_actors`` itself appended when it is not a power of two.
+
     Example:
         >>> fleet_sizes(32)
         (1, 2, 4, 8, 16, 32)
@@ -79,6 +83,12 @@ def fleet_sizes(max_actors: int) -> tuple[int, ...]:
 
 def action_space_for(mode: str, max_actors: int) -> gym.Space:
     """The scheduler's action space in ``mode``.
+
+    Args:
+        mode: One of :data:`ACTION_MODES`: ``"discrete"`` gives ``Discrete(max_actors)``,
+            ``"pow2"`` ``Discrete(len(fleet_sizes(max_actors)))``, ``"step"``
+            ``Discrete(3)`` and ``"log2"`` ``Box(-1, 1, (1,))``.
+        max_actors: The env's largest fleet size (>= 1).
 
     Example:
         >>> action_space_for("pow2", 32)
@@ -98,6 +108,14 @@ def action_space_for(mode: str, max_actors: int) -> gym.Space:
 def num_actors_for(mode: str, action: Any, max_actors: int) -> int:
     """The fleet size an action of ``mode`` asks for (in ``1..max_actors``).
 
+    Args:
+        mode: ``"discrete"``, ``"pow2"`` or ``"log2"`` (:data:`ACTION_MODES` but the
+            relative ``"step"``).
+        action: One action of :func:`action_space_for` ``(mode, max_actors)``: an integer
+            index for ``"discrete"`` and ``"pow2"``; one number for ``"log2"``, clipped to
+            ``[-1, 1]``.
+        max_actors: The env's largest fleet size (>= 1).
+
     Example:
         >>> num_actors_for("discrete", 7, 32), num_actors_for("pow2", 4, 32)
         (8, 16)
@@ -106,7 +124,9 @@ def num_actors_for(mode: str, action: Any, max_actors: int) -> int:
 
     Raises:
         ValueError: an unknown mode, the relative ``"step"`` mode (its size depends on the
-            current one: :func:`step_index`), or an action outside the space.
+            current one: :func:`step_index`), or an action outside the space (a
+            ``"log2"`` action is clipped instead; only a non-finite or non-scalar one
+            raises).
     """
     mode = _check_mode(mode)
     max_actors = check_int("max_actors", max_actors, low=1)

@@ -108,6 +108,11 @@ def raw_observation(raw: np.ndarray, *, budget: float | None) -> np.ndarray:
 
     With no budget (None) the budget entry, infinite in ``raw``, reads 0.0; every entry
     saturates at float32's largest magnitude instead of overflowing.
+
+    Args:
+        raw: The raw state, indexed by the ``OBS_*`` constants (not modified).
+        budget: The run's budget in $ (the env's ``budget``); None (unlimited) sets the
+            budget entry to 0.0, any number leaves it as in ``raw``.
     """
     out = np.array(raw, dtype=np.float64, copy=True)
     if budget is None:

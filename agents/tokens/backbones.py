@@ -25,13 +25,25 @@ from fleetgym.validation import check_int, quote
 
 
 class CausalBackbone(nn.Module):
-    """The interface of a backbone: ``embed``, ``forward(embeds, past)`` and ``lm_head``."""
+    """The interface of a backbone: ``embed``, ``forward(embeds, past)`` and ``lm_head``.
+
+    Subclasses set ``hidden_size`` (``H``) and ``vocab_size`` (``V``).
+
+    Args:
+        *args: Passed to ``torch.nn.Module``, which takes none: the interface has no
+            settings (a subclass's constructor defines its own).
+        **kwargs: Passed to ``torch.nn.Module`` too, which takes none.
+    """
 
     hidden_size: int
     vocab_size: int
 
     def embed(self, token_ids: torch.Tensor) -> torch.Tensor:  # pragma: no cover - interface
-        """Input embeddings ``(B, T, H)`` of token ids ``(B, T)``."""
+        """Input embeddings ``(B, T, H)`` of token ids ``(B, T)``.
+
+        Args:
+            token_ids: Integer token ids ``(B, T)``, each below ``vocab_size``.
+        """
         raise NotImplementedError
 
     def lm_head(self) -> nn.Linear:  # pragma: no cover - interface
@@ -47,7 +59,16 @@ class CausalBackbone(nn.Module):
         self, embeds: torch.Tensor, past: Any = None, use_cache: bool = True
     ) -> tuple[torch.Tensor, Any]:
         """Hidden states ``(B, T, H)`` after ``past`` (a cache or None) and the new cache
-        (``None`` with ``use_cache=False``: a teacher-forced pass keeps none)."""
+        (``None`` with ``use_cache=False``: a teacher-forced pass keeps none).
+
+        Args:
+            embeds: Input embeddings ``(B, T, H)`` of the ``T`` new positions (from
+                :meth:`embed`, or a prefix built otherwise, e.g. projected observations).
+            past: The cache a previous call returned, for the positions before these;
+                ``None``: the sequence starts here.
+            use_cache: Return the cache extended by these positions, for decoding on;
+                ``False``: return ``None`` in its place.
+        """
         raise NotImplementedError
 
 
@@ -245,7 +266,16 @@ class HFBackbone(CausalBackbone):
         self, embeds: torch.Tensor, past: Any = None, use_cache: bool = True
     ) -> tuple[torch.Tensor, Any]:
         """The decoder's hidden states; it keeps a key/value cache only with ``use_cache``
-        (decoding), not in a learner's teacher-forced pass."""
+        (decoding), not in a learner's teacher-forced pass.
+
+        Args:
+            embeds: Input embeddings ``(B, T, H)`` of the ``T`` new positions (from
+                :meth:`embed`, or a prefix built otherwise, e.g. projected observations).
+            past: The cache a previous call returned, for the positions before these;
+                ``None``: the sequence starts here.
+            use_cache: Return the cache extended by these positions, for decoding on;
+                ``False``: return ``None`` in its place.
+        """
         kwargs = {self._cache_name: past} if use_cache or past is not None else {}
         out = self.decoder(inputs_embeds=embeds, use_cache=use_cache, **kwargs)
         return out.last_hidden_state, (out[self._cache_name] if use_cache else None)
@@ -260,6 +290,16 @@ def llama_backbone(
     seed: int | None = 0,
 ) -> HFBackbone:
     """A randomly initialised Llama (``LlamaConfig``) as a backbone; downloads nothing.
+
+    Args:
+        hidden_size: Width ``H`` of the hidden states (the MLP is ``4 H`` wide).
+        layers: Decoder layers.
+        heads: Attention heads, also the key/value heads (no grouped-query attention).
+        vocab_size: ``V``: rows of the token embedding and of the (untied) LM head.
+        max_positions: Longest sequence (``max_position_embeddings``).
+        seed: Passed to ``torch.manual_seed`` before the weights are drawn: one seed, one
+            set of weights (the global generator is reseeded for later draws too);
+            ``None``: draw from the global generator as it stands.
 
     Raises:
         ImportError: If ``transformers`` is missing: ``pip install 'fleetgym[tokens]'``.
@@ -287,6 +327,10 @@ def llama_backbone(
 
 def as_backbone(model: nn.Module) -> CausalBackbone:
     """A backbone as it is, or a Hugging Face causal LM wrapped in :class:`HFBackbone`.
+
+    Args:
+        model: A :class:`CausalBackbone` (returned as it is) or any other ``nn.Module``,
+            taken for a Hugging Face causal LM (see :class:`HFBackbone`).
 
     Raises:
         TypeError: For anything else.

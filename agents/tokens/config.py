@@ -128,8 +128,14 @@ class TokenHeadConfig:
     def from_dict(cls, values: Mapping[str, Any]) -> TokenHeadConfig:
         """The config of ``dataclasses.asdict(config)`` (after JSON too).
 
+        Args:
+            values: Field name -> value, as in ``dataclasses.asdict(config)``, also after a
+                JSON round trip; fields left out take their defaults.
+
         Raises:
-            TypeError: For unknown fields (or a value of the wrong type, naming it).
+            TypeError: For a mapping of another type, unknown fields, or a value of the
+                wrong type (naming it).
+            ValueError: For a value out of its range, naming it.
         """
         return _from_dict(cls, values)
 
@@ -185,8 +191,15 @@ class VisionConfig:
     def from_dict(cls, values: Mapping[str, Any]) -> VisionConfig:
         """The config of ``dataclasses.asdict(config)`` (after JSON too).
 
+        Args:
+            values: Field name -> value, as in ``dataclasses.asdict(config)``, also after a
+                JSON round trip (a list ``image_shape`` becomes a tuple); fields left out
+                take their defaults.
+
         Raises:
-            TypeError: For unknown fields (or a value of the wrong type, naming it).
+            TypeError: For a mapping of another type, unknown fields, or a value of the
+                wrong type (naming it).
+            ValueError: For a value out of its range, naming it.
         """
         return _from_dict(cls, values)
 
@@ -230,8 +243,15 @@ class LoraConfig:
     def from_dict(cls, values: Mapping[str, Any]) -> LoraConfig:
         """The config of ``dataclasses.asdict(config)`` (after JSON too).
 
+        Args:
+            values: Field name -> value, as in ``dataclasses.asdict(config)``, also after a
+                JSON round trip (a list ``targets`` becomes a tuple); fields left out take
+                their defaults.
+
         Raises:
-            TypeError: For unknown fields (or a value of the wrong type, naming it).
+            TypeError: For a mapping of another type, unknown fields, or a value of the
+                wrong type (naming it).
+            ValueError: For a value out of its range, naming it.
         """
         return _from_dict(cls, values)
 

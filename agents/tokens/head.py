@@ -30,6 +30,10 @@ def action_log_softmax(logits: torch.Tensor) -> torch.Tensor:
     :meth:`~SlimActionHead.log_probs`, and through it the policy's sampling and the
     learner's evaluation, all end here.
 
+    Args:
+        logits: Logits of the action window ``(..., num_bins)`` (any leading shape); the
+            softmax runs over the last dimension only.
+
     Example:
         >>> action_log_softmax(torch.zeros(4)).exp().tolist()
         [0.25, 0.25, 0.25, 0.25]
@@ -81,6 +85,12 @@ class SlimActionHead(nn.Module):
     def from_linear(cls, head: nn.Linear, offset: int, num_bins: int) -> SlimActionHead:
         """The rows ``offset .. offset + num_bins - 1`` of a full head ``nn.Linear(H, V)``.
 
+        Args:
+            head: The full LM head; its rows (and biases) are copied, the head itself is
+                left as it is.
+            offset: The vocabulary id of the first action token (>= 0).
+            num_bins: Action ids, >= 1; the window must fit in the head's ``V`` rows.
+
         Raises:
             TypeError: If ``head`` is not an ``nn.Linear``.
             ValueError: If the window does not fit in the head's ``V`` rows.
@@ -116,7 +126,12 @@ class SlimActionHead(nn.Module):
             )
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Window logits ``(..., num_bins)`` of hidden states ``(..., hidden)``."""
+        """Window logits ``(..., num_bins)`` of hidden states ``(..., hidden)``.
+
+        Args:
+            hidden: Hidden states of any leading shape whose last dimension is
+                :attr:`hidden_size`.
+        """
         self._check_hidden(hidden)
         return nn.functional.linear(hidden, self.weight, self.bias)
 
@@ -124,6 +139,11 @@ class SlimActionHead(nn.Module):
         """Window logits ``(B, K, N)`` at the positions ``(B, K)`` of hidden states ``(B, T, H)``.
 
         Only the gathered rows go through the matmul, so a long prompt costs nothing here.
+
+        Args:
+            hidden: Hidden states ``(B, T, H)`` of whole sequences.
+            positions: Integer positions ``(B, K)`` in ``0 .. T-1``: the ``K`` positions of
+                each row whose logits are wanted (those that emit action tokens).
 
         Raises:
             ValueError: For shapes that do not match or a position outside ``0 .. T-1``.
@@ -143,7 +163,13 @@ class SlimActionHead(nn.Module):
         return self(torch.gather(hidden, 1, index))
 
     def log_probs(self, hidden: torch.Tensor) -> torch.Tensor:
-        """``log pi`` over the window, ``(..., num_bins)``: :func:`action_log_softmax` of the logits."""
+        """``log pi`` over the window, ``(..., num_bins)``: :func:`action_log_softmax` of
+        the logits.
+
+        Args:
+            hidden: Hidden states of any leading shape whose last dimension is
+                :attr:`hidden_size`.
+        """
         return action_log_softmax(self(hidden))
 
     def extra_repr(self) -> str:
@@ -152,6 +178,11 @@ class SlimActionHead(nn.Module):
 
 def head_parameter_count(vocab_size: int, hidden_size: int, bias: bool = False) -> int:
     """Parameters of a head ``(V, H)``: ``V H`` (+ ``V`` with a bias).
+
+    Args:
+        vocab_size: Rows ``V`` of the head (token ids it scores).
+        hidden_size: Width ``H`` of the hidden states it reads.
+        bias: Count a bias per row too.
 
     Example:
         >>> head_parameter_count(32000, 4096), head_parameter_count(256, 4096)

@@ -89,6 +89,12 @@ class InstructionTokenizer:
         Words are ordered by the trainer (most frequent first), so one corpus gives one
         tokenizer.
 
+        Args:
+            texts: Instructions (any iterable of str, not empty); their words, lower-cased
+                and split on spaces and commas, become the vocabulary.
+            length: Ids per instruction (>= 1; longer instructions are refused).
+            first_id: The id of the first word (>= 1: 0 pads).
+
         Raises:
             ValueError: For an empty corpus.
         """
@@ -115,6 +121,10 @@ class InstructionTokenizer:
 
     def encode(self, mission: str) -> np.ndarray:
         """The ids ``(length,)`` of an instruction, padded with 0.
+
+        Args:
+            mission: The instruction text: words of the vocabulary separated by spaces or
+                commas, case ignored, at most ``length`` of them.
 
         Raises:
             TypeError: If ``mission`` is not a str.
@@ -144,6 +154,10 @@ class InstructionTokenizer:
 
         The file is ``tokenizers``' own (``tokenizers.Tokenizer.from_file`` reads it); the
         length is its fixed padding, the first id its smallest word id.
+
+        Args:
+            path: The directory to write into (created, with its parents, if missing); a
+                ``tokenizer.json`` already there is replaced.
         """
         folder = Path(path)
         folder.mkdir(parents=True, exist_ok=True)
@@ -154,6 +168,9 @@ class InstructionTokenizer:
     @classmethod
     def load(cls, path: str | Path) -> InstructionTokenizer:
         """Read what :meth:`save` wrote (the directory or the ``tokenizer.json`` itself).
+
+        Args:
+            path: The directory :meth:`save` wrote into, or the path of the file itself.
 
         Raises:
             FileNotFoundError: If there is no such file.

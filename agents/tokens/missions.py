@@ -80,6 +80,10 @@ class MissionVocabulary:
     def encode(self, mission: str) -> np.ndarray:
         """The ids ``(length,)`` of a mission (lower-cased, split on spaces, commas dropped).
 
+        Args:
+            mission: The mission text: words of ``words`` separated by spaces or commas,
+                case ignored, at most ``length`` of them.
+
         Raises:
             TypeError: If ``mission`` is not a str.
             ValueError: For a word outside the list or a mission longer than ``length``.

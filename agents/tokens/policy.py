@@ -53,7 +53,16 @@ from fleetgym.validation import check_bool, check_choice, check_int, quote
 
 
 class TokenSample(NamedTuple):
-    """One batch of decisions: token ids and their log-probs ``(B, K, D)``, values ``(B,)``."""
+    """One batch of decisions: token ids and their log-probs ``(B, K, D)``, values ``(B,)``.
+
+    Args:
+        tokens: Token ids ``(B, K, D)`` (int64 vocabulary ids, ``offset + bin``); decode
+            them with :meth:`TokenPolicy.env_actions`.
+        log_probs: ``(B, K, D)``: each token's log-probability under the restricted
+            softmax, the behaviour log-probs a learner's ratios divide by.
+        values: ``(B,)``: the value head's estimates (state values with
+            ``value_input="prefix"``).
+    """
 
     tokens: torch.Tensor
     log_probs: torch.Tensor
@@ -61,7 +70,14 @@ class TokenSample(NamedTuple):
 
 
 class TokenEvaluation(NamedTuple):
-    """A learner's view of given tokens: log-probs and entropies ``(B, K, D)``, values ``(B,)``."""
+    """A learner's view of given tokens: log-probs and entropies ``(B, K, D)``, values ``(B,)``.
+
+    Args:
+        log_probs: ``(B, K, D)``: each given token's log-probability under the current
+            weights (differentiable).
+        entropy: ``(B, K, D)``: the entropy (nats) of each token's restricted distribution.
+        values: ``(B,)``: the value head's estimates.
+    """
 
     log_probs: torch.Tensor
     entropy: torch.Tensor
@@ -294,6 +310,24 @@ class TokenPolicy(nn.Module):
         inverse CDF of the restricted distribution at ``uniforms[b, j]`` (what an inference
         server does with a request's noise: a row's tokens do not depend on its batch);
         otherwise by ``torch.multinomial`` with ``generator``.
+
+        Args:
+            obs: Observations ``(B, obs_dim)``, flattened (the policy does not normalise
+                them); with a vision encoder the image's entries come first.
+            instruction: Instruction ids ``(B, instruction_length)`` (int64); required when
+                ``instruction_length > 0``, else ``None``.
+            step: The env step ``(B,)`` of each row, which the attention value head reads as
+                ``t / max_steps``; ``None``: zeros.
+            deterministic: Take each token's most probable bin (argmax); ``generator``
+                and ``uniforms`` are then unused.
+            generator: The ``torch.Generator`` of the multinomial draws (without
+                ``uniforms``); a CPU one draws on the host, so the same draws on every
+                device; ``None``: torch's default generator.
+            uniforms: ``(B, K D)`` draws in ``[0, 1)``, one per token, for inverse-CDF
+                sampling; ``None``: ``torch.multinomial``.
+
+        Returns:
+            The tokens, their log-probs and the values, on the policy's device.
         """
         n = self.tokens_per_decision
         if uniforms is not None and tuple(uniforms.shape) != (obs.shape[0], n):
@@ -335,7 +369,21 @@ class TokenPolicy(nn.Module):
         instruction: torch.Tensor | None = None,
         step: torch.Tensor | None = None,
     ) -> TokenEvaluation:
-        """Log-probs, entropies and values of given tokens ``(B, K, D)`` in one pass."""
+        """Log-probs, entropies and values of given tokens ``(B, K, D)`` in one pass.
+
+        Args:
+            obs: Observations ``(B, obs_dim)``, flattened (the policy does not normalise
+                them); with a vision encoder the image's entries come first.
+            tokens: Token ids ``(B, K, D)``, each one of the tokenizer's action ids (as
+                :meth:`act` returns them).
+            instruction: Instruction ids ``(B, instruction_length)`` (int64); required when
+                ``instruction_length > 0``, else ``None``.
+            step: The env step ``(B,)`` of each row, which the attention value head reads as
+                ``t / max_steps``; ``None``: zeros.
+
+        Raises:
+            ValueError: For tokens of another shape or an id outside the action window.
+        """
         n = self.tokens_per_decision
         if tokens.ndim != 3 or tokens.shape[1:] != (self.chunk, self.tokenizer.dims):
             raise ValueError(
@@ -368,6 +416,14 @@ class TokenPolicy(nn.Module):
     ) -> torch.Tensor:
         """``V(s)`` ``(B,)`` from one prefix pass (``value_input="prefix"`` only).
 
+        Args:
+            obs: Observations ``(B, obs_dim)``, flattened (the policy does not normalise
+                them); with a vision encoder the image's entries come first.
+            instruction: Instruction ids ``(B, instruction_length)`` (int64); required when
+                ``instruction_length > 0``, else ``None``.
+            step: The env step ``(B,)`` of each row, which the attention value head reads as
+                ``t / max_steps``; ``None``: zeros.
+
         Raises:
             ValueError: With ``value_input="actions"`` (that value needs sampled tokens).
         """
@@ -385,5 +441,10 @@ class TokenPolicy(nn.Module):
     from_pretrained = classmethod(from_pretrained)
 
     def env_actions(self, tokens: torch.Tensor) -> torch.Tensor:
-        """The decoded actions ``(B, K, D)`` (bin centres) of token ids ``(B, K, D)``."""
+        """The decoded actions ``(B, K, D)`` (bin centres) of token ids ``(B, K, D)``.
+
+        Args:
+            tokens: Token ids ``(B, K, D)`` on any device, each one of the tokenizer's
+                action ids; the actions come back as a float32 tensor on the CPU.
+        """
         return torch.as_tensor(self.tokenizer.decode(tokens.cpu().numpy()), dtype=torch.float32)

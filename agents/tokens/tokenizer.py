@@ -139,6 +139,15 @@ class ActionTokenizer:
     ) -> ActionTokenizer:
         """Bounds fitted to a batch of actions ``(n, dims)``: the given quantiles per dimension.
 
+        Args:
+            actions: Actions ``(n, dims)``, finite, at least one row.
+            num_bins: Bins per dimension ``N`` (>= 2).
+            quantiles: ``(q_low, q_high)``, ``0 <= q_low < q_high <= 1``: the quantiles of
+                each dimension taken as ``low`` and ``high`` (default: 1st and 99th
+                percentile).
+            **kwargs: Further :class:`ActionTokenizer` fields: ``vocab_size``,
+                ``out_of_range``, ``mapping``.
+
         Example:
             >>> data = np.stack([np.arange(101.0), np.full(101, 3.0)], axis=1)
             >>> tok = ActionTokenizer.from_data(data)
@@ -166,6 +175,13 @@ class ActionTokenizer:
         cls, space: gym.Space, num_bins: int = DEFAULT_BINS, **kwargs: Any
     ) -> ActionTokenizer:
         """Bounds from a ``Box`` with finite bounds (flattened to one dimension per entry).
+
+        Args:
+            space: A ``gymnasium.spaces.Box`` with finite bounds; its ``low`` and ``high``,
+                flattened, become the tokenizer's.
+            num_bins: Bins per dimension ``N`` (>= 2).
+            **kwargs: Further :class:`ActionTokenizer` fields: ``vocab_size``,
+                ``out_of_range``, ``mapping``.
 
         Raises:
             TypeError: If ``space`` is not a ``gymnasium.spaces.Box``.
@@ -222,6 +238,11 @@ class ActionTokenizer:
     def encode_counted(self, actions: Any) -> tuple[np.ndarray, int]:
         """Token ids ``(..., dims)`` of ``actions`` and how many entries were clipped.
 
+        Args:
+            actions: Actions ``(..., dims)`` (any leading shape), no NaN; an entry outside
+                ``[low, high]`` (infinities included) is clipped and counted, or refused with
+                ``out_of_range="raise"``.
+
         Raises:
             ValueError: For a wrong last dimension or NaN, and for an entry outside
                 ``[low, high]`` when ``out_of_range="raise"``.
@@ -249,11 +270,20 @@ class ActionTokenizer:
         return bins + self.offset, clipped
 
     def encode(self, actions: Any) -> np.ndarray:
-        """Token ids ``(..., dims)`` (int64) of actions ``(..., dims)``; see :meth:`encode_counted`."""
+        """Token ids ``(..., dims)`` (int64) of actions; see :meth:`encode_counted`.
+
+        Args:
+            actions: Actions ``(..., dims)``, no NaN; out-of-range entries are clipped or
+                refused as ``out_of_range`` says.
+        """
         return self.encode_counted(actions)[0]
 
     def decode(self, token_ids: Any) -> np.ndarray:
         """Actions ``(..., dims)`` (float64, the bin centres) of token ids ``(..., dims)``.
+
+        Args:
+            token_ids: Integer ids ``(..., dims)`` (any leading shape), each one of
+                :attr:`token_ids`.
 
         Raises:
             TypeError: For ids that are not integers.
@@ -285,5 +315,10 @@ class ActionTokenizer:
 
     def bins(self, token_ids: Any) -> np.ndarray:
         """Window indices ``0 .. N-1`` of token ids, ``id - offset`` (no range check; with
-        ``mapping="openvla"`` index ``N - 1`` is ``u = -1``)."""
+        ``mapping="openvla"`` index ``N - 1`` is ``u = -1``).
+
+        Args:
+            token_ids: Token ids of any shape (integers); ids outside :attr:`token_ids` give
+                indices outside ``0 .. N-1``.
+        """
         return np.asarray(token_ids, dtype=np.int64) - self.offset

@@ -99,7 +99,13 @@ class AttentionPoolValue(_ValueHead):
         self.step_embedding = _mlp(1, self.mlp_size, self.hidden_size)
 
     def weights(self, hidden: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """The attention weights ``alpha`` ``(B, N)`` (0 at masked positions)."""
+        """The attention weights ``alpha`` ``(B, N)`` (0 at masked positions).
+
+        Args:
+            hidden: Hidden states ``(B, N, hidden_size)``.
+            mask: Bool ``(B, N)``, ``True`` at valid positions, at least one per row;
+                ``None``: every position is valid.
+        """
         valid = _check(hidden, mask, self.hidden_size)
         scores = self.score(hidden).squeeze(-1).masked_fill(~valid, float("-inf"))
         return torch.softmax(scores, dim=-1)
@@ -121,6 +127,12 @@ class AttentionPoolValue(_ValueHead):
 class MeanPoolValue(_ValueHead):
     """The value of the mean of the valid hidden states (the usual VLA critic).
 
+    It ignores the env step.
+
+    Args:
+        hidden_size: Width ``d`` of the hidden states.
+        mlp_size: Width of the value MLP's hidden layer.
+
     Example:
         >>> MeanPoolValue(16)(torch.randn(4, 3, 16)).shape
         torch.Size([4])
@@ -135,6 +147,13 @@ class MeanPoolValue(_ValueHead):
 
 class FirstTokenValue(_ValueHead):
     """The value of the hidden state that emits the first action token (RL4VLA's ``a0``).
+
+    It reads position 0 of the hidden states given, whatever the mask, and ignores the env
+    step.
+
+    Args:
+        hidden_size: Width ``d`` of the hidden states.
+        mlp_size: Width of the value MLP's hidden layer.
 
     Example:
         >>> FirstTokenValue(16)(torch.randn(4, 3, 16)).shape
@@ -151,6 +170,15 @@ def make_value_head(
     kind: str, hidden_size: int, max_steps: int = 1000, mlp_size: int = 64
 ) -> nn.Module:
     """A value head by name: ``"attention"``, ``"mean"`` or ``"first"``.
+
+    Args:
+        kind: ``"attention"`` (:class:`AttentionPoolValue`), ``"mean"``
+            (:class:`MeanPoolValue`) or ``"first"`` (:class:`FirstTokenValue`).
+        hidden_size: Width ``d`` of the hidden states it reads.
+        max_steps: The env step that normalises ``t`` (``"attention"`` only; ignored by
+            the others).
+        mlp_size: Hidden width of the head's MLPs (the value MLP, and the step MLP of
+            ``"attention"``).
 
     Raises:
         ValueError: For an unknown name.

@@ -126,7 +126,13 @@ class VisionPrefix(nn.Module):
         return self.projector(hidden)
 
     def pixels(self, flat: torch.Tensor) -> torch.Tensor:
-        """The tower's input ``(B, C, S, S)`` of image entries ``(B, prod(image_shape))``."""
+        """The tower's input ``(B, C, S, S)`` of image entries ``(B, prod(image_shape))``.
+
+        Args:
+            flat: The image entries of each observation, ``(B, prod(image_shape))`` in
+                ``layout`` order; zero-padded at the bottom and right to the tower's
+                ``image_size`` ``S`` and cast to the tower's dtype.
+        """
         if flat.ndim != 2 or flat.shape[1] != self.image_entries:
             raise ValueError(
                 f"image: expected shape (B, {self.image_entries}), actual {tuple(flat.shape)}"
@@ -140,7 +146,12 @@ class VisionPrefix(nn.Module):
         return nn.functional.pad(image, pad).to(dtype)
 
     def forward(self, flat: torch.Tensor) -> torch.Tensor:
-        """Prefix embeddings ``(B, num_tokens, hidden_size)`` of flat images."""
+        """Prefix embeddings ``(B, num_tokens, hidden_size)`` of flat images.
+
+        Args:
+            flat: The image entries of each observation, ``(B, prod(image_shape))`` in
+                ``layout`` order (the first :attr:`image_entries` of the observation).
+        """
         return self._project(self.pixels(flat))
 
 

@@ -88,7 +88,16 @@ class TokenizedActions(gym.ActionWrapper[Any, Any, np.ndarray], gym.utils.Record
             )
 
     def action(self, action: Any) -> np.ndarray:
-        """The env's Box action for token ids (a tuple of ids is stacked first)."""
+        """The env's Box action for token ids (a tuple of ids is stacked first).
+
+        Args:
+            action: One token id per dimension, each of the tokenizer's ``token_ids``: an
+                array ``(dims,)`` (``"multidiscrete"``) or a tuple of ``dims`` ids
+                (``"tuple"``).
+
+        Returns:
+            The bin centres, clipped to the env's Box, in its shape and dtype.
+        """
         ids = np.asarray(tuple(action) if self._space_kind == "tuple" else action)
         if ids.shape != (self.tokenizer.dims,):
             raise ValueError(

@@ -203,6 +203,11 @@ class Workload:
 
         At most an hour (the far tail of a wide spread stays a sleep that can be slept).
 
+        Args:
+            seed: The env's seed: the same seed always draws the same delay (the draw
+                uses its own generator, not the env's); None draws a fresh one each call.
+                Irrelevant when ``step_delay_sigma`` is 0.
+
         Example:
             >>> w = get_workload("CartPole-v1").with_overrides(step_delay_s=0.002, step_delay_sigma=1.0)
             >>> round(w.actor_step_delay(0), 5), round(w.actor_step_delay(1), 5)
@@ -232,8 +237,14 @@ class Workload:
     def with_overrides(self, **overrides: Any) -> Workload:
         """A copy with some fields replaced (validated like the original).
 
+        Args:
+            **overrides: Field name -> new value, for any field of :class:`Workload`
+                (e.g. ``rollout_steps=64``); the other fields are kept.
+
         Raises:
             TypeError: If a name is not a field of :class:`Workload`.
+            TypeError, ValueError: If a new value has the wrong type or range (checked as
+                at construction).
         """
         known = {f.name for f in fields(self)}
         unknown = sorted(set(overrides) - known)
@@ -243,7 +254,15 @@ class Workload:
 
 
 class StepDelay(gym.Wrapper):  # type: ignore[type-arg]
-    """Each ``step`` also sleeps ``delay_s`` seconds (a slower simulator; no CPU used)."""
+    """Each ``step`` also sleeps ``delay_s`` seconds (a slower simulator; no CPU used).
+
+    :meth:`Workload.make_env` adds it when ``step_delay_s`` > 0.
+
+    Args:
+        env: The environment to slow down.
+        delay_s: Seconds each ``step`` sleeps before stepping ``env`` (>= 0; 0 adds only
+            the call overhead). ``reset`` is not delayed.
+    """
 
     def __init__(self, env: gym.Env, delay_s: float) -> None:
         super().__init__(env)
@@ -273,8 +292,17 @@ def workload_spaces(
 ) -> tuple[gym.Space, gym.Space]:
     """Observation and action spaces of a workload's env as the policy sees them.
 
-    Built once per process and workload (cached). ``env_id`` and ``kind`` are accepted for
-    callers that pass a workload's name with them; the name alone selects the workload.
+    Built once per process and workload (cached).
+
+    Args:
+        workload: A :class:`Workload` or anything :func:`get_workload` takes (a
+            built-in name, a Gymnasium ID, ...).
+        env_id, kind: Ignored: accepted for callers that pass a workload's name with
+            them; the name alone selects the workload.
+
+    Raises:
+        TypeError, ValueError: If the workload is unknown or its env cannot be built (the
+            message names the workload).
     """
     del env_id, kind
     return _spaces(get_workload(workload))

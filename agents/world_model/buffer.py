@@ -84,6 +84,23 @@ class TransitionBuffer:
         """Append rows (arrays of one length; ``segments`` default: one new run;
         ``holdout_key`` default: drawn now).
 
+        When the buffer is over ``capacity`` afterwards, the oldest rows are dropped (with
+        ``success_share``, successful episodes are kept first).
+
+        Args:
+            obs: Observations, 2-D ``(n, obs_dim)`` (stored as float32; the width must match
+                the rows already held).
+            actions: The actions taken, ``n`` rows (any shape per row).
+            rewards: Rewards, ``n`` values.
+            next_obs: Next observations, same shape as ``obs``; rows where ``has_next`` is
+                False are stored as zeros and may hold anything (NaN included).
+            terminated: Whether each step ended its episode in a terminal state.
+            has_next: Whether each row's ``next_obs`` is known; None: all are.
+            segments: Run index of each row (consecutive steps of one episode share one);
+                renumbered to follow the buffer's runs. None: all rows form one new run.
+            holdout_key: Each row's held-out key in [0, 1) (to carry keys over from another
+                buffer); None: drawn now from the buffer's seeded generator.
+
         Raises:
             ValueError: For arrays of different lengths or widths, or NaN / infinity.
         """
@@ -196,6 +213,11 @@ class TransitionBuffer:
         is kept for its termination label only (no next observation) and a truncated one
         is dropped. The last step needs ``trajectory.next_obs`` (an asynchronous actor's
         trajectories carry it) unless it ended.
+
+        Args:
+            trajectory: A :class:`~fleetgym.agents.types.Trajectory` (or any object with
+                its ``obs``, ``actions``, ``rewards``, ``terminated`` and ``truncated``
+                arrays, a length, and optionally ``final_obs`` and ``next_obs``).
         """
         obs = np.asarray(trajectory.obs, np.float32).reshape(len(trajectory), -1)
         n = len(trajectory)
@@ -250,6 +272,15 @@ class TransitionBuffer:
 
         Observations are flattened with Gymnasium's ``flatten`` when the space is not a
         1-D Box. The env is reset with ``seed`` and its action space seeded with it.
+
+        Args:
+            env: The env to step (not closed here); reset whenever an episode ends.
+            steps: Env steps to record (1 to 100,000,000), one row each.
+            seed: Seed of the first reset and of the action space's sampling.
+            policy: Maps one flattened observation to the action passed to ``env.step``;
+                None: ``env.action_space.sample()``.
+            capacity: Capacity of the returned buffer (at least 10); None: ``max(steps,
+                10)``, so every step is kept.
         """
         from fleetgym.agents.world_model.spaces import SpaceCodec
 
@@ -284,14 +315,30 @@ class TransitionBuffer:
     def sample_starts(
         self, n: int, rng: np.random.Generator, recent: int | None = None
     ) -> np.ndarray:
-        """``n`` observations drawn uniformly (from the newest ``recent`` rows if given)."""
+        """``n`` observations drawn uniformly (from the newest ``recent`` rows if given).
+
+        Args:
+            n: Observations to draw (with replacement).
+            rng: Generator of the draws.
+            recent: Draw only from the newest ``recent`` rows (>= 1); None: from all rows.
+
+        Raises:
+            ValueError: For an empty buffer.
+        """
         if not len(self):
             raise ValueError("sample_starts: expected a non-empty buffer, actual no transitions")
         low = 0 if recent is None else max(0, len(self) - int(recent))
         return self.obs[rng.integers(low, len(self), int(n))].copy()
 
     def tail(self, rows: int) -> TransitionBuffer:
-        """A buffer of the newest ``rows`` transitions (a copy)."""
+        """A buffer of the newest ``rows`` transitions (a copy).
+
+        The rows keep their held-out keys; the new buffer's capacity is ``max(10, rows)``
+        and its other settings are the defaults.
+
+        Args:
+            rows: Transitions to copy (all of them if the buffer holds fewer).
+        """
         out = TransitionBuffer(max(10, rows))
         keep = slice(max(0, len(self) - rows), None)
         if len(self):
@@ -316,6 +363,16 @@ def collect_transitions(
     **make_kwargs: Any,
 ) -> TransitionBuffer:
     """Mode 1 data: ``steps`` undelayed transitions of ``env`` (an ID or an env instance).
+
+    Args:
+        env: A Gymnasium env ID (made with ``make_kwargs`` and closed afterwards) or an env
+            instance (stepped as is, left open).
+        steps: Env steps to record (1 to 100,000,000).
+        seed: Seed of the first reset and of the random actions.
+        policy: Maps one flattened observation to an env action; None: uniform random
+            actions.
+        **make_kwargs: Keywords for ``gym.make`` when ``env`` is an ID (ignored for an
+            instance).
 
     Example:
         >>> len(collect_transitions("CartPole-v1", 20, seed=0))

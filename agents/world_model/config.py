@@ -34,6 +34,14 @@ SOURCES = ("model", "replay")
 def linear_schedule(start: float, end: float, first: int, last: int) -> Callable[[int, Any], int]:
     """A horizon (or any int) rising linearly from ``start`` at update ``first`` to ``end`` at ``last``.
 
+    The returned callable takes ``(update, imagination)`` (the second is ignored) and
+    returns the rounded value, held at ``start`` before ``first`` and at ``end`` after ``last``.
+
+    Args:
+        start, end: The values at ``first`` and from ``last`` on (``end < start`` falls).
+        first, last: The updates (or any step count, such as MBPO's real steps) where the
+            rise begins and ends (``last > first`` for a gradual rise).
+
     Example:
         >>> mbpo = linear_schedule(1, 15, 0, 100)  # MBPO's horizon 1 -> 15
         >>> mbpo(0, None), mbpo(50, None), mbpo(400, None)
@@ -56,6 +64,12 @@ def validation_schedule(
     ``start``) and ``target`` (gives ``end``), using the newest fit's loss. Between fits
     (``model_every > 1``) the newest fit's loss is still the one used, so the horizon
     holds its value until the next fit.
+
+    Args:
+        start: Horizon in steps before the loss falls (and before any fit), an int in
+            ``[1, 100000]``.
+        end: Horizon in steps once the observation loss reaches ``target`` (same range).
+        target: Held-out observation loss (> 0) at which the horizon reaches ``end``.
 
     Example:
         >>> from types import SimpleNamespace as NS
@@ -236,6 +250,12 @@ class ImaginationConfig:
     @classmethod
     def from_value(cls, value: Any, seed: int = 0) -> ImaginationConfig | None:
         """A config from ``None``, a config, ``True``, or a dict of its fields.
+
+        Args:
+            value: None or False (no imagination: returns None), an
+                :class:`ImaginationConfig` (returned as is), True (the defaults) or a dict
+                of field values (the others take their defaults).
+            seed: The config's ``seed`` for True or a dict without a ``seed`` key.
 
         Raises:
             TypeError: For another type or an unknown field.

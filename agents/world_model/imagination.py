@@ -84,7 +84,30 @@ class ImaginedTrajectory(Trajectory):
     """A :class:`~fleetgym.agents.types.Trajectory` imagined in a model.
 
     ``model_versions[t]`` is the fit count of the model that produced sample ``t``;
-    ``uncertainty[t]`` its ensemble disagreement at that step.
+    ``uncertainty[t]`` its ensemble disagreement at that step. One trajectory is one
+    imagined sub-env's ``n`` steps; its episodes restart from real states inside it.
+
+    Attributes:
+        obs: The flat observations the policy acted on, float32 ``(n, obs_dim)``.
+        actions: The policy's actions (Gaussian ones unclipped; the model stepped the
+            clipped ones).
+        log_probs, values: The acting policy's log-probability of each action and its
+            value of each observation, float32 ``(n,)``.
+        rewards: The model's predicted reward (or the success model's ``M(o') - M(o)``).
+        terminated, truncated: Bool ``(n,)``: the model predicted a termination; the
+            imagined episode reached the horizon, the uncertainty bound or a non-finite
+            prediction.
+        truncation_values: The policy's value of the final observation where
+            ``truncated``, 0 elsewhere.
+        last_value: The policy's value of the observation after the last step.
+        episode_returns, episode_lengths: Empty (imagined episodes are not reported).
+        actor_id: ``-1 - b`` for the ``b``-th imagined sub-env (negative: not a real slot).
+        policy_version: The learner's policy version that acted.
+        seed: The imagination config's ``seed``.
+        final_obs: None (imagined terminal observations are not kept).
+        model_versions: Int64 ``(n,)``: the model version that produced each step.
+        uncertainty: Float32 ``(n,)``: the elites' disagreement at each step (normalised
+            units).
     """
 
     model_versions: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -93,7 +116,30 @@ class ImaginedTrajectory(Trajectory):
 
 @dataclass
 class ImaginationRecord:
-    """What imagination did in one update (the learner's TensorBoard scalars)."""
+    """What imagination did in one update (the learner's TensorBoard scalars).
+
+    Attributes:
+        update: The learner update, counted from 0 by :class:`Imagination`.
+        active: Whether the update received imagined (or replayed) samples.
+        model_version: The model's fits so far, after this update's fit.
+        real_samples: Real env steps in the update's trajectories.
+        imagined_samples: Imagined (or, with ``source="replay"``, replayed) samples
+            returned to the update.
+        horizon: Steps per imagined episode chosen this update (0: none chosen).
+        share: The imagined share chosen, in [0, 1] (:attr:`imagined_share` is the share
+            the samples actually reached).
+        error: Measured normalised ``h``-step error on this round's new real data, ``h``
+            = 1, 2, ... (empty before the first fit and with ``source="replay"``).
+        validation: Held-out losses per head of this update's fit (empty without a fit).
+        uncertainty_mean: Mean ensemble disagreement over the imagined samples.
+        truncated_by_uncertainty: Imagined episodes truncated by ``max_uncertainty``.
+        imagination_lag: Fits between the model that imagined a sample and the newest,
+            mean over the update's imagined samples (kept ones included).
+        reused_samples: Imagined samples of this update kept in B_img from earlier ones.
+        fit_wall_s: Wall-clock seconds of this update's fit (0 without one).
+        imagine_wall_s: Wall-clock seconds spent imagining (or drawing replayed samples).
+        real_transitions: Real transitions ever added to B_real, this update's included.
+    """
 
     update: int = 0
     active: bool = False
@@ -102,15 +148,15 @@ class ImaginationRecord:
     imagined_samples: int = 0
     horizon: int = 0
     share: float = 0.0
-    #: Measured normalised h-step error on this round's new real data, h = 1, 2, ...
+    # Measured normalised h-step error on this round's new real data, h = 1, 2, ...
     error: list[float] = field(default_factory=list)
     validation: dict[str, float] = field(default_factory=dict)
     uncertainty_mean: float = 0.0
     truncated_by_uncertainty: int = 0
-    #: Fits between the model that imagined a sample and the newest model (mean over the
-    #: update's imagined samples, kept ones included).
+    # Fits between the model that imagined a sample and the newest model (mean over the
+    # update's imagined samples, kept ones included).
     imagination_lag: float = 0.0
-    #: Imagined samples of this update kept in B_img from earlier updates.
+    # Imagined samples of this update kept in B_img from earlier updates.
     reused_samples: int = 0
     fit_wall_s: float = 0.0
     imagine_wall_s: float = 0.0
@@ -153,8 +199,22 @@ def multistep_error(
 
     From up to ``starts`` random points of the real ``runs``, the model is rolled forward
     with the real actions; ``e(h)`` is the mean over dimensions of the squared error
-    divided by ``scale**2`` (B_real's per-dimension variance, floored at 1e-3 of its mean). A horizon no run is long
-    enough for is left out (the list is shorter).
+    divided by ``scale**2`` (B_real's per-dimension variance, floored at 1e-3 of its
+    mean). A horizon no run is long enough for is left out (the list is shorter).
+
+    Args:
+        model: The fitted world model (its elite mean predicts, :meth:`WorldModel.predict`).
+        runs: Real runs of consecutive in-episode steps, each ``(obs (L + 1, obs_dim),
+            actions (L,))``: the observations before and after the ``L`` actions.
+        max_horizon: Longest ``h`` measured, in steps.
+        scale: Per-dimension standard deviation of the observations, ``(obs_dim,)``
+            (B_real's): the error's unit.
+        rng: Generator choosing the start points.
+        starts: Most start points (drawn without replacement); each is followed while its
+            run lasts, so ``e(h)`` averages over the points whose run has ``h`` more steps.
+
+    Returns:
+        ``[e(1), e(2), ...]``, ``math.inf`` for a non-finite error; empty without runs.
     """
     candidates = [(i, t) for i, (_, acts) in enumerate(runs) for t in range(len(acts))]
     if not candidates:
@@ -266,7 +326,15 @@ class Imagination:
 
     # ----------------------------------------------------------------- the update
     def observe(self, trajectories: list[Trajectory]) -> list[float]:
-        """Measure the model on new real trajectories, then add them to B_real."""
+        """Measure the model on new real trajectories, then add them to B_real.
+
+        Args:
+            trajectories: The round's real trajectories, not yet in B_real (the error is
+                measured only once the model was fitted and B_real is not empty).
+
+        Returns:
+            The measured ``[e(1), e(2), ...]`` (:func:`multistep_error`), or ``[]``.
+        """
         error: list[float] = []
         if self.model.version > 0 and len(self.buffer):
             runs = [r for t in trajectories for r in _runs(t)]
@@ -417,6 +485,14 @@ class Imagination:
         """About ``samples`` imagined steps of ``policy``: ``B`` episodes in parallel, ``T`` steps each.
 
         With ``source="replay"``: about ``samples`` samples of earlier real trajectories.
+
+        Args:
+            policy: The policy to imagine with: ``act(obs, rng=...)`` returning ``(actions,
+                log_probs, values)``, ``value(obs)`` and ``discrete``, on raw batches.
+            samples: Imagined steps wanted (>= 1); ``B = ceil(samples / horizon)`` sub-envs
+                each run ``T = ceil(samples / B)`` steps, so slightly more may come back.
+            horizon: Steps per imagined episode before it is truncated (1 to 100,000).
+            policy_version: Recorded in each trajectory (the version of ``policy``).
         """
         if self.config.source == "replay":
             return self._replay(samples)

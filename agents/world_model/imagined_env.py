@@ -133,7 +133,17 @@ class ImaginedVectorEnv(VectorEnv):  # type: ignore[misc]
     def reset(
         self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        """Every sub-env starts a new imagined episode from a real start state."""
+        """Every sub-env starts a new imagined episode from a real start state.
+
+        Each sub-env draws its start state uniformly from ``starts`` and its elite member
+        uniformly from the model's elites.
+
+        Args:
+            seed: Reseeds the generator of the start states, the members and the sampling
+                noise (a list is one seed's entropy, not one seed per sub-env); None: the
+                generator continues (unseeded until a seed is given).
+            options: Accepted for the Gymnasium API and ignored.
+        """
         if seed is not None:
             self._rng = np.random.default_rng(seed if isinstance(seed, int) else list(seed))
         self._restart(np.ones(self.num_envs, bool))
@@ -142,7 +152,20 @@ class ImaginedVectorEnv(VectorEnv):  # type: ignore[misc]
     def step(
         self, actions: Any
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """One imagined step of every sub-env (auto-reset in the same step)."""
+        """One imagined step of every sub-env (auto-reset in the same step).
+
+        A sub-env that ends returns its next episode's start observation; the observation
+        it ended in is in ``info["final_obs"]`` (where ``info["_final_obs"]``). A
+        prediction that is not finite truncates its episode (its non-finite values set to 0).
+
+        Args:
+            actions: One action of the model's action space per sub-env, ``num_envs`` in
+                all (e.g. shape ``(num_envs,)`` for Discrete, ``(num_envs, k)`` for a Box).
+
+        Returns:
+            ``(obs, reward, terminated, truncated, info)``; ``info`` also holds each
+            row's ``"uncertainty"`` and ``"model_version"``.
+        """
         pred = self.model.step(self._obs, actions, self._members, self._rng, sample=self.sample)
         reward = pred.reward
         if self.reward_model is not None:
@@ -180,6 +203,13 @@ class ImaginedEnv(gym.Env):  # type: ignore[type-arg]
     For learners that take a single env (SB3's ``make_vec_env``/``DummyVecEnv`` wrap it).
     An episode that ends is reported as ``terminated``/``truncated``; ``reset`` starts the
     next from a real start state.
+
+    Args:
+        model: A fitted :class:`~fleetgym.agents.world_model.WorldModel`.
+        starts: Real observations to start from, shape (M, obs_dim) (flat).
+        horizon: Steps after which an imagined episode is truncated (1 to 100,000).
+        **kwargs: Keywords of :class:`ImaginedVectorEnv`: ``max_uncertainty``, ``sample``,
+            ``reward_model``.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}

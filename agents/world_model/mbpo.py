@@ -5,7 +5,7 @@
 real steps are in its replay buffer:
 
 * refits the :class:`~fleetgym.agents.world_model.WorldModel` ensemble on every real
-  transition every ``model_every`` real steps (warm-started, a fixed held-out split);
+  transition every ``model.every`` real steps (warm-started, a fixed held-out split);
 * every ``rollout_every`` real steps, branches ``rollout_batch`` rollouts of length ``k``
   from real start states with the current policy, each rollout following one elite
   member, into a model buffer that keeps the newest ``model_buffer_size`` transitions;
@@ -78,7 +78,13 @@ class MBPO(SAC):
         config: What MBPO adds to SAC (:class:`MBPOConfig`: the batch mix, the rollouts,
             the world model in its ``model``); default ``MBPOConfig()``. Saved and loaded
             with the agent.
-        learning_starts / seed / verbose / device: SB3 SAC's.
+        learning_starts: SB3 SAC's: real env steps (uniform random actions) before SAC's
+            first update; model fits and rollouts also start with the first update.
+        seed: SB3 SAC's seed (Python, NumPy, torch, the env); also seeds the world model,
+            the real-transition buffer and the imagination draws (None: those use 0).
+        verbose: SB3 SAC's log level: 0 none, 1 info, 2 debug.
+        device: SB3 SAC's torch device for SAC's networks and batches (``"auto"``: CUDA if
+            available, else the CPU).
         **sac_kwargs: Further SB3 SAC keywords (``batch_size``, ``policy_kwargs`` ...);
             ``gradient_steps`` and ``train_freq`` are set from ``config.updates_per_step``.
 
@@ -335,7 +341,18 @@ class MBPO(SAC):
 
     # ----------------------------------------------------------------- training
     def train(self, gradient_steps: int, batch_size: int = 64) -> None:
-        """Refit and roll out when due, then SAC's gradient steps on mixed batches."""
+        """Refit and roll out when due, then SAC's gradient steps on mixed batches.
+
+        Called by SB3's ``learn`` after each real step once ``learning_starts`` is reached.
+        Batches are mixed only while imagination runs and the model buffer holds rows;
+        otherwise SAC trains on real data alone.
+
+        Args:
+            gradient_steps: SAC gradient steps to take (``learn`` passes
+                ``config.updates_per_step``).
+            batch_size: Transitions per gradient step, ``real_ratio`` of them real
+                (``learn`` passes the agent's ``batch_size``).
+        """
         steps = self.num_timesteps
         if self.imagination_enabled and (
             self._last_fit < 0 or steps - self._last_fit >= self.config.model.every

@@ -182,6 +182,11 @@ class MBPOConfig:
     def from_dict(cls, data: Mapping[str, Any]) -> MBPOConfig:
         """The config ``dataclasses.asdict`` gave (after a JSON round trip too).
 
+        Args:
+            data: Field name -> value, as ``dataclasses.asdict(config)`` gives it; a missing
+                key takes the field's default, ``model`` may be a mapping of
+                :class:`MBPOModelConfig` fields, and lists are accepted for tuples.
+
         Raises:
             TypeError: For a key that is not a field, or a value of the wrong type.
         """

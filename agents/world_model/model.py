@@ -50,15 +50,29 @@ class ModelDivergedError(ValueError):
 
 @dataclass
 class FitReport:
-    """What one :meth:`WorldModel.fit` did and how well the model predicts held-out data."""
+    """What one :meth:`WorldModel.fit` did and how well the model predicts held-out data.
+
+    Attributes:
+        version: The model's version after the fit (its number of fits so far).
+        epochs: Epochs (passes over the training split) the fit ran.
+        updates: Gradient steps of the ensemble in the fit.
+        train_samples: Transitions trained on.
+        holdout_samples: Transitions held out for validation.
+        validation: Held-out loss per head (``"obs"``, ``"reward"``, ``"termination"``),
+            averaged over the elites: normalised MSE of the observation change and of the
+            reward, binary cross-entropy of termination (0 without a termination head).
+        elites: Indices of the members kept for prediction (the best held-out scores),
+            ascending.
+        wall_s: Wall-clock seconds of the fit.
+    """
 
     version: int
     epochs: int
     updates: int
     train_samples: int
     holdout_samples: int
-    #: Held-out loss per head, averaged over the elites: normalised MSE of the observation
-    #: change and of the reward, binary cross-entropy of termination.
+    # Held-out loss per head, averaged over the elites: normalised MSE of the observation
+    # change and of the reward, binary cross-entropy of termination.
     validation: dict[str, float] = field(default_factory=dict)
     elites: list[int] = field(default_factory=list)
     wall_s: float = 0.0
@@ -69,7 +83,16 @@ class FitReport:
 
 @dataclass
 class StepPrediction:
-    """One batched model step: next observations, rewards, terminations, uncertainty."""
+    """One batched model step: next observations, rewards, terminations, uncertainty.
+
+    Attributes:
+        next_obs: Predicted next observations, flat, float32 ``(N, obs_dim)``.
+        reward: Predicted rewards, float32 ``(N,)``.
+        terminated: Predicted terminations (probability above 0.5; always False without a
+            termination head), bool ``(N,)``.
+        uncertainty: The elites' disagreement per row: RMS over the targets of the spread
+            of their predicted means, in normalised units (0 with one elite), ``(N,)``.
+    """
 
     next_obs: np.ndarray  # (N, obs_dim) float32
     reward: np.ndarray  # (N,) float32
@@ -547,6 +570,11 @@ class WorldModel:
     def load_state(self, state: Any, where: str = "state") -> None:
         """Take a :meth:`state` back; everything is checked before anything is applied.
 
+        Args:
+            state: A dict as :meth:`state` returns it, from a model with the same spaces
+                and sizes.
+            where: Where ``state`` came from (e.g. a file name), named in the error messages.
+
         Raises:
             ValueError: Naming ``where``, for another format, another model's spaces or
                 sizes, missing keys, non-finite weights or bad elites.
@@ -554,7 +582,15 @@ class WorldModel:
         apply_state(self, check_state(self, state, where))
 
     def save(self, path: str | Path) -> Path:
-        """Write the model with ``torch.save`` (tensors and plain values only)."""
+        """Write the model with ``torch.save`` (tensors and plain values only).
+
+        Args:
+            path: The file to write (a str or path, not a folder); missing parent folders
+                are created and an existing file is overwritten.
+
+        Returns:
+            The path written.
+        """
         target: Path = check_path("path", path)
         target.parent.mkdir(parents=True, exist_ok=True)
         torch.save(self.state(), target)
@@ -562,7 +598,12 @@ class WorldModel:
 
     @classmethod
     def load(cls, path: str | Path) -> WorldModel:
-        """A model written by :meth:`save` (``torch.load(weights_only=True)``, checked)."""
+        """A model written by :meth:`save` (``torch.load(weights_only=True)``, checked).
+
+        Args:
+            path: The file :meth:`save` wrote; the model is rebuilt from its config (spaces,
+                sizes, seed) and then takes its state.
+        """
         from fleetgym.agents.world_model.checkpoint import read_model
 
         return read_model(cls, path)

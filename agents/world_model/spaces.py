@@ -69,6 +69,12 @@ def _check_observation_space(space: Any) -> None:
 def check_model_spaces(observation_space: Any, action_space: Any) -> None:
     """Raise unless a world model can take these spaces.
 
+    Args:
+        observation_space: The env's observation space: a Box (not an image), Discrete,
+            MultiDiscrete, MultiBinary, or a Dict / Tuple of them.
+        action_space: The env's action space: Discrete, MultiDiscrete, MultiBinary or a
+            1-D Box.
+
     Raises:
         TypeError: If either is not a Gymnasium space.
         fleetgym.errors.UnsupportedSpaceError: For image observations, a Graph / Text /
@@ -93,6 +99,13 @@ def check_model_spaces(observation_space: Any, action_space: Any) -> None:
 
 class SpaceCodec:
     """Flat observations and action encodings for a pair of spaces.
+
+    Args:
+        observation_space: The observation space (as :func:`check_model_spaces` accepts);
+            anything but a 1-D Box is flattened with Gymnasium's ``flatten``.
+        action_space: The action space: Discrete and MultiDiscrete become one-hots,
+            MultiBinary its bits, a 1-D Box its values clipped to the bounds (infinite
+            bounds count as +-1e6).
 
     Example:
         >>> codec = SpaceCodec(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2))
@@ -137,13 +150,29 @@ class SpaceCodec:
         self.action_dim = int(self._sizes.sum())
 
     def flatten_obs(self, obs: Any) -> np.ndarray:
-        """One observation of the space as a flat float32 vector."""
+        """One observation of the space as a flat float32 vector.
+
+        Args:
+            obs: One observation of ``observation_space`` (a dict or tuple for a Dict /
+                Tuple space, an index for Discrete, ...).
+
+        Returns:
+            Float32 vector of shape ``(obs_dim,)``.
+        """
         if self._flat:
             return np.asarray(gym.spaces.flatten(self.observation_space, obs), np.float32)
         return np.asarray(obs, np.float32).reshape(self.obs_dim)
 
     def flatten_batch(self, obs: Any) -> np.ndarray:
-        """A batch of flat observations (already flat: (N, obs_dim)) as float32 (N, obs_dim)."""
+        """A batch of flat observations (already flat: (N, obs_dim)) as float32 (N, obs_dim).
+
+        Args:
+            obs: Observations already flattened (e.g. by :meth:`flatten_obs`), any array of
+                shape ``(N, obs_dim)``.
+
+        Raises:
+            ValueError: For another shape.
+        """
         array = np.asarray(obs, np.float32)
         if array.ndim != 2 or array.shape[1] != self.obs_dim:
             raise ValueError(
@@ -154,6 +183,11 @@ class SpaceCodec:
 
     def action_batch(self, actions: Any, n: int) -> np.ndarray:
         """``n`` actions as the env takes them: int (N,) / (N, k), or float32 (N, k) clipped.
+
+        Args:
+            actions: ``n`` actions of ``action_space``, any array holding ``n`` (Discrete)
+                or ``n * k`` values; whole-number floats are accepted for discrete spaces.
+            n: The number of actions expected.
 
         Raises:
             ValueError: For another count or shape, a non-integer discrete action, one out
@@ -195,7 +229,13 @@ class SpaceCodec:
         return array
 
     def encode_actions(self, actions: Any) -> np.ndarray:
-        """The model's action input, float32 (N, action_dim)."""
+        """The model's action input, float32 (N, action_dim).
+
+        Args:
+            actions: A batch of actions of ``action_space``, the batch along axis 0 (checked
+                as in :meth:`action_batch`); one-hot encoded for Discrete / MultiDiscrete,
+                clipped for a Box.
+        """
         array = np.asarray(actions)
         n = int(array.shape[0]) if array.ndim else 1
         array = self.action_batch(array, n)

@@ -74,6 +74,13 @@ class SuccessRewardModel:
         """Observations and success labels: each reached ``o'`` (success: rewarded end).
 
         Only rows that hold their ``o'`` (``has_next``): the others' are zeros, not states.
+
+        Args:
+            data: Real transitions; every ``o`` is labelled 0, and each known ``o'`` is
+                labelled 1 where its step terminated with a positive reward, else 0.
+
+        Returns:
+            ``(obs, labels)``: the observations stacked, float32 labels in {0, 1}.
         """
         success = data.terminated & (data.rewards > 0)
         obs = np.concatenate([data.obs, data.next_obs[data.has_next]])
@@ -91,6 +98,14 @@ class SuccessRewardModel:
         ``final_obs``. A successful row without it (a trajectory without ``final_obs``)
         falls back to labelling the observation *before* the rewarded step, one step
         early, with a warning the first time.
+
+        Each fit re-normalises the inputs by ``data``'s statistics, weighs the positive
+        class by the class ratio (up to 100x) and warm-starts from the current weights.
+
+        Args:
+            data: Real transitions with observations of ``obs_dim`` values.
+            epochs: Passes over the labelled observations (1 to 10,000).
+            batch_size: Observations per gradient step (>= 1).
         """
         epochs = check_int("epochs", epochs, 1, 10_000)
         obs, labels = self.labels(data)
@@ -134,10 +149,21 @@ class SuccessRewardModel:
 
     @torch.no_grad()
     def probability(self, obs: Any) -> np.ndarray:
-        """``M(o)``, shape (N,)."""
+        """``M(o)``, shape (N,).
+
+        Args:
+            obs: Flat observations ``(N, obs_dim)``, raw (normalised here with the
+                statistics of the last fit).
+        """
         x = torch.from_numpy((np.asarray(obs, np.float32) - self.mean) / self.std)
         return torch.sigmoid(self.net(x).squeeze(-1)).numpy()
 
     def reward(self, obs: Any, next_obs: Any) -> np.ndarray:
-        """The imagined reward ``M(o') - M(o)``, shape (N,)."""
+        """The imagined reward ``M(o') - M(o)``, shape (N,).
+
+        Args:
+            obs: Flat observations before the steps, ``(N, obs_dim)``.
+            next_obs: The observations the steps reached, same shape; the reward lies in
+                ``[-1, 1]``, positive for progress towards success.
+        """
         return (self.probability(next_obs) - self.probability(obs)).astype(np.float32)

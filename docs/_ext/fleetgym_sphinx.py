@@ -2,8 +2,9 @@
 
 * ``fleetgym-module``: one public module's ``__all__``, each name documented by autodoc
   under that module (its one canonical address); lazily exported names (PEP 562) are
-  reached with ``getattr``. A public name without a docstring is a warning (so the
-  ``-W`` build fails).
+  reached with ``getattr``. A public name without a docstring, or a parameter its
+  docstring does not describe (``param_check.py``), is a warning (so the ``-W`` build
+  fails).
 * ``fleetgym-env-ids``: the table of environment IDs from
   :data:`fleetgym.registration.ENV_SPECS`.
 * ``fleetgym-cli``: every ``fleetgym`` subcommand's ``--help``, from
@@ -22,6 +23,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import param_check  # docs/_ext, on the path conf.py sets
 from docutils import nodes
 from docutils.statemachine import StringList
 from sphinx import addnodes
@@ -90,6 +92,25 @@ def public_names(module_name: str) -> list[tuple[str, Any]]:
     return [(name, getattr(module, name)) for name in module.__all__]
 
 
+def parameter_problems(address: str, obj: Any) -> list[tuple[str, str]]:
+    """What the docstrings of a public function or class, and of the class's documented
+    public methods, lack (:func:`param_check.problems`): ``(address, problem)`` pairs."""
+    if kind(obj) == "data":
+        return []
+    items = [(address, obj)]
+    if inspect.isclass(obj):
+        for attr, member in vars(obj).items():
+            func = member.__func__ if isinstance(member, staticmethod | classmethod) else member
+            if attr.startswith("_") or not inspect.isfunction(func):
+                continue
+            if not (func.__doc__ or "").strip():
+                continue  # autodoc leaves an undocumented member out of the page
+            module = getattr(inspect.unwrap(func), "__module__", "") or ""
+            if module.startswith("fleetgym"):
+                items.append((f"{address}.{attr}", func))
+    return [(where, p) for where, item in items for p in param_check.problems(item)]
+
+
 def has_doc(module_name: str, name: str, obj: Any) -> bool:
     """Whether a public name has a docstring (a constant: a ``#:`` comment)."""
     if kind(obj) == "data":
@@ -114,6 +135,8 @@ class ModuleDirective(SphinxDirective):
                     f"{module_name}.{name} is public but has no docstring",
                     location=self.get_location(),
                 )
+            for where, problem in parameter_problems(f"{module_name}.{name}", obj):
+                logger.warning(f"{where}: {problem}", location=self.get_location())
             directive = kind(obj)
             if directive == "data":
                 lines += [f".. py:data:: {name}", f"   :value: {_short_repr(obj)}", ""]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from enum import Enum
 from typing import Any
 
 #: Section headers whose entries describe parameters.
@@ -91,7 +92,10 @@ def described(doc: str) -> dict[str, str]:
 
 
 def parameters(obj: Any) -> list[str]:
-    """The public parameters of a function's or a class constructor's signature."""
+    """The public parameters of a function's or a class constructor's signature (none for
+    a protocol, which is not instantiated, or an enum, whose constructor looks a member up)."""
+    if inspect.isclass(obj) and (getattr(obj, "_is_protocol", False) or issubclass(obj, Enum)):
+        return []
     try:
         sig = inspect.signature(obj)
     except (TypeError, ValueError):

@@ -3,7 +3,7 @@
 ``fleetgym imagination --async`` trains :class:`~fleetgym.agents.learners.asynchronous.
 trainer.AsyncPPO` (actor threads, PPO-clip, max policy lag 8) on CartPole whose env steps
 cost an extra log-normal wait per actor (median ``delay_ms``, spread ``sigma``: slow
-simulators, the long-tail workload of docs/async.md), with and without imagination, for a
+simulators, the long-tail workload of docs/explanation/async.md), with and without imagination, for a
 fixed budget of real env steps, and reports real env steps/s, the policy-lag percentiles,
 learner utilisation, updates and the final policy's evaluation return: the evaluator of
 the synchronous study (:func:`~fleetgym.agents.learners.training.evaluate_policy`,

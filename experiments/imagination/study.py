@@ -1,4 +1,4 @@
-"""Real env steps to a target with and without imagination: the runs behind docs/imagination.md.
+"""Real env steps to a target with and without imagination: the runs behind docs/explanation/imagination.md.
 
 Each *arm* is one learner configuration trained by the synchronous fleet loop with the
 in-process backend (:func:`fleetgym.agents.learners.training.train`); the imagination arm

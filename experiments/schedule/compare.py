@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 #: The best schedule that really changed size in ``fleetgym schedule search`` on the
-#: modelled CartPole-v1 env (16 actors for 15 rounds, then 8; docs/schedule-headroom.md).
+#: modelled CartPole-v1 env (16 actors for 15 rounds, then 8; docs/explanation/schedule-headroom.md).
 SEARCH_BEST_CARTPOLE = PhaseSchedule((16, 8), (16,))
 
 #: The Fixed(n) sweep that draws the static frontier of the time-cost picture.

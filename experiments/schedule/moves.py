@@ -4,7 +4,7 @@ PPO trains a *stochastic* policy; what ships is its deterministic (argmax) sched
 CartPole a move away from the best constant fleet costs 0.01-0.03 in total reward while
 one workload seed's total spreads 0.02-0.04, so 100 episodes leave the policy's move
 preferences close to noise, and the argmax can end up halving at the first decision or
-climbing and falling (``docs/learned-scheduler.md``). :func:`check_moves` plays the
+climbing and falling (``docs/explanation/learned-scheduler.md``). :func:`check_moves` plays the
 deterministic scheduler on the training pool's workload seeds and compares it, seed by
 seed, with the constant fleet of its start size (the paired reference it trained
 against). If the moves do not gain on average, the policy's action head is reset to the

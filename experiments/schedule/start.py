@@ -5,7 +5,7 @@ extra cold start; a move up in a later round pays one (0.3 s on CartPole, 8 % of
 for a gain of at most a few rounds' speed-up. With a ``"step"`` policy the first decision
 is one sample among the 30-80 of an update and, at a keep prior of 0.9, it is tried about
 five times in 100 episodes: 100 episodes of PPO learn to keep the start size and little
-else (``docs/learned-scheduler.md``).
+else (``docs/explanation/learned-scheduler.md``).
 
 :func:`select_start` gives that decision its own, much cheaper learning signal: each
 candidate size runs as a constant fleet on every workload seed of the training pool, and

@@ -55,7 +55,7 @@ def arrival_ticks(
     delays: list[float], first_tick: int, n: int, fifo: bool, offset: float = 0.0
 ) -> list[float]:
     """Tick at which stream packets 0..n-1 (sent at first_tick + k) are usable, by the loop
-    model's formula (docs/network-shim.md): floor(send + d / P + offset), FIFO-ordered."""
+    model's formula (docs/explanation/network-shim.md): floor(send + d / P + offset), FIFO-ordered."""
     out, last = [], -math.inf
     for k in range(n):
         d = delays[k % len(delays)]

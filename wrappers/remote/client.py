@@ -304,7 +304,15 @@ class RemoteEnv(gym.Env[Any, Any]):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
-        """Reset the remote env and both directions' network state (see the module docstring)."""
+        """Reset the remote env and both directions' network state (see the module docstring).
+
+        Args:
+            seed: Seeds the remote env's reset and, as the network seed, both directions'
+                delay streams (the same seed replays the same per-packet delays). ``None``:
+                an unseeded env reset; the network streams continue from the previous
+                episode (the first episode draws a random network seed).
+            options: Accepted for the Gymnasium API but not sent to the server (ignored).
+        """
         seed = check_seed(seed)
         super().reset(seed=seed)
         net_seed = seed
@@ -346,6 +354,11 @@ class RemoteEnv(gym.Env[Any, Any]):
         """One control period of wall-clock time: send, tick the remote env, take the freshest obs.
 
         With a playout ``action`` is an :class:`~fleetgym.wrappers.playout.ActionPacket`.
+
+        Args:
+            action: An element of the action space (without a playout), sent through the
+                profile's downlink channel; the server applies the freshest one that arrived
+                by its deadline. With a playout: an ``ActionPacket`` of scheduled actions.
         """
         if self._t < 0:
             raise gym.error.ResetNeeded("call reset() before step()")
@@ -440,6 +453,11 @@ class RemoteEnv(gym.Env[Any, Any]):
     # -- measurement --------------------------------------------------------------------
     def round_trip_ms(self, n: int = 100, channel: str = "udp") -> np.ndarray:
         """``n`` echo round trips to the server (no profile applied), in ms.
+
+        Args:
+            n: How many echoes, one after the other; the result has ``n`` entries.
+            channel: ``"udp"``: datagrams (on the control connection when the session's
+                ``transport`` is ``"tcp"``); ``"tcp"``: the control connection.
 
         Raises:
             RemoteEnvError: If an echo does not come back within ``timeout_s``.

@@ -87,7 +87,13 @@ class DelayedSender:
         self.overshoot_ns: collections.deque[int] = collections.deque(maxlen=keep_overshoot)
 
     def set_sampler(self, sampler: DelaySampler | None) -> None:
-        """Use a new delay stream (None: send at once, never drop); packets held stay held."""
+        """Use a new delay stream (None: send at once, never drop); packets held stay held.
+
+        Args:
+            sampler: The channel's per-packet delays (ms, ``np.inf`` = lost), e.g. a
+                profile direction's ``channel.sampler(rng, step_ms)``; delays already drawn
+                from the old stream are discarded. ``None``: no delay and no loss.
+        """
         with self._cond:
             self._sampler = sampler
             self._buf, self._pos = [], 0
@@ -111,7 +117,18 @@ class DelayedSender:
     def submit(self, seq: int, encode: Callable[[int], bytes], t_send_ns: int) -> bool:
         """Send packet ``seq`` (its bytes made by ``encode(t_wire_ns)`` when it leaves).
 
-        Returns True if the channel lost it (nothing is sent).
+        Args:
+            seq: The packet's tick index, for the caller's bookkeeping; the sender does not
+                read it (packets leave in release-time order).
+            encode: Called once with the wall-clock time (ns) the packet leaves, returns
+                its bytes (so the frame's ``t_wire_ns`` is exact); an exception it raises is
+                counted in ``send_errors``. Never called for a lost packet.
+            t_send_ns: When the packet was sent (wall clock, ``time.time_ns()``); it is
+                released ``t_send_ns`` + the channel's delay (``fifo``: not before the
+                packet ahead of it). A time in the past releases it at once.
+
+        Returns:
+            True if the channel lost it, or the sender is closed (nothing is sent).
         """
         with self._cond:
             if self._closed:
@@ -165,7 +182,12 @@ class DelayedSender:
             self._emit(encode, release, time.time_ns())
 
     def overshoot_quantiles_ms(self, qs: tuple[float, ...] = (0.5, 0.99)) -> list[float]:
-        """Quantiles of how late the timer released packets (ms), NaN before any."""
+        """Quantiles of how late the timer released packets (ms), NaN before any.
+
+        Args:
+            qs: The quantile levels, each in [0, 1]; the default is the median and the
+                99th percentile. One value is returned per level, in the same order.
+        """
         data = np.asarray(self.overshoot_ns, dtype=np.float64)
         if data.size == 0:
             return [math.nan] * len(qs)
@@ -202,7 +224,15 @@ class FreshestBox:
         self.arrived = 0
 
     def reset(self, episode: int, best_seq: int) -> None:
-        """Start an episode: forget every packet, the freshest so far is ``best_seq``."""
+        """Start an episode: forget every packet, the freshest so far is ``best_seq``.
+
+        Args:
+            episode: The new episode's number; packets whose ``meta["ep"]`` differs are
+                ignored from now on (the old episode's packets still in flight).
+            best_seq: The tick index of the packet already in use (e.g. 0 for the reset
+                observation, -1 for none); only packets with a larger ``seq`` are taken.
+                The ``reordered``, ``stale`` and ``arrived`` counters restart at 0.
+        """
         with self._lock:
             self.episode = episode
             self._pending = []
@@ -210,7 +240,12 @@ class FreshestBox:
             self.reordered = self.stale = self.arrived = 0
 
     def put(self, frame: Frame) -> None:
-        """File a packet that arrived (at ``frame.t_recv_ns``)."""
+        """File a packet that arrived (at ``frame.t_recv_ns``).
+
+        Args:
+            frame: A decoded packet whose ``t_recv_ns`` is its arrival (wall clock, ns);
+                ignored unless its ``meta["ep"]`` is the current episode.
+        """
         with self._lock:
             if frame.meta.get("ep") != self.episode:
                 return
@@ -219,7 +254,13 @@ class FreshestBox:
         self._event.set()
 
     def take(self, deadline_ns: int) -> Frame | None:
-        """The freshest packet that arrived by ``deadline_ns`` if newer than the last taken."""
+        """The freshest packet that arrived by ``deadline_ns`` if newer than the last taken.
+
+        Args:
+            deadline_ns: The tick's deadline (wall clock, ns, the clock of the frames'
+                ``t_recv_ns``). Packets that arrived by then are used or discarded as stale;
+                later ones stay for a later deadline. ``None`` is returned if none is newer.
+        """
         with self._lock:
             arrived = [f for f in self._pending if f.t_recv_ns <= deadline_ns]
             if not arrived:

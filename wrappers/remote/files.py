@@ -27,6 +27,10 @@ def read_secret(path: str | os.PathLike[str]) -> bytes:
     At most :data:`MAX_SECRET_FILE_BYTES` are read: a secret is a short key, and a path
     such as ``/dev/zero`` must not exhaust memory.
 
+    Args:
+        path: The secret's file: at most 4096 bytes, holding at least 16 bytes once
+            surrounding whitespace is stripped. An int is refused, not read as a descriptor.
+
     Raises:
         TypeError: If ``path`` is not a path.
         ValueError: If the file is unreadable, larger than the bound or holds fewer than

@@ -56,7 +56,15 @@ class PacketRecorder:
         return len(self._sent)
 
     def expect(self, key: Hashable, nominal_send_ns: int) -> None:
-        """Packet ``key`` was sent at about ``nominal_send_ns`` (wall clock, ns)."""
+        """Packet ``key`` was sent at about ``nominal_send_ns`` (wall clock, ns).
+
+        Args:
+            key: Identifies the packet, the same key :meth:`arrived` gets (the remote env
+                uses ``(episode, tick)``). A key already expected keeps its first time.
+            nominal_send_ns: The send time (wall clock, ns) recorded if the packet never
+                arrives; its row then has an empty delay (lost). Beyond ``max_records``
+                packets, nothing is recorded (counted in ``dropped_records``).
+        """
         with self._lock:
             if len(self._sent) >= self.max_records:
                 self.dropped_records += 1
@@ -64,7 +72,15 @@ class PacketRecorder:
             self._sent.setdefault(key, nominal_send_ns)
 
     def arrived(self, key: Hashable, t_send_ns: int, t_recv_ns: int) -> None:
-        """Packet ``key``, stamped ``t_send_ns`` by its sender, arrived at ``t_recv_ns``."""
+        """Packet ``key``, stamped ``t_send_ns`` by its sender, arrived at ``t_recv_ns``.
+
+        Args:
+            key: The packet, as given to :meth:`expect` (an arrival whose key is never
+                expected is not written). Only the first arrival of a key is kept.
+            t_send_ns, t_recv_ns: The sender's timestamp from the packet's header and the
+                receiver's arrival time (wall clock, ns); the packet's delay is their
+                difference, clipped at 0 (across hosts, the clocks must be synchronised).
+        """
         with self._lock:
             if len(self._got) < self.max_records and key not in self._got:
                 self._got[key] = (t_send_ns, t_recv_ns)
@@ -94,6 +110,10 @@ class PacketRecorder:
 
         The file appears whole or not at all (written beside it, then renamed), so a reader
         that polls for it never loads a half-written trace.
+
+        Args:
+            path: The CSV file to write (replaced if it exists); ``<path>.partial`` is
+                written first, in the same folder, which must be writable.
         """
         rows = self.rows()
         partial = f"{os.fspath(path)}.partial"

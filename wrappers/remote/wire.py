@@ -74,7 +74,8 @@ MAX_PAYLOAD = 16 * 1024 * 1024
 #: Largest datagram: the UDP maximum less IP and UDP headers.
 DATAGRAM_LIMIT = 65_507
 MAX_META = 1024 * 1024
-#: Most bytes of an oversized frame a stream reader reads past (:meth:`WireCodec.read_frame_or_skip`).
+#: Most bytes of an oversized frame a stream reader reads past
+#: (:meth:`WireCodec.read_frame_or_skip`).
 MAX_SKIP = 4 * MAX_PAYLOAD
 MAX_ARRAYS = 16
 MAX_NDIM = 8
@@ -104,7 +105,12 @@ _ARRAY_HEAD = struct.Struct("!BB")
 
 
 class MessageType(enum.IntEnum):
-    """What a frame carries (control messages on TCP, OBS/ACTION/PING on UDP or TCP)."""
+    """What a frame carries (control messages on TCP, OBS/ACTION/PING on UDP or TCP).
+
+    Args:
+        value: The header's type code (1-13): ``MessageType(8)`` is ``MessageType.OBS``;
+            a code that is no member raises :class:`ValueError`.
+    """
 
     HELLO = 1  # client -> server: open a session (meta: udp_port, transport)
     WELCOME = 2  # server -> client: session id, spaces, control period, profile
@@ -185,6 +191,19 @@ class WireCodec:
     ) -> bytes:
         """One frame as bytes (``t_send_ns`` and ``t_wire_ns`` default to now).
 
+        Args:
+            type: What the frame carries.
+            session: The session id, an unsigned 32-bit int (0 before a session exists).
+            seq: The tick index of an observation or action, else a request number (an
+                unsigned 64-bit int); a reply carries its request's ``seq``.
+            meta: Plain JSON data (a dict of numbers, strings, lists, ...; no NaN or
+                infinity); ``None`` or empty sends ``{}``.
+            arrays: Up to 16 numpy arrays (bool or numeric dtypes, at most 8 dimensions),
+                sent as C-order little-endian bytes.
+            t_send_ns: When the sender produced the message (wall clock, ns); ``None``: now.
+            t_wire_ns: When it goes on the wire, after any profile hold (wall clock, ns);
+                ``None``: now.
+
         Raises:
             ProtocolError: If the payload would exceed ``max_payload`` or an array has a
                 dtype outside the whitelist.
@@ -243,6 +262,14 @@ class WireCodec:
     def parse_header(self, head: bytes) -> tuple[tuple[Any, ...], int]:
         """Check a 40-byte header; returns its fields and the bytes still to read.
 
+        Args:
+            head: The frame's first 40 bytes (more are ignored; fewer is a ``truncated``
+                rejection).
+
+        Returns:
+            The unpacked header fields (magic, version, type, flags, session, seq,
+            t_send_ns, t_wire_ns, length), and how many bytes (payload plus tag) follow.
+
         Raises:
             ProtocolError: For a short header, bad magic, other version, unknown type,
                 unknown flags, a payload over the limit or a missing/unexpected tag.
@@ -274,6 +301,12 @@ class WireCodec:
 
     def decode(self, buf: bytes, t_recv_ns: int | None = None) -> Frame:
         """One frame from exactly its bytes (a datagram, or header + rest from a stream).
+
+        Args:
+            buf: The whole frame: header, payload and tag if any; missing or trailing bytes
+                reject it.
+            t_recv_ns: The arrival time to store in the frame's ``t_recv_ns`` (wall clock,
+                ns); ``None``: now, when decoding.
 
         Raises:
             ProtocolError: If the frame is rejected (the reason is counted).
@@ -375,6 +408,10 @@ class WireCodec:
     def read_frame(self, sock: socket.socket) -> Frame:
         """Read one frame from a stream socket (blocks up to the socket's timeout).
 
+        Args:
+            sock: A connected stream (TCP) socket, positioned at a frame's start; the frame
+                gets the time it was decoded as its ``t_recv_ns``.
+
         Raises:
             ProtocolError: For a rejected frame (the stream is then out of sync: close it).
             ConnectionError: If the peer closed the connection.
@@ -389,6 +426,11 @@ class WireCodec:
         """:meth:`read_frame`, except that an oversized frame whose header is otherwise valid
         is read past and dropped (None; counted in :attr:`rejected` as ``oversized``), up to
         ``skip_limit`` bytes, so the stream stays in sync and the connection serves on.
+
+        Args:
+            sock: A connected stream (TCP) socket, positioned at a frame's start.
+            skip_limit: The most bytes (payload plus tag) of one oversized frame read past
+                and dropped; default ``MAX_SKIP`` (64 MiB). A larger one raises.
 
         Raises:
             ProtocolError: For any other rejected frame, or one over ``skip_limit``.

@@ -184,6 +184,17 @@ class ProcessActor:
     def rollout(self, weights: Weights, steps: int, policy_version: int) -> Trajectory:
         """One whole rollout in the worker process.
 
+        Args:
+            weights: The behaviour weights to act with, sent through shared memory
+                (ignored with an inference server).
+            steps: Steps to run (>= 1): env steps, or decisions for a token actor.
+            policy_version: The version of ``weights``, recorded as the trajectory's
+                ``policy_version``.
+
+        Returns:
+            The trajectory, labelled with this slot's ``actor_id`` and carrying
+            ``next_obs``.
+
         Raises:
             FleetError: If the worker died, hung or raised (nothing of it is returned).
         """

@@ -19,7 +19,21 @@ from fleetgym.agents.world_model.imagination import ImaginationRecord, imaginati
 
 @dataclass
 class UpdateRecord:
-    """What one asynchronous update did, and where the run stands after it."""
+    """What one asynchronous update did, and where the run stands after it.
+
+    Args:
+        update: The update's index in the trainer's ``history``, from 0.
+        total_steps: Env steps handed to the learner so far (dropped samples included),
+            over every ``learn`` call: the trainer's ``num_timesteps``.
+        wall_s: Wall seconds since this ``learn`` call started.
+        learner_busy_s: Seconds this ``learn`` call spent in learner updates so far.
+        queued: Trajectories waiting in the pipeline after this update (0 when the
+            topology is not concurrent).
+        actor_failures: Failed rollouts so far (each actor replaced by a new incarnation).
+        stats: The learner's report of this update, with the lag of its samples.
+        imagination: What imagination did in this update (``None`` without
+            ``imagination=``).
+    """
 
     update: int
     total_steps: int  # env steps handed to the learner so far (dropped samples included)

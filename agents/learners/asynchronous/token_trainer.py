@@ -196,7 +196,13 @@ class TokenAsyncPPO(AsyncPPO):
         self, observation: np.ndarray, deterministic: bool = True
     ) -> tuple[np.ndarray, None]:
         """The action for one observation (TokenPPO's ``predict``: a chunk ``(K, D)`` if
-        ``chunk > 1``)."""
+        ``chunk > 1``).
+
+        Args:
+            observation: One observation as the env returns it.
+            deterministic: Take each token's most likely bin; ``False`` samples with the
+                learner's generator.
+        """
         return self.learner.predict(observation, deterministic=deterministic)
 
     def settings(self) -> dict[str, Any]:

@@ -397,6 +397,13 @@ class AsyncPPO:
     ) -> tuple[np.ndarray, None]:
         """The action for one observation (or a batch), like SB3's ``predict``.
 
+        Args:
+            observation: One observation of the policy's shape, or a non-empty batch
+                ``(n, *shape)`` of them; finite numbers.
+            deterministic: Take the mode of the action distribution. ``False`` samples
+                with a generator seeded with the trainer's ``seed`` anew at every call, so
+                equal calls return equal actions.
+
         Returns:
             ``(action, None)``: an action for a single observation, an array of actions
             for a batch; the ``None`` stands for SB3's recurrent state.
@@ -433,6 +440,13 @@ class AsyncPPO:
         Everything loads with ``torch.load(weights_only=True)`` and ``json``: no pickled
         objects. The policy alone is also written as ``<stem>.policy.pt``.
 
+        Args:
+            path: The learner file to write (``str`` or ``os.PathLike``; missing folders
+                are created); ``<stem>.json`` is written beside it.
+
+        Returns:
+            ``path`` as a :class:`~pathlib.Path`.
+
         Raises:
             TypeError: If ``path`` is not a ``str`` or ``os.PathLike``.
             ValueError: If it is empty or a folder.
@@ -443,9 +457,13 @@ class AsyncPPO:
     def load(cls: type[_Trainer], path: str | Path, **overrides: Any) -> _Trainer:
         """An :class:`AsyncPPO` restored from :meth:`save` (files of fleetgym 1.x included).
 
-        ``overrides`` are constructor keywords: ``topology={"n_actors": 2}`` replaces the
-        saved fields it names, ``topology=AsyncTopology(...)`` all of them; ``seed=``,
-        ``tensorboard_log=`` ...
+        Args:
+            path: The learner file :meth:`save` wrote (``str`` or ``os.PathLike``); its
+                ``<stem>.json`` must be beside it.
+            **overrides: Constructor keywords that replace the saved settings:
+                ``topology={"n_actors": 2}`` (a dict, for ``algo`` or ``topology``)
+                replaces the saved fields it names, ``topology=AsyncTopology(...)`` all of
+                them; ``seed=``, ``tensorboard_log=`` ... as given.
 
         Raises:
             TypeError: If ``path`` is not a ``str`` or ``os.PathLike``.

@@ -398,6 +398,13 @@ class DataParallelPPO:
     def update(self, trajectories: Iterable[Trajectory]) -> UpdateStats:
         """One data-parallel update on ``trajectories`` split by :func:`split_trajectories`.
 
+        Args:
+            trajectories: The round's trajectories (a non-empty list or any iterable, read
+                once); rank ``r`` gets the ``r``-th contiguous shard of near-equal samples.
+
+        Returns:
+            Rank 0's :class:`~fleetgym.agents.types.UpdateStats` (over all ranks' samples).
+
         Raises:
             ValueError / TypeError: If a rank refused its shard (empty, malformed); the
                 message names the rank. The group stays usable.
@@ -415,6 +422,13 @@ class DataParallelPPO:
 
     def update_shards(self, shards: Sequence[Sequence[Trajectory]]) -> UpdateStats:
         """One update with ``shards[r]`` on rank ``r`` (a shard may be empty).
+
+        Args:
+            shards: One sequence of trajectories per rank, ``world_size`` of them in rank
+                order; together they must hold at least one step.
+
+        Returns:
+            Rank 0's :class:`~fleetgym.agents.types.UpdateStats` (over all ranks' samples).
 
         Raises:
             ValueError: If there is not one shard per rank, or as :meth:`update`.

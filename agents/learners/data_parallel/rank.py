@@ -118,6 +118,12 @@ class DistributedPPOLearner(PPOLearner):
     def check_arguments(workload: Workload | str, seed: Any, overrides: dict[str, Any]) -> None:
         """Refuse what the constructor would refuse, without a process group.
 
+        Args:
+            workload: The :class:`Workload` or its name the learner would be built for.
+            seed: The seed it would get (an int in ``[0, 2**63 - 1]``).
+            overrides: Its PPO hyperparameter overrides, as a dict (the constructor's
+                ``**overrides``).
+
         Raises:
             TypeError / ValueError: An unknown or out-of-range hyperparameter, a bad seed,
                 or ``reward_transform="scale"``.
@@ -201,7 +207,12 @@ class DistributedPPOLearner(PPOLearner):
         )
 
     def normalize_advantages(self, advantages: torch.Tensor) -> torch.Tensor:
-        """Identity: the batch was standardised over all ranks before the epochs."""
+        """Identity: the batch was standardised over all ranks before the epochs.
+
+        Args:
+            advantages: A minibatch's advantages (already standardised); returned as they
+                are.
+        """
         return advantages
 
     # ----------------------------------------------------------------- update
@@ -209,6 +220,15 @@ class DistributedPPOLearner(PPOLearner):
         """One PPO update on this rank's shard; every rank of the group must call it.
 
         A rank may hold no trajectory (it still takes part in every collective).
+
+        Args:
+            trajectories: This rank's shard: a list (or any iterable, read once) of
+                trajectories, possibly empty; the shards of all ranks together must hold
+                at least one step.
+
+        Returns:
+            The update's :class:`~fleetgym.agents.types.UpdateStats`, over all ranks'
+            samples (equal on every rank but ``update_time_s``).
 
         Raises:
             ValueError / TypeError: For a malformed shard, or no sample on any rank.

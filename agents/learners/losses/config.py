@@ -89,7 +89,12 @@ class LossConfig:
         return get_loss(self.loss)
 
     def settings(self, clip: float = 0.2) -> LossSettings:
-        """The :class:`LossSettings` of this config, with PPO's ``clip`` (the workload's)."""
+        """The :class:`LossSettings` of this config, with PPO's ``clip`` (the workload's).
+
+        Args:
+            clip: PPO-clip's range (>= 0); the lag learner passes its workload's
+                ``clip_coef``. ``rho_bar`` keeps :class:`LossSettings`' default.
+        """
         return LossSettings(clip=clip, sigma=self.sigma)
 
     @property

@@ -47,6 +47,11 @@ def kl_estimate(new_log_probs: torch.Tensor, old_log_probs: torch.Tensor) -> tor
     ``rho = pi / mu`` per sample; each term is >= 0 and the mean is unbiased (Schulman's
     "k3" estimator). No gradient flows through it.
 
+    Args:
+        new_log_probs: ``log pi`` of the samples under the learner's policy.
+        old_log_probs: ``log mu`` of the same samples under the policy that drew them,
+            same shape.
+
     Example:
         >>> float(kl_estimate(torch.zeros(3), torch.zeros(3)))
         0.0
@@ -79,6 +84,12 @@ def ppo_clip_loss(
 
     ``L = -mean(min(rho * A, clip(rho, 1 - clip, 1 + clip) * A))``, ``rho = exp(new - old)``.
 
+    Args:
+        new_log_probs: ``log pi_theta`` of each sample (differentiable).
+        old_log_probs: ``log mu``, the behaviour policy's, same shape.
+        advantages: One advantage per sample, same shape.
+        clip: PPO's ``eps`` (>= 0): the ratio is clipped to ``[1 - clip, 1 + clip]``.
+
     Example:
         >>> new = torch.log(torch.tensor([1.0, 1.5, 0.5]))
         >>> loss, frac = ppo_clip_loss(new, torch.zeros(3), torch.tensor([1.0, 1.0, -1.0]))
@@ -99,6 +110,11 @@ def ppo_clip_loss(
 
 def gaussian_weight(log_ratio: torch.Tensor, sigma: float = DEFAULT_SIGMA) -> torch.Tensor:
     """GIPO's weight ``w = exp(-1/2 * (log rho / sigma)^2)`` (no gradient flows through it).
+
+    Args:
+        log_ratio: ``log rho = log pi - log mu`` per sample (detached here).
+        sigma: The Gaussian's standard deviation in log-ratio space (> 0): a sample whose
+            log-ratio is ``sigma`` away from 0 gets ``w = e^-1/2``.
 
     Example:
         >>> [round(w, 4) for w in gaussian_weight(torch.tensor([0.0, 0.8, -1.6]), 0.8).tolist()]
@@ -128,6 +144,13 @@ def gipo_loss(
     one batch need a KL budget (:class:`LossConfig`'s ``target_kl``). The reported fraction
     (samples more than one ``sigma`` away in log-ratio) plays the role of PPO's clip
     fraction.
+
+    Args:
+        new_log_probs: ``log pi_theta`` of each sample (differentiable).
+        old_log_probs: ``log mu``, the behaviour policy's, same shape.
+        advantages: One advantage per sample, same shape.
+        sigma: Width of the Gaussian weight in log-ratio space (> 0; see
+            :func:`gaussian_weight`).
 
     Example:
         >>> new = torch.tensor([0.0, 0.8], requires_grad=True)
@@ -159,6 +182,13 @@ def vtrace_policy_loss(
 
     ``advantages`` are :func:`vtrace`'s ``r_s + gamma * v_{s+1} - V(x_s)``; the truncated
     weight is evaluated at the current parameters and not differentiated.
+
+    Args:
+        new_log_probs: ``log pi_theta`` of each sample (differentiable).
+        old_log_probs: ``log mu``, the behaviour policy's, same shape.
+        advantages: One V-trace advantage per sample, same shape.
+        rho_bar: The cap of the importance weight, ``min(rho_bar, rho)`` (> 0); the
+            reported share is of samples with ``rho > rho_bar``.
 
     Example:
         >>> new = torch.log(torch.tensor([0.5, 2.0]))
@@ -201,6 +231,21 @@ def vtrace(
     cut at every episode end), and the advantage ``A_t = r_t + gamma * v_next - V(s_t)``
     where ``v_next`` is ``v_{t+1}`` inside an episode and ``V_next`` at its end. With
     ``pi = mu`` and ``rho_bar = c_bar = 1`` the targets are the lambda = 1 returns.
+
+    Args:
+        rewards: The reward of each step, shape ``(n,)``.
+        values: ``V(s_t)`` of each step's observation, shape ``(n,)``.
+        terminated, truncated: Bool per step, shape ``(n,)``: the episode ended after step
+            ``t`` by termination (no bootstrap) or by a time limit (bootstrap from
+            ``truncation_values[t]``).
+        truncation_values: ``V`` of the final observation on truncated steps, shape
+            ``(n,)``; read only where ``truncated[t]``.
+        last_value: ``V(s_n)``, the value of the observation after the last step.
+        log_rhos: ``log pi - log mu`` of each step's action, shape ``(n,)`` (``-inf`` is a
+            ratio of 0).
+        gamma: Discount factor per step, in ``[0, 1]``.
+        rho_bar: Cap of the weight ``rho_t`` in each TD error (> 0).
+        c_bar: Cap of the trace coefficient ``c_t`` that carries corrections back (> 0).
 
     Example:
         >>> vs, adv = vtrace(np.ones(3), np.zeros(3), np.zeros(3, bool), np.zeros(3, bool),

@@ -114,6 +114,20 @@ def level_policy_loss(
     *targets* need one ratio per time step: pass ``level_log_probs(new, "chunk", mask) -
     level_log_probs(old, "chunk", mask)`` as the loss's ``targets``' ``log_rhos``.
 
+    Args:
+        new_token_log_probs: ``log pi_theta`` of each token, shape ``(B, K, D)``
+            (differentiable).
+        old_token_log_probs: The behaviour's log-probs of the same tokens, same shape.
+        advantages: One advantage per decision, shape ``(B,)``.
+        level: Where the ratio is formed: ``"token"``, ``"action"`` or ``"chunk"``
+            (:data:`RATIO_LEVELS`).
+        loss: A registered loss name (``"ppo"``, ``"gipo"``, ``"vtrace"`` ...).
+        clip, sigma, rho_bar: The :class:`~fleetgym.agents.learners.losses.registry.LossSettings`
+            of the loss: PPO-clip's range (>= 0), GIPO's width in log-ratio space (> 0) and
+            V-trace's weight cap (> 0); each loss reads its own, all three are checked.
+        mask: Bool ``(B, K)``, ``True`` for the actions the env executed (``None``: all).
+        scale: ``"decision"`` or ``"term"`` (:data:`LEVEL_SCALES`; see above).
+
     Example:
         >>> new = torch.full((1, 1, 4), 0.1)  # four tokens, each ratio e^0.1 = 1.105
         >>> adv = torch.ones(1)

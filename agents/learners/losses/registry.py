@@ -132,8 +132,22 @@ class PolicyLoss(abc.ABC):
     ) -> tuple[np.ndarray, np.ndarray]:
         """``(advantages, value_targets)`` of one time-major trajectory; GAE by default.
 
-        ``log_rhos`` (``log pi_theta - log mu`` per step) is given when
-        :attr:`needs_log_rhos` is set, else ``None``.
+        Args:
+            rewards: The reward of each step, shape ``(n,)`` (after the learner's reward
+                transform).
+            values: ``V(s_t)`` of each step's observation, shape ``(n,)``.
+            terminated, truncated: Bool per step, shape ``(n,)``: the episode ended after
+                step ``t`` by termination (no bootstrap) or by a time limit (bootstrap
+                from ``truncation_values[t]``).
+            truncation_values: ``V`` of the final observation on truncated steps, shape
+                ``(n,)``.
+            last_value: ``V(s_n)``, the value of the observation after the last step.
+            log_rhos: ``log pi_theta - log mu`` per step, shape ``(n,)``, given when
+                :attr:`needs_log_rhos` is set; else ``None``.
+            gamma: Discount factor between steps, in ``[0, 1]`` (a token learner passes
+                ``gamma^K`` between decisions of ``K`` actions).
+            gae_lambda: GAE's ``lambda`` in ``[0, 1]`` (an estimator may ignore it, as
+                V-trace does).
         """
         return compute_gae(
             rewards, values, terminated, truncated, truncation_values, last_value, gamma,
@@ -141,7 +155,12 @@ class PolicyLoss(abc.ABC):
         )  # fmt: skip
 
     def label(self, settings: LossSettings, name: str = "") -> str:
-        """A short name for tables (the registered name by default)."""
+        """A short name for tables (the registered name by default).
+
+        Args:
+            settings: The hyperparameters a label may show (GIPO's shows ``sigma``).
+            name: The name the loss is registered under.
+        """
         return name
 
 
@@ -274,6 +293,9 @@ def register_loss(name: str, loss: PolicyLoss) -> PolicyLoss:
 def unregister_loss(name: str) -> None:
     """Remove a loss :func:`register_loss` added (the built-in ones stay).
 
+    Args:
+        name: The name :func:`register_loss` added it under.
+
     Raises:
         ValueError: If ``name`` is a built-in loss or not registered.
     """
@@ -285,6 +307,10 @@ def unregister_loss(name: str) -> None:
 
 def get_loss(name: str) -> PolicyLoss:
     """The registered loss of that name.
+
+    Args:
+        name: A key of :data:`LOSS_REGISTRY`: ``"ppo"``, ``"gipo"``, ``"vtrace"`` or a
+            name added with :func:`register_loss`.
 
     Raises:
         TypeError: If ``name`` is not a str.
