@@ -86,5 +86,6 @@ html_theme_options: dict[str, object] = (
     {"source_view_link": _SOURCE_LINK} if "{filename}" in _SOURCE_LINK else {}
 )
 html_title = f"fleetgym {release}"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["tables.css"]
 html_show_sourcelink = False

@@ -288,3 +288,66 @@ def test_layout_table_matches_the_tree() -> None:
             if not any((folder / token).exists() for folder in folders):
                 missing.append(token)
     assert not missing, f"docs/design.md layout names paths not in the tree: {missing}"
+
+
+# ------------------------------------------------------------ tables that fit, provenance
+#: Most columns a table may have and still fit the site's content column (the site's
+#: tables.css sets their font); a wider one is split (returns, then gaps) or transposed.
+MAX_COLUMNS = 8
+#: Tables allowed wider, with why: short numeric cells that fit at the table font.
+WIDE_TABLES = {("explanation/actor-scheduling.md", "workload, preset")}
+
+_COMMIT = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
+NOT_RECORDED = "commit not recorded"
+
+
+def tables_of(page: Path) -> list[tuple[int, list[str], str]]:
+    """``(line, header cells, text of its section before it)`` for each Markdown table."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    found: list[tuple[int, list[str], str]] = []
+    section = 0
+    for i, line in enumerate(lines):
+        if re.match(r"^#{1,4} ", line):
+            section = i
+        if line.startswith("|") and (i == 0 or not lines[i - 1].startswith("|")):
+            header = [c.strip() for c in line.strip().strip("|").split("|")]
+            found.append((i + 1, header, "\n".join(lines[section:i])))
+    return found
+
+
+def test_tables_fit_the_page() -> None:
+    wide = [
+        f"{page.relative_to(DOCS)}:{line} ({len(header)} columns)"
+        for page in sorted(DOCS.rglob("*.md"))
+        for line, header, _ in tables_of(page)
+        if len(header) > MAX_COLUMNS
+        and (page.relative_to(DOCS).as_posix(), header[0]) not in WIDE_TABLES
+    ]
+    assert not wide, f"tables wider than {MAX_COLUMNS} columns (split or transpose): {wide}"
+
+
+def results_provenance() -> tuple[int, int, list[str]]:
+    """Of the results pages' tables: how many name the commit they were measured on (in
+    their section, or the page's Commit line), how many are marked "commit not recorded",
+    and which are neither."""
+    recorded = unknown = 0
+    unmarked: list[str] = []
+    for page in sorted((DOCS / "results").glob("*.md")):
+        head = "\n".join(page.read_text(encoding="utf-8").splitlines()[:12])
+        page_commit = bool(_COMMIT.search(head)) and not re.search(
+            r"before 1\.0\.0|not record", head
+        )
+        for line, _, context in tables_of(page):
+            if _COMMIT.search(context) or page_commit:
+                recorded += 1
+            elif NOT_RECORDED in context:
+                unknown += 1
+            else:
+                unmarked.append(f"{page.name}:{line}")
+    return recorded, unknown, unmarked
+
+
+def test_every_results_table_names_its_commit_or_says_it_is_unknown() -> None:
+    recorded, unknown, unmarked = results_provenance()
+    assert not unmarked, f"results tables without a commit or a '{NOT_RECORDED}' mark: {unmarked}"
+    assert recorded > 0
