@@ -259,7 +259,18 @@ def join_wrapped_names(
         i += 1
 
 
+def drop_foreign_sources(app: Sphinx) -> list[Any]:
+    """Keep viewcode's source index to fleetgym's modules: an alias such as
+    ``dict[str, np.ndarray]`` reports the module ``builtins``, whose page viewcode cannot
+    write, so its index entry would be a broken link."""
+    modules = getattr(app.env, "_viewcode_modules", {})
+    for name in [n for n in modules if n.split(".")[0] != "fleetgym"]:
+        del modules[name]
+    return []
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
+    app.connect("html-collect-pages", drop_foreign_sources, priority=400)
     app.add_post_transform(RepoPageLinks)
     app.connect("autodoc-process-docstring", join_wrapped_names, priority=400)
     app.add_directive("fleetgym-module", ModuleDirective)
