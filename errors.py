@@ -9,6 +9,7 @@ from __future__ import annotations
 from gymnasium import error as gym_error
 
 __all__ = [
+    "CheckpointError",
     "DependencyNotInstalled",
     "EnvAPIError",
     "FleetError",
@@ -65,6 +66,12 @@ class UnknownWorkloadError(FleetgymError, ValueError):
 
 class FleetError(FleetgymError, RuntimeError):
     """An actor fleet that cannot complete a round."""
+
+
+class CheckpointError(FleetgymError, ValueError):
+    """A training checkpoint that cannot be resumed from: missing, truncated or corrupt, not
+    a fleetgym train checkpoint, written by a newer fleetgym, or of another run (another
+    workload, seed or configuration); the message names the file and what is wrong."""
 
 
 class InvalidActionError(FleetgymError, ValueError):

@@ -9,12 +9,19 @@ the folder ``--out``: the learner and its policy (``--save``: ``learner.pt``,
 ``learner.policy.pt``), the per-round log (``--log``: ``log.csv``), the learning curves
 (``--plot``: ``curves.png``) and TensorBoard scalars (``--tensorboard``: ``tb/``).
 
+Checkpoints (synchronous mode): by default the run is saved every 10 minutes into
+``--out``/``checkpoints`` (``--checkpoint-every``, ``--checkpoint-minutes``, ``--keep``,
+``--checkpoint-dir``, ``--no-checkpoints``); ``--resume PATH`` continues a saved run
+(:mod:`fleetgym.agents.learners.run_checkpoints`). The options that define the run must be
+the checkpoint's; a checkpoint that cannot be resumed exits 2 before any actor starts.
+
 Every argument is checked before any actor starts (a bad one exits 2); an error during
 training is a crash (exit 3, with its traceback).
 
 Example::
 
     fleetgym train --workload CartPole-v1 --actors 8 --out runs/cartpole --save --plot
+    fleetgym train --workload CartPole-v1 --actors 8 --out runs/cartpole --save --resume runs/cartpole
 """
 
 from __future__ import annotations
@@ -22,16 +29,30 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 import time
 import types
 from pathlib import Path
 from typing import Any
 
-from fleetgym.agents.fleet import BACKENDS, make_fleet
+from fleetgym.agents.fleet import BACKENDS, get_backend, make_fleet
 from fleetgym.agents.fleet.base import MAX_ACTORS_LIMIT, MAX_STEPS_PER_ACTOR
+from fleetgym.agents.learners.run_checkpoints import (
+    CheckpointConfig,
+    CheckpointStore,
+    check_folder_free,
+    config_differences,
+    read_checkpoint,
+    run_config,
+)
 from fleetgym.agents.learners.training import evaluate_policy, train
 from fleetgym.agents.workloads import COUNT_LIMITS, WORKLOADS, get_workload
-from fleetgym.errors import FleetError, UnknownWorkloadError, UnsupportedSpaceError
+from fleetgym.errors import (
+    CheckpointError,
+    FleetError,
+    UnknownWorkloadError,
+    UnsupportedSpaceError,
+)
 from fleetgym.experiments import async_train
 from fleetgym.experiments.argtypes import (
     UsageError,
@@ -39,14 +60,51 @@ from fleetgym.experiments.argtypes import (
     int_in,
     non_negative_int,
     output_folder,
+    positive_float,
     positive_int,
 )
 from fleetgym.experiments.tables import write_csv
 
-__all__ = ["Outputs", "configure", "outputs", "plot_curves", "run", "write_log"]
+__all__ = [
+    "CHECKPOINT_FLAGS",
+    "Outputs",
+    "checkpoint_config",
+    "configure",
+    "outputs",
+    "plot_curves",
+    "resume_checkpoint",
+    "run",
+    "write_log",
+]
 
 #: The files ``--save``, ``--log``, ``--plot`` and ``--tensorboard`` write into ``--out``.
 SAVE_NAME, LOG_NAME, PLOT_NAME, TENSORBOARD_NAME = "learner.pt", "log.csv", "curves.png", "tb"
+#: The checkpoint folder inside ``--out`` (without ``--checkpoint-dir``).
+CHECKPOINTS_NAME = "checkpoints"
+#: Minutes between checkpoints when checkpointing is on and ``--checkpoint-minutes`` not given.
+DEFAULT_CHECKPOINT_MINUTES = 10.0
+#: Checkpoints kept without ``--keep``.
+DEFAULT_KEEP = 3
+#: The checkpoint options (attribute -> flag); none of them works with ``--mode async``.
+CHECKPOINT_FLAGS = {
+    "checkpoint_every": "--checkpoint-every",
+    "checkpoint_minutes": "--checkpoint-minutes",
+    "keep": "--keep",
+    "checkpoint_dir": "--checkpoint-dir",
+    "no_checkpoints": "--no-checkpoints",
+    "resume": "--resume",
+}
+#: The option of ``fleetgym train`` that sets each field a resumed run must share.
+_RESUME_FLAGS = {
+    "workload": "--workload",
+    "seed": "--seed",
+    "fleet_seed": "--seed",
+    "num_actors": "--actors",
+    "steps_per_actor": "--steps-per-actor",
+    "backend": "--backend",
+    "imagination": "--imagination",
+    "hyperparameters.lr": "--lr",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,6 +264,58 @@ def configure(parser: argparse.ArgumentParser) -> None:
         f"validation loss per head, horizon, imagined share, uncertainty) into "
         f"DIR/{TENSORBOARD_NAME}",
     )
+    parser.add_argument(
+        "--checkpoint-every",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="--mode sync: also write a checkpoint every N rounds (checkpoints are on by "
+        "default, one every --checkpoint-minutes)",
+    )
+    parser.add_argument(
+        "--checkpoint-minutes",
+        type=positive_float,
+        default=None,
+        metavar="M",
+        help="--mode sync: write a checkpoint at the end of the round once M minutes have "
+        f"passed since the last one (default {DEFAULT_CHECKPOINT_MINUTES:g} when "
+        "checkpointing is on)",
+    )
+    parser.add_argument(
+        "--keep",
+        type=positive_int,
+        default=None,
+        metavar="K",
+        help=f"--mode sync: keep the newest K checkpoints (default {DEFAULT_KEEP})",
+    )
+    parser.add_argument(
+        "--checkpoint-dir",
+        type=output_folder,
+        default=None,
+        metavar="CKPT_DIR",
+        help=f"--mode sync: the checkpoint folder (default DIR/{CHECKPOINTS_NAME} of --out; "
+        "created with the first checkpoint, so a short run writes nothing; a run that does "
+        "not --resume from it refuses one that holds checkpoints)",
+    )
+    parser.add_argument(
+        "--no-checkpoints",
+        action="store_true",
+        help="--mode sync: write no checkpoints (without it: one every "
+        f"{DEFAULT_CHECKPOINT_MINUTES:g} minutes into DIR/{CHECKPOINTS_NAME})",
+    )
+    parser.add_argument(
+        "--resume",
+        default=None,
+        metavar="PATH",
+        help="--mode sync: continue the run saved in PATH: a checkpoint file, a checkpoint "
+        "folder (its newest) or a run's --out folder holding checkpoints/. The options "
+        "that define the run must be the checkpoint's (--workload, --actors, "
+        "--steps-per-actor, --seed, --lr, --backend, --imagination; nothing is taken from "
+        "the checkpoint); --rounds (counting the rounds before the checkpoint), --target "
+        "and --max-steps may differ. In-process actors resume bit-identically (with envs "
+        "that pickle their state, e.g. CartPole); process and Ray actors restart their "
+        "episodes (docs/explanation/learner.md)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     async_train.configure(parser)
 
@@ -250,6 +360,110 @@ def _async_outputs(args: argparse.Namespace, paths: Outputs, model: Any, target:
         print(f"wrote learning curves to {paths.plot}")
 
 
+def _given_checkpoint_flags(args: argparse.Namespace) -> list[str]:
+    """The checkpoint options given on the command line."""
+    return [
+        flag
+        for name, flag in CHECKPOINT_FLAGS.items()
+        if getattr(args, name, None) not in (None, False)
+    ]
+
+
+def _check_folder_can_be_made(flag: str, folder: Path) -> None:
+    """Refuse a folder that could not be created or written later (nothing is created)."""
+    if folder.exists():
+        if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+            raise UsageError(f"{flag}: expected a writable folder, actual {str(folder)!r}")
+        return
+    parent = folder.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(
+            f"{flag}: expected a folder that can be created, actual {str(folder)!r} "
+            f"({str(parent)!r} is not a writable folder)"
+        )
+
+
+def checkpoint_config(args: argparse.Namespace) -> CheckpointConfig | None:
+    """The checkpoints of a synchronous run (``None`` with ``--no-checkpoints``).
+
+    The folder is checked, not created: it appears with the first checkpoint.
+
+    Raises:
+        UsageError: ``--no-checkpoints`` with another checkpoint option, or a folder that
+            could not be created.
+    """
+    if args.no_checkpoints:
+        others = [
+            f for f in _given_checkpoint_flags(args) if f not in ("--no-checkpoints", "--resume")
+        ]
+        if others:
+            raise UsageError(
+                f"--no-checkpoints: expected no other checkpoint option, actual {' '.join(others)}"
+            )
+        return None
+    if args.checkpoint_dir is not None:
+        flag, folder = "--checkpoint-dir", Path(args.checkpoint_dir)
+    else:
+        flag, folder = "--out", Path(args.out) / CHECKPOINTS_NAME
+    _check_folder_can_be_made(flag, folder)
+    return CheckpointConfig(
+        folder,
+        every_rounds=args.checkpoint_every,
+        every_minutes=(
+            DEFAULT_CHECKPOINT_MINUTES
+            if args.checkpoint_minutes is None
+            else args.checkpoint_minutes
+        ),
+        keep=DEFAULT_KEEP if args.keep is None else args.keep,
+    )
+
+
+def _backend_class(name: str) -> str:
+    """The class name of the fleet ``make_fleet(backend=name)`` builds (as a checkpoint
+    records it)."""
+    local = get_backend(name).local
+    if isinstance(local, str):
+        return local.rpartition(":")[2]
+    return str(getattr(local, "__name__", type(local).__name__))
+
+
+def _flag_of(field: str) -> str:
+    """The option that sets a checkpoint's config field (a hyperparameter without one: its name)."""
+    return _RESUME_FLAGS.get(field, field.replace("hyperparameters.", "hyperparameter "))
+
+
+def resume_checkpoint(args: argparse.Namespace, current: dict[str, Any]) -> Path:
+    """The checkpoint ``--resume`` names, read, checked and of this run.
+
+    Args:
+        args: The parsed command line (``--resume`` given).
+        current: This run's configuration
+            (:func:`~fleetgym.agents.learners.run_checkpoints.run_config`).
+
+    Returns:
+        The checkpoint file.
+
+    Raises:
+        UsageError: Naming the path, for nothing there, an empty folder, a truncated or
+            corrupt file, a checkpoint of a newer fleetgym, or one of another run (naming
+            the option that differs and both values).
+    """
+    try:
+        checkpoint = read_checkpoint(args.resume)
+    except CheckpointError as error:
+        raise UsageError(f"--resume: {error}") from None
+    differences = config_differences(checkpoint.config, current)
+    if differences:
+        what = "; ".join(
+            f"{_flag_of(field)}: the checkpoint has {old!r}, the command line {new!r}"
+            for field, old, new in differences
+        )
+        raise UsageError(f"--resume: {checkpoint.path} is a checkpoint of another run ({what})")
+    return checkpoint.path
+
+
 def run(args: argparse.Namespace) -> int:
     """Train, report, save; returns 0 when the target was reached, 1 otherwise.
 
@@ -268,6 +482,12 @@ def run(args: argparse.Namespace) -> int:
     if args.address is not None and args.backend != "ray":
         raise UsageError(f"--address: expected --backend ray, actual --backend {args.backend}")
     if args.mode == "async":
+        given = _given_checkpoint_flags(args)
+        if given:
+            raise UsageError(
+                f"{given[0]}: expected --mode sync, actual --mode async (checkpoints and "
+                "resume of the asynchronous trainer are not supported yet)"
+            )
         if args.sequential:
             raise UsageError(
                 "--sequential: expected --mode sync (asynchronous actors never run one after "
@@ -295,8 +515,31 @@ def run(args: argparse.Namespace) -> int:
         learner = PPOLearner(workload, seed=args.seed, imagination=imagination, **overrides)
     except (ValueError, TypeError) as error:
         raise UsageError(str(error)) from None
-    # Output folder checked before any work, not after the whole run.
+    # Output folders checked before any work, not after the whole run.
     paths = outputs(args)
+    checkpoints = checkpoint_config(args)
+    resume = None
+    if args.resume is not None:
+        current = run_config(
+            workload.name,
+            learner,
+            args.seed,
+            _backend_class(args.backend),
+            args.actors,
+            steps_per_actor,
+            rounds,
+            target,
+            args.max_steps,
+        )
+        resume = resume_checkpoint(args, current)
+    if checkpoints is not None:
+        try:
+            check_folder_free(CheckpointStore(checkpoints.folder), resume)
+        except CheckpointError as error:
+            flag = "--checkpoint-dir" if args.checkpoint_dir is not None else "--out"
+            raise UsageError(
+                f"{flag}: {error} (--resume continues a run; --no-checkpoints writes none)"
+            ) from None
     options: dict[str, Any] = {}
     if args.backend == "inprocess":
         options["batched"] = not args.sequential
@@ -314,9 +557,19 @@ def run(args: argparse.Namespace) -> int:
         f"training {workload.name}: {args.actors} actors x {steps_per_actor} steps per round, "
         f"backend {args.backend}, target {target:g}, budget {rounds} rounds, seed {args.seed}"
     )
+    done_before = 0
+    if resume is not None:
+        done_before = int(resume.name[len("ckpt-") : -len(".pt")])
+        print(f"resuming from {resume} (after {done_before} rounds)")
     from tqdm import tqdm
 
-    bar = tqdm(total=rounds, unit="round", disable=args.no_progress, dynamic_ncols=True)
+    bar = tqdm(
+        total=rounds,
+        initial=min(done_before, rounds),
+        unit="round",
+        disable=args.no_progress,
+        dynamic_ncols=True,
+    )
     writer = None
     if paths.tensorboard is not None:
         from fleetgym.agents.learners.asynchronous.records import log_scalars, summary_writer
@@ -350,7 +603,11 @@ def run(args: argparse.Namespace) -> int:
             callback=progress,
             steps_per_actor=steps_per_actor,
             max_steps=args.max_steps,
+            checkpoints=checkpoints,
+            resume=resume,
         )
+    except CheckpointError as error:  # raised before the first round, as the checks above
+        raise UsageError(f"--resume: {error}") from None
     finally:
         bar.close()
         fleet.close()
@@ -363,6 +620,10 @@ def run(args: argparse.Namespace) -> int:
         f"mean return {history.final_return:.1f} after {history.total_steps} env steps, "
         f"{len(history)} rounds, {wall:.1f} s wall ({history.stop_reason})"
     )
+    if checkpoints is not None:
+        newest = CheckpointStore(checkpoints.folder).latest()
+        if newest is not None:
+            print(f"latest checkpoint: {newest}")
     if paths.save is not None:
         path = learner.save(paths.save)
         print(f"saved learner to {path} and policy to {path.with_name(path.stem + '.policy.pt')}")

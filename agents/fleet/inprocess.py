@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import pickle
 import time
 from typing import Any
 
@@ -29,6 +30,7 @@ from fleetgym.agents.fleet.base import (
     RoundParts,
     SlotProgress,
     SupervisedFleetBase,
+    default_actor_factory,
 )
 from fleetgym.agents.fleet.waiting import call_bounded
 from fleetgym.agents.types import ActorFailure, ActorTiming, Trajectory, Weights
@@ -156,6 +158,135 @@ class InProcessFleet(SupervisedFleetBase):
                     trajectories, timings, failures,
                 )  # fmt: skip
         return trajectories, timings, failures
+
+    #: What :meth:`actor_state` pickles: a dict with this ``format``.
+    ACTOR_STATE_FORMAT = "fleetgym-inprocess-actors"
+
+    def actor_state(self) -> bytes | None:
+        """Every built slot's actor, pickled, for a training checkpoint.
+
+        Captures what the next round continues from, slot by slot: the env object (its
+        episode, time limit and random generator), the sampling generator, the current
+        observation, the episode return and length and the step count (see
+        :meth:`~fleetgym.agents.rollout.RolloutWorker.get_state`), and the fleet's
+        incarnation numbers and round count. A fleet restored from it
+        (:meth:`restore_actor_state`) runs its next round exactly as this one would.
+
+        The result is a ``pickle``: restore it only from a file you wrote yourself (your
+        own run's checkpoint folder), never from one that came from elsewhere.
+
+        Returns:
+            The pickled state, or ``None`` when an actor cannot be captured: actors of a
+            custom ``actor_factory``, or an env that pickles as its constructor arguments
+            (Gymnasium's ``EzPickle``: the MuJoCo and Atari envs), which a pickle would
+            rebuild at its start instead of where its episode is.
+
+        Raises:
+            FleetError: If the fleet is closed.
+        """
+        self._check_open()
+        if self.actor_factory is not default_actor_factory:
+            return None
+        from fleetgym.agents.rollout import RolloutWorker
+
+        workers = dict(sorted(self._actors.items()))
+        if not all(isinstance(w, RolloutWorker) and w.state_saveable for w in workers.values()):
+            return None
+        state = {
+            "format": self.ACTOR_STATE_FORMAT,
+            "version": 1,
+            "workload": self.workload.name,
+            "seed": self.seed,
+            "incarnations": dict(self.incarnations),
+            "rounds_run": self.rounds_run,
+            "slots": {
+                slot: worker.get_state()  # type: ignore[attr-defined]
+                for slot, worker in workers.items()
+            },
+        }
+        return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def restore_actor_state(self, data: bytes) -> None:
+        """Take back what :meth:`actor_state` returned; the next round continues from it.
+
+        The actors the fleet holds are closed and replaced by the saved ones; slots the
+        saved fleet had not built stay unbuilt. Everything is checked before anything is
+        applied.
+
+        ``data`` is unpickled: pass only bytes from a file you wrote yourself (your own
+        run's checkpoint folder), never ones read from a network or another user.
+
+        Args:
+            data: The bytes :meth:`actor_state` returned, from a fleet of this workload and
+                seed with at least as many slots as the saved one built.
+
+        Raises:
+            TypeError: If ``data`` is not ``bytes``.
+            ValueError: If it is not such a state (not a pickle of one, another workload
+                or seed, a slot beyond ``max_actors``, a worker state that does not fit),
+                or the fleet has a custom ``actor_factory``.
+            FleetError: If the fleet is closed.
+        """
+        self._check_open()
+        if not isinstance(data, (bytes, bytearray)):
+            raise TypeError(f"data: expected bytes, actual {type(data).__name__}")
+        if self.actor_factory is not default_actor_factory:
+            raise ValueError(
+                "actor state: expected a fleet of the default actors, actual a custom actor_factory"
+            )
+        try:
+            state = pickle.loads(data)
+        except Exception as exc:  # pickle raises many types on foreign bytes
+            raise ValueError(
+                f"actor state: expected a pickle of an InProcessFleet's actors, actual bytes "
+                f"that do not unpickle ({type(exc).__name__})"
+            ) from None
+        if not isinstance(state, dict) or state.get("format") != self.ACTOR_STATE_FORMAT:
+            raise ValueError(
+                f"actor state: expected format {self.ACTOR_STATE_FORMAT!r}, actual "
+                f"{type(state).__name__ if not isinstance(state, dict) else state.get('format')!r}"
+            )
+        if state.get("version") != 1:
+            raise ValueError(f"actor state: expected version 1, actual {state.get('version')!r}")
+        for key, own in (("workload", self.workload.name), ("seed", self.seed)):
+            if state.get(key) != own:
+                raise ValueError(f"actor state: {key}: expected {own!r}, actual {state.get(key)!r}")
+        incarnations, slots = state.get("incarnations"), state.get("slots")
+        if not isinstance(incarnations, dict) or not isinstance(slots, dict):
+            raise ValueError("actor state: expected dicts of incarnations and slots")
+        for slot, number in incarnations.items():
+            if not isinstance(slot, int) or not isinstance(number, int) or slot < 0 or number < 0:
+                raise ValueError("actor state: incarnations: expected slot -> count >= 0")
+        for slot in slots:
+            if not isinstance(slot, int) or not 0 <= slot < self.max_actors:
+                raise ValueError(
+                    f"actor state: expected slots 0..{self.max_actors - 1} (max_actors), "
+                    f"actual slot {slot!r}"
+                )
+            if slot not in incarnations:
+                raise ValueError(f"actor state: slot {slot}: expected its incarnation number")
+        rounds_run = state.get("rounds_run")
+        if not isinstance(rounds_run, int) or rounds_run < 0:
+            raise ValueError(
+                f"actor state: rounds_run: expected an int >= 0, actual {rounds_run!r}"
+            )
+        from fleetgym.agents.rollout import RolloutWorker
+
+        built: dict[int, RolloutWorker] = {}
+        try:
+            for slot, worker_state in sorted(slots.items()):
+                worker = RolloutWorker(self.workload, slot, self.seed, incarnations[slot])
+                built[slot] = worker
+                worker.set_state(worker_state)
+        except Exception:
+            for worker in built.values():
+                worker.close()
+            raise
+        for slot in list(self._actors):
+            self._discard(slot)
+        self._actors.update(built)
+        self.incarnations = dict(incarnations)
+        self.rounds_run = rounds_run
 
     def close(self) -> None:
         """Close every actor's environment (idempotent; one that fails to close is logged)."""

@@ -2,7 +2,8 @@
 
 * :class:`PPOLearner` (PPO-clip with GAE) and its :data:`HYPERPARAMETERS`;
 * :func:`train`, the synchronous loop (one fleet round, one update) behind
-  ``fleetgym train``, and :func:`evaluate_policy`;
+  ``fleetgym train``, its periodic checkpoints and resume (:class:`CheckpointConfig`), and
+  :func:`evaluate_policy`;
 * the policy losses (PPO-clip, GIPO, V-trace), the loss registry (:class:`PolicyLoss`,
   :func:`register_loss`, :func:`get_loss`, :data:`LOSS_REGISTRY`) and :class:`LossConfig`;
 * policy-lag bookkeeping (:class:`WeightRing`, per-sample versions) and the
@@ -41,6 +42,7 @@ _EXPORTS = {
     "TrainingHistory": "training",
     "evaluate_policy": "training",
     "train": "training",
+    "CheckpointConfig": "run_checkpoints",
     # losses
     "DEFAULT_SIGMA": "losses",
     "DEFAULT_TARGET_KL": "losses",
@@ -126,6 +128,7 @@ if TYPE_CHECKING:
         vtrace_policy_loss,
     )
     from fleetgym.agents.learners.ppo import HYPERPARAMETERS, Batch, PPOLearner
+    from fleetgym.agents.learners.run_checkpoints import CheckpointConfig
     from fleetgym.agents.learners.token_config import TokenPPOConfig
     from fleetgym.agents.learners.token_ppo import TokenPPO, TokenUpdateStats
     from fleetgym.agents.learners.training import (
@@ -140,6 +143,7 @@ __all__ = [
     "AsyncPPOConfig",
     "AsyncTopology",
     "Batch",
+    "CheckpointConfig",
     "CompensatedPPOLearner",
     "DEFAULT_SIGMA",
     "DEFAULT_TARGET_KL",

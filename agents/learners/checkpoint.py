@@ -10,6 +10,7 @@ advises ``weights_only=False``, which would run the file's code).
 
 * :func:`learner_state`, :func:`save_learner`, :func:`load_learner` -- what
   :class:`~fleetgym.agents.learners.ppo.PPOLearner`'s ``state``, ``save`` and ``load`` do;
+  :func:`restore_learner` -- ``load`` from a state already read (a train checkpoint's);
 * :func:`load_torch_file`, :func:`read_json_file` -- one file, read safely;
 * :func:`parse_learner_meta` -- the plain values of a learner checkpoint, each checked.
 """
@@ -21,6 +22,7 @@ import copy
 import json
 import math
 import numbers
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -96,8 +98,41 @@ def load_learner(learner: Any, path: Any) -> None:
     """
     path = check_path("path", path)
     state = load_torch_file(path, "a PPOLearner file")
-    if not {"policy", "optimizer", "meta"} <= set(state):
-        raise ValueError(f"{path}: expected a PPOLearner file, actual keys {quote(list(state))}")
+
+    def world_model() -> tuple[Any, str]:
+        model_path = world_model_path(path)
+        return load_torch_file(model_path, "the learner's world model"), str(model_path)
+
+    restore_learner(learner, state, path, world_model=world_model)
+
+
+def restore_learner(
+    learner: Any,
+    state: Any,
+    where: Path | str,
+    *,
+    world_model: Callable[[], tuple[Any, str]] | None = None,
+) -> None:
+    """Restore ``learner`` from a :func:`learner_state` dict; a refused state changes nothing.
+
+    Every value is checked before the learner takes any of it.
+
+    Args:
+        learner: The learner to restore (a :class:`~fleetgym.agents.learners.ppo.PPOLearner`).
+        state: What :func:`learner_state` returned (as ``torch.load`` read it back).
+        where: Where ``state`` came from (a file), named in every error message.
+        world_model: For a learner with imagination: returns its world model's state and
+            where that came from (called after the learner's own values are checked);
+            ``None`` leaves the world model as it is.
+
+    Raises:
+        ValueError: Naming ``where``, if ``state`` is not a state of this learner's
+            workload and policy, or holds an impossible value.
+    """
+    path = Path(where)
+    if not isinstance(state, dict) or not {"policy", "optimizer", "meta"} <= set(state):
+        keys = list(state) if isinstance(state, dict) else type(state).__name__
+        raise ValueError(f"{path}: expected a PPOLearner file, actual keys {quote(keys)}")
     meta = parse_learner_meta(path, state["meta"])
     if meta["workload"] != learner.workload.name:
         raise ValueError(
@@ -107,13 +142,12 @@ def load_learner(learner: Any, path: Any) -> None:
     weights = _checked_weights(path, state["policy"], learner.policy.state_dict())
     _check_optimizer(path, state["optimizer"], learner.optimizer)
     imagination = getattr(learner, "imagination", None)
-    model_state = None
-    if imagination is not None:
+    model_state, model_where = None, ""
+    if imagination is not None and world_model is not None:
         from fleetgym.agents.world_model.checkpoint import check_state
 
-        model_path = world_model_path(path)
-        model_state = load_torch_file(model_path, "the learner's world model")
-        check_state(imagination.model, model_state, str(model_path))
+        model_state, model_where = world_model()
+        check_state(imagination.model, model_state, model_where)
     if "generator" in state:
         own = learner.generator.get_state()
         generator = state["generator"]
@@ -149,7 +183,7 @@ def load_learner(learner: Any, path: Any) -> None:
     stats.mean, stats.var, stats.count = meta["return_stats"]
     learner._discounted = meta["discounted"]
     if model_state is not None and imagination is not None:
-        imagination.model.load_state(model_state, str(world_model_path(path)))
+        imagination.model.load_state(model_state, model_where)
 
 
 def _check_optimizer(path: Path, saved: Any, optimizer: torch.optim.Optimizer) -> None:
@@ -322,5 +356,6 @@ __all__ = [
     "load_learner",
     "parse_learner_meta",
     "read_json_file",
+    "restore_learner",
     "save_learner",
 ]

@@ -7,7 +7,9 @@ asks to stop. It returns a :class:`TrainingHistory`, one :class:`RoundRecord` pe
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -17,9 +19,20 @@ import gymnasium as gym
 import numpy as np
 
 from fleetgym.agents.learners.checks import check_seed
+from fleetgym.agents.learners.run_checkpoints import (
+    CheckpointConfig,
+    CheckpointStore,
+    TrainCheckpoint,
+    check_config,
+    check_folder_free,
+    checkpoint_state,
+    read_checkpoint,
+    restore_run,
+    run_config,
+)
 from fleetgym.agents.types import ActorFleet, Learner, RoundResult, UpdateStats
 from fleetgym.agents.workloads import Workload, get_workload
-from fleetgym.errors import FleetError
+from fleetgym.errors import CheckpointError, FleetError
 from fleetgym.validation import check_bool, check_float, check_int
 
 logger = logging.getLogger(__name__)
@@ -67,6 +80,55 @@ class RoundRecord:
         out.update(asdict(self.stats))
         return out
 
+    def to_dict(self) -> dict[str, Any]:
+        """A nested dict of plain values (``stats`` a dict of its own), for a checkpoint."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any, stats_type: type[UpdateStats] = UpdateStats) -> RoundRecord:
+        """The record :meth:`to_dict` wrote.
+
+        Args:
+            data: A dict with this class's fields, ``stats`` a dict of ``stats_type``'s.
+            stats_type: The class of the record's stats (an :class:`UpdateStats` or a
+                subclass such as a lag-tolerant learner's).
+
+        Raises:
+            ValueError: If ``data`` is not such a dict (missing or unknown fields, a
+                value of the wrong type).
+        """
+        names = {f.name: f for f in dataclasses.fields(cls)}
+        if not isinstance(data, dict) or set(data) != set(names):
+            keys = sorted(data) if isinstance(data, dict) else type(data).__name__
+            raise ValueError(f"round record: expected fields {sorted(names)}, actual {keys}")
+        stats_fields = {f.name for f in dataclasses.fields(stats_type)}
+        stats = data["stats"]
+        if not isinstance(stats, dict) or not set(stats) <= stats_fields:
+            keys = sorted(stats) if isinstance(stats, dict) else type(stats).__name__
+            raise ValueError(
+                f"round record stats: expected fields among {sorted(stats_fields)}, actual {keys}"
+            )
+        values: dict[str, Any] = {}
+        for name in names:
+            if name == "stats":
+                continue
+            value = data[name]
+            kind = (
+                int
+                if name in ("round", "num_actors", "steps", "total_steps", "failures")
+                else float
+            )
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"round record {name}: expected a number, actual {value!r}")
+            if kind is int and not isinstance(value, int):
+                raise ValueError(f"round record {name}: expected an int, actual {value!r}")
+            values[name] = kind(value)
+        try:
+            record_stats = stats_type(**stats)
+        except TypeError as exc:
+            raise ValueError(f"round record stats: {exc}") from None
+        return cls(stats=record_stats, **values)
+
 
 @dataclass
 class TrainingHistory:
@@ -104,6 +166,51 @@ class TrainingHistory:
     def __len__(self) -> int:
         return len(self.rounds)
 
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values: the fields, each round as :meth:`RoundRecord.to_dict`."""
+        return {
+            "workload": self.workload,
+            "target": self.target,
+            "rounds": [r.to_dict() for r in self.rounds],
+            "stop_reason": self.stop_reason,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, stats_type: type[UpdateStats] = UpdateStats) -> TrainingHistory:
+        """The history :meth:`to_dict` wrote.
+
+        Args:
+            data: A dict with ``workload``, ``target``, ``rounds`` and ``stop_reason``.
+            stats_type: The class of the rounds' stats (see :meth:`RoundRecord.from_dict`).
+
+        Raises:
+            ValueError: If ``data`` or one of its rounds is not such a dict.
+        """
+        if not isinstance(data, dict) or set(data) != {
+            "workload",
+            "target",
+            "rounds",
+            "stop_reason",
+        }:
+            keys = sorted(data) if isinstance(data, dict) else type(data).__name__
+            raise ValueError(
+                f"history: expected keys ['rounds', 'stop_reason', 'target', 'workload'], actual {keys}"
+            )
+        rounds = data["rounds"]
+        if not isinstance(rounds, list):
+            raise ValueError(f"history rounds: expected a list, actual {type(rounds).__name__}")
+        target = data["target"]
+        if target is not None and (
+            isinstance(target, bool) or not isinstance(target, (int, float))
+        ):
+            raise ValueError(f"history target: expected a number or None, actual {target!r}")
+        return cls(
+            workload=str(data["workload"]),
+            target=None if target is None else float(target),
+            rounds=[RoundRecord.from_dict(r, stats_type) for r in rounds],
+            stop_reason=str(data["stop_reason"]),
+        )
+
 
 #: Most env steps per actor per round (a rollout allocates its arrays up front).
 MAX_STEPS_PER_ACTOR = 10_000_000
@@ -112,6 +219,58 @@ MAX_STEPS_PER_ACTOR = 10_000_000
 def _positive_int(name: str, value: object, high: int | None = None) -> int:
     # check_int admits numpy integers (a schedule built with numpy returns them).
     return check_int(name, value, 1, high)
+
+
+def _stats_type(name: str) -> type[UpdateStats] | None:
+    """:class:`UpdateStats` or the (imported) subclass of that qualified name."""
+    pending: list[type[UpdateStats]] = [UpdateStats]
+    while pending:
+        cls = pending.pop()
+        if f"{cls.__module__}.{cls.__qualname__}" == name:
+            return cls
+        pending.extend(cls.__subclasses__())
+    return None
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _resumed_history(checkpoint: TrainCheckpoint, workload: str, target: float) -> TrainingHistory:
+    """The rounds a checkpoint saved, as a :class:`TrainingHistory` of this call's target."""
+    stats_type = _stats_type(checkpoint.stats_type)
+    if stats_type is None:
+        raise CheckpointError(
+            f"{checkpoint.path}: stats_type: expected UpdateStats or a subclass of it, actual "
+            f"{checkpoint.stats_type!r} (not imported)"
+        )
+    history = TrainingHistory(workload=workload, target=target)
+    for i, data in enumerate(checkpoint.history):
+        try:
+            record = RoundRecord.from_dict(data, stats_type)
+        except ValueError as exc:
+            raise CheckpointError(f"{checkpoint.path}: history[{i}]: {exc}") from None
+        if record.round != i:
+            raise CheckpointError(
+                f"{checkpoint.path}: history[{i}]: expected round {i}, actual {record.round}"
+            )
+        history.rounds.append(record)
+    if history.total_steps != checkpoint.counters["total_steps"]:
+        raise CheckpointError(
+            f"{checkpoint.path}: counters total_steps: expected the history's "
+            f"{history.total_steps}, actual {checkpoint.counters['total_steps']}"
+        )
+    return history
+
+
+def _stop_reason(record: RoundRecord, episodes: int, target: float, max_steps: int | None) -> str:
+    """Why training stops after ``record`` (``""``: it goes on)."""
+    # Before the first completed episode the learner's mean return is a placeholder.
+    if episodes > 0 and record.stats.mean_return >= target:
+        return "target"
+    if max_steps is not None and record.total_steps >= max_steps:
+        return "max_steps"
+    return ""
 
 
 def train(
@@ -126,6 +285,8 @@ def train(
     steps_per_actor: int | None = None,
     max_steps: int | None = None,
     allow_partial: bool = True,
+    checkpoints: CheckpointConfig | None = None,
+    resume: str | os.PathLike[str] | None = None,
 ) -> TrainingHistory:
     """Train ``learner`` with ``fleet`` in synchronous rounds.
 
@@ -133,12 +294,19 @@ def train(
     ``steps_per_actor`` steps each (the workload's ``rollout_steps`` by default), then
     updates the learner with the returned trajectories.
 
+    With ``checkpoints``, the run is saved at round boundaries (see
+    :class:`~fleetgym.agents.learners.run_checkpoints.CheckpointConfig`); with ``resume``
+    it continues a saved run: a resumed :class:`~fleetgym.agents.fleet.InProcessFleet` run
+    is bit-identical to an uninterrupted one (learner, actors' envs and random streams
+    are all saved); with a fleet that cannot save its actors (process, Ray) the actors'
+    episodes restart, so it is not (see docs/explanation/learner.md).
+
     Args:
         workload: The workload (its name, rollout length and default target).
         fleet: Any :class:`~fleetgym.agents.types.ActorFleet`.
         learner: Any :class:`~fleetgym.agents.types.Learner`.
         num_actors: Actors per round, or a function ``round -> actors`` (a schedule).
-        max_rounds: Round budget.
+        max_rounds: Round budget (a resumed run's rounds before the checkpoint count).
         target: Stop when the learner's mean return reaches it (the workload's
             ``target_return`` if ``None``; pass ``float('inf')`` to never stop early).
         callback: Called with each :class:`RoundRecord`; returning ``True`` stops training.
@@ -146,6 +314,21 @@ def train(
         max_steps: Stop once this many env steps were collected.
         allow_partial: Update on the trajectories a round did return when some actors
             failed for good (otherwise raise :class:`~fleetgym.errors.FleetError`).
+        checkpoints: Save the run periodically into a folder (a
+            :class:`~fleetgym.agents.learners.run_checkpoints.CheckpointConfig`): at the
+            end of a round, once its ``every_rounds`` rounds or ``every_minutes`` minutes
+            have passed since the last checkpoint; ``None`` (the default): never. Needs a
+            learner with ``state()`` (a
+            :class:`~fleetgym.agents.learners.ppo.PPOLearner`).
+        resume: Continue the run saved in this checkpoint file, or in the newest
+            checkpoint of this folder (``str`` or ``os.PathLike``): the learner, the
+            fleet's actors, the counters and the history are restored and training goes on
+            with the next round. The checkpoint must be of this run: the same workload,
+            seeds, ``num_actors``, ``steps_per_actor``, fleet class and learner
+            hyperparameters (``max_rounds``, ``target`` and ``max_steps`` may differ).
+            Everything is checked before any round; ``fleet`` must not have run a round.
+            With ``checkpoints`` too, their folder must be the resumed checkpoint's, or
+            hold no checkpoint (as for a fresh run: two runs' checkpoints never mix).
 
     Example:
         >>> # with a fleet from fleetgym.agents.fleet and a PPOLearner:
@@ -153,13 +336,19 @@ def train(
         >>> # history.reached_target, history.total_steps
 
     Returns:
-        The :class:`TrainingHistory`.
+        The :class:`TrainingHistory` (resumed: every round, those before the checkpoint
+        included).
 
     Raises:
         ValueError: For non-positive budgets or actor counts, more actors than the fleet
             has, more than 10,000,000 steps per actor, or a NaN target.
-        TypeError: For a non-integer budget, a target that is not a number or a callback
-            that is not callable.
+        TypeError: For a non-integer budget, a target that is not a number, a callback
+            that is not callable, ``checkpoints`` that is not a ``CheckpointConfig``,
+            ``resume`` that is not a path, or either with a learner without ``state()``.
+        CheckpointError: Naming the file, if ``resume`` holds no checkpoint, a truncated
+            or corrupt one, one of a newer fleetgym, or one of another run (naming the
+            field that differs, with both values), or the ``checkpoints`` folder holds
+            another run's checkpoints; before any round.
         FleetError: If a round returns no trajectory (the last failure's message says
             why, e.g. an env that emitted NaN), or fewer than asked with
             ``allow_partial=False``.
@@ -182,6 +371,23 @@ def train(
     if callback is not None and not callable(callback):
         raise TypeError(f"callback: expected a callable or None, actual {type(callback).__name__}")
     allow_partial = check_bool("allow_partial", allow_partial)
+    if checkpoints is not None and not isinstance(checkpoints, CheckpointConfig):
+        raise TypeError(
+            f"checkpoints: expected a CheckpointConfig or None, actual {type(checkpoints).__name__}"
+        )
+    if resume is not None and (
+        isinstance(resume, bool) or not isinstance(resume, (str, os.PathLike))
+    ):
+        raise TypeError(
+            f"resume: expected a str, an os.PathLike or None, actual {type(resume).__name__}"
+        )
+    if (checkpoints is not None or resume is not None) and not callable(
+        getattr(learner, "state", None)
+    ):
+        raise TypeError(
+            "checkpoints, resume: expected a learner with state() (a PPOLearner), actual "
+            f"{type(learner).__name__}"
+        )
     if callable(num_actors):
         schedule = num_actors
     else:
@@ -190,11 +396,45 @@ def train(
         def schedule(_: int) -> int:
             return fixed
 
+    store = None if checkpoints is None else CheckpointStore(checkpoints.folder, checkpoints.keep)
+    config: dict[str, Any] = {}
+    if checkpoints is not None or resume is not None:
+        config = run_config(
+            wl.name,
+            learner,
+            getattr(fleet, "seed", None),
+            type(fleet).__name__,
+            "schedule" if callable(num_actors) else fixed,
+            steps,
+            max_rounds,
+            target,
+            max_steps,
+        )
     history = TrainingHistory(workload=wl.name, target=target)
-    start = time.perf_counter()
     total_steps = 0
     episodes = 0
-    for k in range(max_rounds):
+    first = 0
+    checkpoint = None if resume is None else read_checkpoint(resume)
+    if store is not None:
+        check_folder_free(store, None if checkpoint is None else checkpoint.path)
+    if checkpoint is not None:
+        check_config(checkpoint.path, checkpoint.config, config)
+        history = _resumed_history(checkpoint, wl.name, target)
+        restored = restore_run(checkpoint, learner, fleet)
+        total_steps = checkpoint.counters["total_steps"]
+        episodes = checkpoint.counters["episodes"]
+        first = checkpoint.rounds
+        logger.info("resumed from %s after %d rounds", checkpoint.path, first)
+        if not restored:
+            logger.warning("%s: %s", checkpoint.path, checkpoint.actors_note)
+        if history.rounds:
+            history.stop_reason = _stop_reason(history.rounds[-1], episodes, target, max_steps)
+            if history.stop_reason:
+                return history
+    # A resumed run's wall times go on from the checkpoint's (the downtime left out).
+    start = time.perf_counter() - history.wall_s
+    since_rounds, since = 0, time.monotonic()
+    for k in range(first, max_rounds):
         actors = _positive_int(f"num_actors(round {k})", schedule(k))
         if actors > fleet.max_actors:
             raise ValueError(
@@ -244,16 +484,32 @@ def train(
             total_steps,
             stats.mean_return,
         )
+        episodes += stats.episodes_completed
+        since_rounds += 1
+        if store is not None and checkpoints is not None:
+            if checkpoints.due(since_rounds, time.monotonic() - since):
+                state, actor_bytes = checkpoint_state(
+                    config,
+                    {
+                        "rounds": k + 1,
+                        "round": k,
+                        "total_steps": total_steps,
+                        "episodes": episodes,
+                        "policy_version": int(learner.policy_version),
+                    },
+                    [r.to_dict() for r in history.rounds],
+                    _qualified(type(stats)),
+                    learner,
+                    fleet,
+                )
+                path = store.write(k + 1, state, actor_bytes)
+                logger.debug("round %d: wrote checkpoint %s", k, path)
+                since_rounds, since = 0, time.monotonic()
         if callback is not None and callback(record):
             history.stop_reason = "callback"
             break
-        episodes += stats.episodes_completed
-        # Before the first completed episode the learner's mean return is a placeholder.
-        if episodes > 0 and stats.mean_return >= target:
-            history.stop_reason = "target"
-            break
-        if max_steps is not None and total_steps >= max_steps:
-            history.stop_reason = "max_steps"
+        history.stop_reason = _stop_reason(record, episodes, target, max_steps)
+        if history.stop_reason:
             break
     else:
         history.stop_reason = "max_rounds"

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -233,6 +234,112 @@ class RolloutWorker:
                 :func:`check_rollout_finite`).
         """
         return rollout_many([self], weights, steps, policy_version)[0]
+
+    #: The keys of :meth:`get_state`.
+    STATE_KEYS = (
+        "actor_id",
+        "seed",
+        "incarnation",
+        "env_seed",
+        "env",
+        "rng",
+        "obs",
+        "episode_return",
+        "episode_length",
+        "total_steps",
+    )
+
+    @property
+    def state_saveable(self) -> bool:
+        """Whether :meth:`get_state` captures the env's episode (a pickle of the env keeps it).
+
+        ``False`` for an env anywhere in the wrapper chain that pickles as its constructor
+        arguments (Gymnasium's ``EzPickle``: the MuJoCo and Atari envs), which a pickle
+        would rebuild at its start, not where its episode is.
+        """
+        env: Any = self.env
+        while env is not None:
+            if isinstance(env, gym.utils.EzPickle):
+                return False
+            env = getattr(env, "env", None)
+        return True
+
+    def get_state(self) -> dict[str, Any]:
+        """What the next rollout continues from, for a checkpoint (to pickle at once).
+
+        The env object itself (its episode, time limit and random generator), the sampling
+        generator, the current observation and the episode and step counters, with the
+        slot's ids; not the policy copy, which every rollout reloads from the weights it is
+        sent. The values are this worker's own objects, not copies.
+
+        Returns:
+            A dict with the keys :data:`STATE_KEYS`.
+        """
+        return {
+            "actor_id": self.actor_id,
+            "seed": self.seed,
+            "incarnation": self.incarnation,
+            "env_seed": self.env_seed,
+            "env": self.env,
+            "rng": self.rng,
+            "obs": self.obs,
+            "episode_return": self.episode_return,
+            "episode_length": self.episode_length,
+            "total_steps": self.total_steps,
+        }
+
+    def set_state(self, state: Any) -> None:
+        """Continue from :meth:`get_state` of this slot's worker; the env replaced is closed.
+
+        Everything is checked before anything is applied.
+
+        Args:
+            state: A dict as :meth:`get_state` returns it (read back from a pickle), of a
+                worker with this one's ``actor_id``, ``seed`` and ``incarnation``.
+
+        Raises:
+            ValueError: If ``state`` is not such a dict (missing keys, another slot, seed
+                or incarnation, an env that is not a ``gym.Env``, an observation of
+                another shape than this env's).
+        """
+        where = f"actor {self.actor_id} state"
+        if not isinstance(state, dict) or set(state) != set(self.STATE_KEYS):
+            keys = sorted(state) if isinstance(state, dict) else type(state).__name__
+            raise ValueError(f"{where}: expected keys {list(self.STATE_KEYS)}, actual {keys}")
+        for key in ("actor_id", "seed", "incarnation"):
+            if state[key] != getattr(self, key):
+                raise ValueError(
+                    f"{where}: {key}: expected {getattr(self, key)}, actual {state[key]!r}"
+                )
+        env, rng, obs = state["env"], state["rng"], state["obs"]
+        if not isinstance(env, gym.Env):
+            raise ValueError(f"{where}: env: expected a gym.Env, actual {type(env).__name__}")
+        if not isinstance(rng, np.random.Generator):
+            raise ValueError(
+                f"{where}: rng: expected a numpy Generator, actual {type(rng).__name__}"
+            )
+        if not isinstance(obs, np.ndarray) or obs.shape != self.obs.shape:
+            got = obs.shape if isinstance(obs, np.ndarray) else type(obs).__name__
+            raise ValueError(f"{where}: obs: expected shape {self.obs.shape}, actual {got}")
+        counts = {}
+        for key in ("env_seed", "episode_length", "total_steps"):
+            try:
+                counts[key] = check_int(f"{where}: {key}", state[key], 0)
+            except TypeError as exc:
+                raise ValueError(str(exc)) from None
+        episode_return = state["episode_return"]
+        if isinstance(episode_return, bool) or not isinstance(episode_return, (int, float)):
+            raise ValueError(
+                f"{where}: episode_return: expected a number, actual {episode_return!r}"
+            )
+        old = self.env
+        self.env, self.rng, self.obs = env, rng, obs
+        self.env_seed = counts["env_seed"]
+        self.episode_return = float(episode_return)
+        self.episode_length = counts["episode_length"]
+        self.total_steps = counts["total_steps"]
+        if old is not env:
+            old.close()
 
     def close(self) -> None:
         """Close the environment."""
