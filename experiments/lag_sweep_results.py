@@ -59,6 +59,7 @@ LOSSES: tuple[tuple[str, str, float], ...] = (
     ("vtrace", "vtrace", 0.8),
     ("gipo-0.5", "gipo", 0.5),
     ("gipo-0.8", "gipo", 0.8),
+    ("decoupled", "decoupled", 0.8),
 )
 VARIANTS = ("plain", "compensated")  # compensated: value recomputation + global norm
 #: Per env: actors and env steps per actor (one update consumes one rollout of each), PPO
@@ -107,6 +108,11 @@ class SweepRun:
     #: What ``--set`` changed from :data:`SETTINGS` (:func:`format_settings`), "" for none
     #: (and in sweeps written before the column existed).
     settings: str = ""
+    #: Mean over the run's updates of the effective sample size of the importance weights
+    #: ``pi_theta / mu`` at each update's start (:attr:`~fleetgym.agents.learners.lag.
+    #: LagUpdateStats.ess`, in ``(0, 1]``, 1 on-policy); NaN in sweeps written before the
+    #: column existed.
+    ess: float = math.nan
 
     @property
     def hops(self) -> bool:
@@ -120,7 +126,9 @@ class SweepRun:
 
 
 #: Columns a sweep's CSV may lack (written before they existed): read as their defaults.
-OPTIONAL_COLUMNS = ("velocity", "best_return", "best_velocity", "best_update", "settings")
+OPTIONAL_COLUMNS = (
+    "velocity", "best_return", "best_velocity", "best_update", "settings", "ess",
+)  # fmt: skip
 
 #: What ``--set NAME=VALUE`` may change, with the range each accepts (``low < value <=
 #: high``; ``ent_coef`` also takes 0): the learner's hyperparameters, the Gaussian policy's

@@ -119,7 +119,8 @@ def run_one(
     episodes: int,
     overrides: dict[str, float] | None = None,
 ) -> SweepRun:
-    """Train one cell of the grid (:func:`make_model`) and evaluate its final policy."""
+    """Train one cell of the grid (:func:`make_model`) and evaluate its final policy; the
+    run's ``ess`` is the mean of its updates' effective sample sizes."""
     started = time.perf_counter()
     model = make_model(env, loss, variant, lag, seed, overrides)
     policy = model.learner.policy
@@ -135,7 +136,11 @@ def run_one(
                 score=sum(scores) / len(scores), weights=policy.get_weights(), update=update
             )
 
+    ess: list[float] = []
+
     def checkpoint(record: Any) -> None:
+        if not math.isnan(record.stats.ess):
+            ess.append(record.stats.ess)
         if (record.update + 1) % every == 0:
             consider(record.update + 1)
 
@@ -164,4 +169,5 @@ def run_one(
         best_velocity=best_velocity,
         best_update=int(best["update"]),
         settings=format_settings(overrides or {}),
+        ess=sum(ess) / len(ess) if ess else math.nan,
     )

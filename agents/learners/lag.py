@@ -20,6 +20,7 @@ sweep share:
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,11 @@ import torch
 
 from fleetgym.agents.learners.checks import MAX_VERSION, check_observation, check_version
 from fleetgym.agents.learners.losses.config import LossConfig
-from fleetgym.agents.learners.losses.functions import kl_estimate, normalize
+from fleetgym.agents.learners.losses.functions import (
+    effective_sample_size,
+    kl_estimate,
+    normalize,
+)
 from fleetgym.agents.learners.ppo import Batch, PPOLearner
 from fleetgym.agents.types import Trajectory, UpdateStats, Weights
 from fleetgym.agents.workloads import Workload
@@ -95,6 +100,12 @@ class LagUpdateStats(UpdateStats):
         dropped_samples: Samples of this update dropped for a lag above ``max_policy_lag``.
         lags: int64 array, one lag per sample offered to the update (dropped ones
             included): the learner's version minus the sample's behaviour version.
+        ess: Effective sample size of the importance weights ``w = pi_theta / mu`` of the
+            kept samples, with ``pi_theta`` the learner's policy at the start of the
+            update (the ratio the loss sees before its first step):
+            ``(sum w)^2 / (n * sum w^2)``, in ``(0, 1]``. 1 means on-policy (every weight
+            equal); near ``1 / n`` a few stale samples dominate the update. NaN when not
+            measured (no kept samples, or a learner that does not measure it).
     """
 
     lag_mean: float = 0.0
@@ -103,6 +114,7 @@ class LagUpdateStats(UpdateStats):
     lag_max: int = 0
     dropped_samples: int = 0
     lags: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+    ess: float = float("nan")
 
     def lag_histogram(self) -> dict[str, int]:
         """Sample counts per lag bin ``0``, ``1``, ``2-3``, ``4-7``, ... (powers of two).
@@ -288,10 +300,19 @@ class CompensatedPPOLearner(PPOLearner):
     minibatch and runs the PPO epochs with the chosen policy loss. Truncation bootstrap
     values stay the behaviour's (the final observation of a time-limit end is not kept).
 
+    A loss with a proximal policy (``needs_proximal``: ``"decoupled"``) takes its ratio to
+    this learner's own parameters ``config.proximal_offset`` updates back from the version
+    the update produces: offset 1 is the parameters at the start of the update (AReaL's
+    choice), offset ``k`` the ones ``k - 1`` updates before, kept in a :class:`WeightRing`
+    of capacity ``k`` (early in a run the oldest kept). Each update also reports the
+    effective sample size of ``pi_theta / mu`` at its start (:attr:`LagUpdateStats.ess`).
+
     Args:
         workload: A :class:`~fleetgym.agents.workloads.Workload` or its name.
         config: The loss and compensations (default: plain PPO-clip).
-        max_policy_lag: Samples with a larger lag are dropped (``None``: keep all).
+        max_policy_lag: Samples with a larger lag are dropped (``None``: keep all). With a
+            proximal loss, ``config.proximal_offset`` may be at most ``max_policy_lag + 1``
+            (the proximal policy no older than the oldest sample admitted).
         seed: Seeds the initial weights and the minibatch shuffling.
         **overrides: PPO hyperparameters (see
             :data:`fleetgym.agents.learners.ppo.HYPERPARAMETERS`), and ``imagination=`` as
@@ -307,7 +328,8 @@ class CompensatedPPOLearner(PPOLearner):
 
     Raises:
         TypeError: If ``config`` is not a :class:`LossConfig`.
-        ValueError: If ``max_policy_lag`` is not in ``[0, 10000000]``.
+        ValueError: If ``max_policy_lag`` is not in ``[0, 10000000]``, or a proximal
+            loss's ``config.proximal_offset`` exceeds ``max_policy_lag + 1``.
     """
 
     def __init__(
@@ -328,6 +350,22 @@ class CompensatedPPOLearner(PPOLearner):
             if max_policy_lag is None
             else check_int("max_policy_lag", max_policy_lag, 0, MAX_POLICY_LAG)
         )
+        self._proximal_ring: WeightRing | None = None
+        self._proximal_policy: Any = None
+        if config.policy_loss.needs_proximal:
+            offset = config.proximal_offset
+            if self.max_policy_lag is not None and offset > self.max_policy_lag + 1:
+                raise ValueError(
+                    f"proximal_offset: expected at most max_policy_lag + 1 = "
+                    f"{self.max_policy_lag + 1} (a proximal policy no older than the oldest "
+                    f"sample admitted), actual {offset}"
+                )
+            if offset > 1:
+                self._proximal_ring = WeightRing(offset)
+                self._proximal_policy = copy.deepcopy(self.policy)
+        # ESS of pi_theta / mu at the start of the update in progress (NaN: not measured).
+        self._ess = float("nan")
+        self._ess_pending = False
         self.dropped_samples_total = 0
         # KL budget of the update in progress: the batch's KL(mu || pi) at its start, and
         # whether the budget is spent (then the update ends).
@@ -401,6 +439,14 @@ class CompensatedPPOLearner(PPOLearner):
         because the weight is positive. With per-minibatch normalisation the weighted
         advantages are what each minibatch standardises (AsyncPPO normalises globally).
 
+        With a loss that has a proximal policy (``needs_proximal``) the batch's
+        ``log_probs`` has two columns, shape ``(n, 2)``: the proximal policy's
+        (``config.proximal_offset`` updates back) and the behaviour's; the loss weights
+        the advantages itself, after their normalisation.
+
+        The first batch of an update also measures the effective sample size of
+        ``pi_theta / mu`` (:attr:`LagUpdateStats.ess`).
+
         Args:
             trajectories: The trajectories the update trains on (after the lag bound), in
                 order.
@@ -408,18 +454,35 @@ class CompensatedPPOLearner(PPOLearner):
         batch = super().build_batch(trajectories)
         if self.config.global_advantage_norm:
             batch.advantages = normalize(batch.advantages)
+        with torch.no_grad():
+            start_log_probs = self.policy.evaluate_actions(batch.obs, batch.actions)[0]
+        if self._ess_pending:
+            self._ess = effective_sample_size(start_log_probs - batch.log_probs)
+            self._ess_pending = False
         if self.config.proximal_clip:
-            with torch.no_grad():
-                proximal = self.policy.evaluate_actions(batch.obs, batch.actions)[0]
-            batch.advantages = batch.advantages * torch.exp(proximal - batch.log_probs)
-            batch.log_probs = proximal
+            batch.advantages = batch.advantages * torch.exp(start_log_probs - batch.log_probs)
+            batch.log_probs = start_log_probs
+        if self.config.policy_loss.needs_proximal:
+            proximal = self._proximal_log_probs(batch, start_log_probs)
+            batch.log_probs = torch.stack([proximal, batch.log_probs], dim=1)
         self._policy_stopped = False
         self._start_kl = 0.0
         if self.config.target_kl is not None:
-            with torch.no_grad():
-                start_log_probs = self.policy.evaluate_actions(batch.obs, batch.actions)[0]
-            self._start_kl = float(kl_estimate(start_log_probs, batch.log_probs))
+            reference = batch.log_probs[:, 0] if batch.log_probs.ndim == 2 else batch.log_probs
+            self._start_kl = float(kl_estimate(start_log_probs, reference))
         return batch
+
+    @torch.no_grad()
+    def _proximal_log_probs(self, batch: Batch, start_log_probs: torch.Tensor) -> torch.Tensor:
+        """``log pi_prox`` of the batch: this learner ``proximal_offset`` updates back."""
+        ring = self._proximal_ring
+        if ring is None:  # offset 1: the parameters at the start of the update
+            return start_log_probs
+        ring.push(self.policy_version, self.get_weights())
+        _, weights = ring.lagged(self.config.proximal_offset - 1)
+        self._proximal_policy.load_weights(weights)
+        self._proximal_policy.eval()
+        return self._proximal_policy.evaluate_actions(batch.obs, batch.actions)[0]
 
     def normalize_advantages(self, advantages: torch.Tensor) -> torch.Tensor:
         """Per minibatch, unless the batch was already normalised globally.
@@ -445,10 +508,14 @@ class CompensatedPPOLearner(PPOLearner):
             new_log_probs: Log-probabilities of the minibatch's actions under the current
                 parameters (differentiable), shape ``(m,)``.
             old_log_probs: The batch's log-probabilities: the behaviour's, or the proximal
-                policy's with ``config.proximal_clip``; shape ``(m,)``.
+                policy's with ``config.proximal_clip``; shape ``(m,)``. With a proximal
+                loss, shape ``(m, 2)``: the proximal policy's and the behaviour's.
             advantages: The minibatch's advantages after :meth:`normalize_advantages`,
                 shape ``(m,)``.
         """
+        behaviour = None
+        if old_log_probs.ndim == 2:  # a proximal loss: (proximal, behaviour) columns
+            old_log_probs, behaviour = old_log_probs[:, 0], old_log_probs[:, 1]
         target_kl = self.config.target_kl
         if target_kl is not None and not self._policy_stopped:
             moved = float(kl_estimate(new_log_probs, old_log_probs)) - self._start_kl
@@ -456,9 +523,12 @@ class CompensatedPPOLearner(PPOLearner):
                 self._policy_stopped = True
                 self.policy_stops += 1
         settings = self.config.settings(clip=self.workload.clip_coef)
-        return self.config.policy_loss.policy_term(
-            new_log_probs, old_log_probs, advantages, settings
-        )
+        policy_loss = self.config.policy_loss
+        if behaviour is not None:
+            return policy_loss.policy_term(  # type: ignore[call-arg]
+                new_log_probs, old_log_probs, advantages, settings, behaviour_log_probs=behaviour
+            )
+        return policy_loss.policy_term(new_log_probs, old_log_probs, advantages, settings)
 
     def stop_update(self) -> bool:
         """``True`` once the update spent its KL budget (see :meth:`policy_loss`)."""
@@ -525,8 +595,13 @@ class CompensatedPPOLearner(PPOLearner):
                 kept.append(_tail(traj, int(np.flatnonzero(~stale)[0])))
         dropped = int(len(lags) - sum(len(t) for t in kept))
         self.dropped_samples_total += dropped
+        self._ess = float("nan")
+        self._ess_pending = True
         if kept:
-            base = super().update(kept)
+            try:
+                base = super().update(kept)
+            finally:
+                self._ess_pending = False
         else:
             base = UpdateStats(0.0, self.mean_return, 0.0, 0.0, 0, self.policy_version)
         # Episodes of dropped samples did happen: they count in the reported return.
@@ -543,4 +618,5 @@ class CompensatedPPOLearner(PPOLearner):
             lag_max=int(lags.max()) if len(lags) else 0,
             dropped_samples=dropped,
             lags=lags,
+            ess=self._ess,
         )

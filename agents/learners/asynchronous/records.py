@@ -3,7 +3,8 @@
 :class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO` appends one record per
 update to its ``history`` and, with ``tensorboard_log``, writes it with
 :func:`log_update` (returns, losses, KL, clip fraction, the lag percentiles and
-histogram, dropped samples, learner utilisation, env steps/s, and with imagination the
+histogram, dropped samples, the effective sample size of the update's importance
+weights, learner utilisation, env steps/s, and with imagination the
 model's validation loss per head, the horizon, the imagined share and the uncertainty).
 """
 
@@ -50,6 +51,12 @@ class UpdateRecord:
         return self.stats.mean_return
 
     @property
+    def ess(self) -> float:
+        """The effective sample size of the update's importance weights ``pi_theta / mu``,
+        in ``(0, 1]`` (1: on-policy; NaN: not measured): :attr:`LagUpdateStats.ess`."""
+        return self.stats.ess
+
+    @property
     def learner_utilisation(self) -> float:
         """Share of the wall time so far spent in updates."""
         return self.learner_busy_s / self.wall_s if self.wall_s > 0 else 0.0
@@ -90,6 +97,7 @@ def log_update(writer: Any, record: UpdateRecord) -> None:
         ("lag/p99", s.lag_p99),
         ("lag/max", s.lag_max),
         ("lag/dropped_samples", s.dropped_samples),
+        ("lag/ess", s.ess),
         ("time/learner_utilisation", record.learner_utilisation),
     ):
         writer.add_scalar(name, value, step)

@@ -15,6 +15,12 @@ policy that produced the sample (``mu`` is the policy version the actor acted wi
   advantages with truncated importance weights ``rho_bar`` and ``c_bar`` (1 and 1 by
   default), and :func:`vtrace_policy_loss`, the matching policy gradient
   ``L = -mean(sg(min(rho_bar, rho)) * A_vtrace * log pi_theta)``.
+* ``"decoupled"`` -- :func:`decoupled_ppo_loss`, AReaL's decoupled PPO objective:
+  ``L = -mean(sg(w) * min(u * A, clip(u, 1 - eps, 1 + eps) * A))`` with ``u = pi_theta /
+  pi_prox`` the ratio to a *proximal* policy (the learner's own recent parameters) and
+  ``w = pi_prox / mu`` the behaviour weight, capped (:func:`behaviour_weight`).
+
+:func:`effective_sample_size` measures how far an update's samples are from on-policy.
 
 The modules of this package:
 
@@ -50,7 +56,12 @@ from __future__ import annotations
 
 from fleetgym.agents.learners.losses.config import LossConfig
 from fleetgym.agents.learners.losses.functions import (
+    CAP_MODES,
     DEFAULT_SIGMA,
+    DEFAULT_WEIGHT_CAP,
+    behaviour_weight,
+    decoupled_ppo_loss,
+    effective_sample_size,
     gaussian_weight,
     gipo_loss,
     kl_estimate,
@@ -70,6 +81,7 @@ from fleetgym.agents.learners.losses.registry import (
     GIPO,
     LOSS_REGISTRY,
     LOSSES,
+    Decoupled,
     LossSettings,
     PolicyLoss,
     PPOClip,
@@ -80,8 +92,11 @@ from fleetgym.agents.learners.losses.registry import (
 )
 
 __all__ = [
+    "CAP_MODES",
     "DEFAULT_SIGMA",
     "DEFAULT_TARGET_KL",
+    "DEFAULT_WEIGHT_CAP",
+    "Decoupled",
     "GIPO",
     "LEVEL_SCALES",
     "LOSSES",
@@ -92,6 +107,9 @@ __all__ = [
     "PolicyLoss",
     "RATIO_LEVELS",
     "VTrace",
+    "behaviour_weight",
+    "decoupled_ppo_loss",
+    "effective_sample_size",
     "gaussian_weight",
     "get_loss",
     "gipo_loss",

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fleetgym.agents.learners.losses.functions import DEFAULT_SIGMA
+from fleetgym.agents.learners.losses.functions import CAP_MODES, DEFAULT_SIGMA, DEFAULT_WEIGHT_CAP
 from fleetgym.agents.learners.losses.registry import (
     LOSS_REGISTRY,
     LossSettings,
     PolicyLoss,
     get_loss,
 )
-from fleetgym.validation import check_bool, check_float
+from fleetgym.validation import check_bool, check_choice, check_float, check_int
+
+#: Largest proximal offset (the learner keeps that many of its own recent weights).
+MAX_PROXIMAL_OFFSET = 10_000
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,8 @@ class LossConfig:
         loss: A name in the loss registry
             (:data:`~fleetgym.agents.learners.losses.registry.LOSS_REGISTRY`): ``"ppo"``
             (clipped surrogate), ``"gipo"`` (Gaussian importance weight), ``"vtrace"``
-            (IMPALA's off-policy correction) or one added with :func:`register_loss`.
+            (IMPALA's off-policy correction), ``"decoupled"`` (AReaL's decoupled PPO
+            objective) or one added with :func:`register_loss`.
         sigma: GIPO's weight width in log-ratio space (> 0; ignored by the others).
         recompute_values: Recompute ``V(s)`` with the newest critic before the advantages
             (otherwise the values the behaviour policy recorded are used).
@@ -43,6 +47,20 @@ class LossConfig:
             decoupled PPO (Hilton et al., 2021, "Batch size-invariance for policy
             optimization"). With a lag of 0 it is plain PPO-clip; with a lag, the trust region
             no longer starts out partly used up by the updates the sample missed.
+        proximal_offset: A loss with a proximal policy only (``needs_proximal``, as
+            ``"decoupled"``): the proximal policy is the learner's own parameters this
+            many updates back from the version the update produces (an int in
+            ``[1, 10000]``; 1: the parameters at the start of the update, AReaL's choice).
+            The learner keeps them in a
+            :class:`~fleetgym.agents.learners.lag.WeightRing`; early in a run, with fewer
+            versions kept, the oldest kept. At most ``max_policy_lag + 1`` (checked by
+            :class:`~fleetgym.agents.learners.lag.CompensatedPPOLearner`), so the
+            proximal policy is never older than the oldest sample the lag bound admits.
+            Ignored by the other losses.
+        weight_cap: The decoupled loss's cap on the behaviour weight ``pi_prox / mu``
+            (a number > 1, or ``None``: no cap; ignored by the other losses).
+        cap_mode: Above the cap, ``"drop"`` the sample (AReaL's choice) or ``"truncate"``
+            the weight to the cap.
 
     Example:
         >>> LossConfig("gipo", sigma=0.5).label
@@ -55,9 +73,11 @@ class LossConfig:
         ValueError: sigma: expected a finite number > 0, actual 0.0
 
     Raises:
-        ValueError: For an unknown loss, ``sigma <= 0``, ``target_kl <= 0`` or
-            ``proximal_clip`` with a loss that does not support it.
-        TypeError: For a switch that is not a bool.
+        ValueError: For an unknown loss, ``sigma <= 0``, ``target_kl <= 0``,
+            ``proximal_clip`` with a loss that does not support it, ``proximal_offset``
+            outside ``[1, 10000]``, ``weight_cap <= 1`` or an unknown ``cap_mode``.
+        TypeError: For a switch that is not a bool, a ``proximal_offset`` that is not an
+            int or a ``weight_cap`` that is not a number.
     """
 
     loss: str = "ppo"
@@ -66,6 +86,9 @@ class LossConfig:
     global_advantage_norm: bool = False
     target_kl: float | None = None
     proximal_clip: bool = False
+    proximal_offset: int = 1
+    weight_cap: float | None = DEFAULT_WEIGHT_CAP
+    cap_mode: str = "drop"
 
     def __post_init__(self) -> None:
         policy_loss = get_loss(self.loss)
@@ -82,6 +105,18 @@ class LossConfig:
             object.__setattr__(
                 self, "target_kl", check_float("target_kl", self.target_kl, low=0.0, strict=True)
             )
+        object.__setattr__(
+            self,
+            "proximal_offset",
+            check_int("proximal_offset", self.proximal_offset, 1, MAX_PROXIMAL_OFFSET),
+        )
+        if self.weight_cap is not None:
+            object.__setattr__(
+                self,
+                "weight_cap",
+                check_float("weight_cap", self.weight_cap, low=1.0, strict=True),
+            )
+        check_choice("cap_mode", self.cap_mode, CAP_MODES)
 
     @property
     def policy_loss(self) -> PolicyLoss:
@@ -93,14 +128,19 @@ class LossConfig:
 
         Args:
             clip: PPO-clip's range (>= 0); the lag learner passes its workload's
-                ``clip_coef``. ``rho_bar`` keeps :class:`LossSettings`' default.
+                ``clip_coef``. ``rho_bar`` keeps :class:`LossSettings`' default; ``sigma``,
+                ``weight_cap`` and ``cap_mode`` are this config's.
         """
-        return LossSettings(clip=clip, sigma=self.sigma)
+        return LossSettings(
+            clip=clip, sigma=self.sigma, weight_cap=self.weight_cap, cap_mode=self.cap_mode
+        )
 
     @property
     def label(self) -> str:
         """A short name, e.g. ``'gipo(sigma=0.8)+recompute+global-norm'``."""
         name = self.policy_loss.label(self.settings(), self.loss)
+        if self.policy_loss.needs_proximal and self.proximal_offset != 1:
+            name += f"-prox{self.proximal_offset}"
         if self.proximal_clip:
             name += "-proximal"
         if self.recompute_values:

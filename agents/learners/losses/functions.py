@@ -9,6 +9,11 @@ advantage estimate:
   ``w = exp(-1/2 * (log rho / sigma)^2)`` (:func:`gaussian_weight`).
 * :func:`vtrace` and :func:`vtrace_policy_loss` -- IMPALA's V-trace targets and policy
   gradient ``L = -mean(sg(min(rho_bar, rho)) * A_vtrace * log pi_theta)``.
+* :func:`decoupled_ppo_loss` -- AReaL's decoupled PPO objective
+  ``L = -mean(sg(w) * min(u * A, clip(u, 1 - eps, 1 + eps) * A))`` with ``u = pi_theta /
+  pi_prox`` and the capped behaviour weight ``w = pi_prox / mu`` (:func:`behaviour_weight`).
+* :func:`effective_sample_size` -- the effective sample size of importance weights, in
+  ``(0, 1]``.
 
 The learners reach these through the loss registry
 (:mod:`fleetgym.agents.learners.losses.registry`), not by name.
@@ -20,10 +25,15 @@ import numpy as np
 import torch
 
 from fleetgym.agents.learners.checks import check_flags, check_series
-from fleetgym.validation import check_float, quote
+from fleetgym.validation import check_choice, check_float, quote
 
 #: GIPO's default standard deviation of the Gaussian weight in log-ratio space.
 DEFAULT_SIGMA = 0.8
+#: The decoupled loss's default cap on the behaviour weight ``pi_prox / mu``.
+DEFAULT_WEIGHT_CAP = 5.0
+#: What the decoupled loss does with a behaviour weight above its cap: ``"drop"`` the
+#: sample (weight 0, as AReaL does) or ``"truncate"`` the weight to the cap.
+CAP_MODES = ("drop", "truncate")
 
 
 def _same_shape(
@@ -309,3 +319,138 @@ def vtrace(
         advantages[t] = rewards[t] + gamma * target - values[t]
         next_value, next_vs = values[t], vs[t]
     return vs.astype(np.float32), advantages.astype(np.float32)
+
+
+def behaviour_weight(
+    proximal_log_probs: torch.Tensor,
+    behaviour_log_probs: torch.Tensor,
+    cap: float | None = DEFAULT_WEIGHT_CAP,
+    mode: str = "drop",
+) -> torch.Tensor:
+    """The decoupled loss's behaviour weight ``w = pi_prox / mu``, capped (no gradient).
+
+    Args:
+        proximal_log_probs: ``log pi_prox`` of each sample under the proximal policy.
+        behaviour_log_probs: ``log mu`` of the same samples under the behaviour policy,
+            same shape.
+        cap: The largest weight kept (> 1, as in AReaL, whose cap must exceed 1; ``None``:
+            no cap).
+        mode: What happens above the cap (:data:`CAP_MODES`): ``"drop"`` sets the
+            weight to 0, so the sample leaves the loss (AReaL's choice: it filters those
+            samples out), ``"truncate"`` sets it to ``cap`` (as V-trace truncates
+            ``rho``).
+
+    Example:
+        >>> prox = torch.log(torch.tensor([1.0, 2.0, 8.0]))
+        >>> behaviour_weight(prox, torch.zeros(3), cap=4.0).tolist()
+        [1.0, 2.0, 0.0]
+        >>> behaviour_weight(prox, torch.zeros(3), cap=4.0, mode="truncate").tolist()
+        [1.0, 2.0, 4.0]
+
+    Raises:
+        ValueError: If the shapes differ, ``cap`` is not a finite number > 1 or ``mode``
+            is not one of :data:`CAP_MODES`.
+    """
+    if proximal_log_probs.shape != behaviour_log_probs.shape:
+        raise ValueError(
+            "proximal_log_probs, behaviour_log_probs: expected one shape, actual "
+            f"{tuple(proximal_log_probs.shape)} and {tuple(behaviour_log_probs.shape)}"
+        )
+    mode = check_choice("mode", mode, CAP_MODES)
+    weight = torch.exp((proximal_log_probs - behaviour_log_probs).detach())
+    if cap is None:
+        return weight
+    cap = check_float("cap", cap, low=1.0, strict=True)
+    if mode == "truncate":
+        return torch.clamp(weight, max=cap)
+    return torch.where(weight > cap, torch.zeros_like(weight), weight)
+
+
+def decoupled_ppo_loss(
+    new_log_probs: torch.Tensor,
+    proximal_log_probs: torch.Tensor,
+    behaviour_log_probs: torch.Tensor,
+    advantages: torch.Tensor,
+    clip: float = 0.2,
+    weight_cap: float | None = DEFAULT_WEIGHT_CAP,
+    cap_mode: str = "drop",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """AReaL's decoupled PPO objective (to minimise) and the fraction of clipped ratios.
+
+    From the paper "AReaL: a large-scale asynchronous reinforcement learning system"
+    (NeurIPS 2025): the trust region is taken around a *proximal* policy ``pi_prox``
+    instead of the behaviour policy ``mu`` that drew the sample, and ``mu`` enters only
+    through the importance weight ``pi_prox / mu`` that multiplies the clipped surrogate:
+
+    ``L = -mean(sg(w) * min(u * A, clip(u, 1 - clip, 1 + clip) * A))``,
+    ``u = pi_theta / pi_prox``, ``w = pi_prox / mu`` capped by :func:`behaviour_weight`
+    (``sg``: no gradient flows through ``w``). The mean runs over every sample, dropped
+    ones included (they count as 0), as AReaL averages over all samples of the batch.
+    With ``pi_prox = mu`` (``w = 1``) it is :func:`ppo_clip_loss` exactly.
+
+    Args:
+        new_log_probs: ``log pi_theta`` of each sample (differentiable).
+        proximal_log_probs: ``log pi_prox``, the proximal policy's, same shape.
+        behaviour_log_probs: ``log mu``, the behaviour policy's, same shape.
+        advantages: One advantage per sample, same shape.
+        clip: PPO's ``eps`` (>= 0): ``u`` is clipped to ``[1 - clip, 1 + clip]``.
+        weight_cap: The cap of ``w`` (> 1; ``None``: no cap), see :func:`behaviour_weight`.
+        cap_mode: ``"drop"`` (AReaL's: a sample whose ``w`` exceeds the cap leaves the
+            loss) or ``"truncate"`` (``w`` is cut to the cap).
+
+    Example:
+        >>> new = torch.log(torch.tensor([1.0, 1.5]))
+        >>> prox, behav = torch.zeros(2), torch.log(torch.tensor([0.5, 1.0]))
+        >>> loss, frac = decoupled_ppo_loss(new, prox, behav, torch.tensor([1.0, 1.0]))
+        >>> round(float(loss), 4), float(frac)  # -(2 * 1 + 1 * 1.2) / 2
+        (-1.6, 0.5)
+
+    Raises:
+        ValueError: If the tensors differ in shape, ``clip`` is negative or not finite,
+            ``weight_cap`` is not a finite number > 1 or ``cap_mode`` is unknown.
+    """
+    _same_shape(new_log_probs, proximal_log_probs, advantages)
+    clip = check_float("clip", clip, low=0.0)
+    weight = behaviour_weight(proximal_log_probs, behaviour_log_probs, weight_cap, cap_mode)
+    ratio = torch.exp(new_log_probs - proximal_log_probs)
+    surrogate = torch.min(ratio * advantages, torch.clamp(ratio, 1 - clip, 1 + clip) * advantages)
+    clip_fraction = ((ratio - 1.0).abs() > clip).float().mean()
+    return -(weight * surrogate).mean(), clip_fraction
+
+
+def effective_sample_size(log_weights: torch.Tensor | np.ndarray) -> float:
+    """Kish's effective sample size of importance weights, as a share: ``(sum w)^2 / (n sum w^2)``.
+
+    ``w = exp(log_weights)``, e.g. ``pi_theta / mu`` of an update's samples. The value
+    lies in ``(0, 1]``: 1 means every weight is equal (on-policy samples: ``w = 1``), and
+    a value near ``1 / n`` means a few samples carry the whole importance-weighted
+    estimate. Computed from the log-weights shifted by their maximum, so a huge ratio
+    does not overflow.
+
+    Args:
+        log_weights: ``log w`` per sample, any shape (flattened); ``-inf`` is a weight of 0.
+
+    Returns:
+        The share as a float, NaN without samples (or if every weight is 0).
+
+    Example:
+        >>> effective_sample_size(torch.zeros(4))
+        1.0
+        >>> round(effective_sample_size(np.log([1.0, 3.0])), 4)  # 16 / (2 * 10)
+        0.8
+
+    Raises:
+        ValueError: If a log-weight is NaN or ``+inf``.
+    """
+    logs = np.asarray(
+        log_weights.detach().cpu().numpy()
+        if isinstance(log_weights, torch.Tensor)
+        else log_weights,
+        np.float64,
+    ).reshape(-1)
+    if np.isnan(logs).any() or np.isposinf(logs).any():
+        raise ValueError("log_weights: expected numbers < +inf, actual NaN or +inf")
+    if not len(logs) or np.isneginf(logs).all():
+        return float("nan")
+    w = np.exp(logs - logs.max())
+    return float(w.sum() ** 2 / (len(w) * np.square(w).sum()))

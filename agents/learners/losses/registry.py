@@ -9,13 +9,13 @@ the name of the fraction statistic it reports (:attr:`PolicyLoss.fraction_name`)
 
 Example:
     >>> sorted(LOSS_REGISTRY)
-    ['gipo', 'ppo', 'vtrace']
+    ['decoupled', 'gipo', 'ppo', 'vtrace']
     >>> get_loss("gipo").default_target_kl, get_loss("gipo").label(LossSettings(sigma=0.5))
     (0.02, 'gipo(sigma=0.5)')
     >>> get_loss("a2c")
     Traceback (most recent call last):
     ...
-    ValueError: loss: expected one of ('ppo', 'gipo', 'vtrace'), actual 'a2c'
+    ValueError: loss: expected one of ('ppo', 'gipo', 'vtrace', 'decoupled'), actual 'a2c'
 """
 
 from __future__ import annotations
@@ -32,7 +32,10 @@ import torch
 
 from fleetgym.agents.learners.gae import compute_gae
 from fleetgym.agents.learners.losses.functions import (
+    CAP_MODES,
     DEFAULT_SIGMA,
+    DEFAULT_WEIGHT_CAP,
+    decoupled_ppo_loss,
     gipo_loss,
     ppo_clip_loss,
     vtrace,
@@ -41,7 +44,7 @@ from fleetgym.agents.learners.losses.functions import (
 from fleetgym.validation import check_choice, check_float, quote
 
 #: The losses that ship with fleetgym (:data:`LOSS_REGISTRY` may hold more).
-LOSSES = ("ppo", "gipo", "vtrace")
+LOSSES = ("ppo", "gipo", "vtrace", "decoupled")
 _NAME = re.compile(r"[a-z][a-z0-9_\-]*")
 
 
@@ -53,6 +56,10 @@ class LossSettings:
         clip: PPO-clip's range (>= 0).
         sigma: GIPO's weight width in log-ratio space (> 0).
         rho_bar: V-trace's truncation of the importance weight (> 0).
+        weight_cap: The decoupled loss's cap on the behaviour weight ``pi_prox / mu``
+            (> 1; ``None``: no cap).
+        cap_mode: What the decoupled loss does with a weight above the cap:
+            ``"drop"`` the sample (AReaL's choice) or ``"truncate"`` the weight.
 
     Example:
         >>> LossSettings(clip=0.1).sigma
@@ -69,6 +76,8 @@ class LossSettings:
     clip: float = 0.2
     sigma: float = DEFAULT_SIGMA
     rho_bar: float = 1.0
+    weight_cap: float | None = DEFAULT_WEIGHT_CAP
+    cap_mode: str = "drop"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "clip", check_float("clip", self.clip, low=0.0))
@@ -76,6 +85,13 @@ class LossSettings:
         object.__setattr__(
             self, "rho_bar", check_float("rho_bar", self.rho_bar, low=0.0, strict=True)
         )
+        if self.weight_cap is not None:
+            object.__setattr__(
+                self,
+                "weight_cap",
+                check_float("weight_cap", self.weight_cap, low=1.0, strict=True),
+            )
+        check_choice("cap_mode", self.cap_mode, CAP_MODES)
 
 
 class PolicyLoss(abc.ABC):
@@ -94,12 +110,18 @@ class PolicyLoss(abc.ABC):
             computes its current log-probabilities of the samples first).
         fraction_name: What the second value of :meth:`policy_term` counts; learners
             report it as ``clip_fraction``.
+        needs_proximal: Whether :meth:`policy_term` takes the ratio to a proximal policy
+            and reads the behaviour's log-probabilities separately (``behaviour_log_probs=``),
+            as the decoupled loss does; then
+            :class:`~fleetgym.agents.learners.lag.CompensatedPPOLearner` passes the
+            proximal policy's log-probabilities as ``old_log_probs``.
     """
 
     default_target_kl: ClassVar[float | None] = None
     supports_proximal_clip: ClassVar[bool] = False
     needs_log_rhos: ClassVar[bool] = False
     fraction_name: ClassVar[str] = "clip_fraction"
+    needs_proximal: ClassVar[bool] = False
 
     @abc.abstractmethod
     def policy_term(
@@ -244,7 +266,59 @@ class VTrace(PolicyLoss):
         return advantages, value_targets
 
 
-_REGISTRY: dict[str, PolicyLoss] = {"ppo": PPOClip(), "gipo": GIPO(), "vtrace": VTrace()}
+class Decoupled(PolicyLoss):
+    """AReaL's decoupled PPO objective (:func:`~fleetgym.agents.learners.losses.functions.decoupled_ppo_loss`).
+
+    The clipped ratio is taken to a proximal policy ``pi_prox`` and each sample's clipped
+    surrogate is weighted by ``pi_prox / mu``, capped (``settings.weight_cap``,
+    ``settings.cap_mode``). Which policy is proximal is the learner's choice:
+    :class:`~fleetgym.agents.learners.lag.CompensatedPPOLearner` takes its own parameters
+    ``proximal_offset`` updates back (:class:`~fleetgym.agents.learners.losses.LossConfig`;
+    1, the parameters at the start of the update, as in AReaL). Without
+    ``behaviour_log_probs`` (a learner without a proximal policy, such as the token
+    learner) the proximal policy is the behaviour policy and the loss is PPO-clip.
+    The clip is its trust region: no default KL budget.
+    """
+
+    needs_proximal = True
+
+    def policy_term(
+        self,
+        new_log_probs: torch.Tensor,
+        old_log_probs: torch.Tensor,
+        advantages: torch.Tensor,
+        settings: LossSettings,
+        behaviour_log_probs: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """See :meth:`PolicyLoss.policy_term`; ``old_log_probs`` are the proximal policy's.
+
+        Args:
+            new_log_probs: ``log pi_theta`` of the samples (differentiable), shape ``(n,)``.
+            old_log_probs: ``log pi_prox``, the proximal policy's, shape ``(n,)``.
+            advantages: One advantage per sample, shape ``(n,)``.
+            settings: Reads ``clip``, ``weight_cap`` and ``cap_mode``.
+            behaviour_log_probs: ``log mu``, the behaviour's, shape ``(n,)`` (``None``:
+                ``old_log_probs``, a weight of 1).
+        """
+        behaviour = old_log_probs if behaviour_log_probs is None else behaviour_log_probs
+        return decoupled_ppo_loss(
+            new_log_probs, old_log_probs, behaviour, advantages, settings.clip,
+            settings.weight_cap, settings.cap_mode,
+        )  # fmt: skip
+
+    def label(self, settings: LossSettings, name: str = "decoupled") -> str:
+        """``'decoupled(cap=...)'`` (``'truncate'`` added when the weight is truncated)."""
+        cap = "none" if settings.weight_cap is None else f"{settings.weight_cap:g}"
+        mode = ",truncate" if settings.cap_mode == "truncate" else ""
+        return f"{name}(cap={cap}{mode})"
+
+
+_REGISTRY: dict[str, PolicyLoss] = {
+    "ppo": PPOClip(),
+    "gipo": GIPO(),
+    "vtrace": VTrace(),
+    "decoupled": Decoupled(),
+}
 #: Every registered loss by name (a read-only view; :func:`register_loss` adds to it).
 LOSS_REGISTRY: Mapping[str, PolicyLoss] = MappingProxyType(_REGISTRY)
 #: Default KL budget per update of the built-in losses (:attr:`PolicyLoss.default_target_kl`):
@@ -309,8 +383,8 @@ def get_loss(name: str) -> PolicyLoss:
     """The registered loss of that name.
 
     Args:
-        name: A key of :data:`LOSS_REGISTRY`: ``"ppo"``, ``"gipo"``, ``"vtrace"`` or a
-            name added with :func:`register_loss`.
+        name: A key of :data:`LOSS_REGISTRY`: ``"ppo"``, ``"gipo"``, ``"vtrace"``,
+            ``"decoupled"`` or a name added with :func:`register_loss`.
 
     Raises:
         TypeError: If ``name`` is not a str.

@@ -37,16 +37,18 @@ FLAT = {
     "gipo": (-0.3195174038410187, 0.0),
     "vtrace": (-0.03752629831433296, 0.5),
 }
+FLAT["decoupled"] = FLAT["ppo"]  # without behaviour_log_probs: PPO-clip exactly
 #: level_policy_loss of the same numbers as (B=2, K=3, D=2) token log-probs, per level.
 LEVELS = {
     "ppo": [(-1.0883391, 0.5), (-0.2403585, 0.8333333), (-0.2357195, 1.0)],
     "gipo": [(-1.3727512, 0.0), (-0.8315233, 0.1666667), (-0.2898475, 0.0)],
     "vtrace": [(-0.4971311, 0.5), (-0.4324804, 0.5), (-0.6, 1.0)],
 }
+LEVELS["decoupled"] = LEVELS["ppo"]  # no proximal policy here: PPO-clip exactly
 
 
 def test_the_builtin_losses_are_registered():
-    assert tuple(LOSSES) == ("ppo", "gipo", "vtrace")
+    assert tuple(LOSSES) == ("ppo", "gipo", "vtrace", "decoupled")
     assert set(LOSSES) <= set(LOSS_REGISTRY)
 
 
