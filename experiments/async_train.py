@@ -13,12 +13,22 @@ only; an address nothing answers at is refused within 5 s): ``AsyncPPO(topology=
 one CSV row per update and ``--plot`` the mean return after each update (into ``--out``);
 ``--sequential`` (a synchronous in-process option) is refused.
 
+Checkpoints and ``--resume`` work as in the synchronous mode (on by default, every 10
+minutes into ``--out``/``checkpoints``), but ``--checkpoint-every N`` counts updates, and a
+resumed run's actors restart their episodes (``AsyncPPO.learn(checkpoints=, resume=)``):
+the budget counts the env steps consumed before the checkpoint, the steps collected but
+not consumed then are dropped, so nothing is counted twice or lost. The options that
+define the run (:data:`RESUME_FLAGS`) must be the checkpoint's; a checkpoint that cannot be
+resumed exits 2 before any actor starts.
+
 Example::
 
     fleetgym train --mode async --loss ppo --workload CartPole-v1 --actors 4 --backend process
     fleetgym train --mode async --workload CartPole-v1 --backend process --inference server
     fleetgym train --mode async --workload CartPole-v1 --actors 2 --backend ray
     fleetgym train --mode async --backend ray --address 127.0.0.1:6379
+    fleetgym train --mode async --workload CartPole-v1 --out runs/a --checkpoint-every 20
+    fleetgym train --mode async --workload CartPole-v1 --out runs/a --resume runs/a
 """
 
 from __future__ import annotations
@@ -36,6 +46,7 @@ from fleetgym.experiments.argtypes import UsageError, non_negative_int
 __all__ = [
     "ACTOR_NOUN",
     "LOSSES",
+    "RESUME_FLAGS",
     "configure",
     "history_rows",
     "imagination_config",
@@ -45,6 +56,23 @@ __all__ = [
 LOSSES = ("gipo", "ppo", "vtrace")
 #: How the start-up line names an actor slot of each backend.
 ACTOR_NOUN = {"inprocess": "threads", "process": "processes", "ray": "slots as Ray actors"}
+#: The option that sets each field an async checkpoint and its resumed run must share
+#: (dotted names: a value inside the field; the longest prefix that is listed names it).
+RESUME_FLAGS = {
+    "workload": "--workload",
+    "seed": "--seed",
+    "trainer": "--mode",
+    "algo.loss": "--loss",
+    "algo.sigma": "--sigma",
+    "algo.proximal_clip": "--proximal-clip",
+    "algo.max_policy_lag": "--max-policy-lag",
+    "algo.hyperparameters": "--lr",
+    "algo.imagination": "--imagination",
+    "topology.n_actors": "--actors",
+    "topology.steps_per_actor": "--steps-per-actor",
+    "topology.backend": "--backend",
+    "topology.inference": "--inference",
+}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -111,6 +139,41 @@ def imagination_config(args: argparse.Namespace) -> Any:
         raise UsageError(f"--imagination: {error}") from None
 
 
+def _flag_of(field: str) -> str:
+    """The option that sets an async checkpoint's config field (else the field's name)."""
+    name = field
+    while name:
+        if name in RESUME_FLAGS:
+            return RESUME_FLAGS[name]
+        name = name.rpartition(".")[0]
+    return field
+
+
+def _check_resume(args: argparse.Namespace, model: Any, budget: int, target: float) -> Any:
+    """The checkpoint ``--resume`` names, read and of this run (else a UsageError)."""
+    from fleetgym.agents.learners.asynchronous.settings import (
+        ASYNC_MATCHED_FIELDS,
+        async_run_config,
+        read_async_checkpoint,
+    )
+    from fleetgym.agents.learners.run_checkpoints import config_differences
+    from fleetgym.errors import CheckpointError
+
+    try:
+        checkpoint = read_async_checkpoint(args.resume)
+    except CheckpointError as error:
+        raise UsageError(f"--resume: {error}") from None
+    current = async_run_config(model, budget, target)
+    differences = config_differences(checkpoint.config, current, ASYNC_MATCHED_FIELDS)
+    if differences:
+        what = "; ".join(
+            f"{_flag_of(field)}: the checkpoint has {old!r}, the command line {new!r}"
+            for field, old, new in differences
+        )
+        raise UsageError(f"--resume: {checkpoint.path} is a checkpoint of another run ({what})")
+    return checkpoint
+
+
 def run(
     args: argparse.Namespace,
     workload: Any,
@@ -118,19 +181,26 @@ def run(
     *,
     save: Path | None = None,
     tensorboard: Path | None = None,
+    checkpoints: Any = None,
 ) -> int:
     """Train with :class:`AsyncPPO`; returns 0 when the target was reached, 1 otherwise.
 
     ``outputs(model, target)`` writes ``--log`` and ``--plot`` after the run (``fleetgym
     train`` passes its writers); ``save`` is where the model is saved and ``tensorboard``
-    the folder of its TensorBoard scalars (``None``: neither).
+    the folder of its TensorBoard scalars (``None``: neither); ``checkpoints`` (a
+    ``CheckpointConfig``) where and how often the run is saved, and ``args.resume`` the
+    checkpoint it continues.
 
     Raises:
-        UsageError: A bad argument, found before any actor starts (the trainer refuses it).
+        UsageError: A bad argument, found before any actor starts (the trainer refuses it;
+            a ``--resume`` that holds no checkpoint of this run; a checkpoint folder with
+            another run's checkpoints).
     """
     from fleetgym.agents.learners.asynchronous.config import AsyncPPOConfig, AsyncTopology
     from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
+    from fleetgym.agents.learners.run_checkpoints import CheckpointStore, check_folder_free
     from fleetgym.agents.learners.training import evaluate_policy
+    from fleetgym.errors import CheckpointError
 
     steps_per_actor = args.steps_per_actor or workload.rollout_steps
     rounds = args.rounds or workload.max_rounds
@@ -163,6 +233,22 @@ def run(
         )
     except (TypeError, ValueError, FleetError) as error:
         raise UsageError(str(error)) from None
+    resume, saved = None, None
+    try:
+        if getattr(args, "resume", None) is not None:
+            saved = _check_resume(args, model, budget, target)
+            resume = saved.path
+        if checkpoints is not None:
+            try:
+                check_folder_free(CheckpointStore(checkpoints.folder), resume)
+            except CheckpointError as error:
+                flag = "--checkpoint-dir" if args.checkpoint_dir is not None else "--out"
+                raise UsageError(
+                    f"{flag}: {error} (--resume continues a run; --no-checkpoints writes none)"
+                ) from None
+    except UsageError:
+        model.close()
+        raise
     print(
         f"training {workload.name} asynchronously: {args.actors} actor {ACTOR_NOUN[backend]}"
         f"{' through an inference server' if args.inference == 'server' else ''} x "
@@ -173,11 +259,30 @@ def run(
     if group is not None:
         joined = "started a local" if group.local else "joined the"
         print(f"{joined} Ray cluster at {group.address}; each actor slot {group.actor_options}")
+    if saved is not None:
+        print(
+            f"resuming from {saved.path} (after {saved.counters['updates']} updates, "
+            f"{saved.counters['num_timesteps']} env steps; the actors restart their episodes)"
+        )
     started = time.perf_counter()
     try:
-        model.learn(budget, progress_bar=not args.no_progress, target=target)
+        model.learn(
+            budget,
+            progress_bar=not args.no_progress,
+            target=target,
+            checkpoints=checkpoints,
+            resume=resume,
+        )
+    except CheckpointError as error:  # raised before any actor starts, as the checks above
+        raise UsageError(f"--resume: {error}") from None
     finally:
         model.close()
+    if saved is not None:
+        before = saved.counters["num_timesteps"]
+        print(
+            f"env steps: {before} before the checkpoint + {model.num_timesteps - before} "
+            f"after the resume = {model.num_timesteps}"
+        )
     wall = time.perf_counter() - started
     final = model.learner.mean_return
     reached = bool(model.learner.episodes_seen) and final >= target
@@ -200,6 +305,10 @@ def run(
             f"cluster (a node was lost) and were parked; {model.actor_failures} failed "
             "rollouts were replaced"
         )
+    if checkpoints is not None:
+        newest = CheckpointStore(checkpoints.folder).latest()
+        if newest is not None:
+            print(f"latest checkpoint: {newest}")
     if save is not None:
         path = model.save(save)
         print(f"saved the model to {path} (settings in {path.with_suffix('.json')})")

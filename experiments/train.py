@@ -9,7 +9,8 @@ the folder ``--out``: the learner and its policy (``--save``: ``learner.pt``,
 ``learner.policy.pt``), the per-round log (``--log``: ``log.csv``), the learning curves
 (``--plot``: ``curves.png``) and TensorBoard scalars (``--tensorboard``: ``tb/``).
 
-Checkpoints (synchronous mode): by default the run is saved every 10 minutes into
+Checkpoints (both modes; ``--mode async`` counts ``--checkpoint-every`` in updates, see
+:mod:`fleetgym.experiments.async_train`): by default the run is saved every 10 minutes into
 ``--out``/``checkpoints`` (``--checkpoint-every``, ``--checkpoint-minutes``, ``--keep``,
 ``--checkpoint-dir``, ``--no-checkpoints``); ``--resume PATH`` continues a saved run
 (:mod:`fleetgym.agents.learners.run_checkpoints`). The options that define the run must be
@@ -85,7 +86,8 @@ CHECKPOINTS_NAME = "checkpoints"
 DEFAULT_CHECKPOINT_MINUTES = 10.0
 #: Checkpoints kept without ``--keep``.
 DEFAULT_KEEP = 3
-#: The checkpoint options (attribute -> flag); none of them works with ``--mode async``.
+#: The checkpoint options (attribute -> flag); ``--mode async`` counts ``--checkpoint-every``
+#: in updates.
 CHECKPOINT_FLAGS = {
     "checkpoint_every": "--checkpoint-every",
     "checkpoint_minutes": "--checkpoint-minutes",
@@ -269,15 +271,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=None,
         metavar="N",
-        help="--mode sync: also write a checkpoint every N rounds (checkpoints are on by "
-        "default, one every --checkpoint-minutes)",
+        help="also write a checkpoint every N rounds (--mode async: every N updates) "
+        "(checkpoints are on by default, one every --checkpoint-minutes)",
     )
     parser.add_argument(
         "--checkpoint-minutes",
         type=positive_float,
         default=None,
         metavar="M",
-        help="--mode sync: write a checkpoint at the end of the round once M minutes have "
+        help="write a checkpoint at the end of the round (--mode async: after the update) "
+        "once M minutes have "
         f"passed since the last one (default {DEFAULT_CHECKPOINT_MINUTES:g} when "
         "checkpointing is on)",
     )
@@ -286,35 +289,39 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=None,
         metavar="K",
-        help=f"--mode sync: keep the newest K checkpoints (default {DEFAULT_KEEP})",
+        help=f"keep the newest K checkpoints (default {DEFAULT_KEEP})",
     )
     parser.add_argument(
         "--checkpoint-dir",
         type=output_folder,
         default=None,
         metavar="CKPT_DIR",
-        help=f"--mode sync: the checkpoint folder (default DIR/{CHECKPOINTS_NAME} of --out; "
+        help=f"the checkpoint folder (default DIR/{CHECKPOINTS_NAME} of --out; "
         "created with the first checkpoint, so a short run writes nothing; a run that does "
         "not --resume from it refuses one that holds checkpoints)",
     )
     parser.add_argument(
         "--no-checkpoints",
         action="store_true",
-        help="--mode sync: write no checkpoints (without it: one every "
+        help="write no checkpoints (without it: one every "
         f"{DEFAULT_CHECKPOINT_MINUTES:g} minutes into DIR/{CHECKPOINTS_NAME})",
     )
     parser.add_argument(
         "--resume",
         default=None,
         metavar="PATH",
-        help="--mode sync: continue the run saved in PATH: a checkpoint file, a checkpoint "
+        help="continue the run saved in PATH: a checkpoint file, a checkpoint "
         "folder (its newest) or a run's --out folder holding checkpoints/. The options "
         "that define the run must be the checkpoint's (--workload, --actors, "
         "--steps-per-actor, --seed, --lr, --backend, --imagination; nothing is taken from "
         "the checkpoint); --rounds (counting the rounds before the checkpoint), --target "
         "and --max-steps may differ. In-process actors resume bit-identically (with envs "
         "that pickle their state, e.g. CartPole); process and Ray actors restart their "
-        "episodes (docs/explanation/learner.md)",
+        "episodes. --mode async: the options that define the run are --workload, --seed, "
+        "--actors, --steps-per-actor, --backend, --inference, --loss, --sigma, "
+        "--proximal-clip, --max-policy-lag, --lr, --imagination; its actors restart their "
+        "episodes and the budget (--max-steps or --rounds) counts the env steps before the "
+        "checkpoint (docs/explanation/learner.md)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     async_train.configure(parser)
@@ -482,19 +489,13 @@ def run(args: argparse.Namespace) -> int:
     if args.address is not None and args.backend != "ray":
         raise UsageError(f"--address: expected --backend ray, actual --backend {args.backend}")
     if args.mode == "async":
-        given = _given_checkpoint_flags(args)
-        if given:
-            raise UsageError(
-                f"{given[0]}: expected --mode sync, actual --mode async (checkpoints and "
-                "resume of the asynchronous trainer are not supported yet)"
-            )
         if args.sequential:
             raise UsageError(
                 "--sequential: expected --mode sync (asynchronous actors never run one after "
                 "the other), actual --mode async"
             )
         torch.set_num_threads(1)
-        # Output folder checked before any work, not after the whole run.
+        # Output folders checked before any work, not after the whole run.
         paths = outputs(args)
         return async_train.run(
             args,
@@ -502,6 +503,7 @@ def run(args: argparse.Namespace) -> int:
             lambda model, target: _async_outputs(args, paths, model, target),
             save=paths.save,
             tensorboard=paths.tensorboard,
+            checkpoints=checkpoint_config(args),
         )
     if args.sequential and args.backend != "inprocess":
         raise UsageError(f"--sequential: expected --backend inprocess, actual {args.backend}")

@@ -54,8 +54,17 @@ logger = logging.getLogger(__name__)
 
 #: The ``format`` field of every train checkpoint.
 FORMAT = "fleetgym-train-checkpoint"
-#: The newest ``format_version`` this code writes and reads.
+#: The ``format`` field of every checkpoint of the asynchronous trainer
+#: (:class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO`), which writes its
+#: checkpoints with this module's store and reads them with :func:`read_checkpoint_state`.
+ASYNC_FORMAT = "fleetgym-async-checkpoint"
+#: The newest ``format_version`` this code writes and reads (both formats).
 FORMAT_VERSION = 1
+#: What each ``format`` is, for error messages.
+FORMAT_NAMES = {
+    FORMAT: "a fleetgym train checkpoint (fleetgym train --mode sync)",
+    ASYNC_FORMAT: "a fleetgym async checkpoint (AsyncPPO, fleetgym train --mode async)",
+}
 #: A complete checkpoint's file name: ``ckpt-`` + 8 digits (rounds done) + ``.pt``.
 CHECKPOINT_NAME = re.compile(r"^ckpt-(\d{8})\.pt$")
 _ACTORS_NAME = re.compile(r"^ckpt-(\d{8})\.actors\.pkl$")
@@ -383,31 +392,40 @@ def run_config(
 
 
 def config_differences(
-    saved: dict[str, Any], current: dict[str, Any]
+    saved: dict[str, Any],
+    current: dict[str, Any],
+    fields: tuple[str, ...] = MATCHED_FIELDS,
 ) -> list[tuple[str, Any, Any]]:
-    """The :data:`MATCHED_FIELDS` where a checkpoint's config and this run's differ.
+    """The ``fields`` where a checkpoint's config and this run's differ.
 
     Args:
         saved: The checkpoint's ``config``.
-        current: This run's :func:`run_config`.
+        current: This run's :func:`run_config` (or another config of plain values).
+        fields: The fields that must match (default :data:`MATCHED_FIELDS`; an async
+            checkpoint passes its own).
 
     Returns:
-        ``(field, checkpoint's value, this run's value)`` per difference; a hyperparameter
-        is named ``hyperparameters.<name>`` (not listed when the workloads differ).
+        ``(field, checkpoint's value, this run's value)`` per difference; a value inside a
+        dict field is named ``<field>.<name>`` (e.g. ``hyperparameters.lr``,
+        ``topology.n_actors``); ``hyperparameters`` are not listed when the workloads
+        differ (another workload's defaults: its name says it all).
     """
     out: list[tuple[str, Any, Any]] = []
     other_workload = not _same(saved.get("workload"), current.get("workload"))
-    for field in MATCHED_FIELDS:
-        old, new = saved.get(field), current.get(field)
+    for field in fields:
         if field == "hyperparameters" and other_workload:
-            continue  # another workload's defaults: its name says it all
-        if field == "hyperparameters" and isinstance(old, dict) and isinstance(new, dict):
-            for name in sorted(set(old) | set(new)):
-                if not _same(old.get(name), new.get(name)):
-                    out.append((f"hyperparameters.{name}", old.get(name), new.get(name)))
-        elif not _same(old, new):
-            out.append((field, old, new))
+            continue
+        _differences(field, saved.get(field), current.get(field), out)
     return out
+
+
+def _differences(name: str, old: Any, new: Any, out: list[tuple[str, Any, Any]]) -> None:
+    """Append the differences of two values; dicts are compared key by key (dotted names)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(set(old) | set(new), key=str):
+            _differences(f"{name}.{key}", old.get(key), new.get(key), out)
+    elif not _same(old, new):
+        out.append((name, old, new))
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -424,18 +442,24 @@ def _same(a: Any, b: Any) -> bool:
         return False
 
 
-def check_config(path: Path | str, saved: dict[str, Any], current: dict[str, Any]) -> None:
+def check_config(
+    path: Path | str,
+    saved: dict[str, Any],
+    current: dict[str, Any],
+    fields: tuple[str, ...] = MATCHED_FIELDS,
+) -> None:
     """Refuse a checkpoint of another run.
 
     Args:
         path: The checkpoint file (named in the error).
         saved: Its ``config``.
         current: This run's :func:`run_config`.
+        fields: The fields that must match (see :func:`config_differences`).
 
     Raises:
         CheckpointError: Naming the file, each field that differs and both values.
     """
-    differences = config_differences(saved, current)
+    differences = config_differences(saved, current, fields)
     if differences:
         what = "; ".join(
             f"{field}: the checkpoint has {quote(old)}, this run {quote(new)}"
@@ -560,42 +584,54 @@ def _count(path: Path, name: str, value: Any) -> int:
     return int(value)
 
 
-def read_checkpoint(path: str | os.PathLike[str]) -> TrainCheckpoint:
-    """Read and check a train checkpoint (``torch.load(weights_only=True)``).
+def read_checkpoint_state(
+    path: str | os.PathLike[str], fmt: str, fields: tuple[str, ...]
+) -> tuple[Path, dict[str, Any], dict[str, Any]]:
+    """Find, load (``torch.load(weights_only=True)``) and check a checkpoint's header.
 
-    The actors file is read and its sha256 checked, but not unpickled (the fleet does
-    that when it restores them).
+    What every checkpoint format shares: the file is found (:func:`find_checkpoint`), read,
+    of the ``fmt`` format, of a ``format_version`` and ``fleetgym_version`` this fleetgym
+    reads, and its ``config`` holds ``fields``. The rest is the format's reader's.
 
     Args:
         path: A checkpoint file, a folder of them (the newest is read) or a run's output
             folder holding ``checkpoints/``.
+        fmt: The ``format`` expected (:data:`FORMAT` or :data:`ASYNC_FORMAT`).
+        fields: The fields the checkpoint's ``config`` must have.
 
     Returns:
-        The :class:`TrainCheckpoint`.
+        ``(file, state, header)``: the file read, its whole dict, and its header
+        (``format``, ``format_version``, ``fleetgym_version``, ``commit``, ``created``).
 
     Raises:
         TypeError: If ``path`` is not a ``str`` or ``os.PathLike``.
         CheckpointError: Naming the file and what is wrong: nothing there, a truncated or
-            corrupt file, a file that is not a fleetgym train checkpoint, a
-            ``format_version`` or ``fleetgym_version`` newer than this fleetgym, a missing
-            value, a missing actors file or one whose sha256 does not match.
+            corrupt file, a file of another format (another fleetgym checkpoint named),
+            a ``format_version`` or ``fleetgym_version`` newer than this fleetgym, a
+            ``config`` without one of ``fields``.
     """
     from fleetgym import __version__
 
+    what = FORMAT_NAMES.get(fmt, f"a {fmt} file")
     file = find_checkpoint(path)
     try:
-        state = load_torch_file(file, "a fleetgym train checkpoint")
+        state = load_torch_file(file, what)
     except (OSError, ValueError) as exc:
         message = str(exc)
         if not message.startswith(str(file)):
             message = f"{file}: {message}"
         raise CheckpointError(message) from None
-    if state.get("format") != FORMAT:
+    if state.get("format") != fmt:
         found = state.get("format", "no format field")
+        if found in FORMAT_NAMES:
+            raise CheckpointError(
+                f"{file}: expected {what} (format {fmt!r}), actual {FORMAT_NAMES[found]} "
+                f"(format {found!r})"
+            )
         keys = sorted(str(k) for k in state)[:8]
         raise CheckpointError(
-            f"{file}: expected a fleetgym train checkpoint (format {FORMAT!r}), actual "
-            f"another torch file ({quote(found)}, keys {keys})"
+            f"{file}: expected {what} (format {fmt!r}), actual another torch file "
+            f"({quote(found)}, keys {keys})"
         )
     version = state.get("format_version")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
@@ -621,9 +657,65 @@ def read_checkpoint(path: str | os.PathLike[str]) -> TrainCheckpoint:
             f"{__version__}: upgrade fleetgym to resume it"
         )
     config = _field(file, state, "config", dict)
-    for key in MATCHED_FIELDS:
+    for key in fields:
         if key not in config:
             raise CheckpointError(f"{file}: config: expected the field {key!r}, actual missing")
+    created = state.get("created")
+    header = {
+        "format": fmt,
+        "format_version": version,
+        "fleetgym_version": written_by,
+        "commit": state.get("commit") if isinstance(state.get("commit"), str) else None,
+        "created": float(created) if isinstance(created, (int, float)) else math.nan,
+    }
+    return file, state, header
+
+
+def count_field(path: Path, name: str, value: Any) -> int:
+    """``value`` as an int >= 0, else a CheckpointError naming ``path`` and ``name``.
+
+    Args:
+        path: The checkpoint file (named in the error).
+        name: The value's name (named in the error).
+        value: The value read.
+    """
+    return _count(path, name, value)
+
+
+def dict_field(path: Path, state: dict[str, Any], key: str) -> dict[str, Any]:
+    """``state[key]`` if it is a dict, else a CheckpointError naming ``path`` and ``key``.
+
+    Args:
+        path: The checkpoint file (named in the error).
+        state: The checkpoint's dict.
+        key: The entry to read.
+    """
+    value: dict[str, Any] = _field(path, state, key, dict)
+    return value
+
+
+def read_checkpoint(path: str | os.PathLike[str]) -> TrainCheckpoint:
+    """Read and check a train checkpoint (``torch.load(weights_only=True)``).
+
+    The actors file is read and its sha256 checked, but not unpickled (the fleet does
+    that when it restores them).
+
+    Args:
+        path: A checkpoint file, a folder of them (the newest is read) or a run's output
+            folder holding ``checkpoints/``.
+
+    Returns:
+        The :class:`TrainCheckpoint`.
+
+    Raises:
+        TypeError: If ``path`` is not a ``str`` or ``os.PathLike``.
+        CheckpointError: Naming the file and what is wrong: nothing there, a truncated or
+            corrupt file, a file that is not a fleetgym train checkpoint, a
+            ``format_version`` or ``fleetgym_version`` newer than this fleetgym, a missing
+            value, a missing actors file or one whose sha256 does not match.
+    """
+    file, state, header = read_checkpoint_state(path, FORMAT, MATCHED_FIELDS)
+    config = state["config"]
     counters_in = _field(file, state, "counters", dict)
     counters = {
         key: _count(file, f"counters {key}", counters_in.get(key))
@@ -647,14 +739,6 @@ def read_checkpoint(path: str | os.PathLike[str]) -> TrainCheckpoint:
     }
     actors_entry = _field(file, state, "actors", dict)
     actors, note = _read_actors(file, actors_entry)
-    created = state.get("created")
-    header = {
-        "format": FORMAT,
-        "format_version": version,
-        "fleetgym_version": written_by,
-        "commit": state.get("commit") if isinstance(state.get("commit"), str) else None,
-        "created": float(created) if isinstance(created, (int, float)) else math.nan,
-    }
     return TrainCheckpoint(
         path=file,
         header=header,
@@ -697,6 +781,24 @@ def _read_actors(file: Path, entry: dict[str, Any]) -> tuple[bytes | None, str]:
 
 
 # -- writing and restoring ------------------------------------------------------------------
+def checkpoint_header(fmt: str) -> dict[str, Any]:
+    """The header every checkpoint starts with: ``format``, ``format_version``, the
+    ``fleetgym_version`` and git ``commit`` writing it and when (``created``).
+
+    Args:
+        fmt: The checkpoint's format (:data:`FORMAT` or :data:`ASYNC_FORMAT`).
+    """
+    from fleetgym import __version__
+
+    return {
+        "format": fmt,
+        "format_version": FORMAT_VERSION,
+        "fleetgym_version": __version__,
+        "commit": package_commit(),
+        "created": time.time(),
+    }
+
+
 def checkpoint_state(
     config: dict[str, Any],
     counters: dict[str, int],
@@ -715,18 +817,12 @@ def checkpoint_state(
         learner: The learner (its ``state()``; a world model's ``state()`` too).
         fleet: The fleet (its ``actor_state()`` where it has one, its ``incarnations``).
     """
-    from fleetgym import __version__
-
     capture = getattr(fleet, "actor_state", None)
     actors = capture() if callable(capture) else None
     imagination = getattr(learner, "imagination", None)
     incarnations = getattr(fleet, "incarnations", None)
     state = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "fleetgym_version": __version__,
-        "commit": package_commit(),
-        "created": time.time(),
+        **checkpoint_header(FORMAT),
         "config": config,
         "counters": dict(counters),
         "history": history,
@@ -765,15 +861,7 @@ def restore_run(checkpoint: TrainCheckpoint, learner: Any, fleet: Any) -> bool:
     from fleetgym.agents.learners.checkpoint import restore_learner  # imports torch
 
     file = checkpoint.path
-    before = copy.deepcopy(learner.state())  # state() shares the live tensors
-    world_model = None
-    if checkpoint.world_model is not None:
-        model = checkpoint.world_model
-        world_model = lambda: (model, f"{file}: world_model")  # noqa: E731
-    try:
-        restore_learner(learner, checkpoint.learner, file, world_model=world_model)
-    except (TypeError, ValueError) as exc:
-        raise CheckpointError(_named(file, exc)) from None
+    before = restore_learner_state(file, learner, checkpoint.learner, checkpoint.world_model)
     restore = getattr(fleet, "restore_actor_state", None)
     try:
         if checkpoint.actors is not None:
@@ -791,14 +879,49 @@ def restore_run(checkpoint: TrainCheckpoint, learner: Any, fleet: Any) -> bool:
     return False
 
 
+def restore_learner_state(
+    file: Path, learner: Any, state: dict[str, Any], world_model: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Restore a learner from a checkpoint's ``learner`` (and ``world_model``) entries.
+
+    Args:
+        file: The checkpoint file (named in every error).
+        learner: The learner (a :class:`~fleetgym.agents.learners.ppo.PPOLearner`).
+        state: Its saved ``state()``.
+        world_model: The world model's saved state (``None``: left as it is).
+
+    Returns:
+        A copy of the learner's state before the restore (to put it back with
+        :func:`~fleetgym.agents.learners.checkpoint.restore_learner`).
+
+    Raises:
+        CheckpointError: Naming the file, if the state does not fit the learner (the
+            learner is then unchanged).
+    """
+    from fleetgym.agents.learners.checkpoint import restore_learner  # imports torch
+
+    before: dict[str, Any] = copy.deepcopy(learner.state())  # state() shares the live tensors
+    loader = None
+    if world_model is not None:
+        model = world_model
+        loader = lambda: (model, f"{file}: world_model")  # noqa: E731
+    try:
+        restore_learner(learner, state, file, world_model=loader)
+    except (TypeError, ValueError) as exc:
+        raise CheckpointError(_named(file, exc)) from None
+    return before
+
+
 def _named(path: Path, exc: Exception) -> str:
     message = str(exc)
     return message if message.startswith(str(path)) else f"{path}: {message}"
 
 
 __all__ = [
+    "ASYNC_FORMAT",
     "CHECKPOINT_NAME",
     "FORMAT",
+    "FORMAT_NAMES",
     "FORMAT_VERSION",
     "GIT_TIMEOUT_S",
     "MATCHED_FIELDS",
@@ -810,11 +933,16 @@ __all__ = [
     "atomic_write",
     "check_config",
     "check_folder_free",
+    "checkpoint_header",
     "checkpoint_state",
     "config_differences",
+    "count_field",
+    "dict_field",
     "find_checkpoint",
     "package_commit",
     "read_checkpoint",
+    "read_checkpoint_state",
+    "restore_learner_state",
     "restore_run",
     "run_config",
 ]

@@ -16,15 +16,30 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from fleetgym.agents.backends import RENAMED_BACKENDS
 from fleetgym.agents.files import check_path
 from fleetgym.agents.learners.asynchronous.config import AsyncPPOConfig
 from fleetgym.agents.learners.asynchronous.moved import TOPOLOGY_KEYWORDS
+from fleetgym.agents.learners.asynchronous.records import UpdateRecord
 from fleetgym.agents.learners.checkpoint import read_json_file
-from fleetgym.agents.learners.lag import WeightRing
+from fleetgym.agents.learners.lag import LagUpdateStats, WeightRing
+from fleetgym.agents.learners.run_checkpoints import (
+    ASYNC_FORMAT,
+    check_config,
+    checkpoint_header,
+    count_field,
+    dict_field,
+    read_checkpoint_state,
+    restore_learner_state,
+)
+from fleetgym.agents.world_model.imagination import ImaginationRecord
+from fleetgym.errors import CheckpointError
 from fleetgym.validation import check_int, quote
 
 #: What a settings file says it is (``"format"``); files without it are read too.
@@ -215,7 +230,302 @@ def restore_trainer(model: Any, path: Path, num_timesteps: int) -> Any:
     return model
 
 
+# -- periodic checkpoints of learn() ------------------------------------------------------------
+#: Topology fields a resumed run may change: where a Ray cluster runs, how the inference
+#: server batches and where it computes (the run's data does not depend on them).
+UNMATCHED_TOPOLOGY = (
+    "address",
+    "ray_actor_options",
+    "server_batch",
+    "server_wait_ms",
+    "server_device",
+)
+#: Fields of :func:`async_run_config` a resumed run must share with its checkpoint (the
+#: others, ``total_timesteps`` and ``target``, may change: e.g. to extend a run).
+ASYNC_MATCHED_FIELDS = ("workload", "seed", "trainer", "algo", "topology")
+#: The counters an async checkpoint holds (all ints >= 0).
+ASYNC_COUNTERS = (
+    "updates",
+    "num_timesteps",
+    "collected_steps",
+    "call_steps",
+    "call_updates",
+    "policy_version",
+    "episodes_seen",
+    "dropped_samples_total",
+    "policy_stops",
+    "actor_failures",
+    "max_outstanding",
+)
+#: Why a resumed asynchronous run is not bit-identical to an uninterrupted one.
+ASYNC_RESTART_NOTE = (
+    "the actors' episodes restart on resume (fresh seed streams); the trajectories "
+    "collected but not yet consumed at the checkpoint are dropped and not counted: "
+    "asynchronous actors are not deterministic, so a resumed run is not bit-identical"
+)
+
+
+def async_run_config(model: Any, total_timesteps: int, target: float | None) -> dict[str, Any]:
+    """The configuration an async checkpoint records (plain values).
+
+    Args:
+        model: The trainer (its class, workload, seed, :attr:`algo` and :attr:`topology`
+            as :meth:`AsyncPPO.save` writes them).
+        total_timesteps: The ``learn`` call's env-step budget.
+        target: Its target mean return (``None``: none).
+
+    Returns:
+        A dict with :data:`ASYNC_MATCHED_FIELDS` (the topology without
+        :data:`UNMATCHED_TOPOLOGY`), ``total_timesteps`` and ``target``.
+    """
+    settings = trainer_settings(model)
+    topology = {k: v for k, v in settings["topology"].items() if k not in UNMATCHED_TOPOLOGY}
+    return {
+        "workload": settings["workload"],
+        "seed": int(settings["seed"]),
+        "trainer": type(model).__name__,
+        "algo": settings["algo"],
+        "topology": topology,
+        "total_timesteps": int(total_timesteps),
+        "target": None if target is None else float(target),
+    }
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with numpy arrays and scalars as lists and Python numbers (weights_only)."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def record_dict(record: UpdateRecord) -> dict[str, Any]:
+    """One update record as plain values (its ``lags`` a list), for a checkpoint."""
+    data: dict[str, Any] = _plain(dataclasses.asdict(record))
+    return data
+
+
+def record_from_dict(data: Any, where: str) -> UpdateRecord:
+    """The :class:`UpdateRecord` :func:`record_dict` wrote.
+
+    Raises:
+        ValueError: Naming ``where``, if ``data`` is not such a dict.
+    """
+    names = {f.name for f in dataclasses.fields(UpdateRecord)}
+    if not isinstance(data, dict) or set(data) != names:
+        keys = sorted(data) if isinstance(data, dict) else type(data).__name__
+        raise ValueError(f"{where}: expected fields {sorted(names)}, actual {keys}")
+    values = dict(data)
+    try:
+        stats = dict(values.pop("stats"))
+        stats["lags"] = np.asarray(stats.get("lags", []), np.int64).reshape(-1)
+        imagination = values.pop("imagination")
+        record = UpdateRecord(
+            stats=LagUpdateStats(**stats),
+            imagination=None if imagination is None else ImaginationRecord(**imagination),
+            **values,
+        )
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{where}: {exc}") from None
+    for name in ("update", "total_steps", "queued", "actor_failures"):
+        value = getattr(record, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{where}: {name}: expected an int >= 0, actual {quote(value)}")
+    for name in ("wall_s", "learner_busy_s"):
+        value = getattr(record, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+            raise ValueError(f"{where}: {name}: expected a number >= 0, actual {quote(value)}")
+    return record
+
+
+def _rng_state() -> dict[str, Any]:
+    """torch's global generator (the trainer draws nothing from numpy's: its generators
+    are seeded per use, the learner's own is in its state)."""
+    import torch
+
+    return {"torch": torch.get_rng_state()}
+
+
+def async_checkpoint_state(
+    model: Any, config: dict[str, Any], counters: dict[str, int]
+) -> dict[str, Any]:
+    """The checkpoint's dict of an :class:`AsyncPPO` run (tensors and plain values only).
+
+    Args:
+        model: The trainer.
+        config: Its :func:`async_run_config`.
+        counters: :data:`ASYNC_COUNTERS`.
+    """
+    imagination = getattr(model.learner, "imagination", None)
+    return {
+        **checkpoint_header(ASYNC_FORMAT),
+        "config": config,
+        "counters": {key: int(counters[key]) for key in ASYNC_COUNTERS},
+        "history": [record_dict(r) for r in model.history],
+        "learner": model.learner.state(),
+        "world_model": None if imagination is None else imagination.model.state(),
+        "rng": _rng_state(),
+        "incarnations": {int(k): int(v) for k, v in model.slots._incarnations.items()},
+        "actors": {"saved": False, "reason": ASYNC_RESTART_NOTE},
+    }
+
+
+@dataclasses.dataclass
+class AsyncCheckpoint:
+    """One async checkpoint, read and checked by :func:`read_async_checkpoint`.
+
+    Args:
+        path: The checkpoint file.
+        header: ``format``, ``format_version``, ``fleetgym_version``, ``commit``, ``created``.
+        config: The run's :func:`async_run_config`.
+        counters: :data:`ASYNC_COUNTERS`.
+        history: The update records so far.
+        learner: The learner's ``state()``.
+        world_model: The world model's state of a learner with imagination, else ``None``.
+        rng: torch's global generator state (``torch``).
+        incarnations: Each actor slot's incarnation at the checkpoint.
+    """
+
+    path: Path
+    header: dict[str, Any]
+    config: dict[str, Any]
+    counters: dict[str, int]
+    history: list[UpdateRecord]
+    learner: dict[str, Any]
+    world_model: dict[str, Any] | None
+    rng: dict[str, Any]
+    incarnations: dict[int, int]
+
+
+def read_async_checkpoint(path: str | os.PathLike[str]) -> AsyncCheckpoint:
+    """Read and check an async checkpoint (``torch.load(weights_only=True)``).
+
+    Args:
+        path: A checkpoint file, a folder of them (the newest is read) or a run's output
+            folder holding ``checkpoints/``.
+
+    Raises:
+        TypeError: If ``path`` is not a ``str`` or ``os.PathLike``.
+        CheckpointError: Naming the file and what is wrong: nothing there, a truncated or
+            corrupt file, another file (a sync checkpoint, a learner file), a newer format
+            or fleetgym version, a missing or impossible value, update records that do not
+            add up to the counters.
+    """
+    file, state, header = read_checkpoint_state(path, ASYNC_FORMAT, ASYNC_MATCHED_FIELDS)
+    raw = dict_field(file, state, "counters")
+    counters = {key: count_field(file, f"counters {key}", raw.get(key)) for key in ASYNC_COUNTERS}
+    entries = state.get("history")
+    if not isinstance(entries, list) or len(entries) != counters["updates"]:
+        found = len(entries) if isinstance(entries, list) else quote(entries)
+        raise CheckpointError(
+            f"{file}: history: expected {counters['updates']} update records, actual {found}"
+        )
+    try:
+        history = [record_from_dict(d, f"history[{i}]") for i, d in enumerate(entries)]
+    except ValueError as exc:
+        raise CheckpointError(f"{file}: {exc}") from None
+    for i, record in enumerate(history):
+        if record.update != i:
+            raise CheckpointError(
+                f"{file}: history[{i}]: expected update {i}, actual {record.update}"
+            )
+    last = history[-1].total_steps if history else 0
+    if history and last != counters["num_timesteps"]:
+        raise CheckpointError(
+            f"{file}: counters num_timesteps: expected the last update's total_steps "
+            f"{last}, actual {counters['num_timesteps']}"
+        )
+    if counters["call_steps"] > counters["num_timesteps"] or (
+        counters["call_updates"] > counters["updates"]
+    ):
+        raise CheckpointError(
+            f"{file}: counters call_steps, call_updates: expected at most num_timesteps and "
+            f"updates, actual {counters['call_steps']}, {counters['call_updates']}"
+        )
+    world_model = state.get("world_model")
+    if world_model is not None and not isinstance(world_model, dict):
+        raise CheckpointError(f"{file}: world_model: expected a dict or None")
+    rng = dict_field(file, state, "rng")
+    incarnations = {
+        count_field(file, "incarnations slot", k): count_field(file, "incarnations", v)
+        for k, v in dict_field(file, state, "incarnations").items()
+    }
+    return AsyncCheckpoint(
+        path=file,
+        header=header,
+        config=state["config"],
+        counters=counters,
+        history=history,
+        learner=dict_field(file, state, "learner"),
+        world_model=world_model,
+        rng=rng,
+        incarnations=incarnations,
+    )
+
+
+def restore_async(model: Any, checkpoint: AsyncCheckpoint, config: dict[str, Any]) -> None:
+    """Put a freshly built trainer back where the checkpoint saved its run.
+
+    The checkpoint must be of this run (``config``); the learner's state is checked whole
+    before anything is applied. The trainer's counters, update records and RNG streams are
+    restored; each actor slot gets the next incarnation (a fresh seed stream: its episodes
+    restart) and the restored weights are published.
+
+    Args:
+        model: The trainer, before its first update (no actor started yet).
+        checkpoint: What :func:`read_async_checkpoint` returned.
+        config: This run's :func:`async_run_config`.
+
+    Raises:
+        CheckpointError: Naming the file: a checkpoint of another run (each differing
+            field with both values), or a learner state that does not fit.
+    """
+    import torch
+
+    file = checkpoint.path
+    check_config(file, checkpoint.config, config, ASYNC_MATCHED_FIELDS)
+    torch_state = checkpoint.rng.get("torch")
+    if not isinstance(torch_state, torch.Tensor):
+        raise CheckpointError(f"{file}: rng torch: expected torch's generator state")
+    before = restore_learner_state(file, model.learner, checkpoint.learner, checkpoint.world_model)
+    try:
+        torch.set_rng_state(torch_state)
+    except (TypeError, ValueError, RuntimeError) as exc:
+        from fleetgym.agents.learners.checkpoint import restore_learner
+
+        restore_learner(model.learner, before, "the learner's state before the resume")
+        raise CheckpointError(f"{file}: rng: {exc}") from None
+    counters = checkpoint.counters
+    model.learner.dropped_samples_total = counters["dropped_samples_total"]
+    model.learner.policy_stops = counters["policy_stops"]
+    model.num_timesteps = counters["num_timesteps"]
+    model.history = list(checkpoint.history)
+    model.max_outstanding = counters["max_outstanding"]
+    slots = model.slots
+    slots.actor_failures = counters["actor_failures"]
+    for slot in set(range(slots.n_instances)) | set(checkpoint.incarnations):
+        slots._incarnations[slot] = checkpoint.incarnations.get(slot, 0) + 1
+    model.ring = WeightRing(model.lag_injection + 1)  # the constructor's weights are stale
+    model._publish()
+
+
 __all__ = [
+    "ASYNC_COUNTERS",
+    "ASYNC_MATCHED_FIELDS",
+    "ASYNC_RESTART_NOTE",
+    "UNMATCHED_TOPOLOGY",
+    "AsyncCheckpoint",
+    "async_checkpoint_state",
+    "async_run_config",
+    "read_async_checkpoint",
+    "record_dict",
+    "record_from_dict",
+    "restore_async",
     "FLAT_ALGO_KEYS",
     "FLAT_TOKEN_KEYS",
     "SETTINGS_FORMAT",

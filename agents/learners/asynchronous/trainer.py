@@ -64,8 +64,13 @@ from fleetgym.agents.learners.asynchronous.records import (
     summary_writer,
 )
 from fleetgym.agents.learners.asynchronous.settings import (
+    ASYNC_RESTART_NOTE,
     SETTINGS_FORMAT,
+    async_checkpoint_state,
+    async_run_config,
     load_trainer,
+    read_async_checkpoint,
+    restore_async,
     save_trainer,
 )
 from fleetgym.agents.learners.asynchronous.slots import (
@@ -76,6 +81,12 @@ from fleetgym.agents.learners.asynchronous.slots import (
 from fleetgym.agents.learners.checks import check_observation, check_seed
 from fleetgym.agents.learners.lag import CompensatedPPOLearner, WeightRing
 from fleetgym.agents.learners.losses.config import LossConfig
+from fleetgym.agents.learners.ppo import PPOLearner
+from fleetgym.agents.learners.run_checkpoints import (
+    CheckpointConfig,
+    CheckpointStore,
+    check_folder_free,
+)
 from fleetgym.agents.types import Weights
 from fleetgym.agents.workloads import Workload, get_workload
 from fleetgym.validation import check_bool, check_float, check_int, quote
@@ -281,23 +292,59 @@ class AsyncPPO:
         callback: Callable[[UpdateRecord], bool | None] | None = None,
         progress_bar: bool = False,
         target: float | None = None,
+        *,
+        checkpoints: CheckpointConfig | None = None,
+        resume: str | os.PathLike[str] | None = None,
     ) -> AsyncPPO:
         """Train until ``total_timesteps`` more env steps reached the learner.
 
+        With ``checkpoints`` the run is saved periodically, atomically, between updates;
+        with ``resume`` a freshly built trainer continues a saved run. The actors'
+        episodes restart on resume (fresh seed streams; asynchronous actors are not
+        deterministic anyway, so a resumed run is not bit-identical to an uninterrupted
+        one); the trajectories collected but not consumed at the checkpoint are dropped,
+        so env steps are counted once: the resumed :attr:`num_timesteps` is the
+        checkpoint's plus the steps consumed after the resume.
+
         Args:
-            total_timesteps: Env-step budget of this call (>= 1).
+            total_timesteps: Env-step budget of this call (>= 1); a resumed call's budget
+                counts the steps the checkpointed call consumed before the checkpoint.
             callback: Called with each :class:`UpdateRecord`; returning ``True`` stops.
             progress_bar: Show a tqdm bar.
             target: Stop once the mean return of the last 100 episodes reaches it.
+            checkpoints: Save the run into a folder (a
+                :class:`~fleetgym.agents.learners.run_checkpoints.CheckpointConfig`; its
+                ``every_rounds`` counts updates here): after the update where
+                ``every_rounds`` updates or ``every_minutes`` minutes have passed since the
+                last checkpoint, keeping the newest ``keep``. A checkpoint holds the
+                learner's state (weights, optimiser, generator, normalisation statistics,
+                counters), the trainer's counters (env steps collected and consumed,
+                updates, policy version), its update records, its RNG streams, the config
+                (workload, seed, algo, topology) and the fleetgym version and commit.
+                ``None`` (the default): never.
+            resume: Continue the run saved in this checkpoint file, or in the newest
+                checkpoint of this folder (``str`` or ``os.PathLike``). The trainer must
+                be fresh (no update yet) and built like the checkpoint's: the same class,
+                workload, seed, ``algo`` and ``topology`` (but ``address``,
+                ``ray_actor_options`` and the server's batching and device). With
+                ``checkpoints`` too, their folder must be the checkpoint's or hold none.
 
         Returns:
             ``self``.
 
         Raises:
-            TypeError: For an argument of the wrong type (``progress_bar="no"``).
-            ValueError: For a budget < 1 or a NaN target; if the update diverged (the
+            TypeError: For an argument of the wrong type (``progress_bar="no"``,
+                ``checkpoints`` that is not a ``CheckpointConfig``, ``resume`` that is not
+                a path), or ``checkpoints``/``resume`` with a trainer whose learner has no
+                checkpoint state (:class:`TokenAsyncPPO`: not supported).
+            ValueError: For a budget < 1 or a NaN target; ``resume`` with a trainer that
+                already trained; if the update diverged (the
                 learner is rolled back to its parameters before it, see
                 :meth:`~fleetgym.agents.learners.ppo.PPOLearner.update`).
+            CheckpointError: Naming the file, before any actor starts: ``resume`` holds
+                no checkpoint, a truncated, corrupt or foreign file, one of a newer
+                fleetgym, or a checkpoint of another run (each differing field with both
+                values); the ``checkpoints`` folder holds another run's checkpoints.
             FleetError: If an actor slot keeps failing (an env that emits NaN or inf
                 included: its rollouts raise).
             Whatever the learner or the callback raises, after the actors stopped.
@@ -312,6 +359,11 @@ class AsyncPPO:
         if target is not None:
             # NaN is refused (no return reaches it, nor fails to); inf never stops early.
             target = check_float("target", target, allow_inf=True)
+        store, config, done, call_updates = self._checkpoint_setup(
+            total, target, checkpoints, resume
+        )
+        if done >= total:  # a resumed run whose budget was already spent
+            return self
         writer = self._writer()
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
@@ -319,8 +371,14 @@ class AsyncPPO:
         pipe = TrajectoryPipeline(self.capacity) if self.concurrent else None
         if pipe is not None:
             self.slots.start(pipe)
-        bar = tqdm(total=total, unit="step", disable=not progress_bar, dynamic_ncols=True)
-        start, busy, done = time.perf_counter(), 0.0, 0
+        bar = tqdm(
+            total=total, initial=done, unit="step", disable=not progress_bar, dynamic_ncols=True
+        )
+        start, busy = time.perf_counter(), 0.0
+        if call_updates:  # resumed: this call's wall and busy times go on (downtime left out)
+            start -= self.history[-1].wall_s
+            busy = self.history[-1].learner_busy_s
+        since_updates, since = 0, time.monotonic()
         try:
             while done < total:
                 batch = self.slots.next_batch(pipe)
@@ -348,6 +406,12 @@ class AsyncPPO:
                     ),
                 )
                 self.history.append(record)
+                call_updates += 1
+                since_updates += 1
+                if checkpoints is not None and store is not None:
+                    if checkpoints.due(since_updates, time.monotonic() - since):
+                        self._write_checkpoint(store, config, pipe, done, call_updates)
+                        since_updates, since = 0, time.monotonic()
                 bar.update(steps)
                 postfix = {"ret": f"{stats.mean_return:.1f}", "lag_p99": f"{stats.lag_p99:g}"}
                 if record.imagination is not None:
@@ -387,6 +451,88 @@ class AsyncPPO:
                 writer.close()
             torch.set_num_threads(threads)
         return self
+
+    def _checkpoint_setup(
+        self,
+        total: int,
+        target: float | None,
+        checkpoints: CheckpointConfig | None,
+        resume: str | os.PathLike[str] | None,
+    ) -> tuple[CheckpointStore | None, dict[str, Any], int, int]:
+        """Check ``checkpoints`` and ``resume`` and restore a resumed run (no actor started).
+
+        Returns the store (``None``: no checkpoints), the run's config, this call's env
+        steps and updates so far (a resumed call's: the checkpoint's).
+        """
+        if checkpoints is not None and not isinstance(checkpoints, CheckpointConfig):
+            raise TypeError(
+                f"checkpoints: expected a CheckpointConfig or None, actual "
+                f"{type(checkpoints).__name__}"
+            )
+        if resume is not None and (
+            isinstance(resume, bool) or not isinstance(resume, (str, os.PathLike))
+        ):
+            raise TypeError(
+                f"resume: expected a str, an os.PathLike or None, actual {type(resume).__name__}"
+            )
+        if checkpoints is None and resume is None:
+            return None, {}, 0, 0
+        if not isinstance(self.learner, PPOLearner):
+            raise TypeError(
+                f"checkpoints, resume: expected an AsyncPPO with a PPO learner, actual "
+                f"{type(self).__name__} with a {type(self.learner).__name__}: periodic "
+                "checkpoints and resume are not supported for it (use save and load)"
+            )
+        if resume is not None and (self.history or self.num_timesteps):
+            raise ValueError(
+                f"resume: expected a freshly built trainer, actual one that trained "
+                f"{self.num_timesteps} env steps"
+            )
+        store = None
+        if checkpoints is not None:
+            store = CheckpointStore(checkpoints.folder, checkpoints.keep)
+        config = async_run_config(self, total, target)
+        saved = None if resume is None else read_async_checkpoint(resume)
+        if store is not None:
+            check_folder_free(store, None if saved is None else saved.path)
+        if saved is None:
+            return store, config, 0, 0
+        restore_async(self, saved, config)
+        logger.info(
+            "resumed from %s after %d updates, %d env steps",
+            saved.path, len(self.history), self.num_timesteps,
+        )  # fmt: skip
+        logger.warning("%s: %s", saved.path, ASYNC_RESTART_NOTE)
+        return store, config, saved.counters["call_steps"], saved.counters["call_updates"]
+
+    def _write_checkpoint(
+        self,
+        store: CheckpointStore,
+        config: dict[str, Any],
+        pipe: TrajectoryPipeline | None,
+        call_steps: int,
+        call_updates: int,
+    ) -> None:
+        """Write the checkpoint after the newest update (between updates: consistent)."""
+        queued = list(pipe.queue) if pipe is not None else []
+        waiting = sum(getattr(t, "env_steps", len(t)) for t in queued)
+        counters = {
+            "updates": len(self.history),
+            "num_timesteps": self.num_timesteps,
+            "collected_steps": self.num_timesteps + waiting,
+            "call_steps": call_steps,
+            "call_updates": call_updates,
+            "policy_version": int(self.learner.policy_version),
+            "episodes_seen": int(self.learner.episodes_seen),
+            "dropped_samples_total": int(getattr(self.learner, "dropped_samples_total", 0)),
+            "policy_stops": int(getattr(self.learner, "policy_stops", 0)),
+            "actor_failures": self.actor_failures,
+            "max_outstanding": max(
+                self.max_outstanding, pipe.max_outstanding if pipe is not None else 0
+            ),
+        }
+        path = store.write(len(self.history), async_checkpoint_state(self, config, counters))
+        logger.debug("update %d: wrote checkpoint %s", len(self.history) - 1, path)
 
     def _writer(self) -> Any:
         return None if self.tensorboard_log is None else summary_writer(self.tensorboard_log)
