@@ -36,7 +36,7 @@ from fleetgym.agents.inference.batching import check_device
 from fleetgym.agents.learners.asynchronous.ray_actor import check_ray_options
 from fleetgym.agents.learners.lag import MAX_POLICY_LAG, MAX_RING
 from fleetgym.agents.learners.losses.config import LossConfig
-from fleetgym.agents.learners.losses.functions import DEFAULT_SIGMA
+from fleetgym.agents.learners.losses.functions import DEFAULT_SIGMA, DEFAULT_WEIGHT_CAP
 from fleetgym.agents.learners.losses.registry import get_loss
 from fleetgym.agents.learners.ppo import HYPERPARAMETERS
 from fleetgym.agents.learners.token_config import TokenPPOConfig
@@ -72,6 +72,14 @@ def _check_lag(config: Any) -> None:
             f"lag_injection: expected at most max_policy_lag={config.max_policy_lag}, "
             f"actual {config.lag_injection}"
         )
+    offset = getattr(config, "proximal_offset", 1)
+    if config.max_policy_lag is not None and isinstance(offset, int):
+        if offset > config.max_policy_lag + 1:
+            raise ValueError(
+                f"proximal_offset: expected at most max_policy_lag + 1 = "
+                f"{config.max_policy_lag + 1} (a proximal policy older than any sample the "
+                f"lag bound admits), actual {offset}"
+            )
 
 
 @dataclass(frozen=True)
@@ -87,7 +95,8 @@ class AsyncPPOConfig:
         loss: A name in the loss registry
             (:data:`~fleetgym.agents.learners.losses.registry.LOSS_REGISTRY`): ``"ppo"``
             (the default: it reached CartPole's target on every measured run, see
-            docs/async.md), ``"gipo"``, ``"vtrace"`` or one added with
+            docs/explanation/async.md), ``"gipo"``, ``"vtrace"``, ``"decoupled"`` (AReaL's
+            decoupled PPO objective) or one added with
             :func:`~fleetgym.agents.learners.losses.registry.register_loss`.
         sigma: GIPO's Gaussian width in log-ratio space (> 0).
         recompute_values: Recompute values and GAE with the newest critic before each update.
@@ -98,6 +107,14 @@ class AsyncPPOConfig:
         proximal_clip: PPO-clip around the learner's policy at the update's start
             (decoupled PPO, see :class:`~fleetgym.agents.learners.losses.LossConfig`;
             ``loss="ppo"`` only).
+        proximal_offset: ``loss="decoupled"`` only: the proximal policy is the learner this
+            many updates back (>= 1; 1 is the learner at the update's start; at most
+            ``max_policy_lag + 1``).
+        weight_cap: ``loss="decoupled"`` only: the cap on the behaviour weight
+            ``pi_prox / pi_behav`` (> 1), or ``None`` for no cap.
+        cap_mode: ``loss="decoupled"`` only: a sample whose weight is above the cap is
+            ``"drop"``-ped from the loss (AReaL's choice) or its weight ``"truncate"``-d to
+            the cap.
         max_policy_lag: Bound on the lag in updates (>= 0), enforced at admission and at
             sampling (``None``: unbounded, the pipeline then holds ``2 * batch_trajectories``;
             ``0``: synchronous PPO).
@@ -134,6 +151,9 @@ class AsyncPPOConfig:
     global_advantage_norm: bool = True
     target_kl: float | str | None = "auto"
     proximal_clip: bool = False
+    proximal_offset: int = 1
+    weight_cap: float | None = DEFAULT_WEIGHT_CAP
+    cap_mode: str = "drop"
     max_policy_lag: int | None = 8
     batch_trajectories: int | None = None
     lag_injection: int = 0
@@ -170,6 +190,7 @@ class AsyncPPOConfig:
         return LossConfig(
             self.loss, self.sigma, self.recompute_values, self.global_advantage_norm,
             target_kl, self.proximal_clip,  # type: ignore[arg-type]
+            self.proximal_offset, self.weight_cap, self.cap_mode,
         )  # fmt: skip
 
     def as_dict(self) -> dict[str, Any]:

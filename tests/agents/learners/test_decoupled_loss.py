@@ -167,6 +167,14 @@ def test_async_ppo_trains_cartpole_with_the_decoupled_loss():
             "proximal_offset: expected at most max_policy_lag \\+ 1 = 3",
         ),
         (lambda: AsyncPPOConfig(loss="decoupld"), ValueError, "loss: expected one of"),
+        (
+            lambda: AsyncPPOConfig(loss="decoupled", proximal_offset=4, max_policy_lag=2),
+            ValueError,
+            "proximal_offset: expected at most max_policy_lag \\+ 1 = 3",
+        ),
+        (lambda: AsyncPPOConfig(loss="decoupled", proximal_offset=0), ValueError, "proximal"),
+        (lambda: AsyncPPOConfig(loss="decoupled", weight_cap=1.0), ValueError, "weight_cap"),
+        (lambda: AsyncPPOConfig(loss="decoupled", cap_mode="clip"), ValueError, "cap_mode"),
     ],
 )
 def test_bad_input_is_refused_at_construction(make, error, message):
@@ -198,3 +206,12 @@ def test_the_lag_sweep_writes_an_ess_column_and_reads_old_csvs(tmp_path):
     with (merged / "lag_sweep.csv").open() as fh:
         by_loss = {r["loss"]: r["ess"] for r in csv.DictReader(fh)}
     assert by_loss["ppo"] == "nan" and float(by_loss["decoupled"]) > 0
+
+
+def test_async_ppo_passes_its_decoupled_settings_to_the_loss():
+    algo = AsyncPPOConfig(
+        loss="decoupled", proximal_offset=2, weight_cap=None, cap_mode="truncate", max_policy_lag=2
+    )
+    assert (algo.loss_config.proximal_offset, algo.loss_config.weight_cap) == (2, None)
+    assert algo.loss_config.cap_mode == "truncate"
+    assert AsyncPPOConfig(**algo.as_dict()) == algo  # the settings file round-trips
