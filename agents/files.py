@@ -14,7 +14,7 @@ from typing import Any
 
 from fleetgym.validation import quote
 
-__all__ = ["check_path", "load_torch_file"]
+__all__ = ["check_folder_path", "check_path", "load_torch_file"]
 
 
 def check_path(name: str, value: Any) -> Path:
@@ -33,6 +33,21 @@ def check_path(name: str, value: Any) -> Path:
     if path.is_dir():
         raise ValueError(f"{name}: expected a file path, actual the folder {quote(str(path))}")
     return path
+
+
+def check_folder_path(name: str, value: Any) -> Path:
+    """``value`` as the path of a folder (it need not exist yet).
+
+    Raises:
+        TypeError: If it is neither a ``str`` nor an ``os.PathLike``.
+        ValueError: If it is empty or blank.
+    """
+    if isinstance(value, bool) or not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name}: expected a str or os.PathLike, actual {type(value).__name__}")
+    text = os.fspath(value)
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{name}: expected a folder path, actual {quote(text)}")
+    return Path(text)
 
 
 def load_torch_file(path: Path, what: str) -> dict[str, Any]:

@@ -47,6 +47,7 @@ __all__ = [
     "ACTOR_NOUN",
     "LOSSES",
     "RESUME_FLAGS",
+    "check_checkpoint_folder",
     "configure",
     "history_rows",
     "imagination_config",
@@ -73,6 +74,25 @@ RESUME_FLAGS = {
     "topology.backend": "--backend",
     "topology.inference": "--inference",
 }
+
+
+def check_checkpoint_folder(args: argparse.Namespace, folder: Any, resume: Any) -> None:
+    """Refuse a checkpoint folder that holds another run's checkpoints (unless this run
+    resumes from it), naming the option that chose the folder.
+
+    Raises:
+        UsageError: The folder holds checkpoints of a run this one does not continue.
+    """
+    from fleetgym.agents.learners.run_checkpoints import CheckpointStore, check_folder_free
+    from fleetgym.errors import CheckpointError
+
+    try:
+        check_folder_free(CheckpointStore(folder), resume)
+    except CheckpointError as error:
+        flag = "--checkpoint-dir" if args.checkpoint_dir is not None else "--out"
+        raise UsageError(
+            f"{flag}: {error} (--resume continues a run; --no-checkpoints writes none)"
+        ) from None
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -198,7 +218,7 @@ def run(
     """
     from fleetgym.agents.learners.asynchronous.config import AsyncPPOConfig, AsyncTopology
     from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
-    from fleetgym.agents.learners.run_checkpoints import CheckpointStore, check_folder_free
+    from fleetgym.agents.learners.run_checkpoints import CheckpointStore
     from fleetgym.agents.learners.training import evaluate_policy
     from fleetgym.errors import CheckpointError
 
@@ -239,13 +259,7 @@ def run(
             saved = _check_resume(args, model, budget, target)
             resume = saved.path
         if checkpoints is not None:
-            try:
-                check_folder_free(CheckpointStore(checkpoints.folder), resume)
-            except CheckpointError as error:
-                flag = "--checkpoint-dir" if args.checkpoint_dir is not None else "--out"
-                raise UsageError(
-                    f"{flag}: {error} (--resume continues a run; --no-checkpoints writes none)"
-                ) from None
+            check_checkpoint_folder(args, checkpoints.folder, resume)
     except UsageError:
         model.close()
         raise

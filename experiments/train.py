@@ -41,7 +41,6 @@ from fleetgym.agents.fleet.base import MAX_ACTORS_LIMIT, MAX_STEPS_PER_ACTOR
 from fleetgym.agents.learners.run_checkpoints import (
     CheckpointConfig,
     CheckpointStore,
-    check_folder_free,
     config_differences,
     read_checkpoint,
     run_config,
@@ -535,13 +534,7 @@ def run(args: argparse.Namespace) -> int:
         )
         resume = resume_checkpoint(args, current)
     if checkpoints is not None:
-        try:
-            check_folder_free(CheckpointStore(checkpoints.folder), resume)
-        except CheckpointError as error:
-            flag = "--checkpoint-dir" if args.checkpoint_dir is not None else "--out"
-            raise UsageError(
-                f"{flag}: {error} (--resume continues a run; --no-checkpoints writes none)"
-            ) from None
+        async_train.check_checkpoint_folder(args, checkpoints.folder, resume)
     options: dict[str, Any] = {}
     if args.backend == "inprocess":
         options["batched"] = not args.sequential

@@ -46,7 +46,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from fleetgym.agents.files import load_torch_file
+from fleetgym.agents.files import check_folder_path, load_torch_file
 from fleetgym.errors import CheckpointError
 from fleetgym.validation import check_float, check_int, quote
 
@@ -124,15 +124,7 @@ class CheckpointConfig:
     keep: int = 3
 
     def __post_init__(self) -> None:
-        folder = self.folder
-        if isinstance(folder, bool) or not isinstance(folder, (str, os.PathLike)):
-            raise TypeError(
-                f"folder: expected a str or os.PathLike, actual {type(folder).__name__}"
-            )
-        text = os.fspath(folder)
-        if not isinstance(text, str) or not text.strip():
-            raise ValueError(f"folder: expected a folder path, actual {quote(text)}")
-        object.__setattr__(self, "folder", Path(text))
+        object.__setattr__(self, "folder", check_folder_path("folder", self.folder))
         if self.every_rounds is not None:
             object.__setattr__(
                 self, "every_rounds", check_int("every_rounds", self.every_rounds, 1)
@@ -223,16 +215,11 @@ class CheckpointStore:
     """
 
     def __init__(self, folder: str | os.PathLike[str], keep: int = 3) -> None:
-        if isinstance(folder, bool) or not isinstance(folder, (str, os.PathLike)):
-            raise TypeError(
-                f"folder: expected a str or os.PathLike, actual {type(folder).__name__}"
-            )
-        text = os.fspath(folder)
-        if not isinstance(text, str) or not text.strip():
-            raise ValueError(f"folder: expected a folder path, actual {quote(text)}")
-        self.folder = Path(text)
+        self.folder = check_folder_path("folder", folder)
         if self.folder.exists() and not self.folder.is_dir():
-            raise ValueError(f"folder: expected a folder, actual the file {quote(text)}")
+            raise ValueError(
+                f"folder: expected a folder, actual the file {quote(os.fspath(folder))}"
+            )
         self.keep = check_int("keep", keep, 1)
 
     def path_for(self, rounds: int) -> Path:
