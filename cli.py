@@ -52,6 +52,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "calibrate": ("fleetgym.experiments.calibrate", "measure a workload's compute model (cached)"),
     "plan": ("fleetgym.experiments.plan.cli", "simulate the pipeline at scale (calibrated)"),
     "docs": ("fleetgym.experiments.docs", "build the documentation site from a checkout"),
+    "soak": (
+        "fleetgym.experiments.soak.cli",
+        "train for a set time under injected faults and check what leaks",
+    ),
 }
 
 

@@ -34,27 +34,31 @@ Example::
 from __future__ import annotations
 
 import argparse
+import csv
 import dataclasses
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from fleetgym.errors import FleetError
-from fleetgym.experiments.argtypes import UsageError, non_negative_int
+from fleetgym.experiments.argtypes import UsageError, non_negative_int, positive_float
 
 __all__ = [
     "ACTOR_NOUN",
     "LOSSES",
     "RESUME_FLAGS",
+    "LiveLog",
     "check_checkpoint_folder",
     "configure",
     "history_rows",
     "imagination_config",
     "run",
+    "update_row",
 ]
 
-LOSSES = ("gipo", "ppo", "vtrace")
+LOSSES = ("decoupled", "gipo", "ppo", "vtrace")
 #: How the start-up line names an actor slot of each backend.
 ACTOR_NOUN = {"inprocess": "threads", "process": "processes", "ray": "slots as Ray actors"}
 #: The option that sets each field an async checkpoint and its resumed run must share
@@ -134,17 +138,71 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "server fed the weights after every update (server; with --backend process the "
         "workers reach it on a loopback socket) (default local)",
     )
+    parser.add_argument(
+        "--actor-timeout",
+        type=positive_float,
+        default=None,
+        metavar="S",
+        help="async with --backend process or ray: seconds one rollout may take before its "
+        "worker is killed and the slot restarted (default 300)",
+    )
+
+
+def update_row(record: Any) -> dict[str, Any]:
+    """One update's record of an :class:`AsyncPPO` run as a flat row (for ``--log``)."""
+    row = {k: v for k, v in dataclasses.asdict(record).items() if k != "stats"}
+    row["learner_utilisation"] = record.learner_utilisation
+    row.update(dataclasses.asdict(record.stats))
+    return row
 
 
 def history_rows(model: Any) -> list[dict[str, Any]]:
     """One flat record per update of an :class:`AsyncPPO` run (for ``--log``)."""
-    rows = []
-    for record in model.history:
-        row = {k: v for k, v in dataclasses.asdict(record).items() if k != "stats"}
-        row["learner_utilisation"] = record.learner_utilisation
-        row.update(dataclasses.asdict(record.stats))
-        rows.append(row)
-    return rows
+    return [update_row(record) for record in model.history]
+
+
+class LiveLog:
+    """``--log`` while the run goes on: one CSV row per update, flushed as it is written, so a
+    run killed at any moment leaves every update it finished in the file.
+
+    Called with each update's record (an ``AsyncPPO.learn`` callback). The first call writes
+    the file afresh, atomically, with every update of the model's history: a resumed run's
+    log then holds the checkpoint's updates, and the updates a killed run did after its last
+    checkpoint (done again by the resumed run) are not counted twice.
+
+    Args:
+        path: The CSV file.
+        model: The trainer whose history the first call writes.
+    """
+
+    def __init__(self, path: Path, model: Any) -> None:
+        self.path = Path(path)
+        self.model = model
+        self._file: Any = None
+        self._writer: Any = None
+
+    def __call__(self, record: Any) -> None:
+        if self._writer is None:
+            rows = history_rows(self.model)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            partial = self.path.with_name(self.path.name + ".partial")
+            self._file = partial.open("w", newline="")
+            self._writer = csv.DictWriter(
+                self._file, fieldnames=list(rows[0]), extrasaction="ignore"
+            )
+            self._writer.writeheader()
+            self._writer.writerows(rows)
+            self._file.flush()
+            os.replace(partial, self.path)  # the open file follows the rename
+            return
+        self._writer.writerow(update_row(record))
+        self._file.flush()
+
+    def close(self) -> None:
+        """Close the file (the run's last rows are already in it)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 def imagination_config(args: argparse.Namespace) -> Any:
@@ -202,6 +260,7 @@ def run(
     save: Path | None = None,
     tensorboard: Path | None = None,
     checkpoints: Any = None,
+    log: Path | None = None,
 ) -> int:
     """Train with :class:`AsyncPPO`; returns 0 when the target was reached, 1 otherwise.
 
@@ -209,7 +268,8 @@ def run(
     train`` passes its writers); ``save`` is where the model is saved and ``tensorboard``
     the folder of its TensorBoard scalars (``None``: neither); ``checkpoints`` (a
     ``CheckpointConfig``) where and how often the run is saved, and ``args.resume`` the
-    checkpoint it continues.
+    checkpoint it continues; ``log`` is the CSV written one row per update while the run
+    goes on (:class:`LiveLog`).
 
     Raises:
         UsageError: A bad argument, found before any actor starts (the trainer refuses it;
@@ -241,12 +301,14 @@ def run(
             hyperparameters=overrides,
             imagination=imagination_config(args),
         )
+        timeout = getattr(args, "actor_timeout", None)
         topology = AsyncTopology(
             n_actors=args.actors,
             backend=backend,
             inference=args.inference,
             steps_per_actor=steps_per_actor,
             address=getattr(args, "address", None),
+            **({} if timeout is None else {"actor_timeout": timeout}),
         )
         model = AsyncPPO(
             workload, algo=algo, topology=topology, seed=args.seed, tensorboard_log=tensorboard
@@ -279,9 +341,11 @@ def run(
             f"{saved.counters['num_timesteps']} env steps; the actors restart their episodes)"
         )
     started = time.perf_counter()
+    live = None if log is None else LiveLog(log, model)
     try:
         model.learn(
             budget,
+            live,
             progress_bar=not args.no_progress,
             target=target,
             checkpoints=checkpoints,
@@ -290,6 +354,8 @@ def run(
     except CheckpointError as error:  # raised before any actor starts, as the checks above
         raise UsageError(f"--resume: {error}") from None
     finally:
+        if live is not None:
+            live.close()
         model.close()
     if saved is not None:
         before = saved.counters["num_timesteps"]

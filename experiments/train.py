@@ -233,7 +233,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--log",
         action="store_true",
-        help=f"write the per-round log to DIR/{LOG_NAME} (--mode async: one row per update)",
+        help=f"write the per-round log to DIR/{LOG_NAME} (--mode async: one row per update, "
+        "written as the run goes)",
     )
     parser.add_argument(
         "--plot",
@@ -503,6 +504,7 @@ def run(args: argparse.Namespace) -> int:
             save=paths.save,
             tensorboard=paths.tensorboard,
             checkpoints=checkpoint_config(args),
+            log=paths.log,
         )
     if args.sequential and args.backend != "inprocess":
         raise UsageError(f"--sequential: expected --backend inprocess, actual {args.backend}")

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetgym.agents.backends import INFERENCE_MODES, check_backend
+from fleetgym.agents.fleet.base import DEFAULT_ACTOR_TIMEOUT_S
 from fleetgym.agents.inference.batching import check_device
 from fleetgym.agents.learners.asynchronous.ray_actor import check_ray_options
 from fleetgym.agents.learners.lag import MAX_POLICY_LAG, MAX_RING
@@ -283,6 +284,9 @@ class AsyncTopology:
             request for the batch to fill (ms, or ``"auto"``).
         server_device: ``inference="server"``: where the server runs (``"cpu"``,
             ``"cuda[:N]"``).
+        actor_timeout: ``backend="process"`` or ``"ray"``: seconds one rollout may take
+            before its worker process (Ray actor) is killed and the slot replaced by its next
+            incarnation (a stopped or hung worker is such a fault).
 
     Example:
         >>> AsyncTopology(n_actors=2, envs_per_actor=4).n_instances
@@ -312,6 +316,7 @@ class AsyncTopology:
     server_batch: int | None = None
     server_wait_ms: float | str = 5.0
     server_device: str = "cpu"
+    actor_timeout: float = DEFAULT_ACTOR_TIMEOUT_S
 
     def __post_init__(self) -> None:
         check_int("n_actors", self.n_actors, low=1, high=1024)
@@ -338,6 +343,11 @@ class AsyncTopology:
                 self, "server_wait_ms", check_float("server_wait_ms", self.server_wait_ms, low=0.0)
             )
         check_device("server_device", self.server_device)
+        object.__setattr__(
+            self,
+            "actor_timeout",
+            check_float("actor_timeout", self.actor_timeout, low=0.0, strict=True),
+        )
 
     @property
     def n_instances(self) -> int:

@@ -232,13 +232,15 @@ def restore_trainer(model: Any, path: Path, num_timesteps: int) -> Any:
 
 # -- periodic checkpoints of learn() ------------------------------------------------------------
 #: Topology fields a resumed run may change: where a Ray cluster runs, how the inference
-#: server batches and where it computes (the run's data does not depend on them).
+#: server batches and where it computes, how long a rollout may take (the run's data does
+#: not depend on them).
 UNMATCHED_TOPOLOGY = (
     "address",
     "ray_actor_options",
     "server_batch",
     "server_wait_ms",
     "server_device",
+    "actor_timeout",
 )
 #: Fields of :func:`async_run_config` a resumed run must share with its checkpoint (the
 #: others, ``total_timesteps`` and ``target``, may change: e.g. to extend a run).

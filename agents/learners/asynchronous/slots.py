@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from fleetgym.agents.fleet.base import DEFAULT_ACTOR_TIMEOUT_S
 from fleetgym.agents.learners.asynchronous.balancing import InstanceScheduler
 from fleetgym.agents.learners.asynchronous.pipeline import (
     ServedActor,
@@ -135,6 +136,8 @@ class AsyncActorSlots:
         self.server_max_batch: int | None = None
         self.server_max_wait_ms: float | str = 5.0
         self.server_device = "cpu"
+        #: ``backend="process"``: seconds a rollout may take before its worker is killed.
+        self.actor_timeout: float = DEFAULT_ACTOR_TIMEOUT_S
         #: Env instances (``n_actors * envs_per_actor``) and their scheduler (None: one
         #: env per actor slot, no rounds: the plain loop).
         self.n_instances = n_actors * envs_per_actor
@@ -163,7 +166,7 @@ class AsyncActorSlots:
 
         return ProcessActor(
             self.workload, slot, self.seed, incarnation, self.actor_factory,
-            inference_address=self.server_address,
+            actor_timeout=self.actor_timeout, inference_address=self.server_address,
         )  # fmt: skip
 
     def _ray_actor(self, slot: int, incarnation: int) -> Any:
@@ -281,6 +284,7 @@ class AsyncActorSlots:
                     pipe.stop(error)
                     return
                 continue
+            failures = 0  # MAX_RESTARTS counts failures in a row: a whole rollout resets it
             pipe.put(traj)
 
     def _wait_for_room(self, slot: int, pipe: TrajectoryPipeline, error: BaseException) -> bool:
@@ -327,6 +331,7 @@ class AsyncActorSlots:
                     scheduler.stop()
                     return
                 continue
+            failures = 0  # failures in a row, as in _actor_loop
             scheduler.release(lane, instance, len(traj), time.perf_counter() - began)
             pipe.put(traj)
 

@@ -227,13 +227,15 @@ class AsyncPPO:
             from fleetgym.agents.learners.asynchronous.ray_actor import RayActorGroup
 
             ray_group = RayActorGroup(
-                topology.n_instances, topology.address, topology.ray_actor_options
-            )
+                topology.n_instances, topology.address, topology.ray_actor_options,
+                actor_timeout=topology.actor_timeout,
+            )  # fmt: skip
         #: The actor slots this trainer owns (their actors, threads and inference server).
         self.slots = self._make_slots(ray_group)
         self.slots.server_max_batch = topology.server_batch
         self.slots.server_max_wait_ms = topology.server_wait_ms
         self.slots.server_device = topology.server_device
+        self.slots.actor_timeout = topology.actor_timeout
         self._publish()
         self.num_timesteps = 0
         self.history: list[UpdateRecord] = []
