@@ -61,6 +61,7 @@ LONG_RUNNING = {
     "schedule seeds",
     "lag-sweep",
     "imagination",
+    "soak",
     "plan measure",
     "plan validate",
     "plan predict",

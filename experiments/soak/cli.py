@@ -92,6 +92,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="the kinds injected in turn (default all: actor-kill, "
                         "actor-stop, server-connections, mode3-garbage)")  # fmt: skip
     parser.add_argument("--no-plot", action="store_true", help="write no soak.png")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress bar: a line per resource sample instead")  # fmt: skip
 
 
 def _settings(args: argparse.Namespace) -> Any:
@@ -180,7 +182,9 @@ def _soak(args: argparse.Namespace, settings: Any, out: Path) -> int:
         ProcessTree,
         become_subreaper,
         descendants,
+        mapped_shm,
         shm_entries,
+        shm_names,
     )
     from fleetgym.experiments.soak.supervisor import FaultRunner, Learner, LogWatcher, as_rows
     from fleetgym.experiments.soak.verdict import check_accounting, leak_report
@@ -189,6 +193,7 @@ def _soak(args: argparse.Namespace, settings: Any, out: Path) -> int:
     reaper = become_subreaper()
     tree = ProcessTree(os.getpid(), started)
     shm_start = shm_entries()
+    shm_before = shm_names()
     run_dir = out / "run"
     mode3, port = _start_mode3(out, tree)
     command = [
@@ -207,11 +212,16 @@ def _soak(args: argparse.Namespace, settings: Any, out: Path) -> int:
     print(
         f"soak: {args.minutes:g} min of {args.workload}, {args.actors} actor processes through "
         f"an inference server, a fault every {settings.fault_every:g} s, the learner killed "
-        f"every {settings.learner_kill_every or 0:g} s, samples every {args.sample_every:g} s; "
+        + (f"every {settings.learner_kill_every:g} s" if settings.learner_kill_every else "never")
+        + f", samples every {args.sample_every:g} s; "
         f"Mode 3 on 127.0.0.1:{port}; writing {out}",
         flush=True,
     )
     runner.start()
+    from tqdm import tqdm
+
+    bar = tqdm(total=round(settings.duration), unit="s", desc="soak", disable=args.no_progress,
+               dynamic_ncols=True)  # fmt: skip
     samples: list[Any] = []
     unexpected: list[str] = []
     next_sample = 0.0
@@ -222,8 +232,12 @@ def _soak(args: argparse.Namespace, settings: Any, out: Path) -> int:
                 samples += tree.sample()
                 next_sample += args.sample_every
                 done = sum(f.survived is not None for f in runner.faults)
-                print(f"  {now / 60:5.1f} min: {watcher.events} updates, "
-                      f"{watcher.total_steps} env steps, {done} faults", flush=True)  # fmt: skip
+                if args.no_progress:
+                    print(f"  {now / 60:5.1f} min: {watcher.events} updates, "
+                          f"{watcher.total_steps} env steps, {done} faults", flush=True)  # fmt: skip
+                else:
+                    bar.set_postfix(updates=watcher.events, faults=done, restarts=len(restarts))
+            bar.update(max(0, min(round(now), bar.total) - bar.n))
             if not runner.restarting.locked() and learner.proc is not None:
                 if learner.proc.poll() is not None and runner.restarting.acquire(blocking=False):
                     try:  # died on its own (not one of the soak's kills): a failure, resumed
@@ -240,6 +254,7 @@ def _soak(args: argparse.Namespace, settings: Any, out: Path) -> int:
         unexpected.append("interrupted")
         runner.halt.set()
     finally:
+        bar.close()
         runner.closing.set()  # the fault under way is judged, none starts
         ending = time.monotonic()
         while runner.is_alive() and time.monotonic() - ending < settings.recover_s + 180:
@@ -264,6 +279,9 @@ def _soak(args: argparse.Namespace, settings: Any, out: Path) -> int:
         for pid in left:
             os.kill(pid, signal.SIGKILL)
     shm_end = shm_entries()
+    # A segment that appeared during the soak and that no live process maps any more was
+    # left behind (by the soak's processes: nothing else should run beside a soak).
+    orphan_shm = sorted(shm_names() - shm_before - mapped_shm())
     steps_per_update = _steps_per_update(out / "learner-1.log", args.actors)
     accounting = check_accounting(run_dir / "log.csv", steps_per_update)
     leaks = leak_report(samples, settings.warmup)
@@ -276,7 +294,7 @@ def _soak(args: argparse.Namespace, settings: Any, out: Path) -> int:
     if leaks:
         _write_csv(out / "leaks.csv", leaks, list(leaks[0]))
     summary = _summary(args, settings, faults, restarts, accounting, leaks, unexpected,
-                       left, shm_start, shm_end, code, reaper)  # fmt: skip
+                       left, shm_start, shm_end, orphan_shm, code, reaper)  # fmt: skip
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     if not args.no_plot and samples:
         from fleetgym.experiments.soak.verdict import plot_soak
@@ -290,7 +308,7 @@ def _soak(args: argparse.Namespace, settings: Any, out: Path) -> int:
 def _summary(args: Any, settings: Any, faults: list[Any], restarts: list[Any],
              accounting: dict[str, Any], leaks: list[dict[str, Any]], unexpected: list[str],
              left: list[int], shm_start: tuple[int, int], shm_end: tuple[int, int],
-             code: int | None, reaper: bool) -> dict[str, Any]:  # fmt: skip
+             orphan_shm: list[str], code: int | None, reaper: bool) -> dict[str, Any]:  # fmt: skip
     from fleetgym.experiments.soak.verdict import FD_BUDGET_PER_MIN, RSS_BUDGET_MIB_PER_MIN
 
     kinds: dict[str, dict[str, int]] = {}
@@ -309,8 +327,8 @@ def _summary(args: Any, settings: Any, faults: list[Any], restarts: list[Any],
     problems += [f"leak: {name}" for name in leaking]
     if left:
         problems.append(f"{len(left)} processes left behind at the end")
-    if shm_end[0] > shm_start[0]:
-        problems.append(f"/dev/shm: {shm_end[0] - shm_start[0]} segments more than at the start")
+    if orphan_shm:
+        problems.append(f"/dev/shm: {len(orphan_shm)} segments left behind ({orphan_shm[:5]})")
     if code not in (0, 1, 130):
         problems.append(f"the learner stopped with exit status {code} (expected 130 on Ctrl-C)")
     from fleetgym import __version__
@@ -343,7 +361,7 @@ def _summary(args: Any, settings: Any, faults: list[Any], restarts: list[Any],
         },  # fmt: skip
         "largest_slopes": _largest(leaks),
         "processes_fitted": len(leaks),
-        "shm_segments": {"start": shm_start[0], "end": shm_end[0]},
+        "shm_segments": {"start": shm_start[0], "end": shm_end[0], "left_behind": orphan_shm},
         "left_behind": len(left),
         "learner_exit": code,
         "subreaper": reaper,
@@ -389,9 +407,10 @@ def _print(summary: dict[str, Any], out: Path) -> None:
     for role, entry in summary["largest_slopes"].items():
         print(f"steepest {role}: RSS {entry['rss_mib_per_min']:+.4f} MiB/min, "
               f"fds {entry['fd_per_min']:+.4f}/min")  # fmt: skip
+    shm = summary["shm_segments"]
     print(
-        f"shared-memory segments: {summary['shm_segments']['start']} at the start, "
-        f"{summary['shm_segments']['end']} at the end; left behind: {summary['left_behind']}"
+        f"shared-memory segments: {shm['start']} at the start, {shm['end']} at the end, "
+        f"{len(shm['left_behind'])} left behind; processes left behind: {summary['left_behind']}"
     )
     verdict = "PASSED" if summary["passed"] else "FAILED: " + "; ".join(summary["problems"])
     print(f"soak {verdict} (files in {out})")

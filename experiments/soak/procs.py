@@ -21,7 +21,9 @@ __all__ = [
     "become_subreaper",
     "descendants",
     "pid_alive",
+    "mapped_shm",
     "shm_entries",
+    "shm_names",
 ]
 
 #: ``prctl`` option that makes the caller the reaper of its descendants' orphans.
@@ -100,6 +102,31 @@ def _fd_count(pid: int) -> int | None:
         return len(os.listdir(PROC / str(pid) / "fd"))
     except OSError:
         return None
+
+
+def shm_names() -> set[str]:
+    """The names in ``/dev/shm`` (shared-memory segments); empty without it."""
+    try:
+        return set(os.listdir("/dev/shm"))
+    except OSError:
+        return set()
+
+
+def mapped_shm() -> set[str]:
+    """The ``/dev/shm`` names some live process maps (read from every ``/proc/PID/maps``)."""
+    names = set()
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = (entry / "maps").read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            at = line.find("/dev/shm/")
+            if at >= 0:
+                names.add(line[at + 9 :].split(" ")[0])
+    return names
 
 
 def shm_entries() -> tuple[int, int]:

@@ -25,3 +25,38 @@ def test_train_async_writes_the_log_and_the_plot(tmp_path, capsys):
         rows[0]
     )
     assert plot.stat().st_size > 1000
+
+
+def test_live_log_writes_each_update_as_it_comes_and_rewrites_a_resumed_history(tmp_path):
+    from fleetgym.agents.learners.asynchronous.config import AsyncPPOConfig, AsyncTopology
+    from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
+    from fleetgym.experiments.async_train import LiveLog
+
+    model = AsyncPPO(
+        "CartPole-v1",
+        topology=AsyncTopology(n_actors=1, steps_per_actor=16, concurrent=False),
+        algo=AsyncPPOConfig(hyperparameters={"epochs": 1, "minibatch_size": 16}),
+    )
+    path = tmp_path / "log.csv"
+    counts = []
+
+    def rows():
+        with path.open(newline="") as fh:
+            return [int(r["update"]) for r in csv.DictReader(fh)]
+
+    live = LiveLog(path, model)
+
+    def callback(record):
+        live(record)
+        counts.append(rows())
+
+    model.learn(16 * 3, callback)
+    live.close()
+    assert counts == [[0], [0, 1], [0, 1, 2]]  # on disk after each update
+    # A resumed run's first update rewrites the file from its history: a killed run's rows
+    # after the checkpoint (here the third) are not kept twice.
+    model.history = model.history[:2]
+    resumed = LiveLog(path, model)
+    resumed(model.history[-1])
+    resumed.close()
+    assert rows() == [0, 1]

@@ -152,6 +152,46 @@ def test_a_failed_actor_is_replaced_and_nothing_half_written_reaches_the_learner
     assert _actor_threads() == []
 
 
+class _EveryOtherFails(RolloutWorker):
+    """Fails every second rollout: many failures in all, never two in a row."""
+
+    calls = 0
+
+    def rollout(self, weights, steps, policy_version):
+        type(self).calls += 1
+        if type(self).calls % 2 == 0:
+            raise RuntimeError("a transient fault")
+        return super().rollout(weights, steps, policy_version)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("concurrent", [True, False])
+def test_restarts_count_failures_in_a_row_not_in_all(concurrent):
+    # Eight updates of one actor need eight whole rollouts and meet seven failures, more
+    # than MAX_RESTARTS (3) in all but never more than one in a row: training goes on.
+    from fleetgym.agents.learners.asynchronous.slots import MAX_RESTARTS
+
+    _EveryOtherFails.calls = 0
+    model = AsyncPPO(
+        "CartPole-v1",
+        algo=AsyncPPOConfig(hyperparameters={"epochs": 1, "minibatch_size": 16}),
+        topology=AsyncTopology(concurrent=concurrent, n_actors=1, steps_per_actor=16),
+        seed=0,
+        actor_factory=_EveryOtherFails,
+    )
+    model.learn(16 * 8)
+    assert len(model.history) == 8 and model.actor_failures >= 7 > MAX_RESTARTS
+    assert _actor_threads() == []
+
+
+def test_actor_timeout_is_checked():
+    with pytest.raises(ValueError, match="actor_timeout: expected a finite number > 0"):
+        AsyncTopology(actor_timeout=0)
+    with pytest.raises(TypeError, match="actor_timeout"):
+        AsyncTopology(actor_timeout="10")
+    assert AsyncTopology(backend="process", actor_timeout=7).actor_timeout == 7.0
+
+
 class _Broken:
     def __init__(self, *args):
         pass
