@@ -1,9 +1,10 @@
 """Does a killed and resumed asynchronous run still reach its target within the budget?
 
 For each seed: one uninterrupted ``fleetgym train --mode async`` run, and one SIGKILLed at
-a random moment (drawn per seed from the seed, uniform over 20-80 % of the uninterrupted
-run's wall time, and only once a checkpoint exists) then resumed with ``--resume`` to the
-same budget. Writes one CSV row per run: the seed, the arm, the exit status (0: the target
+a random moment then resumed with ``--resume`` to the same budget. The moment is drawn per
+seed from the seed: once the run has checkpointed update ``k`` (``k`` uniform over 10-80 %
+of the uninterrupted run's updates), after a further delay uniform over 0-2 s, so the
+kill lands between two checkpoints and the updates done since the last one are lost. Writes one CSV row per run: the seed, the arm, the exit status (0: the target
 was reached), the final mean return, the env steps and updates, when it was killed and
 the checkpoint it resumed from.
 
@@ -60,18 +61,23 @@ def run_seed(args: argparse.Namespace, seed: int, work: Path) -> list[dict[str, 
     plain = subprocess.Popen(_train(args, seed, work / f"plain-{seed}", False), env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
     row_plain = {"seed": seed, "arm": "uninterrupted", **_finish(plain, began)}
-    delay = random.Random(seed).uniform(0.2, 0.8) * float(row_plain["wall_s"])
+    rng = random.Random(seed)
+    at_update = max(1, round(rng.uniform(0.1, 0.8) * int(row_plain["updates"] or 1)))
+    delay = rng.uniform(0.0, 2.0)
     out = work / f"killed-{seed}"
     began = time.monotonic()
     first = subprocess.Popen(_train(args, seed, out, False), env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
-    while time.monotonic() - began < delay or not list((out / "checkpoints").glob("ckpt-*.pt")):
-        if first.poll() is not None:
+    while first.poll() is None:
+        done = [int(p.stem.split("-")[1]) for p in (out / "checkpoints").glob("ckpt-*.pt")]
+        if done and max(done) >= at_update:
+            time.sleep(delay)
             break
-        time.sleep(0.05)
+        time.sleep(0.02)
     killed_at = round(time.monotonic() - began, 2)
     finished_first = first.poll() is not None
-    os.killpg(first.pid, signal.SIGKILL) if not finished_first else None
+    if not finished_first:
+        os.killpg(first.pid, signal.SIGKILL)
     first.wait()
     names = sorted((out / "checkpoints").glob("ckpt-*.pt"))
     checkpoint = int(names[-1].stem.split("-")[1]) if names else ""
@@ -79,8 +85,8 @@ def run_seed(args: argparse.Namespace, seed: int, work: Path) -> list[dict[str, 
     resumed = subprocess.Popen(_train(args, seed, out, True), env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)  # fmt: skip
     row = {"seed": seed, "arm": "killed and resumed", **_finish(resumed, again)}
-    row.update(killed_at_s=killed_at, resumed_from_update=checkpoint,
-               finished_before_the_kill=finished_first)  # fmt: skip
+    row.update(kill_after_update=at_update, kill_delay_s=round(delay, 2), killed_at_s=killed_at,
+               resumed_from_update=checkpoint, finished_before_the_kill=finished_first)  # fmt: skip
     return [row_plain, row]
 
 

@@ -42,7 +42,7 @@ _EXPORTS = {
     "TrainingHistory": "training",
     "evaluate_policy": "training",
     "train": "training",
-    "CheckpointConfig": "run_checkpoints",
+    "CheckpointConfig": "checkpoint_store",
     # losses
     "DEFAULT_SIGMA": "losses",
     "DEFAULT_TARGET_KL": "losses",
@@ -97,6 +97,7 @@ if TYPE_CHECKING:
     from fleetgym.agents.learners.asynchronous.records import UpdateRecord
     from fleetgym.agents.learners.asynchronous.token_trainer import TokenAsyncPPO
     from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
+    from fleetgym.agents.learners.checkpoint_store import CheckpointConfig
     from fleetgym.agents.learners.data_parallel.group import DataParallelPPO
     from fleetgym.agents.learners.data_parallel.rank import DistributedPPOLearner
     from fleetgym.agents.learners.gae import compute_gae
@@ -128,7 +129,6 @@ if TYPE_CHECKING:
         vtrace_policy_loss,
     )
     from fleetgym.agents.learners.ppo import HYPERPARAMETERS, Batch, PPOLearner
-    from fleetgym.agents.learners.run_checkpoints import CheckpointConfig
     from fleetgym.agents.learners.token_config import TokenPPOConfig
     from fleetgym.agents.learners.token_ppo import TokenPPO, TokenUpdateStats
     from fleetgym.agents.learners.training import (

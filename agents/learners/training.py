@@ -18,18 +18,15 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from fleetgym.agents.learners.checkpoint_store import CheckpointConfig, CheckpointStore
 from fleetgym.agents.learners.checks import check_seed
 from fleetgym.agents.learners.run_checkpoints import (
-    CheckpointConfig,
-    CheckpointStore,
     TrainCheckpoint,
-    check_config,
-    check_folder_free,
     checkpoint_state,
     read_checkpoint,
     restore_run,
-    run_config,
 )
+from fleetgym.agents.learners.run_config import check_config, check_folder_free, run_config
 from fleetgym.agents.types import ActorFleet, Learner, RoundResult, UpdateStats
 from fleetgym.agents.workloads import Workload, get_workload
 from fleetgym.errors import CheckpointError, FleetError
@@ -295,7 +292,7 @@ def train(
     updates the learner with the returned trajectories.
 
     With ``checkpoints``, the run is saved at round boundaries (see
-    :class:`~fleetgym.agents.learners.run_checkpoints.CheckpointConfig`); with ``resume``
+    :class:`~fleetgym.agents.learners.checkpoint_store.CheckpointConfig`); with ``resume``
     it continues a saved run: a resumed :class:`~fleetgym.agents.fleet.InProcessFleet` run
     is bit-identical to an uninterrupted one (learner, actors' envs and random streams
     are all saved); with a fleet that cannot save its actors (process, Ray) the actors'
@@ -315,17 +312,20 @@ def train(
         allow_partial: Update on the trajectories a round did return when some actors
             failed for good (otherwise raise :class:`~fleetgym.errors.FleetError`).
         checkpoints: Save the run periodically into a folder (a
-            :class:`~fleetgym.agents.learners.run_checkpoints.CheckpointConfig`): at the
+            :class:`~fleetgym.agents.learners.checkpoint_store.CheckpointConfig`): at the
             end of a round, once its ``every_rounds`` rounds or ``every_minutes`` minutes
             have passed since the last checkpoint; ``None`` (the default): never. Needs a
             learner with ``state()`` (a
-            :class:`~fleetgym.agents.learners.ppo.PPOLearner`).
+            :class:`~fleetgym.agents.learners.ppo.PPOLearner`, or a
+            :class:`~fleetgym.agents.learners.data_parallel.group.DataParallelPPO`: rank
+            0's state, every rank's shuffle generator, restored into every rank).
         resume: Continue the run saved in this checkpoint file, or in the newest
             checkpoint of this folder (``str`` or ``os.PathLike``): the learner, the
             fleet's actors, the counters and the history are restored and training goes on
             with the next round. The checkpoint must be of this run: the same workload,
-            seeds, ``num_actors``, ``steps_per_actor``, fleet class and learner
-            hyperparameters (``max_rounds``, ``target`` and ``max_steps`` may differ).
+            seeds, ``num_actors``, ``steps_per_actor``, fleet class, learner class,
+            hyperparameters and (data-parallel) ``world_size`` (``max_rounds``,
+            ``target`` and ``max_steps`` may differ).
             Everything is checked before any round; ``fleet`` must not have run a round.
             With ``checkpoints`` too, their folder must be the resumed checkpoint's, or
             hold no checkpoint (as for a fresh run: two runs' checkpoints never mix).
@@ -385,7 +385,8 @@ def train(
         getattr(learner, "state", None)
     ):
         raise TypeError(
-            "checkpoints, resume: expected a learner with state() (a PPOLearner), actual "
+            "checkpoints, resume: expected a learner with state() (a PPOLearner or a "
+            "DataParallelPPO), actual "
             f"{type(learner).__name__}"
         )
     if callable(num_actors):

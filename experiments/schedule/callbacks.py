@@ -2,7 +2,9 @@
 
 SB3 counts timesteps; the scheduler's budget is in episodes (one episode is one whole
 training run of a workload), so :class:`EpisodeBudgetCallback` counts finished episodes
-and stops learning at the budget.
+and stops learning at the budget. It also writes the periodic checkpoints, at episode
+ends: every N episodes and/or once M minutes have passed since the last one, the newest
+``keep`` kept (:func:`~fleetgym.experiments.schedule.checkpoint.prune_checkpoints`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any
 
 from stable_baselines3.common.callbacks import BaseCallback
 from tqdm.auto import tqdm
+
+from fleetgym.experiments.schedule.checkpoint import checkpoint_path, prune_checkpoints
 
 __all__ = ["EpisodeBudgetCallback", "EpisodeRecord"]
 
@@ -50,6 +54,12 @@ class EpisodeBudgetCallback(BaseCallback):
         save_fn: ``save_fn(path, episodes)`` saves the model.
         progress: show a tqdm bar over episodes.
         desc: the bar's label.
+        checkpoint_minutes: also call ``save_fn`` at the end of the first episode once this
+            many minutes have passed since the last checkpoint (or the start); ``None``:
+            no time trigger. No checkpoint is written at the last episode (the caller
+            saves the final model).
+        keep: after each checkpoint, delete all but the newest ``keep`` in
+            ``checkpoint_dir`` (``None``: keep them all).
     """
 
     def __init__(
@@ -59,9 +69,11 @@ class EpisodeBudgetCallback(BaseCallback):
         start_episode: int = 0,
         checkpoint_every: int = 0,
         checkpoint_dir: Path | None = None,
-        save_fn: Callable[[Path, int], None] | None = None,
+        save_fn: Callable[[Path, int], object] | None = None,
         progress: bool = True,
         desc: str = "scheduler episodes",
+        checkpoint_minutes: float | None = None,
+        keep: int | None = None,
     ) -> None:
         super().__init__(verbose=0)
         self.total_episodes = total_episodes
@@ -70,6 +82,9 @@ class EpisodeBudgetCallback(BaseCallback):
         self.checkpoint_every = checkpoint_every
         self.checkpoint_dir = checkpoint_dir
         self.save_fn = save_fn
+        self.checkpoint_minutes = checkpoint_minutes
+        self.keep = keep
+        self._last_checkpoint = time.monotonic()
         self.progress = progress
         self.desc = desc
         self.records: list[EpisodeRecord] = []
@@ -82,6 +97,7 @@ class EpisodeBudgetCallback(BaseCallback):
         return {"time": 0.0, "actors": 0.0, "rounds": 0.0, "wall0": time.perf_counter()}
 
     def _on_training_start(self) -> None:
+        self._last_checkpoint = time.monotonic()
         self._acc = [self._new_acc() for _ in range(self.training_env.num_envs)]
         self._bar = tqdm(
             total=self.total_episodes,
@@ -131,19 +147,33 @@ class EpisodeBudgetCallback(BaseCallback):
                     cost=f"{record.cost:.3g}",
                     actors=f"{record.mean_actors:.1f}",
                 )
-            if (
-                self.checkpoint_every
-                and self.checkpoint_dir is not None
-                and self.save_fn is not None
-                and self.episodes % self.checkpoint_every == 0
-                and self.episodes < self.total_episodes
-            ):
-                path = self.checkpoint_dir / f"scheduler_ep{self.episodes:04d}.zip"
-                self.save_fn(path, self.episodes)
-                self.checkpoints.append(path)
+            if self._checkpoint_due():
+                self._checkpoint()
             if self.episodes >= self.total_episodes:
                 return False
         return True
+
+    def _checkpoint_due(self) -> bool:
+        """Whether a checkpoint is due at the end of this episode (never the last one)."""
+        if self.checkpoint_dir is None or self.save_fn is None:
+            return False
+        if self.episodes >= self.total_episodes:
+            return False
+        if self.checkpoint_every and self.episodes % self.checkpoint_every == 0:
+            return True
+        minutes = self.checkpoint_minutes
+        return minutes is not None and time.monotonic() - self._last_checkpoint >= 60.0 * minutes
+
+    def _checkpoint(self) -> None:
+        assert self.checkpoint_dir is not None and self.save_fn is not None
+        path = checkpoint_path(self.checkpoint_dir, self.episodes)
+        self.save_fn(path, self.episodes)
+        self._last_checkpoint = time.monotonic()
+        if path not in self.checkpoints:
+            self.checkpoints.append(path)
+        if self.keep is not None:
+            prune_checkpoints(self.checkpoint_dir, self.keep, path)
+            self.checkpoints = [p for p in self.checkpoints if p.is_file()]
 
     def _on_training_end(self) -> None:
         if self._bar is not None:

@@ -38,6 +38,7 @@ from fleetgym.experiments.argtypes import (
     learning_rate,
     non_negative_int,
     output_path,
+    positive_float,
     positive_int,
     seed_range,
 )
@@ -49,6 +50,7 @@ from fleetgym.experiments.schedule.cli_common import (
     env_config_from_args,
     known_baselines,
     ppo_config,
+    resume_checkpoint,
     setup_torch,
     usable_env,
 )
@@ -96,9 +98,31 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         "--checkpoint-every",
         type=non_negative_int,
         default=10,
-        help="save every N episodes (0: never)",
+        help="save a checkpoint into OUT/checkpoints/ every N episodes (0: no episode "
+        "trigger) (default 10)",
     )
-    parser.add_argument("--resume", default=None, metavar="CHECKPOINT", help="continue from a zip")
+    parser.add_argument(
+        "--checkpoint-minutes",
+        type=positive_float,
+        default=None,
+        metavar="M",
+        help="also save one at the end of the first episode once M minutes have passed "
+        "since the last (default: no time trigger)",
+    )
+    parser.add_argument(
+        "--keep",
+        type=positive_int,
+        default=3,
+        metavar="K",
+        help="keep the newest K checkpoints, delete older ones (default 3)",
+    )
+    parser.add_argument(
+        "--resume",
+        default=None,
+        metavar="CHECKPOINT",
+        help="continue from a scheduler zip, or from the newest checkpoint of a folder (a "
+        "checkpoints/ folder or a run's --out); checked before any work",
+    )
     parser.add_argument("--no-tensorboard", action="store_true", help="do not write TB logs")
     parser.add_argument(
         "--eval-seeds",
@@ -129,7 +153,7 @@ def add_finetune_arguments(parser: argparse.ArgumentParser) -> None:
         dest="from_checkpoint",
         required=True,
         metavar="CHECKPOINT",
-        help="trained scheduler zip to fine-tune",
+        help="trained scheduler zip to fine-tune (or a folder: its newest checkpoint)",
     )
     parser.add_argument(
         "--episodes", type=int_in(1, MAX_EPISODES), default=10, help="fine-tuning episodes"
@@ -272,9 +296,10 @@ def train(args: argparse.Namespace) -> int:
     config = ppo_config(args)
     if not args.name.strip():
         raise UsageError(f"--name: expected a non-empty file stem, actual {args.name!r}")
+    resume = None
     if args.resume is not None:
-        resume = check_input_file("--resume", args.resume, ".zip")
-        seen = int(checkpoint_meta("--resume", resume).get("episodes", 0))
+        resume, stored = resume_checkpoint("--resume", args.resume)
+        seen = int(stored.get("episodes", 0))
         if seen >= args.episodes:
             raise UsageError(
                 f"--episodes: expected more than the {seen} episodes --resume {resume} has "
@@ -291,8 +316,10 @@ def train(args: argparse.Namespace) -> int:
         episodes=args.episodes,
         seed=args.seed,
         config=config,
-        resume_from=args.resume,
+        resume_from=resume,
         checkpoint_every=args.checkpoint_every,
+        checkpoint_minutes=args.checkpoint_minutes,
+        keep=args.keep,
         tensorboard=not args.no_tensorboard,
         progress=progress,
         name=args.name,
@@ -330,8 +357,7 @@ def finetune(args: argparse.Namespace) -> int:
 
     setup_torch()
     env_id, env_kwargs = env_config_from_args(args)
-    source = check_input_file("--from", args.from_checkpoint, ".zip")
-    checkpoint_meta("--from", source)
+    source, _ = resume_checkpoint("--from", args.from_checkpoint)
     scratch = None
     if args.scratch is not None:
         scratch = check_input_file("--scratch", args.scratch, ".zip")

@@ -19,7 +19,7 @@ from typing import Any
 
 from fleetgym.agents.fleet.base import MAX_ACTORS_LIMIT
 from fleetgym.agents.schedulers.actions import ACTION_MODES
-from fleetgym.errors import FleetgymError
+from fleetgym.errors import CheckpointError, FleetgymError
 from fleetgym.experiments.argtypes import (
     UsageError,
     discount,
@@ -44,6 +44,7 @@ __all__ = [
     "env_config_from_args",
     "known_baselines",
     "ppo_config",
+    "resume_checkpoint",
     "setup_torch",
     "start_size",
     "usable_env",
@@ -250,10 +251,39 @@ def checkpoint_meta(flag: str, path: str | os.PathLike[str]) -> dict[str, Any]:
 
     try:
         return read_scheduler_meta(Path(path))
+    except CheckpointError as error:  # its message names the file and what is wrong
+        raise UsageError(f"{flag}: {error}") from None
     except (OSError, ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as error:
         raise UsageError(
             f"{flag}: expected a scheduler checkpoint, actual {str(path)!r} ({error})"
         ) from None
+
+
+def resume_checkpoint(flag: str, path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]]:
+    """The scheduler checkpoint a run continues from and its metadata, checked before any work.
+
+    Args:
+        flag: The option named in the error (``--resume``, ``--from``).
+        path: A scheduler zip (``.zip`` may be left out), or a folder: its newest periodic
+            checkpoint, else the newest of its ``checkpoints/`` (a run's ``--out``).
+
+    Raises:
+        UsageError: Nothing there, a folder without checkpoints, a truncated, corrupt or
+            foreign file, or one written by a newer fleetgym (naming the file).
+    """
+    from fleetgym.experiments.schedule.checkpoint import read_resume_checkpoint
+
+    try:
+        return read_resume_checkpoint(path)
+    except FileNotFoundError:
+        raise UsageError(
+            f"{flag}: expected a scheduler checkpoint (a zip or a folder of them), actual "
+            f"{str(path)!r} (nothing there)"
+        ) from None
+    except CheckpointError as error:  # its message names the file and what is wrong
+        raise UsageError(f"{flag}: {error}") from None
+    except OSError as error:
+        raise UsageError(f"{flag}: {str(path)!r} cannot be read ({error.strerror})") from None
 
 
 def known_baselines(flag: str, names: Sequence[str], max_actors: int = 32) -> None:

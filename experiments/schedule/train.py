@@ -29,6 +29,7 @@ from fleetgym.agents.schedulers.actions import SchedulerActionWrapper, fleet_siz
 from fleetgym.experiments.schedule.callbacks import EpisodeBudgetCallback, EpisodeRecord
 from fleetgym.experiments.schedule.checkpoint import (
     load_scheduler,
+    read_resume_checkpoint,
     read_scheduler_meta,
     save_scheduler,
 )
@@ -44,7 +45,7 @@ from fleetgym.experiments.schedule.paired import PairedSeedsWrapper, pool_seeds
 from fleetgym.experiments.schedule.policy import set_keep_prior
 from fleetgym.experiments.schedule.start import StartSelection, select_start
 from fleetgym.experiments.tables import write_csv
-from fleetgym.validation import check_int
+from fleetgym.validation import check_float, check_int
 
 if TYPE_CHECKING:
     from stable_baselines3.common.vec_env import VecEnv
@@ -191,16 +192,23 @@ def train_scheduler(
     progress: bool = True,
     name: str = "scheduler",
     learning_rate: float | None = None,
+    checkpoint_minutes: float | None = None,
+    keep: int = 3,
 ) -> TrainingResult:
     """Train the scheduler with PPO until ``episodes`` episodes are done (in total).
 
-    Writes ``<out_dir>/<name>.zip`` (the final model), ``<out_dir>/checkpoints/`` (one
-    zip every ``checkpoint_every`` episodes), ``<out_dir>/tb/`` (TensorBoard), and
-    ``<out_dir>/<name>_episodes.csv`` (one row per episode of this run).
+    Writes ``<out_dir>/<name>.zip`` (the final model), ``<out_dir>/checkpoints/``
+    (``scheduler_epNNNN.zip`` at the end of an episode, every ``checkpoint_every``
+    episodes and once ``checkpoint_minutes`` minutes have passed since the last one, the
+    newest ``keep`` kept), ``<out_dir>/tb/`` (TensorBoard), and
+    ``<out_dir>/<name>_episodes.csv`` (one row per episode of this run). Every zip is
+    written atomically (a temporary file in the same folder, fsync, rename).
 
     With ``resume_from``, the model, optimiser and episode count come from that zip
     (``env_id``/``env_kwargs`` default to the ones stored in it) and training continues
-    until the total reaches ``episodes``.
+    until the total reaches ``episodes``. The checkpoint is read and checked before any
+    work; a resumed run is not bit-identical to an uninterrupted one (its envs start new
+    episodes on the seed ``seed + episodes done``).
 
     Args:
         out_dir: output directory (created).
@@ -211,35 +219,48 @@ def train_scheduler(
         episodes: total episodes the model should have seen when this returns.
         seed: seed of PPO and of the envs.
         config: PPO hyperparameters (ignored for the architecture when resuming).
-        resume_from: a checkpoint zip to continue from.
-        checkpoint_every: save every this many episodes (0: only the final model).
+        resume_from: a checkpoint zip to continue from, or a folder: its newest periodic
+            checkpoint, else the newest of its ``checkpoints/`` (a run's ``out_dir``).
+        checkpoint_every: save every this many episodes (0: no episode trigger).
         tensorboard: write TensorBoard logs.
         progress: show a tqdm bar over episodes.
         name: file stem of the final model.
         learning_rate: override the learning rate (e.g. for fine-tuning).
+        checkpoint_minutes: also save at the end of the first episode once this many
+            minutes have passed since the last checkpoint (a finite number > 0; ``None``:
+            no time trigger).
+        keep: how many of the newest periodic checkpoints to keep (an int >= 1); older
+            ones are deleted once a new one is in place.
 
     Raises:
         ValueError: bad budgets, or a checkpoint that has already seen ``episodes``.
         FileNotFoundError: ``resume_from`` does not exist.
+        CheckpointError: ``resume_from`` is a folder without checkpoints, a truncated,
+            corrupt or foreign file, or one written by a newer fleetgym (a
+            ``ValueError``, naming the file; before any work).
     """
     episodes = check_int("episodes", episodes, low=1)
     checkpoint_every = check_int("checkpoint_every", checkpoint_every, low=0)
+    if checkpoint_minutes is not None:
+        checkpoint_minutes = check_float("checkpoint_minutes", checkpoint_minutes, 0.0, strict=True)
+    keep = check_int("keep", keep, low=1)
     seed = check_int("seed", seed)
     config = config if config is not None else SchedulerPPOConfig()
     if not isinstance(config, SchedulerPPOConfig):
         raise TypeError(f"config: expected SchedulerPPOConfig, actual {type(config).__name__}")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-
     start_episode = 0
     meta: dict[str, Any]
+    resume_file: Path | None = None
     if resume_from is not None:
-        stored = read_scheduler_meta(resume_from)
+        # Read and checked before anything is written.
+        resume_file, stored = read_resume_checkpoint(resume_from)
         start_episode = int(stored.get("episodes", 0))
+        logger.info("resuming from %s after %d episodes", resume_file, start_episode)
         if start_episode >= episodes:
             raise ValueError(
                 f"episodes: expected more than the {start_episode} episodes the checkpoint "
-                f"{resume_from} has seen, actual {episodes}"
+                f"{resume_file} has seen, actual {episodes}"
             )
         stored_id = stored.get("env_id", CARTPOLE_MODELED_ENV_ID)
         if env_kwargs is None and env_id in (None, stored_id):
@@ -249,12 +270,13 @@ def train_scheduler(
         config = SchedulerPPOConfig(**{**stored_config(stored), "n_envs": config.n_envs})
     if env_id is None:
         env_id = CARTPOLE_MODELED_ENV_ID
+    out.mkdir(parents=True, exist_ok=True)
     kwargs = validate_env_kwargs(env_kwargs)
     config = config.resolved(_env_max_actors(env_id, kwargs))
     started = time.perf_counter()
     cpu_started = time.process_time()
     selection: StartSelection | None = None
-    if resume_from is None and config.start_search:
+    if resume_file is None and config.start_search:
         # Selected once: every size on the first env's training pool (env i's pool is drawn
         # from seed + i), the close ones on the pool's continuation.
         selection = select_start(
@@ -273,8 +295,8 @@ def train_scheduler(
         "seed": int(seed),
         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(config).items()},
     }
-    if resume_from is not None:
-        meta["resumed_from"] = Path(resume_from).name
+    if resume_file is not None:
+        meta["resumed_from"] = resume_file.name
 
     venv = make_scheduler_vec_env(
         env_id,
@@ -290,12 +312,12 @@ def train_scheduler(
         reference_cache=selection.rewards[selection.best] if selection is not None else None,
     )
     tb_dir = str(out / "tb") if tensorboard else None
-    if resume_from is not None:
+    if resume_file is not None:
         custom: dict[str, Any] = {"n_envs": config.n_envs}
         if learning_rate is not None:
             custom["learning_rate"] = learning_rate
             custom["lr_schedule"] = lambda _progress: learning_rate
-        model = load_scheduler(resume_from, env=venv, tensorboard_log=tb_dir, custom_objects=custom)
+        model = load_scheduler(resume_file, env=venv, tensorboard_log=tb_dir, custom_objects=custom)
         if learning_rate is not None:
             model.learning_rate = learning_rate
             model._setup_lr_schedule()
@@ -333,6 +355,8 @@ def train_scheduler(
         save_fn=lambda path, n: save_scheduler(model, path, meta, n),
         progress=progress,
         desc=f"{name} episodes",
+        checkpoint_minutes=checkpoint_minutes,
+        keep=keep,
     )
     # The callback stops learning; the timestep bound is only a safety net against an env
     # that never ends an episode (each episode is at most max_rounds steps).
@@ -345,7 +369,7 @@ def train_scheduler(
         total_timesteps=bound,
         callback=callback,
         tb_log_name=name,
-        reset_num_timesteps=resume_from is None,
+        reset_num_timesteps=resume_file is None,
         progress_bar=False,
     )
     reference_actors = int(venv.get_attr("reference_actors")[0]) if config.check_moves else 0

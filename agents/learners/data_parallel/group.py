@@ -14,25 +14,45 @@ failed or died, the front waits at most ``timeout_s`` more for the others, then 
 them. A failed update raises :class:`~fleetgym.errors.FleetError`; every surviving rank
 rolled back to its state before the update and :meth:`DataParallelPPO.get_weights` still
 returns the weights of the last completed update. A group that failed stays failed.
+
+Checkpoints and resume: the group is a learner of
+:func:`~fleetgym.agents.learners.training.train`, whose ``checkpoints=`` and ``resume=``
+save and restore it (:meth:`DataParallelPPO.state`, :meth:`DataParallelPPO.restore_state`):
+rank 0's weights (with the observation statistics), optimiser, counters and return
+window, and every rank's shuffle generator; a resume loads them into every rank, so the
+replicas are equal again. With an :class:`~fleetgym.agents.fleet.InProcessFleet` (its
+actors are saved too) a resumed run's updates are bit-identical to an uninterrupted run's
+on the same machine and torch build; with a process or Ray fleet the actors' episodes
+restart, so they are not. Not saved: the process group itself (the resumed group is a new
+one, on any port and backend) and ``timeout_s``.
+
+The ranks themselves run in :mod:`~fleetgym.agents.learners.data_parallel.hosts`.
 """
 
 from __future__ import annotations
 
-import datetime
-import os
 import socket
-import time
-import traceback
 from collections.abc import Iterable, Sequence
-from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 from fleetgym.agents.backends import check_backend
-from fleetgym.agents.learners.data_parallel.rank import PEER_REFUSAL, DistributedPPOLearner
+from fleetgym.agents.learners.data_parallel.hosts import (
+    RANKS,
+    ProcessRanks,
+    RankHost,
+    RayRanks,
+    pack,
+    unpack,
+)
+from fleetgym.agents.learners.data_parallel.rank import (
+    PEER_REFUSAL,
+    DistributedPPOLearner,
+    group_generators,
+)
 from fleetgym.agents.types import Trajectory, UpdateStats, Weights
 from fleetgym.agents.workloads import Workload, get_workload
 from fleetgym.errors import FleetError
-from fleetgym.extras import require
 from fleetgym.validation import check_float, check_int, quote
 
 __all__ = ["BACKENDS", "DataParallelPPO", "RankHost", "free_port", "split_trajectories"]
@@ -80,220 +100,6 @@ def split_trajectories(
     return shards
 
 
-class RankHost:
-    """What runs inside one rank (a spawned process or a Ray actor): group and replica.
-
-    Joins the gloo group at ``tcp://127.0.0.1:<port>`` (every collective then waits at
-    most ``timeout_s``), builds the replica and answers :meth:`update` and
-    :meth:`weights`. Errors come back as ``(type name, message)`` pairs so the front can
-    tell a refused shard (``ValueError``, ``TypeError``) from a failed group.
-    """
-
-    def __init__(
-        self,
-        rank: int,
-        world_size: int,
-        port: int,
-        timeout_s: float,
-        workload: Workload,
-        seed: int,
-        overrides: dict[str, Any],
-    ) -> None:
-        import torch
-        import torch.distributed as dist
-
-        torch.set_num_threads(1)
-        dist.init_process_group(
-            "gloo",
-            init_method=f"tcp://127.0.0.1:{port}",
-            rank=rank,
-            world_size=world_size,
-            timeout=datetime.timedelta(seconds=timeout_s),
-        )
-        self.rank = rank
-        self.learner = DistributedPPOLearner(workload, seed, **overrides)
-
-    def ready(self) -> tuple[str, Any]:
-        """``("ok", rank 0's weights or None)`` once the replica exists."""
-        return "ok", self.learner.get_weights() if self.rank == 0 else None
-
-    def update(self, shard: list[Trajectory]) -> tuple[str, Any]:
-        """``("ok", (stats, weights of rank 0 or None))`` or ``("error", (type, message))``."""
-        try:
-            stats = self.learner.update(shard)
-        except Exception as exc:  # reported to the front, which raises
-            if not isinstance(exc, (ValueError, TypeError, FleetError)):
-                # An unexpected error leaves the other ranks inside a collective: leaving
-                # the group ends their wait now instead of at the timeout.
-                self.close()
-            return "error", (type(exc).__name__, f"{exc}")
-        return "ok", (stats, self.learner.get_weights() if self.rank == 0 else None)
-
-    def weights(self) -> tuple[str, Any]:
-        """``("ok", this replica's weights)`` (no collective: answers after a failure too)."""
-        return "ok", self.learner.get_weights()
-
-    def close(self) -> None:
-        """Leave the group."""
-        import torch.distributed as dist
-
-        if dist.is_initialized():
-            dist.destroy_process_group()
-
-
-def _process_main(args: tuple[Any, ...], conn: Connection) -> None:
-    """A rank's process: build the host, then answer the front's requests until closed."""
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    try:
-        host = RankHost(*args)
-        conn.send(host.ready())
-    except Exception as exc:
-        conn.send(("error", (type(exc).__name__, "".join(traceback.format_exception(exc)))))
-        return
-    try:
-        while True:
-            try:
-                method, payload = conn.recv()
-            except EOFError:
-                break
-            if method == "close":
-                break
-            conn.send(host.update(payload) if method == "update" else host.weights())
-    finally:
-        host.close()
-
-
-class _ProcessRanks:
-    """The ranks as spawned processes, one pipe each."""
-
-    def __init__(self, args: list[tuple[Any, ...]]) -> None:
-        import torch.multiprocessing as tmp
-
-        context = tmp.get_context("spawn")
-        self.conns: list[Connection] = []
-        self.processes: list[Any] = []
-        for rank_args in args:
-            parent, child = context.Pipe()
-            process = context.Process(target=_process_main, args=(rank_args, child), daemon=True)
-            process.start()
-            child.close()
-            self.conns.append(parent)
-            self.processes.append(process)
-
-    @property
-    def pids(self) -> list[int]:
-        return [int(p.pid) for p in self.processes]
-
-    def submit(self, method: str, payloads: list[Any] | None = None) -> None:
-        for i, conn in enumerate(self.conns):
-            try:
-                conn.send((method, None if payloads is None else payloads[i]))
-            except (BrokenPipeError, OSError):
-                pass  # the rank died: collect() reports it
-
-    def collect(self, timeout_s: float, first_s: float | None) -> list[tuple[str, Any]]:
-        """Each rank's reply, or ``("dead", exit code)``; bounded once one has failed."""
-        replies: list[tuple[str, Any] | None] = [None] * len(self.conns)
-        deadline = None if first_s is None else time.monotonic() + first_s
-        while any(r is None for r in replies):
-            for i, conn in enumerate(self.conns):
-                if replies[i] is not None:
-                    continue
-                if conn.poll(0.01):
-                    try:
-                        replies[i] = conn.recv()
-                    except (EOFError, OSError):
-                        replies[i] = ("dead", self.processes[i].exitcode)
-                elif not self.processes[i].is_alive():
-                    replies[i] = ("dead", self.processes[i].exitcode)
-            failed = any(r is not None and r[0] != "ok" for r in replies)
-            if failed:
-                after = time.monotonic() + timeout_s
-                deadline = after if deadline is None else min(deadline, after)
-            if deadline is not None and time.monotonic() > deadline:
-                replies = [("silent", None) if r is None else r for r in replies]
-        return [r for r in replies if r is not None]
-
-    def close(self) -> None:
-        for conn in self.conns:
-            try:
-                conn.send(("close", None))
-            except (BrokenPipeError, OSError):
-                pass
-        for process in self.processes:
-            process.join(5.0)
-            if process.is_alive():
-                process.kill()
-                process.join(5.0)
-        for conn in self.conns:
-            conn.close()
-
-
-class _RayRanks:
-    """The ranks as Ray actors on this machine (the cluster joined, or a local one)."""
-
-    def __init__(self, args: list[tuple[Any, ...]]) -> None:
-        ray = require("ray", "DataParallelPPO(backend='ray')")
-        self.ray = ray
-        self.owns_ray = not ray.is_initialized()
-        if self.owns_ray:
-            from fleetgym.agents.fleet.ray_actor import init_local_ray
-
-            init_local_ray(num_cpus=max(len(args), 1), log_to_driver=False)
-        remote = ray.remote(num_cpus=0)(RankHost)
-        self.actors = [remote.remote(*rank_args) for rank_args in args]
-        self.pending: list[Any] = []
-        self.submit("ready")  # the first collect waits for every actor to be up
-
-    @property
-    def pids(self) -> list[int]:
-        return []
-
-    def submit(self, method: str, payloads: list[Any] | None = None) -> None:
-        self.pending = [
-            getattr(actor, method).remote(*(() if payloads is None else (payloads[i],)))
-            for i, actor in enumerate(self.actors)
-        ]
-
-    def collect(self, timeout_s: float, first_s: float | None) -> list[tuple[str, Any]]:
-        ray = self.ray
-        replies: list[tuple[str, Any] | None] = [None] * len(self.pending)
-        index = {ref: i for i, ref in enumerate(self.pending)}
-        remaining = list(self.pending)
-        deadline = None if first_s is None else time.monotonic() + first_s
-        while remaining:
-            wait = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            done, remaining = ray.wait(remaining, num_returns=1, timeout=wait)
-            if not done:
-                break
-            i = index[done[0]]
-            try:
-                replies[i] = ray.get(done[0])
-            except Exception as exc:  # RayActorError: the actor died
-                replies[i] = ("dead", f"{type(exc).__name__}: {exc}")
-            if replies[i][0] != "ok":  # type: ignore[index]
-                after = time.monotonic() + timeout_s
-                deadline = after if deadline is None else min(deadline, after)
-        return [("silent", None) if r is None else r for r in replies]
-
-    def close(self) -> None:
-        for actor in self.actors:
-            try:
-                self.ray.get(actor.close.remote(), timeout=5.0)
-            except Exception:  # a dead actor: nothing to leave
-                pass
-            self.ray.kill(actor)
-        if self.owns_ray:
-            self.ray.shutdown()
-
-
-#: How each backend runs the ranks.
-_RANKS: dict[str, type[_ProcessRanks] | type[_RayRanks]] = {
-    "process": _ProcessRanks,
-    "ray": _RayRanks,
-}
-
-
 class DataParallelPPO:
     """PPO over ``world_size`` data-parallel learner ranks (gloo all-reduce), as one learner.
 
@@ -303,7 +109,9 @@ class DataParallelPPO:
     rank's sample count), and take identical steps. On a batch of at most
     ``minibatch_size`` samples the result equals one
     :class:`~fleetgym.agents.learners.ppo.PPOLearner`'s update on the whole batch up to
-    float rounding (``tests/agents/learners/test_data_parallel.py`` checks it).
+    float rounding (``tests/agents/learners/test_data_parallel.py`` checks it). Trained
+    by :func:`~fleetgym.agents.learners.training.train`, it is checkpointed and resumed
+    with its ``checkpoints=`` and ``resume=`` (:meth:`state`, :meth:`restore_state`).
 
     Args:
         workload: A :class:`~fleetgym.agents.workloads.Workload` or its name.
@@ -358,7 +166,7 @@ class DataParallelPPO:
             (rank, self.world_size, self.port, self.timeout_s, self.workload, seed, overrides)
             for rank in range(self.world_size)
         ]
-        self._ranks: _ProcessRanks | _RayRanks = _RANKS[self.backend](args)
+        self._ranks: ProcessRanks | RayRanks = RANKS[self.backend](args)
         replies = self._ranks.collect(self.timeout_s, self.timeout_s + STARTUP_S)
         bad = [(r, reply) for r, reply in enumerate(replies) if reply[0] != "ok"]
         if bad:
@@ -381,14 +189,105 @@ class DataParallelPPO:
             FleetError: If the group is stopped or a rank does not answer within
                 ``timeout_s``.
         """
+        return self._ask("weights")
+
+    def _ask(self, method: str, payloads: list[Any] | None = None) -> list[Any]:
+        """Every rank's answer to a request without a collective, rank by rank."""
         if self._failed is not None:
             raise FleetError(f"DataParallelPPO: the group is stopped ({self._failed})")
-        self._ranks.submit("weights")
+        self._ranks.submit(method, payloads)
         replies = self._ranks.collect(self.timeout_s, self.timeout_s)
         bad = [(r, reply) for r, reply in enumerate(replies) if reply[0] != "ok"]
         if bad:
-            raise FleetError(f"DataParallelPPO: replica_weights: {self._describe(bad)}")
+            name = "replica_weights" if method == "weights" else method
+            raise FleetError(f"DataParallelPPO: {name}: {self._describe(bad)}")
         return [reply[1] for reply in replies]
+
+    # ----------------------------------------------------------------- checkpoints
+    def state(self) -> dict[str, Any]:
+        """The group's learner state, for a checkpoint (tensors and plain values only).
+
+        Rank 0's :meth:`~fleetgym.agents.learners.ppo.PPOLearner.state` (weights with the
+        observation statistics, optimiser, shuffle generator, ``meta``: version, counters,
+        return window, hyperparameters; every rank holds the same but its generator), and
+        ``data_parallel``: ``world_size`` and ``rank_generators``, each rank's shuffle
+        generator in rank order. :func:`~fleetgym.agents.learners.training.train` saves it
+        in its checkpoints and :meth:`restore_state` puts it back.
+
+        Raises:
+            FleetError: If the group is stopped or a rank does not answer within
+                ``timeout_s``.
+        """
+        replies = [
+            unpack(data)
+            for data in self._ask("state", [rank == 0 for rank in range(self.world_size)])
+        ]
+        state: dict[str, Any] = replies[0]
+        state["data_parallel"] = {
+            "world_size": self.world_size,
+            "rank_generators": [reply["generator"] for reply in replies],
+        }
+        return state
+
+    def replica_states(self) -> list[dict[str, Any]]:
+        """Every rank's own learner state, rank by rank (no collective).
+
+        After every update and after :meth:`restore_state` the states are equal but the
+        shuffle generators (rank ``r`` shuffles with its own).
+
+        Raises:
+            FleetError: If the group is stopped or a rank does not answer within
+                ``timeout_s``.
+        """
+        return [unpack(data) for data in self._ask("state", [True] * self.world_size)]
+
+    def restore_state(self, state: dict[str, Any], where: str | Path = "state") -> None:
+        """Put every rank back at ``state`` (what :meth:`state` returned, as read back).
+
+        Each rank checks the whole state before it takes any of it, then loads rank 0's
+        weights, optimiser state and counters, and its own shuffle generator from
+        ``data_parallel`` (a state without it, a
+        :class:`~fleetgym.agents.learners.ppo.PPOLearner`'s, gives every rank its
+        ``generator``): the ranks are in sync again, as after an update.
+
+        Args:
+            state: A :meth:`state` dict (or a PPOLearner's ``state()`` of this workload
+                and policy).
+            where: Where ``state`` came from (a checkpoint file), named in every error.
+
+        Raises:
+            ValueError / TypeError: Naming ``where``, if the state does not fit this
+                group (another workload or policy, another ``world_size``, an impossible
+                value); no rank changed.
+            FleetError: If the group is stopped, or a rank died or did not answer within
+                ``timeout_s`` (the group is then stopped).
+        """
+        if self._failed is not None:
+            raise FleetError(f"DataParallelPPO: the group is stopped ({self._failed})")
+        if not isinstance(state, dict):
+            raise TypeError(f"{where}: expected a learner state (a dict), actual {quote(state)}")
+        group_generators(state, self.world_size, where)  # refused here before any rank
+        try:
+            data = pack(state)
+        except Exception as exc:  # e.g. an object torch.save cannot write
+            raise TypeError(
+                f"{where}: expected a learner state of tensors and plain values, actual one "
+                f"torch.save refused ({type(exc).__name__})"
+            ) from None
+        self._ranks.submit("restore", [(data, str(where))] * self.world_size)
+        replies = self._ranks.collect(self.timeout_s, self.timeout_s)
+        bad = [(r, reply) for r, reply in enumerate(replies) if reply[0] != "ok"]
+        if not bad:
+            self._weights, self.policy_version, self.mean_return = replies[0][1]
+            return
+        refused = [reply[1] for _, reply in bad if reply[0] == "error"]
+        if len(bad) == self.world_size and all(kind in _INPUT_ERRORS for kind, _ in refused):
+            kind, message = refused[0]  # every rank checked the same state: one message
+            raise _INPUT_ERRORS[kind](message)
+        # Some ranks took the state and some did not: the replicas are out of step.
+        self._failed = f"restore_state failed: {self._describe(bad)}"
+        self.close()
+        raise FleetError(f"DataParallelPPO: {self._failed}; the group is stopped")
 
     @property
     def rank_pids(self) -> list[int]:

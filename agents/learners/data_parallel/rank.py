@@ -39,11 +39,13 @@ import copy
 import math
 import time
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from fleetgym.agents.learners.checkpoint import restore_learner
 from fleetgym.agents.learners.checks import check_seed
 from fleetgym.agents.learners.ppo import HYPERPARAMETERS, Batch, PPOLearner
 from fleetgym.agents.types import Trajectory, UpdateStats
@@ -51,7 +53,7 @@ from fleetgym.agents.workloads import Workload, get_workload
 from fleetgym.errors import FleetError
 from fleetgym.validation import quote
 
-__all__ = ["DistributedPPOLearner", "GroupFailure"]
+__all__ = ["DistributedPPOLearner", "GroupFailure", "group_generators"]
 
 #: What a rank whose shard was valid says when another rank refused its shard.
 PEER_REFUSAL = "other rank(s) refused their shard"
@@ -61,6 +63,51 @@ _TERMS = ("loss", "pg", "v", "ent", "clip")
 
 class GroupFailure(RuntimeError):
     """A collective of the process group failed (internal: turned into ``FleetError``)."""
+
+
+def group_generators(state: Any, world_size: int, where: str | Path) -> list[torch.Tensor] | None:
+    """The shuffle generators of every rank a group's state holds, checked.
+
+    Args:
+        state: A learner state: a data-parallel group's (its ``data_parallel`` entry:
+            ``world_size`` and ``rank_generators``) or a one-learner's (none).
+        world_size: The group's number of ranks, which the state's must equal.
+        where: Where the state came from, named in every error.
+
+    Returns:
+        One torch generator state per rank, rank by rank; ``None`` if the state has no
+        ``data_parallel`` entry.
+
+    Raises:
+        ValueError: Naming ``where``, if the entry is not a dict, is of another world
+            size, or does not hold ``world_size`` torch generator states.
+    """
+    entry = state.get("data_parallel") if isinstance(state, dict) else None
+    if entry is None:
+        return None
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where}: data_parallel: expected a dict, actual {quote(entry)}")
+    saved = entry.get("world_size")
+    if isinstance(saved, bool) or not isinstance(saved, int) or saved != world_size:
+        raise ValueError(
+            f"{where}: data_parallel world_size: expected {world_size} (this group's), "
+            f"actual {quote(saved)}"
+        )
+    generators = entry.get("rank_generators")
+    own = torch.Generator().get_state()
+    if (
+        not isinstance(generators, list)
+        or len(generators) != world_size
+        or not all(
+            isinstance(g, torch.Tensor) and (g.dtype, g.shape) == (own.dtype, own.shape)
+            for g in generators
+        )
+    ):
+        raise ValueError(
+            f"{where}: data_parallel rank_generators: expected {world_size} torch generator "
+            f"states, actual {quote(generators)}"
+        )
+    return generators
 
 
 class DistributedPPOLearner(PPOLearner):
@@ -143,6 +190,28 @@ class DistributedPPOLearner(PPOLearner):
                 "actual 'scale' (its running return per actor stream depends on which rank "
                 "saw which stream first)"
             )
+
+    def restore_state(self, state: dict[str, Any], where: str | Path) -> None:
+        """Restore this rank from a group's state; a refused state changes nothing.
+
+        Rank 0's weights, optimiser state and counters, and this rank's own shuffle
+        generator from the state's ``data_parallel`` entry (without it: the state's
+        ``generator``). No collective: every rank of the group restores the same state.
+
+        Args:
+            state: What the group's
+                :meth:`~fleetgym.agents.learners.data_parallel.group.DataParallelPPO.state`
+                returned (or a :class:`PPOLearner`'s ``state()``), as read back.
+            where: Where it came from (a checkpoint file), named in every error.
+
+        Raises:
+            ValueError: Naming ``where``, if the state does not fit this rank's workload,
+                policy or world size, or holds an impossible value.
+        """
+        generators = group_generators(state, self.world_size, where)
+        restore_learner(self, state, where)
+        if generators is not None:
+            self.generator.set_state(generators[self.rank])
 
     # ----------------------------------------------------------------- collectives
     def _all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:

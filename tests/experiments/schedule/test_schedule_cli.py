@@ -202,7 +202,9 @@ def test_train_usage_errors_exit_2_before_training(tmp_path, capsys, monkeypatch
     not_a_zip = tmp_path / "bogus.zip"
     not_a_zip.write_text("not a zip\n")
     cases = {
-        ("--resume", str(not_a_zip)): "--resume: expected a scheduler checkpoint",
+        ("--resume", str(not_a_zip)): f"--resume: {not_a_zip}: expected a fleetgym scheduler "
+        "checkpoint",
+        ("--resume", str(tmp_path / "none")): "--resume: expected a scheduler checkpoint",
         ("--start-search", "none", "8"): "--start-search: expected 'none' alone",
         ("--name", " "): "--name: expected a non-empty file stem",
     }
