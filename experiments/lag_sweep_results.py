@@ -33,6 +33,7 @@ __all__ = [
     "SETTINGS",
     "SweepRun",
     "TUNABLE",
+    "hop_figure",
     "VARIANTS",
     "check_setting",
     "committed_grid",
@@ -215,7 +216,9 @@ def _best_hops(runs: list[SweepRun]) -> str:
 
 
 def report(runs: list[SweepRun], out: Path, title: str) -> tuple[Path, Path]:
-    """Write the Markdown tables and the PNG (final return vs lag, mean +- std over seeds).
+    """Write the Markdown tables and the PNG (final return vs lag, mean +- std over seeds);
+    on Hopper with the effective sample size recorded, also ``lag_sweep_hops.png``
+    (:func:`hop_figure`).
 
     The tables: final return; where the runs measured a velocity, forward velocity and, on
     Hopper, the seeds that hop (:attr:`SweepRun.hops`) out of the seeds run; where they
@@ -272,6 +275,12 @@ def report(runs: list[SweepRun], out: Path, title: str) -> tuple[Path, Path]:
                 f"{HOP_VELOCITY} m/s) out of the seeds run:",
                 lambda rs: f"{sum(r.hops for r in rs)}/{len(rs)}" if rs else "-",
             )
+    if any(not math.isnan(r.ess) for r in runs):
+        lines += section(
+            "Effective sample size of the importance weights pi_theta / mu (mean over the "
+            "run's updates, in (0, 1]; 1: on-policy), mean ± std over seeds:",
+            lambda rs: _cell([r.ess for r in rs], 2),
+        )
     if any(not math.isnan(r.best_return) for r in runs):
         lines += section(
             "Best checkpoint (one every 1/32 of the run and the final policy, chosen on "
@@ -321,7 +330,45 @@ def report(runs: list[SweepRun], out: Path, title: str) -> tuple[Path, Path]:
     fig.tight_layout()
     png = out / "lag_sweep.png"
     fig.savefig(png, dpi=110)
+    if hopper and any(not math.isnan(r.ess) for r in runs):
+        hop_figure(runs, out / "lag_sweep_hops.png", title.split(":")[0])
     return md, png
+
+
+def hop_figure(runs: list[SweepRun], path: Path, env: str) -> None:
+    """Two panels against the lag, one line per loss (and compensation, settings): the share
+    of seeds that hop, and the mean effective sample size of the importance weights."""
+    from matplotlib.figure import Figure
+
+    cells = group_by(runs, key=lambda r: (r.loss, r.variant, r.settings, r.lag))
+    series = list(dict.fromkeys((r.loss, r.variant, r.settings) for r in runs))
+    lags = sorted({r.lag for r in runs})
+    fig = Figure(figsize=(10, 3.8))
+    hop_ax, ess_ax = fig.subplots(1, 2, sharex=True)
+    for colour, (loss, variant, settings) in enumerate(series):
+        present = [lag for lag in lags if (loss, variant, settings, lag) in cells]
+        share = [
+            sum(r.hops for r in cells[(loss, variant, settings, lag)])
+            / len(cells[(loss, variant, settings, lag)])
+            for lag in present
+        ]
+        ess = [
+            mean_std([r.ess for r in cells[(loss, variant, settings, lag)]])[0] for lag in present
+        ]
+        label = f"{loss}, {variant}" + (f" ({settings})" if settings else "")
+        hop_ax.plot(present, share, marker="o", color=f"C{colour}", label=label)
+        ess_ax.plot(present, ess, marker="o", color=f"C{colour}", label=label)
+    hop_ax.set_ylabel("share of seeds that hop")
+    hop_ax.set_ylim(-0.05, 1.05)
+    ess_ax.set_ylabel("effective sample size (mean over updates)")
+    for ax in (hop_ax, ess_ax):
+        ax.set_xticks(lags, [str(lag) for lag in lags])
+        ax.set_xlabel("injected policy lag (updates)")
+        ax.grid(alpha=0.3)
+    hop_ax.legend(loc="best", fontsize=8)
+    fig.suptitle(f"{env}: seeds that hop and the effective sample size against the lag")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def title(env: str) -> str:

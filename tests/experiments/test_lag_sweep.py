@@ -347,3 +347,25 @@ def test_merge_refuses_a_malformed_settings_cell(tmp_path, capsys):
     folder = _sweep_folder(tmp_path / "bad", [run])
     assert main(["lag-sweep", "--merge", str(folder), "--out", str(tmp_path / "o")]) == 2
     assert "settings: gamma: expected a number > 0 and <= 1, actual 7.0" in capsys.readouterr().err
+
+
+def test_report_tables_the_ess_and_draws_hop_share_and_ess_against_the_lag(tmp_path):
+    base = SweepRun("Hopper-v5", "decoupled", "compensated", 0, 0, 64, 8, 2500.0, 9.0, 1.0)
+    runs = [
+        dataclasses.replace(
+            base,
+            lag=lag,
+            seed=seed,
+            velocity=1.0,
+            ess=1.0 - 0.1 * lag,
+            final_return=2500.0 if seed < 2 - lag else 900.0,
+        )  # fmt: skip
+        for lag in (0, 1, 2)
+        for seed in (0, 1)
+    ]
+    md, _ = report(runs, tmp_path, "Hopper-v5: final return vs injected policy lag")
+    text = md.read_text()
+    assert "Effective sample size" in text
+    assert "| decoupled | compensated | 1.00 ± 0.00 | 0.90 ± 0.00 | 0.80 ± 0.00 |" in text
+    assert "| decoupled | compensated | 2/2 | 1/2 | 0/2 |" in text
+    assert (tmp_path / "lag_sweep_hops.png").stat().st_size > 5_000
