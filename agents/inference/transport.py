@@ -308,7 +308,18 @@ class Listener:
         sock.setblocking(False)
         pending = _Handshake(sock, time.monotonic() + HANDSHAKE_TIMEOUT_S)
         self._handshakes[sock] = pending
-        self._selector.register(sock, selectors.EVENT_READ, pending)
+        self._watch(sock, pending)
+
+    def _watch(self, sock: socket.socket, data: Any) -> None:
+        """Register ``sock`` with the selector, first forgetting the sockets that were closed
+        while registered: the server releases a channel whose answer could not be delivered
+        from its batching thread, and the kernel then gives the next connection the closed
+        socket's descriptor, which the selector would still hold (a ``KeyError`` that ended
+        this thread, and with it every new connection)."""
+        for key in list(self._selector.get_map().values()):
+            if isinstance(key.fileobj, socket.socket) and key.fileobj.fileno() == -1:
+                self._selector.unregister(key.fileobj)
+        self._selector.register(sock, selectors.EVENT_READ, data)
 
     def _expire_handshakes(self) -> None:
         now = time.monotonic()
@@ -378,7 +389,7 @@ class Listener:
             self.server._unregister(channel, str(exc))
             channel.release()
             return
-        self._selector.register(sock, selectors.EVENT_READ, channel)
+        self._watch(sock, channel)
 
     @staticmethod
     def _refuse(sock: socket.socket, reason: str) -> None:

@@ -190,6 +190,11 @@ def _soak(args: argparse.Namespace, settings: Any, out: Path) -> int:
     from fleetgym.experiments.soak.verdict import check_accounting, leak_report
 
     started = time.monotonic()
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # Started in the background by a shell (`cmd &`): SIGINT is ignored, and an ignored
+        # signal stays ignored in every child, so Ctrl-C would stop neither the learner nor
+        # the Mode 3 server. The soak stops them with SIGINT: restore it for all.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     reaper = become_subreaper()
     tree = ProcessTree(os.getpid(), started)
     shm_start = shm_entries()

@@ -279,3 +279,55 @@ def test_a_refusal_names_the_limit_that_refused(echo_model):
             _, status, length = WELCOME.unpack(raw.recv(WELCOME.size, socket.MSG_WAITALL))
             text = raw.recv(length, socket.MSG_WAITALL)
             assert status == 1 and b"expected 1 to 8 (max_client_slots=8), actual 16" in text
+
+
+ANSWERED_CHILD = """
+import sys
+import numpy as np
+from fleetgym.agents.inference import RemoteClient
+if len(sys.argv) > 2:
+    sys.stdin.readline()  # connect when told
+with RemoteClient(("127.0.0.1", int(sys.argv[1])), slots=2, timeout=20) as client:
+    print(client.infer(np.array([3.0, 1.0])).outputs["echo"].tolist(), flush=True)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_channel_released_by_the_batcher_does_not_end_the_listener(echo_model):
+    # The batching thread releases a client whose answer could not be delivered (its
+    # socket closed while the listener still watches it); the next connection then gets the
+    # closed socket's descriptor. Found by `fleetgym soak` (connections reset with ss -K):
+    # the listener thread died on the selector's KeyError, and no worker could reconnect.
+    with InferenceServer(echo_model, max_batch=64, max_wait_ms=1.0) as server:
+        port = server.listen()[1]
+        for _ in range(3):
+            first = subprocess.run([sys.executable, "-c", ANSWERED_CHILD, str(port)],
+                                   capture_output=True, text=True, timeout=60)  # fmt: skip
+            assert first.stdout.strip() == "[[6.0, 2.0]]", first.stderr[-2000:]
+        holder = subprocess.Popen([sys.executable, "-c", CHILD, str(port)],
+                                  stdout=subprocess.PIPE, text=True)  # fmt: skip
+        try:
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "submitted"
+            _wait_for(lambda: server.metrics()["connected_clients"] == 1, "the holder connected")
+            (channel,) = [c for c in server._channels if hasattr(c, "sock")]
+            descriptor = channel.sock.fileno()
+            # Started before the release: its pipes must not take the freed descriptor.
+            late = subprocess.Popen([sys.executable, "-c", ANSWERED_CHILD, str(port), "wait"],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)  # fmt: skip
+            server._unregister(channel, "answer could not be delivered")  # as _settle does
+            channel.release()
+            # Hold every free descriptor below the closed one, so the next connection gets it.
+            fillers = []
+            while (fd := os.open(os.devnull, os.O_RDONLY)) != descriptor:
+                fillers.append(fd)
+            os.close(fd)
+            try:
+                out, err = late.communicate("go\n", timeout=60)
+            finally:
+                for fd in fillers:
+                    os.close(fd)
+            assert out.strip() == "[[6.0, 2.0]]", err[-2000:]
+            assert server._listener is not None and server._listener._thread.is_alive()
+        finally:
+            _kill(holder)
