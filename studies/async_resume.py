@@ -62,7 +62,8 @@ def run_seed(args: argparse.Namespace, seed: int, work: Path) -> list[dict[str, 
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
     row_plain = {"seed": seed, "arm": "uninterrupted", **_finish(plain, began)}
     rng = random.Random(seed)
-    at_update = max(1, round(rng.uniform(0.1, 0.8) * int(row_plain["updates"] or 1)))
+    updates = row_plain["updates"]
+    at_update = max(1, round(rng.uniform(0.1, 0.8) * (updates if isinstance(updates, int) else 1)))
     delay = rng.uniform(0.0, 2.0)
     out = work / f"killed-{seed}"
     began = time.monotonic()
