@@ -87,7 +87,8 @@ def check_checkpoint_folder(args: argparse.Namespace, folder: Any, resume: Any) 
     Raises:
         UsageError: The folder holds checkpoints of a run this one does not continue.
     """
-    from fleetgym.agents.learners.run_checkpoints import CheckpointStore, check_folder_free
+    from fleetgym.agents.learners.checkpoint_store import CheckpointStore
+    from fleetgym.agents.learners.run_config import check_folder_free
     from fleetgym.errors import CheckpointError
 
     try:
@@ -234,7 +235,7 @@ def _check_resume(args: argparse.Namespace, model: Any, budget: int, target: flo
         async_run_config,
         read_async_checkpoint,
     )
-    from fleetgym.agents.learners.run_checkpoints import config_differences
+    from fleetgym.agents.learners.run_config import config_differences
     from fleetgym.errors import CheckpointError
 
     try:
@@ -278,7 +279,7 @@ def run(
     """
     from fleetgym.agents.learners.asynchronous.config import AsyncPPOConfig, AsyncTopology
     from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
-    from fleetgym.agents.learners.run_checkpoints import CheckpointStore
+    from fleetgym.agents.learners.checkpoint_store import CheckpointStore
     from fleetgym.agents.learners.training import evaluate_policy
     from fleetgym.errors import CheckpointError
 

@@ -38,13 +38,9 @@ from typing import Any
 
 from fleetgym.agents.fleet import BACKENDS, get_backend, make_fleet
 from fleetgym.agents.fleet.base import MAX_ACTORS_LIMIT, MAX_STEPS_PER_ACTOR
-from fleetgym.agents.learners.run_checkpoints import (
-    CheckpointConfig,
-    CheckpointStore,
-    config_differences,
-    read_checkpoint,
-    run_config,
-)
+from fleetgym.agents.learners.checkpoint_store import CheckpointConfig, CheckpointStore
+from fleetgym.agents.learners.run_checkpoints import read_checkpoint
+from fleetgym.agents.learners.run_config import config_differences, run_config
 from fleetgym.agents.learners.training import evaluate_policy, train
 from fleetgym.agents.workloads import COUNT_LIMITS, WORKLOADS, get_workload
 from fleetgym.errors import (
@@ -447,7 +443,7 @@ def resume_checkpoint(args: argparse.Namespace, current: dict[str, Any]) -> Path
     Args:
         args: The parsed command line (``--resume`` given).
         current: This run's configuration
-            (:func:`~fleetgym.agents.learners.run_checkpoints.run_config`).
+            (:func:`~fleetgym.agents.learners.run_config.run_config`).
 
     Returns:
         The checkpoint file.

@@ -37,31 +37,16 @@ from pathlib import Path
 from typing import Any
 
 from fleetgym.agents.learners.checkpoint_store import (
-    ASYNC_FORMAT,
-    CHECKPOINT_NAME,
     FORMAT,
-    FORMAT_NAMES,
-    FORMAT_VERSION,
-    CheckpointConfig,
-    CheckpointStore,
     actors_path,
-    atomic_write,
     checked_field,
     count_field,
-    dict_field,
-    find_checkpoint,
     read_checkpoint_state,
 )
 from fleetgym.agents.learners.run_config import (
-    GIT_TIMEOUT_S,
     MATCHED_FIELDS,
     OPTIONAL_FIELDS,
-    check_config,
-    check_folder_free,
     checkpoint_header,
-    config_differences,
-    package_commit,
-    run_config,
 )
 from fleetgym.errors import CheckpointError
 
@@ -330,33 +315,10 @@ def _named(path: Path, exc: Exception) -> str:
 
 
 __all__ = [
-    "ASYNC_FORMAT",
-    "CHECKPOINT_NAME",
-    "FORMAT",
-    "FORMAT_NAMES",
-    "FORMAT_VERSION",
-    "GIT_TIMEOUT_S",
-    "MATCHED_FIELDS",
-    "OPTIONAL_FIELDS",
     "RESTART_NOTE",
-    "CheckpointConfig",
-    "CheckpointStore",
     "TrainCheckpoint",
-    "actors_path",
-    "atomic_write",
-    "check_config",
-    "check_folder_free",
-    "checked_field",
-    "checkpoint_header",
     "checkpoint_state",
-    "config_differences",
-    "count_field",
-    "dict_field",
-    "find_checkpoint",
-    "package_commit",
     "read_checkpoint",
-    "read_checkpoint_state",
     "restore_learner_state",
     "restore_run",
-    "run_config",
 ]

@@ -22,12 +22,8 @@ import torch
 
 from fleetgym.agents.fleet import InProcessFleet
 from fleetgym.agents.learners import CheckpointConfig, PPOLearner, train
-from fleetgym.agents.learners.run_checkpoints import (
-    CheckpointStore,
-    actors_path,
-    atomic_write,
-    read_checkpoint,
-)
+from fleetgym.agents.learners.checkpoint_store import CheckpointStore, actors_path, atomic_write
+from fleetgym.agents.learners.run_checkpoints import read_checkpoint
 from fleetgym.agents.learners.training import RoundRecord, TrainingHistory
 from fleetgym.cli import main
 from fleetgym.errors import CheckpointError

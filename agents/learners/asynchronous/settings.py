@@ -28,16 +28,15 @@ from fleetgym.agents.learners.asynchronous.config import AsyncPPOConfig
 from fleetgym.agents.learners.asynchronous.moved import TOPOLOGY_KEYWORDS
 from fleetgym.agents.learners.asynchronous.records import UpdateRecord
 from fleetgym.agents.learners.checkpoint import read_json_file
-from fleetgym.agents.learners.lag import LagUpdateStats, WeightRing
-from fleetgym.agents.learners.run_checkpoints import (
+from fleetgym.agents.learners.checkpoint_store import (
     ASYNC_FORMAT,
-    check_config,
-    checkpoint_header,
     count_field,
     dict_field,
     read_checkpoint_state,
-    restore_learner_state,
 )
+from fleetgym.agents.learners.lag import LagUpdateStats, WeightRing
+from fleetgym.agents.learners.run_checkpoints import restore_learner_state
+from fleetgym.agents.learners.run_config import check_config, checkpoint_header
 from fleetgym.agents.world_model.imagination import ImaginationRecord
 from fleetgym.errors import CheckpointError
 from fleetgym.validation import check_int, quote

@@ -78,15 +78,12 @@ from fleetgym.agents.learners.asynchronous.slots import (
     AsyncActorSlots,
     _default_actor,
 )
+from fleetgym.agents.learners.checkpoint_store import CheckpointConfig, CheckpointStore
 from fleetgym.agents.learners.checks import check_observation, check_seed
 from fleetgym.agents.learners.lag import CompensatedPPOLearner, WeightRing
 from fleetgym.agents.learners.losses.config import LossConfig
 from fleetgym.agents.learners.ppo import PPOLearner
-from fleetgym.agents.learners.run_checkpoints import (
-    CheckpointConfig,
-    CheckpointStore,
-    check_folder_free,
-)
+from fleetgym.agents.learners.run_config import check_folder_free
 from fleetgym.agents.types import Weights
 from fleetgym.agents.workloads import Workload, get_workload
 from fleetgym.validation import check_bool, check_float, check_int, quote
@@ -315,7 +312,7 @@ class AsyncPPO:
             progress_bar: Show a tqdm bar.
             target: Stop once the mean return of the last 100 episodes reaches it.
             checkpoints: Save the run into a folder (a
-                :class:`~fleetgym.agents.learners.run_checkpoints.CheckpointConfig`; its
+                :class:`~fleetgym.agents.learners.checkpoint_store.CheckpointConfig`; its
                 ``every_rounds`` counts updates here): after the update where
                 ``every_rounds`` updates or ``every_minutes`` minutes have passed since the
                 last checkpoint, keeping the newest ``keep``. A checkpoint holds the

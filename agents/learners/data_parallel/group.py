@@ -40,7 +40,6 @@ from fleetgym.agents.backends import check_backend
 from fleetgym.agents.learners.data_parallel.hosts import (
     RANKS,
     ProcessRanks,
-    RankHost,
     RayRanks,
     pack,
     unpack,
@@ -55,7 +54,12 @@ from fleetgym.agents.workloads import Workload, get_workload
 from fleetgym.errors import FleetError
 from fleetgym.validation import check_float, check_int, quote
 
-__all__ = ["BACKENDS", "DataParallelPPO", "RankHost", "free_port", "split_trajectories"]
+__all__ = [
+    "BACKENDS",
+    "DataParallelPPO",
+    "free_port",
+    "split_trajectories",
+]
 
 #: Where the ranks run (the backends of :mod:`fleetgym.agents.backends` with ranks).
 BACKENDS = ("process", "ray")

@@ -30,7 +30,7 @@ from fleetgym.agents.learners import (
     TokenAsyncPPOConfig,
 )
 from fleetgym.agents.learners.asynchronous.settings import read_async_checkpoint
-from fleetgym.agents.learners.run_checkpoints import FORMAT, CheckpointStore
+from fleetgym.agents.learners.checkpoint_store import FORMAT, CheckpointStore
 from fleetgym.agents.learners.token_config import TokenPPOConfig
 from fleetgym.cli import main
 from fleetgym.errors import CheckpointError
@@ -266,7 +266,8 @@ def test_the_command_resumes_a_killed_run_with_exact_accounting(tmp_path: Path) 
     saved = read_async_checkpoint(out).counters
     with open(out / "log.csv", newline="") as file:  # written as the run went
         killed_rows = [int(r["update"]) for r in csv.DictReader(file)]
-    assert killed_rows == list(range(len(killed_rows))) and len(killed_rows) >= saved["updates"]
+    # The checkpoint of an update is written before its row: at most that row is missing.
+    assert killed_rows == list(range(len(killed_rows))) and len(killed_rows) >= saved["updates"] - 1
     assert 0 < saved["num_timesteps"] < CLI_BUDGET
     assert len(CheckpointStore(folder).checkpoints()) <= 2  # keep 2 (+ at most one being written)
 
