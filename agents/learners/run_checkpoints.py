@@ -20,11 +20,9 @@ Ray backends) record that their actors' episodes restart on resume.
 
 * :func:`read_checkpoint` -- one train checkpoint, read and checked (:class:`TrainCheckpoint`);
 * :func:`checkpoint_state`, :func:`restore_run` -- what :func:`train` saves and puts back;
-* the store's and the run configuration's names, re-exported from
+* the store and the run configuration live in
   :mod:`~fleetgym.agents.learners.checkpoint_store` and
-  :mod:`~fleetgym.agents.learners.run_config` (:class:`CheckpointConfig`,
-  :class:`CheckpointStore`, :func:`run_config`, :func:`check_config`, ...), so that this
-  module stays the one import of the synchronous trainer's checkpoints.
+  :mod:`~fleetgym.agents.learners.run_config` (import their names from there).
 """
 
 from __future__ import annotations
