@@ -74,7 +74,7 @@ def run(
         "wall_s": last.wall_s,
         "steps_per_s": model.num_timesteps / last.wall_s,
         "cpu_s": cpu,
-        "updates": len(model.history),
+        "updates": model.updates,
         "final_return": model.learner.mean_return,
         "reached_target": bool(model.learner.mean_return >= workload.target_return),
         "migrations": scheduler.migrations if scheduler is not None else 0,

@@ -73,7 +73,7 @@ def run(kind: str, args: argparse.Namespace, seed: int) -> dict:
         "requests": server["requests"], "forward_ms": server["forward_ms_mean"],
         "latency_ms_p50": server["latency_ms_p50"], "latency_ms_p99": server["latency_ms_p99"],
         "server_utilisation": server["utilisation"],
-        "learner_utilisation": last.learner_utilisation, "updates": len(model.history),
+        "learner_utilisation": last.learner_utilisation, "updates": model.updates,
         "mean_return": last.mean_return,
         "batch_histogram": json.dumps(server["batch_histogram"], sort_keys=True),
     }  # fmt: skip

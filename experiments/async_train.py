@@ -49,6 +49,7 @@ __all__ = [
     "ACTOR_NOUN",
     "LOSSES",
     "RESUME_FLAGS",
+    "LOGGED_HISTORY",
     "LiveLog",
     "check_checkpoint_folder",
     "configure",
@@ -162,36 +163,64 @@ def history_rows(model: Any) -> list[dict[str, Any]]:
     return [update_row(record) for record in model.history]
 
 
+#: Update records ``fleetgym train --mode async`` keeps in memory when ``--log`` writes
+#: every row to disk as it goes (a long run's memory then stays flat).
+LOGGED_HISTORY = 1_000
+
+
 class LiveLog:
     """``--log`` while the run goes on: one CSV row per update, flushed as it is written, so a
     run killed at any moment leaves every update it finished in the file.
 
     Called with each update's record (an ``AsyncPPO.learn`` callback). The first call writes
-    the file afresh, atomically, with every update of the model's history: a resumed run's
-    log then holds the checkpoint's updates, and the updates a killed run did after its last
-    checkpoint (done again by the resumed run) are not counted twice.
+    the file afresh, atomically: a fresh run's with the model's history; a resumed run's
+    with the rows of the file already there before the checkpoint's kept records, then those
+    records (the trainer keeps only its newest records, the file holds every row). The
+    updates a killed run did after its last checkpoint (done again by the resumed run) are
+    so not counted twice.
 
     Args:
         path: The CSV file.
         model: The trainer whose history the first call writes.
+        resumed: The run goes on from a checkpoint (keep the file's earlier rows).
     """
 
-    def __init__(self, path: Path, model: Any) -> None:
+    def __init__(self, path: Path, model: Any, resumed: bool = False) -> None:
         self.path = Path(path)
         self.model = model
+        self.resumed = resumed
         self._file: Any = None
         self._writer: Any = None
+
+    def _earlier_rows(self, first: int) -> tuple[list[str], list[dict[str, str]]]:
+        """The header and the rows of updates before ``first`` in the file already there."""
+        if not (self.resumed and self.path.is_file()):
+            return [], []
+        with self.path.open(newline="") as file:
+            reader = csv.DictReader(file)
+            rows = []
+            for row in reader:
+                try:
+                    update = int(row.get("update") or "")
+                except ValueError:
+                    break  # a row cut short by the kill: the checkpoint's records follow
+                if update >= first:
+                    break
+                rows.append(row)
+            return list(reader.fieldnames or []), rows
 
     def __call__(self, record: Any) -> None:
         if self._writer is None:
             rows = history_rows(self.model)
+            header, earlier = self._earlier_rows(int(rows[0]["update"]))
             self.path.parent.mkdir(parents=True, exist_ok=True)
             partial = self.path.with_name(self.path.name + ".partial")
             self._file = partial.open("w", newline="")
             self._writer = csv.DictWriter(
-                self._file, fieldnames=list(rows[0]), extrasaction="ignore"
+                self._file, fieldnames=header or list(rows[0]), extrasaction="ignore"
             )
             self._writer.writeheader()
+            self._writer.writerows(earlier)
             self._writer.writerows(rows)
             self._file.flush()
             os.replace(partial, self.path)  # the open file follows the rename
@@ -277,7 +306,11 @@ def run(
             a ``--resume`` that holds no checkpoint of this run; a checkpoint folder with
             another run's checkpoints).
     """
-    from fleetgym.agents.learners.asynchronous.config import AsyncPPOConfig, AsyncTopology
+    from fleetgym.agents.learners.asynchronous.config import (
+        HISTORY_LIMIT,
+        AsyncPPOConfig,
+        AsyncTopology,
+    )
     from fleetgym.agents.learners.asynchronous.trainer import AsyncPPO
     from fleetgym.agents.learners.checkpoint_store import CheckpointStore
     from fleetgym.agents.learners.training import evaluate_policy
@@ -312,7 +345,12 @@ def run(
             **({} if timeout is None else {"actor_timeout": timeout}),
         )
         model = AsyncPPO(
-            workload, algo=algo, topology=topology, seed=args.seed, tensorboard_log=tensorboard
+            workload,
+            algo=algo,
+            topology=topology,
+            seed=args.seed,
+            tensorboard_log=tensorboard,
+            history_limit=HISTORY_LIMIT if log is None else LOGGED_HISTORY,
         )
     except (TypeError, ValueError, FleetError) as error:
         raise UsageError(str(error)) from None
@@ -342,7 +380,7 @@ def run(
             f"{saved.counters['num_timesteps']} env steps; the actors restart their episodes)"
         )
     started = time.perf_counter()
-    live = None if log is None else LiveLog(log, model)
+    live = None if log is None else LiveLog(log, model, resumed=saved is not None)
     try:
         model.learn(
             budget,
@@ -370,7 +408,7 @@ def run(
     last = model.history[-1] if model.history else None
     print(
         f"{'reached' if reached else 'did not reach'} target {target:g}: mean return "
-        f"{final:.1f} after {model.num_timesteps} env steps, {len(model.history)} updates, "
+        f"{final:.1f} after {model.num_timesteps} env steps, {model.updates} updates, "
         f"{wall:.1f} s wall"
         + (
             f", learner utilisation {last.learner_utilisation:.2f}, lag p99 "

@@ -28,6 +28,7 @@ Example::
 from __future__ import annotations
 
 import argparse
+import csv
 import dataclasses
 import math
 import os
@@ -352,15 +353,30 @@ def plot_curves(path: Path, history: Any, title: str) -> None:
 
 
 def _async_outputs(args: argparse.Namespace, paths: Outputs, model: Any, target: float) -> None:
-    """``--log`` (one row per update) and ``--plot`` of an asynchronous run."""
+    """``--plot`` of an asynchronous run (``--log`` was written as it went): from the log's
+    rows when there is one (the trainer keeps only its newest records), else the history."""
+    rounds: Any = model.history
     if paths.log is not None:
-        write_log(paths.log, async_train.history_rows(model))
         print(f"wrote the per-update log to {paths.log}")
+        rounds = _log_records(paths.log)
     if paths.plot is not None:
-        curves = types.SimpleNamespace(rounds=model.history, target=target)
+        curves = types.SimpleNamespace(rounds=rounds, target=target)
         title = f"{model.learner.workload.name}, {args.actors} async actors, seed {args.seed}"
         plot_curves(paths.plot, curves, title)
         print(f"wrote learning curves to {paths.plot}")
+
+
+def _log_records(path: Path) -> list[Any]:
+    """The log's rows as records :func:`plot_curves` reads (steps, wall, mean return)."""
+    with path.open(newline="") as file:
+        return [
+            types.SimpleNamespace(
+                total_steps=int(row["total_steps"]),
+                wall_s=float(row["wall_s"]),
+                stats=types.SimpleNamespace(mean_return=float(row["mean_return"])),
+            )
+            for row in csv.DictReader(file)
+        ]
 
 
 def _given_checkpoint_flags(args: argparse.Namespace) -> list[str]:

@@ -68,7 +68,7 @@ def _one(seed: int, steps: int, delay_ms: float, sigma: float, imagination: Any)
         "real_steps": model.num_timesteps,
         "wall_s": wall,
         "steps_per_s": model.num_timesteps / wall,
-        "updates": len(model.history),
+        "updates": model.updates,
         "lag_mean": float(lags.mean()),
         "lag_p50": float(np.percentile(lags, 50)),
         "lag_p99": float(np.percentile(lags, 99)),

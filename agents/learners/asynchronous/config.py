@@ -52,7 +52,11 @@ COUNT_LIMITS = {
     "batch_trajectories": 100_000,
     "max_policy_lag": MAX_POLICY_LAG,
     "lag_injection": MAX_RING - 1,
+    "history_limit": 100_000_000,
 }
+#: How many update records an asynchronous trainer keeps in memory by default: a record
+#: takes about 3 KiB (a 256-sample update), so at most about 32 MiB, whatever the run's length.
+HISTORY_LIMIT = 10_000
 #: Most samples in one update (``batch_trajectories * steps_per_actor``).
 MAX_BATCH_SAMPLES = 100_000_000
 #: Most env instances of one trainer (``n_actors * envs_per_actor``).
@@ -361,6 +365,7 @@ class AsyncTopology:
 
 __all__ = [
     "COUNT_LIMITS",
+    "HISTORY_LIMIT",
     "MAX_BATCH_SAMPLES",
     "MAX_INSTANCES",
     "AsyncPPOConfig",

@@ -1,21 +1,28 @@
 """What each asynchronous update reports: :class:`UpdateRecord` and its TensorBoard scalars.
 
 :class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO` appends one record per
-update to its ``history`` and, with ``tensorboard_log``, writes it with
-:func:`log_update` (returns, losses, KL, clip fraction, the lag percentiles and
-histogram, dropped samples, the effective sample size of the update's importance
-weights, learner utilisation, env steps/s, and with imagination the
-model's validation loss per head, the horizon, the imagined share and the uncertainty).
+update to its ``history`` (the newest ``history_limit`` of them) and, with
+``tensorboard_log``, writes it with :func:`log_update` (returns, losses, KL, clip
+fraction, the lag percentiles and histogram, dropped samples, the effective sample size
+of the update's importance weights, learner utilisation, env steps/s, and with
+imagination the model's validation loss per head, the horizon, the imagined share and
+the uncertainty). :func:`record_dict` and :func:`record_from_dict` turn a record into
+the plain values a checkpoint stores and back; a record's per-sample lags are stored as
+runs of equal values (:func:`lag_runs`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from fleetgym.agents.learners.lag import LagUpdateStats
 from fleetgym.agents.world_model.imagination import ImaginationRecord, imagination_scalars
+from fleetgym.validation import quote
 
 
 @dataclass
@@ -105,4 +112,104 @@ def log_update(writer: Any, record: UpdateRecord) -> None:
         writer.add_histogram("lag/histogram", s.lags, step)
 
 
-__all__ = ["UpdateRecord", "log_scalars", "log_update", "summary_writer"]
+def _plain(value: Any) -> Any:
+    """``value`` with numpy arrays and scalars as lists and Python numbers (weights_only)."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def lag_runs(lags: np.ndarray) -> list[list[int]]:
+    """Per-sample lags as ``[lag, count]`` runs, in order (a trajectory's samples share one
+    lag, so an update's few hundred lags become a few runs).
+
+    Example:
+        >>> lag_runs(np.array([1, 1, 1, 4, 4, 0]))
+        [[1, 3], [4, 2], [0, 1]]
+    """
+    lags = np.asarray(lags).reshape(-1)
+    if not len(lags):
+        return []
+    starts = np.flatnonzero(np.r_[True, lags[1:] != lags[:-1]])
+    counts = np.diff(np.r_[starts, len(lags)])
+    return [[int(lags[i]), int(n)] for i, n in zip(starts, counts, strict=True)]
+
+
+def lags_from_runs(runs: Any) -> np.ndarray:
+    """The per-sample lags :func:`lag_runs` wrote (a plain list of lags, as older
+    checkpoints hold, is read as it is).
+
+    Raises:
+        ValueError: If ``runs`` is neither.
+    """
+    if isinstance(runs, dict) and set(runs) == {"runs"}:
+        pairs = runs["runs"]
+        if not isinstance(pairs, list) or not all(
+            isinstance(p, list) and len(p) == 2 and all(type(v) is int for v in p) and p[1] > 0
+            for p in pairs
+        ):
+            raise ValueError("lags: expected runs of [lag, count >= 1] ints")
+        if not pairs:
+            return np.zeros(0, np.int64)
+        values, counts = zip(*pairs, strict=True)
+        return np.repeat(np.asarray(values, np.int64), np.asarray(counts, np.int64))
+    return np.asarray(runs, np.int64).reshape(-1)
+
+
+def record_dict(record: UpdateRecord) -> dict[str, Any]:
+    """One update record as plain values (its ``lags`` as :func:`lag_runs`), for a
+    checkpoint."""
+    data: dict[str, Any] = _plain(dataclasses.asdict(record))
+    data["stats"]["lags"] = {"runs": lag_runs(record.stats.lags)}
+    return data
+
+
+def record_from_dict(data: Any, where: str) -> UpdateRecord:
+    """The :class:`UpdateRecord` :func:`record_dict` wrote.
+
+    Raises:
+        ValueError: Naming ``where``, if ``data`` is not such a dict.
+    """
+    names = {f.name for f in dataclasses.fields(UpdateRecord)}
+    if not isinstance(data, dict) or set(data) != names:
+        keys = sorted(data) if isinstance(data, dict) else type(data).__name__
+        raise ValueError(f"{where}: expected fields {sorted(names)}, actual {keys}")
+    values = dict(data)
+    try:
+        stats = dict(values.pop("stats"))
+        stats["lags"] = lags_from_runs(stats.get("lags", []))
+        imagination = values.pop("imagination")
+        record = UpdateRecord(
+            stats=LagUpdateStats(**stats),
+            imagination=None if imagination is None else ImaginationRecord(**imagination),
+            **values,
+        )
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{where}: {exc}") from None
+    for name in ("update", "total_steps", "queued", "actor_failures"):
+        value = getattr(record, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{where}: {name}: expected an int >= 0, actual {quote(value)}")
+    for name in ("wall_s", "learner_busy_s"):
+        value = getattr(record, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+            raise ValueError(f"{where}: {name}: expected a number >= 0, actual {quote(value)}")
+    return record
+
+
+__all__ = [
+    "UpdateRecord",
+    "lag_runs",
+    "lags_from_runs",
+    "log_scalars",
+    "log_update",
+    "record_dict",
+    "record_from_dict",
+    "summary_writer",
+]

@@ -20,13 +20,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from fleetgym.agents.backends import RENAMED_BACKENDS
 from fleetgym.agents.files import check_path
 from fleetgym.agents.learners.asynchronous.config import AsyncPPOConfig
 from fleetgym.agents.learners.asynchronous.moved import TOPOLOGY_KEYWORDS
-from fleetgym.agents.learners.asynchronous.records import UpdateRecord
+from fleetgym.agents.learners.asynchronous.records import (
+    UpdateRecord,
+    record_dict,
+    record_from_dict,
+)
 from fleetgym.agents.learners.checkpoint import read_json_file
 from fleetgym.agents.learners.checkpoint_store import (
     ASYNC_FORMAT,
@@ -34,10 +36,9 @@ from fleetgym.agents.learners.checkpoint_store import (
     dict_field,
     read_checkpoint_state,
 )
-from fleetgym.agents.learners.lag import LagUpdateStats, WeightRing
+from fleetgym.agents.learners.lag import WeightRing
 from fleetgym.agents.learners.run_checkpoints import restore_learner_state
 from fleetgym.agents.learners.run_config import check_config, checkpoint_header
-from fleetgym.agents.world_model.imagination import ImaginationRecord
 from fleetgym.errors import CheckpointError
 from fleetgym.validation import check_int, quote
 
@@ -292,58 +293,6 @@ def async_run_config(model: Any, total_timesteps: int, target: float | None) -> 
     }
 
 
-def _plain(value: Any) -> Any:
-    """``value`` with numpy arrays and scalars as lists and Python numbers (weights_only)."""
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-def record_dict(record: UpdateRecord) -> dict[str, Any]:
-    """One update record as plain values (its ``lags`` a list), for a checkpoint."""
-    data: dict[str, Any] = _plain(dataclasses.asdict(record))
-    return data
-
-
-def record_from_dict(data: Any, where: str) -> UpdateRecord:
-    """The :class:`UpdateRecord` :func:`record_dict` wrote.
-
-    Raises:
-        ValueError: Naming ``where``, if ``data`` is not such a dict.
-    """
-    names = {f.name for f in dataclasses.fields(UpdateRecord)}
-    if not isinstance(data, dict) or set(data) != names:
-        keys = sorted(data) if isinstance(data, dict) else type(data).__name__
-        raise ValueError(f"{where}: expected fields {sorted(names)}, actual {keys}")
-    values = dict(data)
-    try:
-        stats = dict(values.pop("stats"))
-        stats["lags"] = np.asarray(stats.get("lags", []), np.int64).reshape(-1)
-        imagination = values.pop("imagination")
-        record = UpdateRecord(
-            stats=LagUpdateStats(**stats),
-            imagination=None if imagination is None else ImaginationRecord(**imagination),
-            **values,
-        )
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{where}: {exc}") from None
-    for name in ("update", "total_steps", "queued", "actor_failures"):
-        value = getattr(record, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{where}: {name}: expected an int >= 0, actual {quote(value)}")
-    for name in ("wall_s", "learner_busy_s"):
-        value = getattr(record, name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-            raise ValueError(f"{where}: {name}: expected a number >= 0, actual {quote(value)}")
-    return record
-
-
 def _rng_state() -> dict[str, Any]:
     """torch's global generator (the trainer draws nothing from numpy's: its generators
     are seeded per use, the learner's own is in its state)."""
@@ -367,7 +316,7 @@ def async_checkpoint_state(
         **checkpoint_header(ASYNC_FORMAT),
         "config": config,
         "counters": {key: int(counters[key]) for key in ASYNC_COUNTERS},
-        "history": [record_dict(r) for r in model.history],
+        "history": [record_dict(r) for r in model.history],  # the newest, bounded
         "learner": model.learner.state(),
         "world_model": None if imagination is None else imagination.model.state(),
         "rng": _rng_state(),
@@ -385,7 +334,8 @@ class AsyncCheckpoint:
         header: ``format``, ``format_version``, ``fleetgym_version``, ``commit``, ``created``.
         config: The run's :func:`async_run_config`.
         counters: :data:`ASYNC_COUNTERS`.
-        history: The update records so far.
+        history: The newest update records (the trainer's ``history``: at most its
+            ``history_limit``), the last one the checkpoint's update.
         learner: The learner's ``state()``.
         world_model: The world model's state of a learner with imagination, else ``None``.
         rng: torch's global generator state (``torch``).
@@ -421,19 +371,22 @@ def read_async_checkpoint(path: str | os.PathLike[str]) -> AsyncCheckpoint:
     raw = dict_field(file, state, "counters")
     counters = {key: count_field(file, f"counters {key}", raw.get(key)) for key in ASYNC_COUNTERS}
     entries = state.get("history")
-    if not isinstance(entries, list) or len(entries) != counters["updates"]:
+    updates = counters["updates"]
+    if not isinstance(entries, list) or len(entries) > updates or (updates and not entries):
         found = len(entries) if isinstance(entries, list) else quote(entries)
         raise CheckpointError(
-            f"{file}: history: expected {counters['updates']} update records, actual {found}"
+            f"{file}: history: expected between 1 and {updates} update records (the newest), "
+            f"actual {found}"
         )
     try:
         history = [record_from_dict(d, f"history[{i}]") for i, d in enumerate(entries)]
     except ValueError as exc:
         raise CheckpointError(f"{file}: {exc}") from None
+    first = updates - len(history)
     for i, record in enumerate(history):
-        if record.update != i:
+        if record.update != first + i:
             raise CheckpointError(
-                f"{file}: history[{i}]: expected update {i}, actual {record.update}"
+                f"{file}: history[{i}]: expected update {first + i}, actual {record.update}"
             )
     last = history[-1].total_steps if history else 0
     if history and last != counters["num_timesteps"]:
@@ -505,7 +458,9 @@ def restore_async(model: Any, checkpoint: AsyncCheckpoint, config: dict[str, Any
     model.learner.dropped_samples_total = counters["dropped_samples_total"]
     model.learner.policy_stops = counters["policy_stops"]
     model.num_timesteps = counters["num_timesteps"]
-    model.history = list(checkpoint.history)
+    model.updates = counters["updates"]
+    limit = model.history_limit
+    model.history = list(checkpoint.history if limit is None else checkpoint.history[-limit:])
     model.max_outstanding = counters["max_outstanding"]
     slots = model.slots
     slots.actor_failures = counters["actor_failures"]
@@ -524,8 +479,6 @@ __all__ = [
     "async_checkpoint_state",
     "async_run_config",
     "read_async_checkpoint",
-    "record_dict",
-    "record_from_dict",
     "restore_async",
     "FLAT_ALGO_KEYS",
     "FLAT_TOKEN_KEYS",

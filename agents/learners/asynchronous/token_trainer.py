@@ -33,7 +33,11 @@ import numpy as np
 
 from fleetgym.agents.backends import check_backend
 from fleetgym.agents.inference.token_model import TokenPolicyModel
-from fleetgym.agents.learners.asynchronous.config import AsyncTopology, TokenAsyncPPOConfig
+from fleetgym.agents.learners.asynchronous.config import (
+    HISTORY_LIMIT,
+    AsyncTopology,
+    TokenAsyncPPOConfig,
+)
 from fleetgym.agents.learners.asynchronous.moved import TOKEN_MOVED, as_config, moved_error
 from fleetgym.agents.learners.asynchronous.settings import (
     TOKEN_SETTINGS_FORMAT,
@@ -118,7 +122,7 @@ class TokenAsyncPPO(AsyncPPO):
             loopback socket, observations in shared memory); ``inference="server"`` serves
             the token policy, batched (``server_batch``, ``server_wait_ms``,
             ``server_device``); ``steps_per_actor`` counts decisions.
-        seed, verbose, tensorboard_log: As
+        seed, verbose, tensorboard_log, history_limit: As
             :class:`~fleetgym.agents.learners.asynchronous.trainer.AsyncPPO`.
         **moved: fleetgym 1.x keywords (``ratio_level=``, ``chunk=``, ``n_actors=`` ...):
             each raises a TypeError that names its 2.0 place.
@@ -153,6 +157,7 @@ class TokenAsyncPPO(AsyncPPO):
         seed: int = 0,
         verbose: int = 0,
         tensorboard_log: str | Path | None = None,
+        history_limit: int | None = HISTORY_LIMIT,
         **moved: Any,
     ) -> None:
         if moved:
@@ -170,7 +175,10 @@ class TokenAsyncPPO(AsyncPPO):
         tc = self.token_config
         loss_config = LossConfig(tc.loss, tc.sigma, target_kl=tc.effective_target_kl)
         factory = self.token_actor_factory if places.inference == "local" else None
-        self._build(workload, config, loss_config, places, seed, verbose, tensorboard_log, factory)
+        self._build(
+            workload, config, loss_config, places, seed, verbose, tensorboard_log, factory,
+            history_limit,
+        )  # fmt: skip
 
     @property
     def ratio_level(self) -> str:

@@ -51,6 +51,7 @@ import numpy as np
 
 from fleetgym.agents.learners.asynchronous.config import (
     COUNT_LIMITS,
+    HISTORY_LIMIT,
     MAX_BATCH_SAMPLES,
     AsyncPPOConfig,
     AsyncTopology,
@@ -112,6 +113,11 @@ class AsyncPPO:
         tensorboard_log: A folder for TensorBoard event files (``None``: no logging).
         actor_factory: Builds an actor slot (see :data:`ActorFactory`; default a
             :class:`~fleetgym.agents.rollout.RolloutWorker`; ``inference="local"`` only).
+        history_limit: How many of the newest update records :attr:`history` keeps in
+            memory (and a checkpoint carries), an int >= 1 or ``None`` for all of them.
+            :attr:`updates` counts every update; a long run writes its rows as it goes
+            (``fleetgym train --log``) instead of holding them (default
+            :data:`HISTORY_LIMIT`, about 32 MiB at most).
         **moved: fleetgym 1.x keywords (``loss=``, ``n_actors=``, ``lr=`` ...): each raises
             a TypeError that names its 2.0 place (see ``CHANGELOG.md``).
 
@@ -152,6 +158,7 @@ class AsyncPPO:
         verbose: int = 0,
         tensorboard_log: str | Path | None = None,
         actor_factory: ActorFactory | None = None,
+        history_limit: int | None = HISTORY_LIMIT,
         **moved: Any,
     ) -> None:
         if moved:
@@ -159,7 +166,7 @@ class AsyncPPO:
         config = as_config(AsyncPPOConfig, algo, "algo")
         self._build(
             workload, config, config.loss_config, as_config(AsyncTopology, topology, "topology"),
-            seed, verbose, tensorboard_log, actor_factory,
+            seed, verbose, tensorboard_log, actor_factory, history_limit,
         )  # fmt: skip
 
     def _build(
@@ -172,8 +179,15 @@ class AsyncPPO:
         verbose: int,
         tensorboard_log: str | Path | None,
         actor_factory: ActorFactory | None,
+        history_limit: int | None = HISTORY_LIMIT,
     ) -> None:
         """Build the trainer from checked configs (what every constructor does)."""
+        #: How many of the newest update records :attr:`history` keeps (``None``: all).
+        self.history_limit = (
+            None
+            if history_limit is None
+            else check_int("history_limit", history_limit, 1, COUNT_LIMITS["history_limit"])
+        )
         self.workload = get_workload(workload)
         #: The algorithm config and the topology this trainer was built with.
         self.algo, self.topology = algo, topology
@@ -235,6 +249,9 @@ class AsyncPPO:
         self.slots.actor_timeout = topology.actor_timeout
         self._publish()
         self.num_timesteps = 0
+        #: Updates done over every ``learn`` call (a resumed run's include the checkpoint's).
+        self.updates = 0
+        #: The newest :attr:`history_limit` update records, oldest first.
         self.history: list[UpdateRecord] = []
         self.max_outstanding = 0
 
@@ -393,7 +410,7 @@ class AsyncPPO:
                 done += steps
                 self.num_timesteps += steps
                 record = UpdateRecord(
-                    update=len(self.history),
+                    update=self.updates,
                     total_steps=self.num_timesteps,
                     wall_s=time.perf_counter() - start,
                     learner_busy_s=busy,
@@ -404,7 +421,7 @@ class AsyncPPO:
                         None if self.learner.imagination is None else self.learner.imagination.last
                     ),
                 )
-                self.history.append(record)
+                self._remember(record)
                 call_updates += 1
                 since_updates += 1
                 if checkpoints is not None and store is not None:
@@ -482,7 +499,7 @@ class AsyncPPO:
                 f"{type(self).__name__} with a {type(self.learner).__name__}: periodic "
                 "checkpoints and resume are not supported for it (use save and load)"
             )
-        if resume is not None and (self.history or self.num_timesteps):
+        if resume is not None and (self.updates or self.num_timesteps):
             raise ValueError(
                 f"resume: expected a freshly built trainer, actual one that trained "
                 f"{self.num_timesteps} env steps"
@@ -499,7 +516,7 @@ class AsyncPPO:
         restore_async(self, saved, config)
         logger.info(
             "resumed from %s after %d updates, %d env steps",
-            saved.path, len(self.history), self.num_timesteps,
+            saved.path, self.updates, self.num_timesteps,
         )  # fmt: skip
         logger.warning("%s: %s", saved.path, ASYNC_RESTART_NOTE)
         return store, config, saved.counters["call_steps"], saved.counters["call_updates"]
@@ -516,7 +533,7 @@ class AsyncPPO:
         queued = list(pipe.queue) if pipe is not None else []
         waiting = sum(getattr(t, "env_steps", len(t)) for t in queued)
         counters = {
-            "updates": len(self.history),
+            "updates": self.updates,
             "num_timesteps": self.num_timesteps,
             "collected_steps": self.num_timesteps + waiting,
             "call_steps": call_steps,
@@ -530,8 +547,15 @@ class AsyncPPO:
                 self.max_outstanding, pipe.max_outstanding if pipe is not None else 0
             ),
         }
-        path = store.write(len(self.history), async_checkpoint_state(self, config, counters))
-        logger.debug("update %d: wrote checkpoint %s", len(self.history) - 1, path)
+        path = store.write(self.updates, async_checkpoint_state(self, config, counters))
+        logger.debug("update %d: wrote checkpoint %s", self.updates - 1, path)
+
+    def _remember(self, record: UpdateRecord) -> None:
+        """Count the update and keep its record, forgetting the oldest past the limit."""
+        self.updates += 1
+        self.history.append(record)
+        if self.history_limit is not None and len(self.history) > self.history_limit:
+            del self.history[: len(self.history) - self.history_limit]
 
     def _writer(self) -> Any:
         return None if self.tensorboard_log is None else summary_writer(self.tensorboard_log)

@@ -141,6 +141,55 @@ def test_a_stopped_run_resumed_reaches_the_budget(tmp_path: Path) -> None:
         assert again.num_timesteps == BUDGET and len(again.history) == BUDGET // PER_UPDATE
 
 
+def test_the_history_is_bounded_in_memory_and_in_checkpoints(tmp_path: Path) -> None:
+    """``history_limit=3``: the trainer counts every update but keeps the newest 3 records,
+    a checkpoint carries those 3, and a resumed run's log keeps the rows the file had
+    before them (the file, not the trainer, holds every row)."""
+    from fleetgym.experiments.async_train import LiveLog
+
+    folder, log = tmp_path / "checkpoints", tmp_path / "log.csv"
+    config = CheckpointConfig(folder, every_rounds=1, every_minutes=None, keep=1)
+    with AsyncPPO(
+        WORKLOAD,
+        algo=AsyncPPOConfig(hyperparameters={"epochs": 1}),
+        topology=AsyncTopology(n_actors=2, steps_per_actor=STEPS, backend="inprocess"),
+        history_limit=3,
+    ) as first:
+        live = LiveLog(log, first)
+        first.learn(BUDGET, callback=lambda r: live(r) or r.update + 1 >= 7, checkpoints=config)
+        live.close()
+    assert first.updates == 7 and [r.update for r in first.history] == [4, 5, 6]
+    checkpoint = read_async_checkpoint(folder)
+    assert checkpoint.counters["updates"] == 7
+    assert [r.update for r in checkpoint.history] == [4, 5, 6]
+    assert [len(r.stats.lags) for r in checkpoint.history] == [PER_UPDATE] * 3
+    assert all((a.stats.lags == b.stats.lags).all() for a, b in zip(
+        checkpoint.history, first.history, strict=True))  # fmt: skip
+    with open(log, "a", newline="") as file:  # a row of the killed run after the checkpoint
+        file.write("7,999\n")
+    with AsyncPPO(
+        WORKLOAD,
+        algo=AsyncPPOConfig(hyperparameters={"epochs": 1}),
+        topology=AsyncTopology(n_actors=2, steps_per_actor=STEPS, backend="inprocess"),
+        history_limit=2,
+    ) as resumed:
+        live = LiveLog(log, resumed, resumed=True)
+        resumed.learn(BUDGET, callback=live, resume=folder)
+        live.close()
+    assert resumed.updates == BUDGET // PER_UPDATE and resumed.num_timesteps == BUDGET
+    assert [r.update for r in resumed.history] == [10, 11]
+    with open(log, newline="") as file:
+        rows = list(csv.DictReader(file))
+    assert [int(r["update"]) for r in rows] == list(range(BUDGET // PER_UPDATE))
+    assert [int(r["total_steps"]) for r in rows] == [PER_UPDATE * (i + 1) for i in range(12)]
+
+
+def test_the_history_limit_is_checked() -> None:
+    for bad, kind in ((0, ValueError), (-1, ValueError), (2.5, TypeError), ("3", TypeError)):
+        with pytest.raises(kind, match="history_limit"):
+            AsyncPPO(WORKLOAD, history_limit=bad)
+
+
 def _copied(saved_run: Path, dest: Path, **changes: Any) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     source = read_async_checkpoint(saved_run).path
@@ -332,3 +381,18 @@ def test_the_command_refuses_bad_resume_input(
     line = _usage_error([*base, "--no-checkpoints", "--keep", "2"], capsys)
     assert "--no-checkpoints" in line and "--keep" in line, line
     assert not out.exists() or not any(out.iterdir())  # nothing trained, nothing written
+
+
+def test_lags_are_stored_as_runs_and_older_plain_lists_still_read() -> None:
+    import numpy as np
+
+    from fleetgym.agents.learners.asynchronous.records import lag_runs, lags_from_runs
+
+    lags = np.array([3, 3, 0, 0, 0, 7], np.int64)
+    assert lag_runs(lags) == [[3, 2], [0, 3], [7, 1]] and lag_runs(lags[:0]) == []
+    assert lags_from_runs({"runs": lag_runs(lags)}).tolist() == lags.tolist()
+    assert lags_from_runs([3, 3, 0]).tolist() == [3, 3, 0]  # a 2.0.0 checkpoint's list
+    assert lags_from_runs({"runs": []}).dtype == np.int64
+    for bad in ({"runs": [[1, 0]]}, {"runs": [[1.5, 2]]}, {"runs": "x"}):
+        with pytest.raises(ValueError, match="lags"):
+            lags_from_runs(bad)
