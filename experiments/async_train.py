@@ -129,8 +129,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-policy-lag",
         type=non_negative_int,
-        default=8,
-        help="async: bound on the policy lag in updates (default 8)",
+        default=4,
+        help="async: bound on the policy lag in updates (default 4)",
     )
     parser.add_argument(
         "--inference",

@@ -100,7 +100,8 @@ class AsyncPPOConfig:
         loss: A name in the loss registry
             (:data:`~fleetgym.agents.learners.losses.registry.LOSS_REGISTRY`): ``"ppo"``
             (the default: it reached CartPole's target on every measured run, see
-            docs/explanation/async.md), ``"gipo"``, ``"vtrace"``, ``"decoupled"`` (AReaL's
+            docs/explanation/async.md, and held a Hopper gait at the largest lag of the
+            four losses, see docs/results/async.md), ``"gipo"``, ``"vtrace"``, ``"decoupled"`` (AReaL's
             decoupled PPO objective) or one added with
             :func:`~fleetgym.agents.learners.losses.registry.register_loss`.
         sigma: GIPO's Gaussian width in log-ratio space (> 0).
@@ -122,7 +123,9 @@ class AsyncPPOConfig:
             the cap.
         max_policy_lag: Bound on the lag in updates (>= 0), enforced at admission and at
             sampling (``None``: unbounded, the pipeline then holds ``2 * batch_trajectories``;
-            ``0``: synchronous PPO).
+            ``0``: synchronous PPO). The default, 4, is the largest lag at which PPO-clip
+            still hopped on Hopper-v5 within one seed of lag 0 (docs/results/async.md, "Lags
+            0-8 on a hopping Hopper"); lag 8 cost two of three hopping seeds.
         batch_trajectories: Trajectories per update (``None``: one per env instance,
             ``n_actors * envs_per_actor`` of the topology).
         lag_injection: Actors act with the weights from this many updates ago (a fixed
@@ -159,7 +162,7 @@ class AsyncPPOConfig:
     proximal_offset: int = 1
     weight_cap: float | None = DEFAULT_WEIGHT_CAP
     cap_mode: str = "drop"
-    max_policy_lag: int | None = 8
+    max_policy_lag: int | None = 4
     batch_trajectories: int | None = None
     lag_injection: int = 0
     hyperparameters: dict[str, Any] = field(default_factory=dict)

@@ -136,7 +136,8 @@ def test_a_flat_settings_file_of_1x_still_loads(tmp_path):
     path.with_suffix(".json").write_text(json.dumps(flat))
     with AsyncPPO.load(path) as loaded:
         assert loaded.algo == AsyncPPOConfig(
-            loss="gipo", target_kl=0.02, batch_trajectories=4, hyperparameters=HP
-        )
+            loss="gipo", target_kl=0.02, max_policy_lag=8, batch_trajectories=4,
+            hyperparameters=HP,
+        )  # fmt: skip
         assert loaded.topology == AsyncTopology(steps_per_actor=8)
         assert loaded.num_timesteps == 5 and loaded.config.label == model.config.label
