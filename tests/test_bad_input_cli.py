@@ -102,6 +102,7 @@ CASES: dict[tuple[str, ...], dict[str, list[str]]] = {
         "--out": ["", "{file}", "{file}/sub"],
         "--real-ratio": ["0.5"],  # --mbpo's options without --mbpo
         "--updates-per-step": ["5"],
+        "--jobs": ["2"],
         "--epochs": BAD_INTS,
     },
     ("imagination", "--arms", "ppo"): {"--epochs": ["48"]},  # without the ppo+epochs arm
@@ -114,6 +115,7 @@ CASES: dict[tuple[str, ...], dict[str, list[str]]] = {
         "--ensemble-size": [*BAD_INTS, "65"],
         "--eval-every": BAD_INTS,
         "--learning-starts": BAD_INTS,
+        "--jobs": [*BAD_INTS, "65"],
         "--arms": ["ppo", ",", "mbpo,nope"],
         "--out": ["", "{file}"],
         "--epochs": ["48"],

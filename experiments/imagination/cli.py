@@ -13,7 +13,7 @@ Example::
 With ``--mbpo`` it runs MBPO (:class:`fleetgym.agents.world_model.MBPO`) against SAC at
 the same updates per real step instead (:mod:`fleetgym.experiments.imagination.mbpo`)::
 
-    fleetgym imagination --mbpo --env Hopper-v5 --seeds 1 --budget 20000
+    fleetgym imagination --mbpo --env InvertedPendulum-v5 --seeds 5 --jobs 2
 
 Every argument is checked before the first run (a bad one exits 2); an error during a run
 is a crash (exit 3, with its traceback).
@@ -42,7 +42,7 @@ __all__ = ["ENV_NAMES", "MBPO_ENV_NAMES", "MBPO_FLAGS", "configure", "rollout_le
 
 ENV_NAMES = ("CartPole-v1", "Hopper-v5", "MiniGrid-DoorKey-5x5-v0")
 #: Envs of --mbpo (flat continuous spaces).
-MBPO_ENV_NAMES = ("Hopper-v5", "Pendulum-v1")
+MBPO_ENV_NAMES = ("Hopper-v5", "InvertedPendulum-v5", "Pendulum-v1")
 #: --mbpo's own options (refused without it): flag -> (dest, setup field).
 MBPO_FLAGS = {
     "--updates-per-step": "updates_per_step",
@@ -70,9 +70,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     """Add this subcommand's arguments (imports nothing heavy)."""
     parser.add_argument(
         "--env",
-        choices=(*ENV_NAMES, "Pendulum-v1"),
+        choices=(*ENV_NAMES, *(e for e in MBPO_ENV_NAMES if e not in ENV_NAMES)),
         default="CartPole-v1",
-        help="env (default CartPole-v1; --mbpo: Hopper-v5 or Pendulum-v1)",
+        help="env (default CartPole-v1; --mbpo: Hopper-v5, InvertedPendulum-v5 or Pendulum-v1)",
     )
     parser.add_argument(
         "--seeds", type=int_in(1, 100), default=5, help="seeds FIRST..FIRST+N-1 (default 5)"
@@ -159,6 +159,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "Hopper 5000)",
     )
     parser.add_argument(
+        "--jobs",
+        type=int_in(1, 64),
+        default=None,
+        help="--mbpo: runs side by side, each in its own process on one torch thread (default 1)",
+    )
+    parser.add_argument(
         "--epochs",
         type=positive_int,
         default=None,
@@ -214,8 +220,10 @@ def _run_mbpo(args: argparse.Namespace) -> int:
     from fleetgym.experiments.imagination.mbpo import (
         MBPO_ARMS,
         MBPO_ENVS,
+        mbpo_figure,
         mbpo_table,
         run_mbpo_arm,
+        trivial_scores,
     )
 
     if args.env not in MBPO_ENVS:
@@ -236,14 +244,38 @@ def _run_mbpo(args: argparse.Namespace) -> int:
     path = out / f"results_mbpo_{args.env}.json"
     results = _earlier_results(path)
     seeds = range(args.first_seed, args.first_seed + args.seeds)
-    bar = tqdm(
-        total=len(arms) * len(seeds) * setup.budget,
-        unit="step",
-        disable=args.no_progress,
-        dynamic_ncols=True,
-    )
-    for seed in seeds:
-        for arm in arms:
+    jobs = [(seed, arm) for seed in seeds for arm in arms]
+
+    def keep(result: dict[str, Any]) -> None:
+        nonlocal results
+        results = [
+            r for r in results if not (r["arm"] == result["arm"] and r["seed"] == result["seed"])
+        ]
+        results.append(result)
+        path.write_text(json.dumps(results, indent=1))
+        bar.write(
+            f"{args.env} {result['arm']} seed {result['seed']}: final return "
+            f"{result['final_return']:.0f}, target at {fmt_steps(result['steps_to_target'])} "
+            f"real steps ({result['cpu_s']:.0f} s CPU, {result['wall_s']:.0f} s wall)"
+        )
+
+    if (args.jobs or 1) > 1:
+        import concurrent.futures
+        import multiprocessing
+
+        bar = tqdm(total=len(jobs), unit="run", disable=args.no_progress, dynamic_ncols=True)
+        context = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=context) as pool:
+            futures = [pool.submit(run_mbpo_arm, args.env, setup, arm, seed) for seed, arm in jobs]
+            for future in concurrent.futures.as_completed(futures):
+                keep(future.result())
+                bar.update(1)
+    else:
+        bar = tqdm(
+            total=len(jobs) * setup.budget, unit="step", disable=args.no_progress,
+            dynamic_ncols=True,
+        )  # fmt: skip
+        for seed, arm in jobs:
             done = [0]
 
             def progress(
@@ -253,19 +285,16 @@ def _run_mbpo(args: argparse.Namespace) -> int:
                 done[0] = steps
                 bar.set_postfix(arm=arm, seed=seed, ret=f"{score:.0f}", refresh=False)
 
-            result = run_mbpo_arm(args.env, setup, arm, seed, progress)
+            keep(run_mbpo_arm(args.env, setup, arm, seed, progress))
             bar.update(setup.budget - done[0])
-            results = [r for r in results if not (r["arm"] == arm and r["seed"] == seed)]
-            results.append(result)
-            path.write_text(json.dumps(results, indent=1))
-            bar.write(
-                f"{args.env} {arm} seed {seed}: final return {result['final_return']:.0f} "
-                f"({result['cpu_s']:.0f} s CPU, {result['wall_s']:.0f} s wall)"
-            )
     bar.close()
-    table = mbpo_table(results, args.env, setup.target)
+    trivial = trivial_scores(args.env, 10, 0)
+    table = mbpo_table(results, args.env, setup.target, trivial, setup.budget)
     (out / f"summary_mbpo_{args.env}.md").write_text(table)
     print(table)
+    figure = mbpo_figure(results, args.env, setup.target, out)
+    if figure is not None:
+        print(f"wrote {figure}")
     ran = [r for r in results if r["arm"] in arms and r["seed"] in seeds]
     return 0 if ran and all(r["steps_to_target"] is not None for r in ran) else 1
 
@@ -306,7 +335,7 @@ def run(args: argparse.Namespace) -> int:
     if args.epochs is not None and (args.mbpo or args.asynchronous):
         raise UsageError("--epochs: expected neither --mbpo nor --async with --epochs")
     if not args.mbpo:
-        for flag, dest in MBPO_FLAGS.items():
+        for flag, dest in (*MBPO_FLAGS.items(), ("--jobs", "jobs")):
             if getattr(args, dest) is not None:
                 raise UsageError(f"{flag}: expected --mbpo with {flag}")
         if args.env not in ENV_NAMES:

@@ -6,7 +6,10 @@ Two arms per seed: ``mbpo`` (:class:`fleetgym.agents.world_model.MBPO`) and ``sa
 ``eval_every`` real steps the deterministic policy plays ``eval_episodes`` episodes on
 an env seeded apart from the training env; each evaluation records the mean return and,
 where the env reports it (Hopper's ``x_velocity``), the mean forward velocity. A run
-reaches the target when three evaluations in a row are at or above it.
+reaches the target when three evaluations in a row are at or above it; with the setup's
+``stop_at_target`` it stops there (the study measures real steps to the target).
+
+Each run uses one torch thread (two runs side by side fit a 2-core machine: ``--jobs 2``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import dataclasses
 import statistics
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -22,7 +26,16 @@ import numpy as np
 
 from fleetgym.experiments.imagination.study import steps_to_target
 
-__all__ = ["MBPO_ARMS", "MBPO_ENVS", "MbpoSetup", "mbpo_table", "run_mbpo_arm"]
+__all__ = [
+    "MBPO_ARMS",
+    "MBPO_ENVS",
+    "MbpoSetup",
+    "mbpo_figure",
+    "mbpo_table",
+    "run_mbpo_arm",
+    "step_ratios",
+    "trivial_scores",
+]
 
 MBPO_ARMS = ("mbpo", "sac")
 
@@ -47,6 +60,9 @@ class MbpoSetup:
     rollout_schedule_steps: tuple[int, int] = (20_000, 100_000)
     model_max_epochs: int = 10
     learn_termination: bool = True
+    net_arch: tuple[int, ...] = (256, 256)
+    batch_size: int = 256
+    stop_at_target: bool = False
 
     @property
     def elites(self) -> int:
@@ -66,18 +82,35 @@ MBPO_ENVS: dict[str, MbpoSetup] = {
         target=2000.0,
         rollout_batch=2000,
     ),
-    # A small smoke-scale env: never terminates, short rollouts.
+    # MBPO's InvertedPendulum settings (k = 1, a fit every 250 real steps), with 5,000
+    # rollouts per fit and both arms' SAC on two layers of 64 (CPU).
+    "InvertedPendulum-v5": MbpoSetup(
+        budget=15_000,
+        learning_starts=500,
+        eval_every=250,
+        eval_episodes=5,
+        target=1000.0,
+        rollout_length=1,
+        rollout_batch=5000,
+        model_hidden_sizes=(200, 200, 200),
+        net_arch=(64, 64),
+        stop_at_target=True,
+    ),
+    # Never terminates: k rises 1 -> 5 over 1k..5k real steps; -200 over 10 episodes.
     "Pendulum-v1": MbpoSetup(
         budget=10_000,
-        learning_starts=1000,
-        eval_every=1000,
-        eval_episodes=5,
-        target=-250.0,
+        learning_starts=500,
+        eval_every=250,
+        eval_episodes=10,
+        target=-200.0,
+        rollout_batch=5000,
         rollout_schedule_steps=(1000, 5000),
         max_rollout_length=5,
         ensemble_size=5,
         model_hidden_sizes=(200, 200, 200),
         learn_termination=False,
+        net_arch=(64, 64),
+        stop_at_target=True,
     ),
 }
 
@@ -104,11 +137,38 @@ def evaluate(model: Any, env_name: str, episodes: int, seed: int) -> tuple[float
     return float(np.mean(returns)), (float(np.mean(velocities)) if velocities else None)
 
 
+def trivial_scores(env_name: str, episodes: int, seed: int) -> dict[str, float]:
+    """Mean return of a uniformly random policy and of the zero action (the action
+    space's centre) over ``episodes`` seeded episodes: what the target is measured against."""
+    env = gym.make(env_name)
+    space = env.action_space
+    centre = ((space.low + space.high) / 2).astype(space.dtype)
+    space.seed(seed)
+    scores = {}
+    try:
+        for name, act in (("random", space.sample), ("zero", lambda: centre)):
+            returns = []
+            for i in range(episodes):
+                env.reset(seed=seed + i)
+                done, total = False, 0.0
+                while not done:
+                    _, reward, terminated, truncated, _ = env.step(act())
+                    total += float(reward)
+                    done = terminated or truncated
+                returns.append(total)
+            scores[name] = float(np.mean(returns))
+    finally:
+        env.close()
+    return scores
+
+
 def make_learner(arm: str, env_name: str, setup: MbpoSetup, seed: int) -> Any:
     """The arm's learner (SAC's defaults otherwise, both arms alike)."""
     env = gym.make(env_name)
     common: dict[str, Any] = {
         "learning_starts": setup.learning_starts,
+        "batch_size": setup.batch_size,
+        "policy_kwargs": {"net_arch": list(setup.net_arch)},
         "seed": seed,
         "device": "cpu",
         "verbose": 0,
@@ -136,7 +196,21 @@ def make_learner(arm: str, env_name: str, setup: MbpoSetup, seed: int) -> Any:
 def run_mbpo_arm(
     env_name: str, setup: MbpoSetup, arm: str, seed: int, progress: Any = None
 ) -> dict[str, Any]:
-    """Train one arm for ``setup.budget`` real steps; its curve, times and model record."""
+    """Train one arm for ``setup.budget`` real steps (or to the target, with
+    ``setup.stop_at_target``) on one torch thread; its curve, times and model record."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _train_arm(env_name, setup, arm, seed, progress)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train_arm(
+    env_name: str, setup: MbpoSetup, arm: str, seed: int, progress: Any
+) -> dict[str, Any]:
     from stable_baselines3.common.callbacks import BaseCallback
 
     started, cpu0 = time.perf_counter(), time.process_time()
@@ -156,6 +230,8 @@ def run_mbpo_arm(
                 curve.append([int(steps), score, velocity])
                 if progress is not None:
                     progress(steps, score)
+                if setup.stop_at_target:
+                    return steps_to_target([(s, r) for s, r, _ in curve], setup.target) is None
             return True
 
     learner.learn(setup.budget, callback=Evaluate())
@@ -184,12 +260,49 @@ def run_mbpo_arm(
     }
 
 
+def step_ratios(results: list[dict[str, Any]], budget: int) -> list[tuple[int, str, float | None]]:
+    """Per seed with both arms: ``(seed, text, ratio)``, the ratio SAC's real steps to the
+    target over MBPO's. A run that never reached it counts its budget, so the ratio is a
+    bound (``">"`` when only SAC missed, ``"<"`` when only MBPO did); ``None`` when
+    neither reached it.
+
+    Example:
+        >>> runs = [{"arm": "mbpo", "seed": 0, "steps_to_target": 1000},
+        ...         {"arm": "sac", "seed": 0, "steps_to_target": None}]
+        >>> step_ratios(runs, 5000)
+        [(0, '> 5.00', 5.0)]
+    """
+    by: dict[int, dict[str, Any]] = {}
+    for r in results:
+        by.setdefault(r["seed"], {})[r["arm"]] = r
+    rows = []
+    for seed in sorted(by):
+        if not {"mbpo", "sac"} <= set(by[seed]):
+            continue
+        m, s = by[seed]["mbpo"]["steps_to_target"], by[seed]["sac"]["steps_to_target"]
+        if m is None and s is None:
+            rows.append((seed, "neither", None))
+            continue
+        ratio = (budget if s is None else s) / (budget if m is None else m)
+        bound = "> " if s is None else "< " if m is None else ""
+        rows.append((seed, f"{bound}{ratio:.2f}", ratio))
+    return rows
+
+
 def _cell(value: Any, fmt: str = "{:.0f}") -> str:
     return "—" if value is None else fmt.format(value)
 
 
-def mbpo_table(results: list[dict[str, Any]], env_name: str, target: float) -> str:
-    """The Markdown summary: per arm and seed, returns, velocity, steps to target, times."""
+def mbpo_table(
+    results: list[dict[str, Any]],
+    env_name: str,
+    target: float,
+    trivial: dict[str, float] | None = None,
+    budget: int | None = None,
+) -> str:
+    """The Markdown summary: per arm and seed, returns, velocity, steps to target, times;
+    with ``budget``, SAC's real steps to the target over MBPO's per seed and their median;
+    with ``trivial``, what a random and a zero-action policy score."""
     lines = [
         f"### {env_name}: MBPO against SAC at the same updates per real step",
         "",
@@ -223,4 +336,60 @@ def mbpo_table(results: list[dict[str, Any]], env_name: str, target: float) -> s
                 + ", ".join(f"{m - s:+.0f}" for m, s in paired)
                 + f" (median {statistics.median(m - s for m, s in paired):+.0f}).",
             ]
+    if budget is not None:
+        ratios = step_ratios(results, budget)
+        if ratios:
+            known = [r for _, _, r in ratios if r is not None]
+            median = f"{statistics.median(known):.2f}" if known else "—"
+            lines += [
+                "",
+                f"Real steps to {target:g}, SAC's over MBPO's, per seed: "
+                + ", ".join(f"seed {seed} {text}" for seed, text, _ in ratios)
+                + f" (median {median}; a run that missed counts its budget of {budget:,}).",
+            ]
+    if trivial:
+        lines += [
+            "",
+            "Trivial policies: " + ", ".join(f"{k} {v:.0f}" for k, v in trivial.items()) + ".",
+        ]
     return "\n".join(lines) + "\n"
+
+
+def mbpo_figure(
+    results: list[dict[str, Any]], env_name: str, target: float, out: Path
+) -> Path | None:
+    """``mbpo_ENV.png``: evaluation return against real steps (one line per run, both
+    arms) above the rollout length MBPO used at each fit; ``None`` without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    colours = {"mbpo": "tab:blue", "sac": "tab:orange"}
+    fig, (top, bottom) = plt.subplots(
+        2, 1, figsize=(8, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1]}
+    )
+    for r in sorted(results, key=lambda r: (r["arm"], r["seed"])):
+        steps = [c[0] for c in r["curve"]]
+        label = r["arm"] if r["seed"] == min(x["seed"] for x in results) else None
+        top.plot(steps, [c[1] for c in r["curve"]], color=colours.get(r["arm"]), alpha=0.7,
+                 lw=1.2, label=label)  # fmt: skip
+        fits = (r.get("mbpo") or {}).get("fits", [])
+        if fits:
+            bottom.step([f["step"] for f in fits], [f["rollout_length"] for f in fits],
+                        where="post", color=colours["mbpo"], alpha=0.7)  # fmt: skip
+    top.axhline(target, color="grey", ls="--", lw=1, label=f"target {target:g}")
+    top.set_ylabel("evaluation return")
+    top.set_title(f"{env_name}: MBPO against SAC at the same updates per real step")
+    top.legend(loc="lower right")
+    top.grid(alpha=0.3)
+    bottom.set_ylabel("rollout length k")
+    bottom.set_xlabel("real env steps")
+    bottom.grid(alpha=0.3)
+    fig.tight_layout()
+    path = out / f"mbpo_{env_name}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

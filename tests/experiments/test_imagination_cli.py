@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -206,29 +207,19 @@ def test_an_async_run_is_scored_by_the_synchronous_evaluator(monkeypatch):
     assert run["eval_return"] > 0 and run["real_steps"] >= 256
 
 
-def test_mbpo_study_runs_both_arms_and_writes_its_report(tmp_path):
-    code = cli.main(
+def _mbpo_study(out, *extra):
+    return cli.main(
         [
-            "imagination",
-            "--mbpo",
-            "--env",
-            "Pendulum-v1",
-            "--seeds",
-            "1",
-            "--budget",
-            "1200",
-            "--eval-every",
-            "600",
-            "--updates-per-step",
-            "1",
-            "--ensemble-size",
-            "2",
-            "--out",
-            str(tmp_path),
-            "--no-progress",
+            "imagination", "--mbpo", "--env", "Pendulum-v1", "--seeds", "1", "--budget", "1200",
+            "--eval-every", "600", "--updates-per-step", "1", "--ensemble-size", "2",
+            "--out", str(out), "--no-progress", *extra,
         ]
-    )
-    # 200 SAC updates cannot hold Pendulum at -250 for three evaluations (two are made).
+    )  # fmt: skip
+
+
+def test_mbpo_study_runs_both_arms_and_writes_its_report(tmp_path):
+    code = _mbpo_study(tmp_path)
+    # 700 SAC updates cannot hold Pendulum at -200 for three evaluations (two are made).
     assert code == 1
     results = json.loads((tmp_path / "results_mbpo_Pendulum-v1.json").read_text())
     assert [(r["arm"], r["seed"]) for r in results] == [("mbpo", 0), ("sac", 0)]
@@ -237,10 +228,32 @@ def test_mbpo_study_runs_both_arms_and_writes_its_report(tmp_path):
     # The learner settings match apart from the model; only MBPO fitted and imagined.
     assert mbpo["mbpo"]["model_version"] >= 1 and mbpo["mbpo"]["imagined_rows"] > 0
     assert mbpo["setup"]["updates_per_step"] == sac["setup"]["updates_per_step"] == 1
+    assert mbpo["setup"]["net_arch"] == sac["setup"]["net_arch"] == [64, 64]
     assert sac["model_fit_s"] == 0.0 and mbpo["model_fit_s"] > 0
     assert mbpo["final_velocity"] is None  # Pendulum reports no forward velocity
     table = (tmp_path / "summary_mbpo_Pendulum-v1.md").read_text()
     assert table.startswith("### Pendulum-v1: MBPO against SAC")
+    assert "seed 0 neither" in table and "Trivial policies: random" in table
+    assert (tmp_path / "mbpo_Pendulum-v1.png").stat().st_size > 0
+    # Two runs side by side, each in its own process, train exactly as one after the other.
+    assert _mbpo_study(tmp_path / "jobs", "--jobs", "2") == 1
+    again = json.loads((tmp_path / "jobs" / "results_mbpo_Pendulum-v1.json").read_text())
+    assert {r["arm"]: r["curve"] for r in again} == {r["arm"]: r["curve"] for r in results}
+
+
+def test_an_mbpo_run_stops_at_the_target_when_asked(tmp_path):
+    from fleetgym.experiments.imagination.mbpo import MBPO_ENVS, run_mbpo_arm
+
+    setup = dataclasses.replace(
+        MBPO_ENVS["Pendulum-v1"], budget=2000, learning_starts=1000, eval_every=100,
+        eval_episodes=1, target=-1e9,
+    )  # fmt: skip
+    run = run_mbpo_arm("Pendulum-v1", setup, "sac", 0)
+    # Every evaluation is above the target: the third in a row ends the run.
+    assert run["steps_to_target"] == run["real_steps"] == 300
+    assert [s for s, _, _ in run["curve"]] == [100, 200, 300]
+    full = run_mbpo_arm("Pendulum-v1", dataclasses.replace(setup, stop_at_target=False), "sac", 0)
+    assert full["real_steps"] == 2000 and full["steps_to_target"] == 300
 
 
 @pytest.mark.parametrize(
@@ -249,6 +262,7 @@ def test_mbpo_study_runs_both_arms_and_writes_its_report(tmp_path):
         (["--real-ratio", "0.5"], "--real-ratio: expected --mbpo"),
         (["--env", "Pendulum-v1"], "--env: expected one of"),
         (["--mbpo", "--env", "CartPole-v1"], "--env: expected one of ['Hopper-v5'"),
+        (["--jobs", "2"], "--jobs: expected --mbpo"),
         (["--mbpo", "--real-ratio", "1.5"], "--real-ratio"),
         (["--mbpo", "--updates-per-step", "0"], "--updates-per-step"),
         (["--mbpo", "--rollout-length", "0"], "--rollout-length"),
