@@ -192,13 +192,20 @@ class LiveLog:
         self._file: Any = None
         self._writer: Any = None
 
-    def _earlier_rows(self, first: int) -> tuple[list[str], list[dict[str, str]]]:
-        """The header and the rows of updates before ``first`` in the file already there."""
+    def _copy_earlier_rows(self, first: int, out: Any, fields: list[str]) -> Any:
+        """Write the header and the rows of updates before ``first`` of the file already
+        there to ``out``, one at a time (a long run's log is never held in memory); the
+        writer, on the file's own columns (else ``fields``)."""
         if not (self.resumed and self.path.is_file()):
-            return [], []
+            writer = csv.DictWriter(out, fieldnames=fields, extrasaction="ignore")
+            writer.writeheader()
+            return writer
         with self.path.open(newline="") as file:
             reader = csv.DictReader(file)
-            rows = []
+            writer = csv.DictWriter(
+                out, fieldnames=list(reader.fieldnames or fields), extrasaction="ignore"
+            )
+            writer.writeheader()
             for row in reader:
                 try:
                     update = int(row.get("update") or "")
@@ -206,21 +213,18 @@ class LiveLog:
                     break  # a row cut short by the kill: the checkpoint's records follow
                 if update >= first:
                     break
-                rows.append(row)
-            return list(reader.fieldnames or []), rows
+                writer.writerow(row)
+        return writer
 
     def __call__(self, record: Any) -> None:
         if self._writer is None:
             rows = history_rows(self.model)
-            header, earlier = self._earlier_rows(int(rows[0]["update"]))
             self.path.parent.mkdir(parents=True, exist_ok=True)
             partial = self.path.with_name(self.path.name + ".partial")
             self._file = partial.open("w", newline="")
-            self._writer = csv.DictWriter(
-                self._file, fieldnames=header or list(rows[0]), extrasaction="ignore"
+            self._writer = self._copy_earlier_rows(
+                int(rows[0]["update"]), self._file, list(rows[0])
             )
-            self._writer.writeheader()
-            self._writer.writerows(earlier)
             self._writer.writerows(rows)
             self._file.flush()
             os.replace(partial, self.path)  # the open file follows the rename
