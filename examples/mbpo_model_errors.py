@@ -24,7 +24,48 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from fleetgym.experiments.imagination.mbpo import MBPO_ENVS, make_learner
+from fleetgym.agents.world_model import MBPO, MBPOConfig, MBPOModelConfig
+
+#: ``fleetgym imagination --mbpo``'s settings for these envs (docs/results/imagination.md).
+SETTINGS: dict[str, dict[str, Any]] = {
+    "InvertedPendulum-v5": {
+        "config": {"rollout_length": 1},
+        "model": {"ensemble_size": 7, "elites": 5, "learn_termination": True},
+    },
+    "Pendulum-v1": {
+        "config": {
+            "rollout_length": "linear",
+            "min_rollout_length": 1,
+            "max_rollout_length": 5,
+            "rollout_schedule_steps": (1000, 5000),
+        },
+        "model": {"ensemble_size": 5, "elites": 4, "learn_termination": False},
+    },
+}
+
+
+def make_mbpo(env_name: str, seed: int) -> MBPO:
+    """MBPO as the study runs it: 10 updates per real step, 5 % real data, 5,000 rollouts
+    per fit every 250 real steps, a model of three layers of 200, SAC on two of 64."""
+    settings = SETTINGS[env_name]
+    model = MBPOModelConfig(hidden_sizes=(200, 200, 200), max_epochs=10, **settings["model"])
+    config = MBPOConfig(
+        updates_per_step=10,
+        real_ratio=0.05,
+        rollout_batch=5000,
+        model=model,
+        **settings["config"],
+    )
+    return MBPO(
+        "MlpPolicy",
+        env_name,
+        config,
+        learning_starts=500,
+        batch_size=256,
+        policy_kwargs={"net_arch": [64, 64]},
+        seed=seed,
+        device="cpu",
+    )
 
 
 def model_errors(agent: Any, env_name: str, episodes: int, seed: int) -> dict[str, Any]:
@@ -78,14 +119,14 @@ def model_errors(agent: Any, env_name: str, episodes: int, seed: int) -> dict[st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env", choices=sorted(MBPO_ENVS), default="InvertedPendulum-v5")
+    parser.add_argument("--env", choices=sorted(SETTINGS), default="InvertedPendulum-v5")
     parser.add_argument("--steps", type=int, default=3000, help="real steps of training")
     parser.add_argument("--episodes", type=int, default=40, help="fresh episodes to check on")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="JSON file (default: print)")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    agent = make_learner("mbpo", args.env, MBPO_ENVS[args.env], args.seed)
+    agent = make_mbpo(args.env, args.seed)
     agent.learn(args.steps)
     report = {
         "env": args.env,
