@@ -142,6 +142,9 @@ def trivial_scores(env_name: str, episodes: int, seed: int) -> dict[str, float]:
     space's centre) over ``episodes`` seeded episodes: what the target is measured against."""
     env = gym.make(env_name)
     space = env.action_space
+    if not isinstance(space, gym.spaces.Box):
+        env.close()
+        raise ValueError(f"env: expected a Box action space, actual {space!r}")
     centre = ((space.low + space.high) / 2).astype(space.dtype)
     space.seed(seed)
     scores = {}
@@ -275,7 +278,7 @@ def step_ratios(results: list[dict[str, Any]], budget: int) -> list[tuple[int, s
     by: dict[int, dict[str, Any]] = {}
     for r in results:
         by.setdefault(r["seed"], {})[r["arm"]] = r
-    rows = []
+    rows: list[tuple[int, str, float | None]] = []
     for seed in sorted(by):
         if not {"mbpo", "sac"} <= set(by[seed]):
             continue
