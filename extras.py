@@ -40,6 +40,8 @@ OPTIONAL_MODULES: dict[str, tuple[str, str]] = {
     "transformers": ("tokens", "transformers"),
     "peft": ("tokens", "peft"),
     "tokenizers": ("tokens", "tokenizers"),
+    "ns3": ("ns3", "ns3"),
+    "ns": ("ns3", "ns3"),
     "sphinx": ("docs", "sphinx"),
     "myst_parser": ("docs", "myst-parser"),
     "furo": ("docs", "furo"),

@@ -97,6 +97,30 @@ class Channel(abc.ABC):
     def describe(self) -> str:
         """One line for listings (``fleetgym profiles``)."""
 
+    def paired_samplers(
+        self,
+        downlink: Channel,
+        up_rng: np.random.Generator,
+        down_rng: np.random.Generator,
+        step_ms: float = 20.0,
+        slot: int = 0,
+    ) -> tuple[DelaySampler, DelaySampler]:
+        """Fresh (uplink, downlink) streams of one episode, this channel as the uplink.
+
+        By default the two are independent (each draws from its own generator); a channel
+        whose two directions share one medium (a simulated cell) overrides it to replay
+        both from the same stretch of the same station.
+
+        Args:
+            downlink: The channel carrying the actions.
+            up_rng: The uplink stream's generator.
+            down_rng: The downlink stream's generator.
+            step_ms: The control period in ms.
+            slot: Which of several loops sharing the medium this is (a vector shim's
+                sub-env index; 0 for a single env).
+        """
+        return self.sampler(up_rng, step_ms), downlink.sampler(down_rng, step_ms)
+
     def sample_delays(self, rng: np.random.Generator, n: int, step_ms: float = 20.0) -> np.ndarray:
         """Delays (ms) of ``n`` consecutive packets from a fresh stream; ``np.inf`` = lost.
 

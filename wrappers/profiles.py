@@ -40,6 +40,8 @@ from typing import Any
 from fleetgym.errors import FleetgymError, UnknownProfileError
 from fleetgym.traces.loaders import list_traces, trace_path
 from fleetgym.validation import check_bool, quote
+from fleetgym.wrappers.cells.channel import CellChannel
+from fleetgym.wrappers.cells.config import WifiCell, cell_from_dict
 from fleetgym.wrappers.channel_base import Channel
 from fleetgym.wrappers.channels import GaussianChannel
 from fleetgym.wrappers.fitted_channels import channel_from_dict, channel_to_dict
@@ -49,6 +51,7 @@ __all__ = [
     "DEFAULT_PROFILE",
     "PROFILE_FILE_VERSION",
     "NetworkProfile",
+    "cell_profile",
     "ProfileFileError",
     "get_profile",
     "list_profiles",
@@ -239,7 +242,7 @@ def register_profile(
 PROFILE_FILE_VERSION = 1
 #: Largest profile file read (an empirical table of 10 000 rows per direction is ~0.5 MB).
 _MAX_PROFILE_BYTES = 16 * 1024 * 1024
-_FILE_KEYS = ("fleetgym_profile", "name", "description", "uplink", "downlink", "fit")
+_FILE_KEYS = ("fleetgym_profile", "name", "description", "uplink", "downlink", "cell", "fit")
 
 
 class ProfileFileError(FleetgymError, ValueError):
@@ -289,7 +292,10 @@ def load_profile_file(path: str | os.PathLike[str]) -> NetworkProfile:
     ``{"type": "gaussian" | "gilbert_elliott" | "lognormal" | "empirical", parameters}``,
     see :func:`fleetgym.wrappers.fitted_channels.channel_from_dict`), optionally
     ``"downlink"`` (default: the uplink's channel), ``"name"`` (default: the file's stem),
-    ``"description"`` and ``"fit"`` (the fit's report, not read).
+    ``"description"`` and ``"fit"`` (the fit's report, not read). Instead of the channels,
+    ``"cell"``: a simulated Wi-Fi cell (``{"type": "wifi", ...}``, the fields of
+    :class:`~fleetgym.wrappers.cells.WifiCell`), replayed as :func:`cell_profile` does
+    (needs the ``ns3`` extra).
 
     Args:
         path: The file's path (a str or an ``os.PathLike``); read on every call, at most
@@ -298,6 +304,7 @@ def load_profile_file(path: str | os.PathLike[str]) -> NetworkProfile:
     Raises:
         ProfileFileError: If the file cannot be read, is not JSON, or any key or value is
             wrong (the message names the file and the key).
+        DependencyNotInstalled: For a ``"cell"`` without the ``ns3`` extra installed.
         TypeError: If ``path`` is not a str or os.PathLike.
     """
     if not isinstance(path, (str, os.PathLike)):
@@ -316,11 +323,22 @@ def load_profile_file(path: str | os.PathLike[str]) -> NetworkProfile:
             f'expected "fleetgym_profile": {PROFILE_FILE_VERSION} (a fleetgym profile file), '
             f"actual {quote(version)}",
         )
-    if "uplink" not in data:
-        raise ProfileFileError(name, 'expected an "uplink" channel, actual none')
+    if "cell" in data and ("uplink" in data or "downlink" in data):
+        raise ProfileFileError(
+            name, 'expected either a "cell" or "uplink"/"downlink" channels, actual both'
+        )
+    if "uplink" not in data and "cell" not in data:
+        raise ProfileFileError(name, 'expected an "uplink" channel or a "cell", actual neither')
     try:
-        uplink = channel_from_dict(data["uplink"], "uplink")
-        downlink = channel_from_dict(data["downlink"], "downlink") if "downlink" in data else uplink
+        if "cell" in data:
+            cell = cell_from_dict(data["cell"], "cell")
+            uplink: Channel = CellChannel(cell, "uplink")
+            downlink: Channel = CellChannel(cell, "downlink")
+        else:
+            uplink = channel_from_dict(data["uplink"], "uplink")
+            downlink = (
+                channel_from_dict(data["downlink"], "downlink") if "downlink" in data else uplink
+            )
         title = data.get("name", Path(name).stem)
         description = data.get("description", f"profile file {name}")
         if not isinstance(title, str) or not title.strip() or len(title) > 200:
@@ -359,9 +377,23 @@ def save_profile_file(
         "fleetgym_profile": PROFILE_FILE_VERSION,
         "name": profile.name,
         "description": profile.description,
-        "uplink": channel_to_dict(profile.uplink),
-        "downlink": channel_to_dict(profile.downlink),
     }
+    up, down = profile.uplink, profile.downlink
+    if isinstance(up, CellChannel) and isinstance(down, CellChannel):
+        if (up.direction, down.direction, up.station, down.station) != (
+            "uplink",
+            "downlink",
+            0,
+            0,
+        ) or up.cell != down.cell:
+            raise TypeError(
+                "profile: expected a cell's uplink and downlink of station 0 (cell_profile), "
+                "actual another pairing of cell channels"
+            )
+        data["cell"] = up.cell.to_dict()
+    else:
+        data["uplink"] = channel_to_dict(up)
+        data["downlink"] = channel_to_dict(down)
     if fit is not None:
         data["fit"] = fit
     text = json.dumps(data, indent=2, allow_nan=False) + "\n"
@@ -370,3 +402,33 @@ def save_profile_file(
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, out)
     return out
+
+
+def cell_profile(cell: WifiCell, name: str = "", description: str = "") -> NetworkProfile:
+    """A profile replaying ``cell``'s station 0 both ways, from one offset per episode.
+
+    What a profile file with a ``"cell"`` holds; a vector shim's sub-env ``i`` replays
+    station ``i mod cell.stations`` (:class:`~fleetgym.wrappers.cells.CellChannel`).
+
+    Args:
+        cell: The simulated cell (:class:`~fleetgym.wrappers.cells.WifiCell`).
+        name: The profile's name (default ``"ns3-wifi-"`` and the start of the cell's key).
+        description: One line for listings (default: the cell's own).
+
+    Example:
+        >>> from fleetgym.wrappers.cells import WifiCell
+        >>> cell_profile(WifiCell(stations=4)).uplink.direction  # doctest: +SKIP
+        'uplink'
+
+    Raises:
+        TypeError: If ``cell`` is not a WifiCell.
+        DependencyNotInstalled: If the ``ns3`` extra is not installed.
+    """
+    if not isinstance(cell, WifiCell):
+        raise TypeError(f"cell: expected a WifiCell, actual {type(cell).__name__}")
+    return NetworkProfile(
+        name or f"ns3-wifi-{cell.key()[:8]}",
+        CellChannel(cell, "uplink"),
+        CellChannel(cell, "downlink"),
+        description or cell.describe(),
+    )

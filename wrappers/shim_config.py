@@ -257,15 +257,21 @@ class ShimStreams:
         self.profile_rng = np.random.Generator(np.random.PCG64(self.root.spawn(1)[0]))
 
     def draw(
-        self, profiles: Sequence[NetworkProfile], step_ms: float
+        self, profiles: Sequence[NetworkProfile], step_ms: float, slot: int = 0
     ) -> tuple[NetworkProfile, DelaySampler, DelaySampler]:
-        """Pick this episode's profile (uniformly if several) and make fresh samplers."""
+        """Pick this episode's profile (uniformly if several) and make fresh samplers
+        (``slot``: the sub-env's index in a vector shim, see ``Channel.paired_samplers``)."""
         profile = profiles[0]
         if len(profiles) > 1:
             profile = profiles[int(self.profile_rng.integers(len(profiles)))]
         up_ss, down_ss = self.root.spawn(2)
-        up = profile.uplink.sampler(np.random.Generator(np.random.PCG64(up_ss)), step_ms)
-        down = profile.downlink.sampler(np.random.Generator(np.random.PCG64(down_ss)), step_ms)
+        up, down = profile.uplink.paired_samplers(
+            profile.downlink,
+            np.random.Generator(np.random.PCG64(up_ss)),
+            np.random.Generator(np.random.PCG64(down_ss)),
+            step_ms,
+            slot,
+        )
         return profile, up, down
 
 

@@ -216,7 +216,7 @@ class NetworkShimVectorWrapper(VectorWrapper):
         """Sub-env i starts an episode: maybe a new profile and fresh samplers."""
         streams = self._streams[i]
         assert streams is not None
-        profile, up, down = streams.draw(self._profiles, self.step_ms)
+        profile, up, down = streams.draw(self._profiles, self.step_ms, slot=i)
         self.profile_names[i] = profile.name
         self._names = None
         self._links.set_sampler(i, down)
