@@ -7,7 +7,8 @@ trace files shipped in ``fleetgym/traces`` with their size, duration, loss and d
 ``--json`` prints the same as JSON. ``fleetgym profiles fit TRACE`` fits a profile to a
 trace (:mod:`fleetgym.experiments.profile_fit`); ``fleetgym profiles assess PROFILE --env
 ID`` says what a network allows an env's clean policy before any training
-(:mod:`fleetgym.experiments.assess`).
+(:mod:`fleetgym.experiments.assess`); ``fleetgym profiles simulate`` writes a simulated
+Wi-Fi cell's profile file and traces (:mod:`fleetgym.experiments.profile_cell`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from fleetgym.experiments import assess, profile_fit
+from fleetgym.experiments import assess, profile_cell, profile_fit
 from fleetgym.experiments.argtypes import UsageError, positive_int
 from fleetgym.traces import list_traces, load_trace
 from fleetgym.wrappers.channel_base import MAX_STEP_MS, MIN_STEP_MS
@@ -61,7 +62,8 @@ def _add_actions(parser: argparse.ArgumentParser) -> None:
         dest="profiles_action",
         metavar="ACTION",
         help="fit: fit a profile to a trace file; assess: what a network allows an env's "
-        "clean policy, before training (without an action: list profiles and traces)",
+        "clean policy, before training; simulate: a Wi-Fi cell in ns-3 as a profile "
+        "(without an action: list profiles and traces)",
     )
     parser.set_defaults(profiles_action="list")
     fit = sub.add_parser(
@@ -77,6 +79,12 @@ def _add_actions(parser: argparse.ArgumentParser) -> None:
         description=(assess.__doc__ or "").splitlines()[0].replace("``", ""),
     )
     assess.configure(assessed)
+    simulated = sub.add_parser(
+        "simulate",
+        help="simulate a Wi-Fi cell in ns-3 (fleetgym[ns3]) and write its profile file and traces",
+        description=(profile_cell.__doc__ or "").splitlines()[0].replace("``", ""),
+    )
+    profile_cell.configure(simulated)
 
 
 def _quantiles(channel: Any, step_ms: float, samples: int) -> dict[str, float]:
@@ -171,6 +179,8 @@ def run(args: argparse.Namespace) -> int:
         return profile_fit.run(args)
     if getattr(args, "profiles_action", None) == "assess":
         return assess.run(args)
+    if getattr(args, "profiles_action", None) == "simulate":
+        return profile_cell.run(args)
     netem = getattr(args, "netem", None)
     if netem is not None:
         if not netem.strip():

@@ -71,6 +71,7 @@ LONG_RUNNING = {
 SHORT = {
     "profiles": "prints tables (seconds)",
     "profiles fit": "fits one trace (seconds)",
+    "profiles simulate": "one ns-3 simulation (seconds), announced on stderr",
     "schedule": "only dispatches to its actions",
     "plan": "only dispatches to its actions",
     "serve-env": "serves until interrupted; --measure N prints one report",

@@ -205,7 +205,7 @@ def main(argv: list[str]) -> int:
         return 2
     with open(argv[0], encoding="utf-8") as handle:
         cells = json.load(handle)
-    arrays: dict[str, np.ndarray] = {}
+    arrays: dict[str, Any] = {}
     for i, cell in enumerate(cells):
         up, down, meta = simulate_one(cell)
         arrays[f"up_{i}"] = up

@@ -1,0 +1,236 @@
+"""Simulated Wi-Fi cells (ns-3) as channels: configuration, cache, replay, shims, profiles.
+
+The configuration and the missing-extra error are tested everywhere; what runs ns-3 skips
+without the ``ns3`` extra (the core-only CI step has none). The simulated cell is tiny (two
+stations, 4 s) and shared through one cache folder per module.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from fleetgym.errors import DependencyNotInstalled
+from fleetgym.wrappers import NetworkShimWrapper
+from fleetgym.wrappers.cells import CellChannel, WifiCell, cell_from_dict, simulate_cells
+from fleetgym.wrappers.cells import simulate as cell_sim
+from fleetgym.wrappers.profiles import (
+    ProfileFileError,
+    cell_profile,
+    get_profile,
+    load_profile_file,
+    save_profile_file,
+)
+
+HAS_NS3 = importlib.util.find_spec("ns3") is not None
+needs_ns3 = pytest.mark.skipif(
+    not HAS_NS3, reason='needs ns-3\'s bindings: pip install "fleetgym[ns3]"'
+)
+CELL = WifiCell(stations=2, background_mbps=1.0, seconds=4.0)
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """One cache folder for the module's simulations (FLEETGYM_CACHE_DIR)."""
+    folder = tmp_path_factory.mktemp("ns3-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(cell_sim.CACHE_ENV, str(folder))
+        mp.setattr(cell_sim, "_MEMORY", {})
+        yield folder / "ns3"
+
+
+# --------------------------------------------------------------------------------------
+# The configuration: plain data, no ns-3 needed
+# --------------------------------------------------------------------------------------
+def test_a_cell_round_trips_through_plain_data_and_its_key_is_its_content():
+    data = json.loads(json.dumps(CELL.to_dict()))
+    assert cell_from_dict(data) == CELL and data["type"] == "wifi"
+    assert CELL.key() == WifiCell(2, background_mbps=1.0, seconds=4.0).key()
+    assert CELL.key() != WifiCell(2, background_mbps=1.0, seconds=4.0, seed=1).key()
+    assert CELL.with_step(20.0).step_ms == 20.0 and CELL.with_step(20.0).packets() == 200
+    fixed = WifiCell(step_ms=50.0)
+    assert fixed.with_step(20.0) is fixed
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"stations": 0}, ValueError, "stations: expected an int in [1, 128]"),
+        ({"stations": 2.0}, TypeError, "stations: expected an int"),
+        ({"standard": "802.11b"}, ValueError, "standard: expected one of"),
+        ({"distance_m": 0.0}, ValueError, "distance_m: expected a finite number > 0"),
+        ({"distance_m": float("nan")}, ValueError, "distance_m"),
+        ({"mobility": "fly"}, ValueError, "mobility: expected one of"),
+        ({"background_mbps": -1}, ValueError, "background_mbps"),
+        ({"obs_bytes": 11}, ValueError, "obs_bytes: expected an int in [12, 65000]"),
+        ({"step_ms": 0.5}, ValueError, "step_ms"),
+        ({"seconds": 0.5}, ValueError, "seconds"),
+        ({"seed": -1}, ValueError, "seed"),
+        ({"seed": True}, TypeError, "seed: expected an int"),
+    ],
+)
+def test_bad_cell_arguments_name_the_argument(kwargs, error, message):
+    with pytest.raises(error, match=message.replace("[", r"\[").replace("]", r"\]")):
+        WifiCell(**kwargs)
+
+
+def test_cell_data_with_an_unknown_type_or_key_is_refused():
+    with pytest.raises(ValueError, match=r"cell.type: expected one of \['wifi'\]"):
+        cell_from_dict({"type": "lte"})
+    with pytest.raises(ValueError, match=r"unknown keys \['speed'\]"):
+        cell_from_dict({"type": "wifi", "speed": 3})
+    with pytest.raises(ValueError, match="cell.stations"):
+        cell_from_dict({"type": "wifi", "stations": 0})
+
+
+def test_a_profile_file_with_a_cell_and_channels_is_refused(tmp_path):
+    path = tmp_path / "both.json"
+    path.write_text(
+        json.dumps(
+            {
+                "fleetgym_profile": 1,
+                "cell": CELL.to_dict(),
+                "uplink": {"type": "gaussian", "mean_ms": 1.0, "std_ms": 0.0},
+            }
+        )
+    )
+    with pytest.raises(ProfileFileError, match='either a "cell" or "uplink"'):
+        load_profile_file(path)
+    path.write_text(json.dumps({"fleetgym_profile": 1, "cell": {"type": "wifi", "seed": -2}}))
+    with pytest.raises(ProfileFileError, match="cell.seed"):
+        load_profile_file(path)
+
+
+def test_without_the_extra_a_cell_profile_raises_the_install_error(tmp_path, monkeypatch):
+    path = tmp_path / "cell.json"
+    path.write_text(json.dumps({"fleetgym_profile": 1, "cell": CELL.to_dict()}))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        cell_sim.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "ns3" else real(name, *a),
+    )
+    for make in (
+        lambda: load_profile_file(path),
+        lambda: gym.make("fleetgym/NetShim-v0", env_id="CartPole-v1", profile=str(path)),
+        lambda: cell_profile(CELL),
+        lambda: simulate_cells([CELL.with_step(20.0)], cache=False),
+    ):
+        with pytest.raises(DependencyNotInstalled, match=r'pip install "fleetgym\[ns3\]"'):
+            make()
+
+
+@pytest.mark.skipif(HAS_NS3, reason="checks the core install, which has no ns-3")
+def test_the_core_install_names_the_ns3_extra(tmp_path):
+    path = tmp_path / "cell.json"
+    path.write_text(json.dumps({"fleetgym_profile": 1, "cell": CELL.to_dict()}))
+    with pytest.raises(DependencyNotInstalled, match=r"fleetgym\[ns3\]"):
+        get_profile(str(path))
+
+
+# --------------------------------------------------------------------------------------
+# With ns-3: the simulation, its cache and the replay
+# --------------------------------------------------------------------------------------
+@needs_ns3
+def test_a_simulated_cell_delivers_every_stations_packets_both_ways(cache):
+    run = simulate_cells([CELL.with_step(20.0)])[0]
+    assert run.up.shape == run.down.shape == (2, 200)
+    delivered = np.isfinite(run.up).mean(), np.isfinite(run.down).mean()
+    # An idle two-station cell at 10 m loses nothing.
+    assert delivered == (1.0, 1.0)
+    # One-way delay: more than the air time of 200 bytes, well under a control period.
+    assert 0.05 < np.median(run.up) < 5.0 and run.up.max() < 20.0
+    assert run.meta["packets"] == 200 and run.meta["ns3_version"]
+    assert list(cache.glob("*.npz")), "the run was not cached"
+
+
+@needs_ns3
+def test_the_cache_replays_the_simulation_bit_for_bit_and_a_new_seed_differs(cache):
+    first = simulate_cells([CELL.with_step(20.0)])[0]
+    cell_sim._MEMORY.clear()
+    from_disk = simulate_cells([CELL.with_step(20.0)])[0]
+    assert np.array_equal(first.up, from_disk.up) and np.array_equal(first.down, from_disk.down)
+    other = WifiCell(stations=2, background_mbps=1.0, seconds=4.0, seed=1).with_step(20.0)
+    again, reseeded = simulate_cells([CELL.with_step(20.0), other], cache=False)
+    # ns-3 is deterministic for a seed: simulated afresh, the same delays to the bit.
+    assert np.array_equal(again.up, first.up) and np.array_equal(again.down, first.down)
+    assert not np.array_equal(reseeded.up, first.up)
+
+
+@needs_ns3
+def test_both_directions_replay_one_station_from_one_offset(cache):
+    run = simulate_cells([CELL.with_step(20.0)])[0]
+    profile = cell_profile(CELL)
+    for slot in (0, 1, 2):
+        up, down = profile.uplink.paired_samplers(
+            profile.downlink, np.random.default_rng(7), np.random.default_rng(8), 20.0, slot
+        )
+        a, b = up.next(300), down.next(300)
+        station = slot % 2
+        # The offset (from the uplink's generator) is shared: find it in the station's rows.
+        start = int(np.flatnonzero(run.up[station] == a[0])[0])
+        k = (start + np.arange(300)) % 200
+        assert np.array_equal(a, run.up[station, k]) and np.array_equal(b, run.down[station, k])
+    # A cell channel on its own draws its own offset, like a trace.
+    alone = CellChannel(CELL, "downlink", station=1).sample_delays(np.random.default_rng(1), 5)
+    assert np.isin(alone, run.down[1]).all()
+
+
+@needs_ns3
+def test_mode_2_with_a_cell_replays_bit_identically_for_a_seed(cache, tmp_path):
+    path = save_profile_file(cell_profile(CELL, "lab"), tmp_path / "lab.json")
+
+    def episode(seed):
+        env = gym.make("fleetgym/NetShim-v0", env_id="CartPole-v1", profile=str(path))
+        obs, _ = env.reset(seed=seed)
+        rows = [obs]
+        ages = []
+        for t in range(150):
+            obs, reward, term, trunc, info = env.step(t % 2)
+            rows.append(obs)
+            ages.append((info["obs_age_steps"], info["action_age_steps"]))
+            if term or trunc:
+                obs, _ = env.reset()
+        env.close()
+        return np.array(rows), ages
+
+    a, ages_a = episode(3)
+    b, ages_b = episode(3)
+    assert np.array_equal(a, b) and ages_a == ages_b
+    assert load_profile_file(path).uplink == CellChannel(CELL, "uplink")
+
+
+@needs_ns3
+def test_a_vector_shim_gives_each_sub_env_its_own_station(cache):
+    from fleetgym.wrappers import NetworkShimVectorWrapper
+
+    vec = gym.make_vec("CartPole-v1", num_envs=3, vectorization_mode="sync")
+    env = NetworkShimVectorWrapper(vec, profile=cell_profile(CELL), step_ms=20.0)
+    env.reset(seed=0)
+    samplers = env._links.samplers
+    run = simulate_cells([CELL.with_step(20.0)])[0]
+    # Rows 0..2 are the downlinks of sub-envs 0..2, rows 3..5 their uplinks.
+    for i in range(3):
+        draw = samplers[3 + i].next(5)
+        hits = [np.isin(draw, run.up[s]).all() for s in (0, 1)]
+        assert hits[i % 2], (i, draw)
+    for _ in range(20):
+        env.step(env.action_space.sample())
+    env.close()
+
+
+@needs_ns3
+def test_a_scalar_shim_with_explicit_cell_channels_runs(cache):
+    env = NetworkShimWrapper(
+        gym.make("CartPole-v1"),
+        uplink=CellChannel(CELL, "uplink"),
+        downlink=CellChannel(CELL, "downlink"),
+    )
+    env.reset(seed=1)
+    for _ in range(10):
+        env.step(0)
+    assert env.profile.uplink.describe().startswith("ns-3 802.11n cell: 2 station(s)")
