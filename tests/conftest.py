@@ -16,6 +16,15 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _cache_folder(tmp_path_factory):
+    """Simulated cells (ns-3) are cached in a folder of the session, not the user's cache;
+    the guides' processes inherit it."""
+    if "FLEETGYM_CACHE_DIR" not in os.environ:
+        os.environ["FLEETGYM_CACHE_DIR"] = str(tmp_path_factory.mktemp("fleetgym-cache"))
+    yield
+
+
 @pytest.fixture(autouse=True)
 def _one_torch_thread():
     """Keep torch to one thread: the test machines have 2 cores shared by many processes."""

@@ -104,12 +104,14 @@ class Channel(abc.ABC):
         down_rng: np.random.Generator,
         step_ms: float = 20.0,
         slot: int = 0,
+        clock_ms: float | None = None,
     ) -> tuple[DelaySampler, DelaySampler]:
         """Fresh (uplink, downlink) streams of one episode, this channel as the uplink.
 
-        By default the two are independent (each draws from its own generator); a channel
-        whose two directions share one medium (a simulated cell) overrides it to replay
-        both from the same stretch of the same station.
+        By default the two are independent (each draws from its own generator) and
+        ``slot`` and ``clock_ms`` are unused; a channel whose two directions share one
+        medium (a simulated cell) overrides it to replay both from the same stretch of the
+        same station.
 
         Args:
             downlink: The channel carrying the actions.
@@ -118,6 +120,9 @@ class Channel(abc.ABC):
             step_ms: The control period in ms.
             slot: Which of several loops sharing the medium this is (a vector shim's
                 sub-env index; 0 for a single env).
+            clock_ms: Where the episode starts on a clock that the loops sharing the
+                medium have in common (a vector shim's: its sub-envs read the medium at
+                the same instant on the same tick), in ms; None: the channel draws its own.
         """
         return self.sampler(up_rng, step_ms), downlink.sampler(down_rng, step_ms)
 

@@ -241,6 +241,13 @@ def check_seed(seed: Any, name: str = "seed") -> int | None:
     return None if seed is None else check_int(name, seed, low=0)
 
 
+def shared_clock_ms(seed: int | None) -> float:
+    """A vector shim's clock start in ms (uniform over about 12 days), from its first seed
+    (None: fresh entropy); its sub-envs start their episodes on it (``clock_ms``)."""
+    ss = np.random.SeedSequence(seed, spawn_key=(_SHIM_STREAM_KEY, 1))
+    return float(np.random.Generator(np.random.PCG64(ss)).uniform(0.0, 1e9))
+
+
 class ShimStreams:
     """The random streams of one shimmed env, derived from its reset seed.
 
@@ -257,10 +264,15 @@ class ShimStreams:
         self.profile_rng = np.random.Generator(np.random.PCG64(self.root.spawn(1)[0]))
 
     def draw(
-        self, profiles: Sequence[NetworkProfile], step_ms: float, slot: int = 0
+        self,
+        profiles: Sequence[NetworkProfile],
+        step_ms: float,
+        slot: int = 0,
+        clock_ms: float | None = None,
     ) -> tuple[NetworkProfile, DelaySampler, DelaySampler]:
         """Pick this episode's profile (uniformly if several) and make fresh samplers
-        (``slot``: the sub-env's index in a vector shim, see ``Channel.paired_samplers``)."""
+        (``slot``, ``clock_ms``: a vector shim's sub-env and clock, see
+        ``Channel.paired_samplers``)."""
         profile = profiles[0]
         if len(profiles) > 1:
             profile = profiles[int(self.profile_rng.integers(len(profiles)))]
@@ -271,6 +283,7 @@ class ShimStreams:
             np.random.Generator(np.random.PCG64(down_ss)),
             step_ms,
             slot,
+            clock_ms,
         )
         return profile, up, down
 

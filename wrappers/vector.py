@@ -31,6 +31,7 @@ from fleetgym.wrappers.shim_config import (
     ShimStreams,
     check_seed,
     infer_step_ms,
+    shared_clock_ms,
 )
 from fleetgym.wrappers.vector_links import VectorLinks
 
@@ -177,6 +178,7 @@ class NetworkShimVectorWrapper(VectorWrapper):
         self._names: np.ndarray | None = None  # profile_names as an array, made when needed
         # Global tick of the next step (see VectorLinks); episode ticks are offsets from it.
         self._g = 0
+        self._clock_ms = 0.0  # drawn at the first reset (shared_clock_ms)
         self._applied = np.repeat(self._start[None], n, axis=0)
         self._obs: np.ndarray | None = None
         self._obs_items: np.ndarray | None = None
@@ -216,7 +218,8 @@ class NetworkShimVectorWrapper(VectorWrapper):
         """Sub-env i starts an episode: maybe a new profile and fresh samplers."""
         streams = self._streams[i]
         assert streams is not None
-        profile, up, down = streams.draw(self._profiles, self.step_ms, slot=i)
+        clock = self._clock_ms + self._g * self.step_ms
+        profile, up, down = streams.draw(self._profiles, self.step_ms, slot=i, clock_ms=clock)
         self.profile_names[i] = profile.name
         self._names = None
         self._links.set_sampler(i, down)
@@ -278,6 +281,9 @@ class NetworkShimVectorWrapper(VectorWrapper):
             raise ValueError("options: expected a full reset, actual a reset_mask (not supported)")
         # Gymnasium's vector envs take a list of per-env seeds too (typed as int | None).
         obs, info = self.env.reset(seed=seed, options=options)  # type: ignore[arg-type]
+        if seeds[0] is not None or self._streams[0] is None:
+            # The clock the sub-envs share (a simulated cell: the same instant per tick).
+            self._clock_ms = shared_clock_ms(seeds[0])
         for i, s in enumerate(seeds):
             if s is not None or self._streams[i] is None:
                 self._streams[i] = ShimStreams(s)

@@ -213,14 +213,33 @@ def test_a_vector_shim_gives_each_sub_env_its_own_station(cache):
     env.reset(seed=0)
     samplers = env._links.samplers
     run = simulate_cells([CELL.with_step(20.0)])[0]
-    # Rows 0..2 are the downlinks of sub-envs 0..2, rows 3..5 their uplinks.
+    # Rows 0..2 are the downlinks of sub-envs 0..2, rows 3..5 their uplinks. Sub-env i
+    # replays station i mod 2, and all start on the vector's clock: the same column.
+    columns = []
     for i in range(3):
-        draw = samplers[3 + i].next(5)
-        hits = [np.isin(draw, run.up[s]).all() for s in (0, 1)]
-        assert hits[i % 2], (i, draw)
+        draw = samplers[3 + i].next(50)
+        station = run.up[i % 2]
+        start = int(np.flatnonzero(station == draw[0])[0])
+        assert np.array_equal(draw, station[(start + np.arange(50)) % 200]), i
+        columns.append(start)
+    assert len(set(columns)) == 1, columns
     for _ in range(20):
         env.step(env.action_space.sample())
     env.close()
+
+    # The clock comes from the seed: another seed, another stretch; the same, the same.
+    def first_column(seed):
+        env = NetworkShimVectorWrapper(
+            gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync"),
+            profile=cell_profile(CELL),
+            step_ms=20.0,
+        )
+        env.reset(seed=seed)
+        draw = env._links.samplers[2].next(1)
+        env.close()
+        return int(np.flatnonzero(run.up[0] == draw[0])[0])
+
+    assert first_column(0) == columns[0] and first_column(5) != first_column(0)
 
 
 @needs_ns3

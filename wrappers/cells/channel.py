@@ -9,7 +9,9 @@ offset is drawn from the stream's generator, so a seed replays the same stretch.
 
 Both directions of a cell's profile replay the same station from the same offset
 (:meth:`CellChannel.paired_samplers`): an observation and the action sent in the same tick
-met the same cell. A vector shim's sub-env ``i`` replays station ``i mod stations``.
+met the same cell. A vector shim's sub-env ``i`` replays station ``i mod stations``, and
+all its sub-envs start on the vector's shared clock, so that on the same global tick they
+read the cell at the same simulated instant (the robots contended with each other there).
 :func:`fleetgym.wrappers.profiles.cell_profile` pairs them into a profile.
 """
 
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fleetgym.traces.trace_data import TraceData
-from fleetgym.validation import check_choice, check_int
+from fleetgym.validation import check_choice, check_float, check_int
 from fleetgym.wrappers.cells.config import MAX_STATIONS, WifiCell
 from fleetgym.wrappers.cells.simulate import CellRun, require_ns3, simulate_cells
 from fleetgym.wrappers.channel_base import Channel, DelaySampler, _check_rng, check_step_ms
@@ -82,21 +84,26 @@ class CellChannel(Channel):
         down_rng: np.random.Generator,
         step_ms: float = 20.0,
         slot: int = 0,
+        clock_ms: float | None = None,
     ) -> tuple[DelaySampler, DelaySampler]:
-        """Both directions of station ``slot mod stations`` from one offset (drawn from
-        ``up_rng``) when ``downlink`` is this cell's downlink; else independent streams."""
+        """Both directions of station ``slot mod stations`` from one offset when
+        ``downlink`` is this cell's downlink (else independent streams): ``clock_ms``
+        (modulo the simulated stretch) when given, so that a vector's sub-envs read the
+        cell at the same instant; else drawn from ``up_rng``."""
         twin = (
             isinstance(downlink, CellChannel)
             and downlink.cell == self.cell
             and (self.direction, downlink.direction) == ("uplink", "downlink")
         )
         if not twin:
-            return super().paired_samplers(downlink, up_rng, down_rng, step_ms, slot)
+            return super().paired_samplers(downlink, up_rng, down_rng, step_ms, slot, clock_ms)
         step_ms = check_step_ms(step_ms)
         station = (self.station + check_int("slot", slot, 0)) % self.cell.stations
         run = self.run(step_ms)
         up, down = run.trace("uplink", station), run.trace("downlink", station)
         offset = float(_check_rng(up_rng).uniform(0.0, up.period_ms))
+        if clock_ms is not None:
+            offset = float(check_float("clock_ms", clock_ms, 0.0)) % up.period_ms
         return _CellSampler(up, step_ms, offset), _CellSampler(down, step_ms, offset)
 
     @property
