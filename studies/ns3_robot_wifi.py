@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import csv
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -58,7 +59,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="simulated seconds")
     parser.add_argument("--out", type=Path, required=True, help="the CSV to write")
     args = parser.parse_args()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for scene, file in CAPTURES.items():
         rtt = np.loadtxt(args.captures / file, delimiter=",", ndmin=1)
         rows.append({"scene": scene, "source": f"capture {file}", "seed": "", **summary(rtt)})
