@@ -1,6 +1,7 @@
-"""Delay and loss of a simulated Wi-Fi cell as the stations and their background load grow.
+"""Delay and loss of a simulated Wi-Fi or LTE cell as the stations and their load grow.
 
-Every station of an 802.11 cell (ns-3, ``fleetgym[ns3]``) runs the control loop: one
+Every station of an 802.11 cell, or every UE of an LTE cell (``--cell lte``; ns-3,
+``fleetgym[ns3]``), runs the control loop: one
 observation packet up and one action packet down per control period; each also streams
 ``--background`` Mb/s of other traffic up. For every (stations, background) pair the cell
 is simulated for ``--seconds`` and the script reports, over all stations, the uplink's loss,
@@ -10,6 +11,8 @@ panels (``--plot``, needs ``fleetgym[plots]``).
 
     python examples/ns3_cell_load.py --stations 1,2,4,8,16,32 --background 0,1,4 \\
         --seconds 20 --out fleetgym-out/ns3_cell_load.csv --plot fleetgym-out/ns3_cell_load.png
+    python examples/ns3_cell_load.py --cell lte --background 0,0.5,2 --seconds 20 \
+        --out fleetgym-out/ns3_lte_load.csv --plot fleetgym-out/ns3_lte_load.png
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import math
 import time
 from pathlib import Path
 
-from fleetgym.wrappers.cells import WifiCell, simulate_cells
+from fleetgym.wrappers.cells import LteCell, WifiCell, simulate_cells
 
 FIELDS = (
     "stations",
@@ -42,21 +45,15 @@ def _numbers(text: str, kind: type) -> list:
 
 
 def sweep(
-    stations: list[int], background: list[float], *, standard: str, seconds: float, seed: int
+    stations: list[int], background: list[float], *, kind: str, seconds: float, seed: int
 ) -> list[dict[str, float]]:
     """One row per (stations, background) pair, simulated one station count at a time."""
     rows = []
+    make = LteCell if kind == "lte" else WifiCell
     for n in stations:
         started = time.perf_counter()
         cells = [
-            WifiCell(
-                stations=n,
-                standard=standard,
-                background_mbps=b,
-                step_ms=20.0,
-                seconds=seconds,
-                seed=seed,
-            )
+            make(stations=n, background_mbps=b, step_ms=20.0, seconds=seconds, seed=seed)
             for b in background
         ]
         for cell, run in zip(cells, simulate_cells(cells), strict=True):
@@ -80,7 +77,7 @@ def sweep(
     return rows
 
 
-def plot(rows: list[dict[str, float]], path: Path, standard: str) -> None:
+def plot(rows: list[dict[str, float]], path: Path, title: str) -> None:
     """Uplink delay (median and p99) and loss against stations, one line per load."""
     import matplotlib.pyplot as plt
 
@@ -100,13 +97,13 @@ def plot(rows: list[dict[str, float]], path: Path, standard: str) -> None:
         )
     for ax in (left, right):
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("stations on the access point")
+        ax.set_xlabel("stations on the cell")
         ax.grid(alpha=0.3)
     left.set_yscale("log")
-    left.set_ylabel("observation one-way delay, ms (solid p99, dashed median)")
+    left.set_ylabel("uplink one-way delay, ms")
     right.set_ylabel("observation packets lost, %")
-    left.legend(title="background per station", fontsize=8)
-    fig.suptitle(f"ns-3 {standard} cell, 20 ms control loop on every station")
+    left.legend(title="background per station (dashed: median)", fontsize=8)
+    fig.suptitle(f"{title}, 20 ms control loop on every station")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -115,7 +112,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--stations", default="1,2,4,8,16,32", help="comma-separated counts")
     parser.add_argument("--background", default="0,1,4", help="comma-separated Mb/s per station")
-    parser.add_argument("--standard", default="802.11n", help="802.11 standard (default 802.11n)")
+    parser.add_argument("--cell", choices=("wifi", "lte"), default="wifi", help="(default wifi)")
     parser.add_argument("--seconds", type=float, default=20.0, help="simulated seconds per cell")
     parser.add_argument("--seed", type=int, default=0, help="ns-3 run number (default 0)")
     parser.add_argument("--out", type=Path, default=Path("fleetgym-out/ns3_cell_load.csv"))
@@ -124,7 +121,7 @@ def main() -> None:
     rows = sweep(
         _numbers(args.stations, int),
         _numbers(args.background, float),
-        standard=args.standard,
+        kind=args.cell,
         seconds=args.seconds,
         seed=args.seed,
     )
@@ -135,7 +132,8 @@ def main() -> None:
         writer.writerows(rows)
     print(f"wrote {args.out}")
     if args.plot is not None:
-        plot(rows, args.plot, args.standard)
+        title = "ns-3 LTE cell (25 RB)" if args.cell == "lte" else "ns-3 802.11n cell"
+        plot(rows, args.plot, title)
         print(f"wrote {args.plot}")
 
 

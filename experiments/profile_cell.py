@@ -1,7 +1,9 @@
-"""``fleetgym profiles simulate``: simulate a Wi-Fi cell in ns-3 and write its profile and traces.
+"""``fleetgym profiles simulate``: simulate a Wi-Fi or LTE cell in ns-3 and write its profile and traces.
 
-Describes an 802.11 cell with options (the robots on one access point, their distance and
-motion, their background traffic, the packet sizes and the control period), simulates it in
+Describes a cell with options (``--cell wifi``: the robots on one 802.11 access point;
+``--cell lte``: the robots as UEs of one LTE base station, the agent behind its core; their
+distance and motion, their background traffic, the packet sizes and the control period),
+simulates it in
 ns-3 (``fleetgym[ns3]``; cached per configuration, see
 :mod:`fleetgym.wrappers.cells.simulate`) and writes to ``--out``:
 
@@ -34,7 +36,15 @@ from fleetgym.experiments.argtypes import (
     positive_float,
     step_ms,
 )
-from fleetgym.wrappers.cells import MOBILITY, WIFI_STANDARDS, WifiCell, simulate_cells
+from fleetgym.wrappers.cells import (
+    LTE_BANDWIDTHS_RB,
+    MOBILITY,
+    WIFI_STANDARDS,
+    Cell,
+    LteCell,
+    WifiCell,
+    simulate_cells,
+)
 from fleetgym.wrappers.profiles import cell_profile, save_profile_file
 
 __all__ = ["configure", "run"]
@@ -46,6 +56,8 @@ DEFAULT_OUT_DIR = "fleetgym-out/profiles"
 _FLAGS = {
     "stations": "--stations",
     "standard": "--standard",
+    "bandwidth_rb": "--bandwidth-rb",
+    "backhaul_ms": "--backhaul-ms",
     "distance_m": "--distance-m",
     "mobility": "--mobility",
     "background_mbps": "--background-mbps",
@@ -60,19 +72,42 @@ _FLAGS = {
 def configure(parser: argparse.ArgumentParser) -> None:
     """The ``simulate`` action's arguments."""
     parser.add_argument(
+        "--cell",
+        choices=("wifi", "lte"),
+        default="wifi",
+        help="wifi: an 802.11 access point; lte: an LTE base station (default: wifi)",
+    )
+    parser.add_argument(
         "--stations",
         type=int_in(1, 128),
         default=1,
         help="robots on the access point, each running the control loop (default: 1)",
     )
     parser.add_argument(
-        "--standard", choices=WIFI_STANDARDS, default="802.11n", help="(default: 802.11n)"
+        "--standard",
+        choices=WIFI_STANDARDS,
+        default=None,
+        help="802.11 standard, --cell wifi only (default: 802.11n)",
+    )
+    parser.add_argument(
+        "--bandwidth-rb",
+        type=int,
+        choices=LTE_BANDWIDTHS_RB,
+        default=None,
+        help="resource blocks each way, --cell lte only (default: 25)",
+    )
+    parser.add_argument(
+        "--backhaul-ms",
+        type=non_negative_float,
+        default=None,
+        help="one-way delay from the gateway to the agent, ms, --cell lte only (default: 1)",
     )
     parser.add_argument(
         "--distance-m",
         type=positive_float,
-        default=10.0,
-        help="stations' distance from the access point, m (default: 10)",
+        default=None,
+        help="stations' distance from the access point or base station, m "
+        "(default: 10 for wifi, 200 for lte)",
     )
     parser.add_argument(
         "--mobility",
@@ -109,7 +144,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="the station whose packets the traces hold (default: 0)",
     )
     parser.add_argument(
-        "--name", default=None, help="the profile's name and the files' stem (default: wifi-cell)"
+        "--name",
+        default=None,
+        help="the profile's name and the files' stem (default: wifi-cell or lte-cell)",
     )
     parser.add_argument(
         "--out",
@@ -120,10 +157,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
-def _cell(args: argparse.Namespace) -> WifiCell:
-    kwargs = {field: getattr(args, field) for field in _FLAGS}
+def _cell(args: argparse.Namespace) -> Cell:
+    kind: type[WifiCell] | type[LteCell] = LteCell if args.cell == "lte" else WifiCell
+    other = ("bandwidth_rb", "backhaul_ms") if kind is WifiCell else ("standard",)
+    for field in other:
+        if getattr(args, field) is not None:
+            raise UsageError(
+                f"{_FLAGS[field]}: expected with --cell {'lte' if kind is WifiCell else 'wifi'} only, actual --cell {args.cell}"
+            )
+    kwargs = {
+        field: getattr(args, field)
+        for field in _FLAGS
+        if field not in other and getattr(args, field) is not None
+    }
     try:
-        cell = WifiCell(**kwargs)
+        cell = kind(**kwargs)
     except (TypeError, ValueError) as exc:
         field, _, rest = str(exc).partition(":")
         raise UsageError(f"{_FLAGS.get(field, field)}:{rest}") from None
@@ -144,7 +192,7 @@ def _write_trace(path: Any, delays: Any, step: float) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Simulate, print, write; returns 0, or raises UsageError (exit 2) for unusable input."""
-    name = args.name if args.name is not None else "wifi-cell"
+    name = args.name if args.name is not None else f"{args.cell}-cell"
     if not name.strip() or name in (".", "..") or "/" in name or "\\" in name:
         raise UsageError(f"--name: expected a name without a folder, actual {name!r}")
     cell = _cell(args)

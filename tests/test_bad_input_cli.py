@@ -194,6 +194,9 @@ CASES: dict[tuple[str, ...], dict[str, list[str]]] = {
     ("plan", "validate"): {"--first-seed": ["-1", "abc"], "--out": ["", "{file}"]},
     ("plan", "measure"): {"--out": ["", "{file}", "{file}/sub"], "--workloads": ["nope"]},
     ("profiles", "simulate"): {
+        "--cell": ["nr", ""],
+        "--bandwidth-rb": ["24", "abc", "25"],  # 25 is valid, but not without --cell lte
+        "--backhaul-ms": ["-1", "nan", "abc", "1"],
         "--stations": [*BAD_INTS, "129"],
         "--standard": ["802.11b", ""],
         "--distance-m": [*BAD_NUMBERS, "1001"],
@@ -207,6 +210,12 @@ CASES: dict[tuple[str, ...], dict[str, list[str]]] = {
         "--station": ["-1", "1", "abc"],
         "--name": ["a/b", "..", ""],
         "--out": ["", "{file}", "{file}/sub"],
+    },
+    ("profiles", "simulate", "--cell", "lte"): {
+        "--standard": ["802.11n"],
+        "--distance-m": ["10001", "0"],
+        "--bandwidth-rb": ["7"],
+        "--backhaul-ms": ["1001"],
     },
     ("profiles", "fit", "wifi-office.csv"): {
         "--out": ["", "{file}", "{file}/sub"],

@@ -41,7 +41,7 @@ from fleetgym.errors import FleetgymError, UnknownProfileError
 from fleetgym.traces.loaders import list_traces, trace_path
 from fleetgym.validation import check_bool, quote
 from fleetgym.wrappers.cells.channel import CellChannel
-from fleetgym.wrappers.cells.config import WifiCell, cell_from_dict
+from fleetgym.wrappers.cells.config import Cell, LteCell, WifiCell, cell_from_dict
 from fleetgym.wrappers.channel_base import Channel
 from fleetgym.wrappers.channels import GaussianChannel
 from fleetgym.wrappers.fitted_channels import channel_from_dict, channel_to_dict
@@ -293,8 +293,8 @@ def load_profile_file(path: str | os.PathLike[str]) -> NetworkProfile:
     see :func:`fleetgym.wrappers.fitted_channels.channel_from_dict`), optionally
     ``"downlink"`` (default: the uplink's channel), ``"name"`` (default: the file's stem),
     ``"description"`` and ``"fit"`` (the fit's report, not read). Instead of the channels,
-    ``"cell"``: a simulated Wi-Fi cell (``{"type": "wifi", ...}``, the fields of
-    :class:`~fleetgym.wrappers.cells.WifiCell`), replayed as :func:`cell_profile` does
+    ``"cell"``: a simulated cell (``{"type": "wifi" | "lte", ...}``, the fields of
+    :class:`~fleetgym.wrappers.cells.WifiCell` or :class:`~fleetgym.wrappers.cells.LteCell`), replayed as :func:`cell_profile` does
     (needs the ``ns3`` extra).
 
     Args:
@@ -404,15 +404,17 @@ def save_profile_file(
     return out
 
 
-def cell_profile(cell: WifiCell, name: str = "", description: str = "") -> NetworkProfile:
+def cell_profile(cell: Cell, name: str = "", description: str = "") -> NetworkProfile:
     """A profile replaying ``cell``'s station 0 both ways, from one offset per episode.
 
     What a profile file with a ``"cell"`` holds; a vector shim's sub-env ``i`` replays
     station ``i mod cell.stations`` (:class:`~fleetgym.wrappers.cells.CellChannel`).
 
     Args:
-        cell: The simulated cell (:class:`~fleetgym.wrappers.cells.WifiCell`).
-        name: The profile's name (default ``"ns3-wifi-"`` and the start of the cell's key).
+        cell: The simulated cell (:class:`~fleetgym.wrappers.cells.WifiCell` or
+            :class:`~fleetgym.wrappers.cells.LteCell`).
+        name: The profile's name (default ``"ns3-wifi-"`` or ``"ns3-lte-"`` and the start of
+            the cell's key).
         description: One line for listings (default: the cell's own).
 
     Example:
@@ -424,10 +426,10 @@ def cell_profile(cell: WifiCell, name: str = "", description: str = "") -> Netwo
         TypeError: If ``cell`` is not a WifiCell.
         DependencyNotInstalled: If the ``ns3`` extra is not installed.
     """
-    if not isinstance(cell, WifiCell):
-        raise TypeError(f"cell: expected a WifiCell, actual {type(cell).__name__}")
+    if not isinstance(cell, (WifiCell, LteCell)):
+        raise TypeError(f"cell: expected a WifiCell or LteCell, actual {type(cell).__name__}")
     return NetworkProfile(
-        name or f"ns3-wifi-{cell.key()[:8]}",
+        name or f"ns3-{cell.TYPE}-{cell.key()[:8]}",
         CellChannel(cell, "uplink"),
         CellChannel(cell, "downlink"),
         description or cell.describe(),

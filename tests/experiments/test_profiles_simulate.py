@@ -117,3 +117,13 @@ def test_calf_trains_and_evaluates_under_the_cell(simulated, capsys):
     )
     assert code == 0
     assert f"| {profile} |" in capsys.readouterr().out
+
+
+def test_simulate_an_lte_cell(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cell_sim, "_MEMORY", {})
+    argv = ["profiles", "simulate", "--cell", "lte", "--stations", "2", "--seconds", "2"]
+    assert main([*argv, "--bandwidth-rb", "15", "--out", str(tmp_path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["cell"]["type"] == "lte" and report["cell"]["bandwidth_rb"] == 15
+    profile = load_profile_file(tmp_path / "lte-cell.json")
+    assert profile.uplink.cell.distance_m == 200.0 and report["loss_up"] == 0.0

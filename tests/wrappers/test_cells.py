@@ -16,7 +16,7 @@ import pytest
 
 from fleetgym.errors import DependencyNotInstalled
 from fleetgym.wrappers import NetworkShimWrapper
-from fleetgym.wrappers.cells import CellChannel, WifiCell, cell_from_dict, simulate_cells
+from fleetgym.wrappers.cells import CellChannel, LteCell, WifiCell, cell_from_dict, simulate_cells
 from fleetgym.wrappers.cells import simulate as cell_sim
 from fleetgym.wrappers.profiles import (
     ProfileFileError,
@@ -78,9 +78,24 @@ def test_bad_cell_arguments_name_the_argument(kwargs, error, message):
         WifiCell(**kwargs)
 
 
+def test_an_lte_cell_has_its_own_fields_and_ranges():
+    cell = LteCell(stations=3, bandwidth_rb=50)
+    assert cell_from_dict(json.loads(json.dumps(cell.to_dict()))) == cell
+    assert cell.to_dict()["type"] == "lte" and cell.key() != WifiCell(stations=3).key()
+    assert LteCell(distance_m=5000.0).distance_m == 5000.0
+    with pytest.raises(ValueError, match=r"bandwidth_rb: expected one of \(6, 15, 25"):
+        LteCell(bandwidth_rb=24)
+    with pytest.raises(TypeError, match="bandwidth_rb"):
+        LteCell(bandwidth_rb="25")
+    with pytest.raises(ValueError, match="backhaul_ms"):
+        LteCell(backhaul_ms=-1.0)
+    with pytest.raises(ValueError, match=r"unknown keys \['standard'\]"):
+        cell_from_dict({"type": "lte", "standard": "802.11n"})
+
+
 def test_cell_data_with_an_unknown_type_or_key_is_refused():
-    with pytest.raises(ValueError, match=r"cell.type: expected one of \['wifi'\]"):
-        cell_from_dict({"type": "lte"})
+    with pytest.raises(ValueError, match=r"cell.type: expected one of \['wifi', 'lte'\]"):
+        cell_from_dict({"type": "nr"})
     with pytest.raises(ValueError, match=r"unknown keys \['speed'\]"):
         cell_from_dict({"type": "wifi", "speed": 3})
     with pytest.raises(ValueError, match="cell.stations"):
@@ -146,6 +161,20 @@ def test_a_simulated_cell_delivers_every_stations_packets_both_ways(cache):
     assert 0.05 < np.median(run.up) < 5.0 and run.up.max() < 20.0
     assert run.meta["packets"] == 200 and run.meta["ns3_version"]
     assert list(cache.glob("*.npz")), "the run was not cached"
+
+
+@needs_ns3
+def test_a_cells_packets_do_not_depend_on_the_cells_simulated_before_it(cache):
+    lte = LteCell(stations=2, seconds=3.0, step_ms=20.0)
+    wifi = CELL.with_step(20.0)
+    lte_first, wifi_second = simulate_cells([lte, wifi], cache=False)
+    wifi_first, lte_second = simulate_cells([wifi, lte], cache=False)
+    assert np.array_equal(wifi_first.up, wifi_second.up)
+    assert np.array_equal(lte_first.down, lte_second.down)
+    # An idle LTE cell: every packet arrives; the uplink waits for its grant (several ms),
+    # the downlink needs no request.
+    assert np.isfinite(lte_first.up).all() and np.isfinite(lte_first.down).all()
+    assert np.median(lte_first.up) > np.median(lte_first.down) > 1.0
 
 
 @needs_ns3

@@ -1,7 +1,9 @@
-"""Simulated cells as channels: a Wi-Fi access point and its stations, simulated by ns-3.
+"""Simulated cells as channels: a Wi-Fi access point (or an LTE base station) and its
+stations, simulated by ns-3.
 
 Statistical channels and replayed captures do not know that delay depends on who else is
-on the link. A :class:`WifiCell` is an 802.11 cell whose stations all run the control loop
+on the link. A :class:`WifiCell` is an 802.11 cell (an :class:`LteCell` an LTE one) whose
+stations all run the control loop
 (and may stream background traffic beside it); ns-3 simulates it ahead, once per
 configuration, in a child process, and a :class:`CellChannel` replays a station's packets
 per tick like a trace. Needs the ``ns3`` extra (``pip install "fleetgym[ns3]"``); the
@@ -16,7 +18,15 @@ Example:
 from __future__ import annotations
 
 from fleetgym.wrappers.cells.channel import CellChannel
-from fleetgym.wrappers.cells.config import MOBILITY, WIFI_STANDARDS, WifiCell, cell_from_dict
+from fleetgym.wrappers.cells.config import (
+    LTE_BANDWIDTHS_RB,
+    MOBILITY,
+    WIFI_STANDARDS,
+    Cell,
+    LteCell,
+    WifiCell,
+    cell_from_dict,
+)
 from fleetgym.wrappers.cells.simulate import (
     CellRun,
     CellSimulationError,
@@ -26,11 +36,14 @@ from fleetgym.wrappers.cells.simulate import (
 )
 
 __all__ = [
+    "LTE_BANDWIDTHS_RB",
     "MOBILITY",
     "WIFI_STANDARDS",
+    "Cell",
     "CellChannel",
     "CellRun",
     "CellSimulationError",
+    "LteCell",
     "WifiCell",
     "cache_dir",
     "cell_from_dict",

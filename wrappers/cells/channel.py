@@ -23,7 +23,7 @@ import numpy as np
 
 from fleetgym.traces.trace_data import TraceData
 from fleetgym.validation import check_choice, check_float, check_int
-from fleetgym.wrappers.cells.config import MAX_STATIONS, WifiCell
+from fleetgym.wrappers.cells.config import MAX_STATIONS, Cell, LteCell, WifiCell
 from fleetgym.wrappers.cells.simulate import CellRun, require_ns3, simulate_cells
 from fleetgym.wrappers.channel_base import Channel, DelaySampler, _check_rng, check_step_ms
 
@@ -39,7 +39,7 @@ class CellChannel(Channel):
     """One direction of one station of a simulated cell (ns-3), replayed per packet.
 
     Args:
-        cell: The cell (:class:`WifiCell`).
+        cell: The cell (:class:`WifiCell` or :class:`LteCell`).
         direction: ``"uplink"`` (the station's observation packets) or ``"downlink"``
             (the access point's action packets to it); default ``"uplink"``.
         station: Which station, 0 to ``cell.stations - 1`` (default 0).
@@ -54,13 +54,15 @@ class CellChannel(Channel):
         DependencyNotInstalled: If ns-3's bindings (the ``ns3`` extra) are not installed.
     """
 
-    cell: WifiCell
+    cell: Cell
     direction: str = "uplink"
     station: int = 0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.cell, WifiCell):
-            raise TypeError(f"cell: expected a WifiCell, actual {type(self.cell).__name__}")
+        if not isinstance(self.cell, (WifiCell, LteCell)):
+            raise TypeError(
+                f"cell: expected a WifiCell or LteCell, actual {type(self.cell).__name__}"
+            )
         check_choice("direction", self.direction, ("uplink", "downlink"))
         check_int("station", self.station, 0, min(self.cell.stations, MAX_STATIONS) - 1)
         require_ns3("fleetgym.wrappers.cells.CellChannel")

@@ -29,14 +29,14 @@ import numpy as np
 
 from fleetgym.errors import DependencyNotInstalled, FleetgymError
 from fleetgym.traces.trace_data import TraceData
-from fleetgym.wrappers.cells.config import WifiCell
+from fleetgym.wrappers.cells.config import Cell, LteCell, WifiCell
 
 __all__ = ["CellRun", "CellSimulationError", "cache_dir", "require_ns3", "simulate_cells"]
 
 #: Environment variable naming the cache's root folder (the simulations go in its ``ns3/``).
 CACHE_ENV = "FLEETGYM_CACHE_DIR"
 #: Bumped whenever the simulated network changes, so that older cached runs are not reused.
-SIMULATION_VERSION = 1
+SIMULATION_VERSION = 2
 
 _LOCK = threading.Lock()
 _MEMORY: dict[str, CellRun] = {}
@@ -57,7 +57,7 @@ class CellRun:
         meta: ns-3's version, the simulation's wall seconds, the packets sent and delivered.
     """
 
-    cell: WifiCell
+    cell: Cell
     up: np.ndarray
     down: np.ndarray
     meta: dict[str, Any]
@@ -107,11 +107,11 @@ def require_ns3(feature: str = "an ns-3 cell") -> None:
         raise DependencyNotInstalled(feature, "ns3", "ns3")
 
 
-def _file(cell: WifiCell) -> Path:
+def _file(cell: Cell) -> Path:
     return cache_dir() / f"{cell.key()[:32]}-v{SIMULATION_VERSION}.npz"
 
 
-def _read(cell: WifiCell, path: Path) -> CellRun | None:
+def _read(cell: Cell, path: Path) -> CellRun | None:
     try:
         with np.load(path, allow_pickle=False) as z:
             up, down = np.array(z["up_0"]), np.array(z["down_0"])
@@ -142,7 +142,7 @@ def _write(run: CellRun, path: Path) -> None:
         raise
 
 
-def _run_ns3(cells: Sequence[WifiCell]) -> list[CellRun]:
+def _run_ns3(cells: Sequence[Cell]) -> list[CellRun]:
     require_ns3()
     with tempfile.TemporaryDirectory(prefix="fleetgym-ns3-") as tmp:
         spec, out = Path(tmp, "cells.json"), Path(tmp, "runs.npz")
@@ -170,11 +170,12 @@ def _run_ns3(cells: Sequence[WifiCell]) -> list[CellRun]:
             ]
 
 
-def simulate_cells(cells: Sequence[WifiCell], *, cache: bool = True) -> list[CellRun]:
+def simulate_cells(cells: Sequence[Cell], *, cache: bool = True) -> list[CellRun]:
     """Every cell's run: from memory, from the disk cache, or simulated (in one ns-3 process).
 
     Args:
-        cells: The configurations, each with ``step_ms`` set (:meth:`WifiCell.with_step`).
+        cells: The configurations (:class:`WifiCell`, :class:`LteCell`), each with
+            ``step_ms`` set (``cell.with_step(step_ms)``).
         cache: Read and write the disk cache (default True); False simulates afresh.
 
     Raises:
@@ -185,8 +186,10 @@ def simulate_cells(cells: Sequence[WifiCell], *, cache: bool = True) -> list[Cel
     runs: dict[int, CellRun] = {}
     todo: list[int] = []
     for i, cell in enumerate(cells):
-        if not isinstance(cell, WifiCell):
-            raise TypeError(f"cells[{i}]: expected a WifiCell, actual {type(cell).__name__}")
+        if not isinstance(cell, (WifiCell, LteCell)):
+            raise TypeError(
+                f"cells[{i}]: expected a WifiCell or LteCell, actual {type(cell).__name__}"
+            )
         cell.packets()  # raises for a cell without a control period
         if cache:
             with _LOCK:
