@@ -40,11 +40,11 @@ from fleetgym.wrappers.cells import (
     LTE_BANDWIDTHS_RB,
     MOBILITY,
     WIFI_STANDARDS,
-    Cell,
     LteCell,
     WifiCell,
     simulate_cells,
 )
+from fleetgym.wrappers.cells.simulate import require_ns3
 from fleetgym.wrappers.profiles import cell_profile, save_profile_file
 
 __all__ = ["configure", "run"]
@@ -157,7 +157,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
-def _cell(args: argparse.Namespace) -> Cell:
+def _cell(args: argparse.Namespace) -> WifiCell | LteCell:
     kind: type[WifiCell] | type[LteCell] = LteCell if args.cell == "lte" else WifiCell
     other = ("bandwidth_rb", "backhaul_ms") if kind is WifiCell else ("standard",)
     for field in other:
@@ -196,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
     if not name.strip() or name in (".", "..") or "/" in name or "\\" in name:
         raise UsageError(f"--name: expected a name without a folder, actual {name!r}")
     cell = _cell(args)
+    require_ns3("fleetgym profiles simulate")
     folder = check_output_dir("--out", args.out)
     print(
         f"simulating {cell.describe()} for {cell.seconds:g} s in ns-3 (cached per configuration)",

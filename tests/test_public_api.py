@@ -22,6 +22,7 @@ PUBLIC_MODULES = (
     "fleetgym.errors",
     "fleetgym.wrappers",
     "fleetgym.wrappers.remote",
+    "fleetgym.wrappers.cells",
     "fleetgym.traces",
     "fleetgym.meta_env",
     "fleetgym.agents",

@@ -139,6 +139,21 @@ def test_without_the_extra_a_cell_profile_raises_the_install_error(tmp_path, mon
             make()
 
 
+def test_profiles_simulate_without_the_extra_is_one_line_naming_it(tmp_path, monkeypatch, capsys):
+    from fleetgym.cli import main
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        cell_sim.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "ns3" else real(name, *a),
+    )
+    assert main(["profiles", "simulate", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and 'pip install "fleetgym[ns3]"' in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.skipif(HAS_NS3, reason="checks the core install, which has no ns-3")
 def test_the_core_install_names_the_ns3_extra(tmp_path):
     path = tmp_path / "cell.json"

@@ -22,7 +22,6 @@ from fleetgym.wrappers.cells.config import (
     LTE_BANDWIDTHS_RB,
     MOBILITY,
     WIFI_STANDARDS,
-    Cell,
     LteCell,
     WifiCell,
     cell_from_dict,
@@ -31,7 +30,6 @@ from fleetgym.wrappers.cells.simulate import (
     CellRun,
     CellSimulationError,
     cache_dir,
-    require_ns3,
     simulate_cells,
 )
 
@@ -39,7 +37,6 @@ __all__ = [
     "LTE_BANDWIDTHS_RB",
     "MOBILITY",
     "WIFI_STANDARDS",
-    "Cell",
     "CellChannel",
     "CellRun",
     "CellSimulationError",
@@ -47,6 +44,5 @@ __all__ = [
     "WifiCell",
     "cache_dir",
     "cell_from_dict",
-    "require_ns3",
     "simulate_cells",
 ]
