@@ -86,7 +86,7 @@ def plot(rows: list[dict[str, float]], path: Path, title: str) -> None:
     for load in loads:
         sel = [r for r in rows if r["background_mbps"] == load]
         n = [r["stations"] for r in sel]
-        (line,) = left.plot(n, [r["up_p99_ms"] for r in sel], "o-", label=f"p99, {load:g} Mb/s")
+        (line,) = left.plot(n, [r["up_p99_ms"] for r in sel], "o-")
         left.plot(n, [r["up_p50_ms"] for r in sel], "s--", color=line.get_color(), alpha=0.6)
         right.plot(
             n,
@@ -102,7 +102,8 @@ def plot(rows: list[dict[str, float]], path: Path, title: str) -> None:
     left.set_yscale("log")
     left.set_ylabel("uplink one-way delay, ms")
     right.set_ylabel("observation packets lost, %")
-    left.legend(title="background per station (dashed: median)", fontsize=8)
+    right.legend(title="background per station", fontsize=8, loc="upper left")
+    left.set_title("solid: p99, dashed: median", fontsize=9)
     fig.suptitle(f"{title}, 20 ms control loop on every station")
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -68,7 +68,11 @@ class CellChannel(Channel):
         require_ns3("fleetgym.wrappers.cells.CellChannel")
 
     def run(self, step_ms: float = _LOSS_STEP_MS) -> CellRun:
-        """The cell's simulated run at control period ``step_ms`` (cached)."""
+        """The cell's simulated run at control period ``step_ms`` (cached).
+
+        Args:
+            step_ms: The control period in ms (the cell's own, when it has one, wins).
+        """
         return simulate_cells([self.cell.with_step(check_step_ms(step_ms))])[0]
 
     def _trace(self, step_ms: float, station: int) -> TraceData:
@@ -91,7 +95,16 @@ class CellChannel(Channel):
         """Both directions of station ``slot mod stations`` from one offset when
         ``downlink`` is this cell's downlink (else independent streams): ``clock_ms``
         (modulo the simulated stretch) when given, so that a vector's sub-envs read the
-        cell at the same instant; else drawn from ``up_rng``."""
+        cell at the same instant; else drawn from ``up_rng``.
+
+        Args:
+            downlink: The channel carrying the actions.
+            up_rng: The uplink's generator (draws the offset when ``clock_ms`` is None).
+            down_rng: The downlink's generator (unused when paired).
+            step_ms: The control period in ms.
+            slot: The sub-env's index: station ``(station + slot) mod stations``.
+            clock_ms: The episode's start on the vector's shared clock, or None.
+        """
         twin = (
             isinstance(downlink, CellChannel)
             and downlink.cell == self.cell

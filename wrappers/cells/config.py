@@ -171,11 +171,19 @@ class LteCell(_CellMethods):
     traffic up beside it. The fields and their ranges are :class:`WifiCell`'s, but for:
 
     Args:
+        stations: Robots (UEs) on the base station, 1 to 128 (default 1).
         bandwidth_rb: Resource blocks of the uplink and of the downlink, one of
             :data:`LTE_BANDWIDTHS_RB` (default 25, i.e. 5 MHz).
         backhaul_ms: One-way delay from the gateway to the server in ms, in [0, 1000]
             (default 1).
         distance_m: Distance from the base station in metres, in (0, 10000] (default 200).
+        mobility: ``"static"`` or ``"walk"`` (default ``"static"``).
+        background_mbps: Other traffic each UE streams up, Mb/s, in [0, 1000] (default 0).
+        obs_bytes: Observation packet size in bytes, 12 to 65,000 (default 200).
+        action_bytes: Action packet size in bytes, 12 to 65,000 (default 64).
+        step_ms: The control period in ms, or None (default): the shim's.
+        seconds: Simulated stretch in seconds, in [1, 3600] (default 30).
+        seed: ns-3's run number, an int >= 0 (default 0).
 
     Example:
         >>> LteCell(stations=4).describe()
@@ -223,7 +231,11 @@ _KINDS: dict[str, type[WifiCell] | type[LteCell]] = {"wifi": WifiCell, "lte": Lt
 
 
 def cell_from_dict(data: Any, where: str = "cell") -> Cell:
-    """The cell a ``to_dict`` describes (``where`` prefixes messages).
+    """The cell a ``to_dict`` describes.
+
+    Args:
+        data: The plain data: ``{"type": "wifi" | "lte", fields...}``.
+        where: What the data is, prefixing error messages (default ``"cell"``).
 
     Example:
         >>> cell_from_dict({"type": "wifi", "stations": 4}).stations

@@ -63,7 +63,12 @@ class CellRun:
     meta: dict[str, Any]
 
     def trace(self, direction: str, station: int = 0) -> TraceData:
-        """Station ``station``'s packets in ``direction`` (``"uplink"``/``"downlink"``) as a trace."""
+        """One station's packets in one direction, as a trace (send times ``k * step_ms``).
+
+        Args:
+            direction: ``"uplink"`` (observations) or ``"downlink"`` (actions).
+            station: The station (taken modulo the cell's stations); default 0.
+        """
         rows = self.up if direction == "uplink" else self.down
         delay = rows[station % rows.shape[0]]
         step = float(self.cell.step_ms or 0.0)
@@ -75,7 +80,9 @@ class CellRun:
     def stats(self, stall_ms: float | None = None) -> dict[str, float]:
         """Loss, median, p99 and stall share of the round trip (station's up + down, same tick).
 
-        A stall is a round trip over ``stall_ms`` (default: 10 control periods) or lost.
+        Args:
+            stall_ms: A round trip over this many ms, or lost, is a stall; None (default):
+                ten control periods.
         """
         step = float(self.cell.step_ms or 0.0)
         limit = 10.0 * step if stall_ms is None else stall_ms
