@@ -97,6 +97,11 @@ class Channel(abc.ABC):
     def describe(self) -> str:
         """One line for listings (``fleetgym profiles``)."""
 
+    #: True for a channel whose streams follow a vector shim's shared clock (a simulated
+    #: cell): the vector shim then starts fresh streams at every episode of a sub-env, so
+    #: that its packets stay on the clock, instead of continuing one stream.
+    follows_clock = False
+
     def paired_samplers(
         self,
         downlink: Channel,

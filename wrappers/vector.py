@@ -179,6 +179,10 @@ class NetworkShimVectorWrapper(VectorWrapper):
         # Global tick of the next step (see VectorLinks); episode ticks are offsets from it.
         self._g = 0
         self._clock_ms = 0.0  # drawn at the first reset (shared_clock_ms)
+        # Fresh samplers at every episode: to draw its profile, or to stay on the clock.
+        self._fresh_streams = len(self._profiles) > 1 or any(
+            p.uplink.follows_clock or p.downlink.follows_clock for p in self._profiles
+        )
         self._applied = np.repeat(self._start[None], n, axis=0)
         self._obs: np.ndarray | None = None
         self._obs_items: np.ndarray | None = None
@@ -288,7 +292,7 @@ class NetworkShimVectorWrapper(VectorWrapper):
             if s is not None or self._streams[i] is None:
                 self._streams[i] = ShimStreams(s)
                 self._new_episode(i)
-            elif len(self._profiles) > 1:
+            elif self._fresh_streams:
                 self._new_episode(i)
         self._obs = np.array(obs, copy=True)
         # The same memory as opaque elements, when its dtype and shape allow (faster copies).
@@ -349,7 +353,7 @@ class NetworkShimVectorWrapper(VectorWrapper):
             # nothing, so give back the delays drawn for them and start a new episode.
             restarting, restart2 = self._autoreset, self._restart2
             links.unsend(restart2)
-            if len(self._profiles) > 1:
+            if self._fresh_streams:
                 for i in np.flatnonzero(restarting).tolist():
                     self._new_episode(i)
             self._start_episodes(restarting, restart2, obs, g + 1, items)

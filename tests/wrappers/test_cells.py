@@ -287,6 +287,31 @@ def test_a_vector_shim_gives_each_sub_env_its_own_station(cache):
 
 
 @needs_ns3
+def test_a_sub_env_stays_on_the_vectors_clock_across_its_episodes(cache):
+    from fleetgym.wrappers import NetworkShimVectorWrapper
+
+    vec = gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync")
+    env = NetworkShimVectorWrapper(vec, profile=cell_profile(CELL), step_ms=20.0)
+    env.reset(seed=0)
+    period = CELL.with_step(20.0).packets() * 20.0
+    base = env._links.samplers[2]._offset  # sub-env 0's uplink, started at tick 0
+    seen = {id(env._links.samplers[2]), id(env._links.samplers[3])}
+    fresh = []
+    for _ in range(200):  # always pushing left: episodes end within ~10 ticks
+        env.step(np.zeros(2, dtype=np.int64))
+        for row in (2, 3):
+            sampler = env._links.samplers[row]
+            if id(sampler) not in seen:
+                seen.add(id(sampler))
+                fresh.append((env._g, sampler._offset))
+    env.close()
+    assert len(fresh) >= 10
+    for tick, offset in fresh:
+        # A new episode's first packet leaves at the tick after the reset: on the clock.
+        assert offset == pytest.approx((base + tick * 20.0) % period, abs=1e-6), tick
+
+
+@needs_ns3
 def test_a_scalar_shim_with_explicit_cell_channels_runs(cache):
     env = NetworkShimWrapper(
         gym.make("CartPole-v1"),

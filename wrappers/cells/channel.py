@@ -10,8 +10,9 @@ offset is drawn from the stream's generator, so a seed replays the same stretch.
 Both directions of a cell's profile replay the same station from the same offset
 (:meth:`CellChannel.paired_samplers`): an observation and the action sent in the same tick
 met the same cell. A vector shim's sub-env ``i`` replays station ``i mod stations``, and
-all its sub-envs start on the vector's shared clock, so that on the same global tick they
-read the cell at the same simulated instant (the robots contended with each other there).
+all its sub-envs start every episode on the vector's shared clock (:attr:`follows_clock`),
+so that on the same global tick they read the cell at the same simulated instant (the
+robots contended with each other there).
 :func:`fleetgym.wrappers.profiles.cell_profile` pairs them into a profile.
 """
 
@@ -57,6 +58,8 @@ class CellChannel(Channel):
     cell: Cell
     direction: str = "uplink"
     station: int = 0
+
+    follows_clock = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.cell, (WifiCell, LteCell)):
