@@ -118,15 +118,16 @@ class TraceChannel(Channel):
         )
 
     def sampler(self, rng: np.random.Generator, step_ms: float = 20.0) -> DelaySampler:
-        return _TraceSampler(self, _check_rng(rng), check_step_ms(step_ms))
+        rng, step_ms = _check_rng(rng), check_step_ms(step_ms)
+        offset = float(rng.uniform(0.0, self.trace.period_ms)) if self.random_start else 0.0
+        return _TraceSampler(self.trace, step_ms, offset)
 
 
 class _TraceSampler(DelaySampler):
-    def __init__(self, ch: TraceChannel, rng: np.random.Generator, step_ms: float) -> None:
-        self._trace = ch.trace
-        self._step = step_ms
-        self._offset = float(rng.uniform(0.0, ch.trace.period_ms)) if ch.random_start else 0.0
-        self._k = 0
+    """Packet ``k`` of the stream takes the trace's delay at ``offset + k * step_ms``."""
+
+    def __init__(self, trace: TraceData, step_ms: float, offset: float) -> None:
+        self._trace, self._step, self._offset, self._k = trace, step_ms, offset, 0
 
     def next(self, n: int) -> np.ndarray:
         t = (self._k + np.arange(n, dtype=np.float64)) * self._step + self._offset

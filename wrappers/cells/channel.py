@@ -27,6 +27,7 @@ from fleetgym.validation import check_choice, check_float, check_int
 from fleetgym.wrappers.cells.config import MAX_STATIONS, Cell, LteCell, WifiCell
 from fleetgym.wrappers.cells.simulate import CellRun, require_ns3, simulate_cells
 from fleetgym.wrappers.channel_base import Channel, DelaySampler, _check_rng, check_step_ms
+from fleetgym.wrappers.trace_channel import _TraceSampler
 
 __all__ = ["CellChannel"]
 
@@ -84,7 +85,7 @@ class CellChannel(Channel):
     def sampler(self, rng: np.random.Generator, step_ms: float = 20.0) -> DelaySampler:
         rng, step_ms = _check_rng(rng), check_step_ms(step_ms)
         trace = self._trace(step_ms, self.station)
-        return _CellSampler(trace, step_ms, float(rng.uniform(0.0, trace.period_ms)))
+        return _TraceSampler(trace, step_ms, float(rng.uniform(0.0, trace.period_ms)))
 
     def paired_samplers(
         self,
@@ -122,7 +123,7 @@ class CellChannel(Channel):
         offset = float(_check_rng(up_rng).uniform(0.0, up.period_ms))
         if clock_ms is not None:
             offset = float(check_float("clock_ms", clock_ms, 0.0)) % up.period_ms
-        return _CellSampler(up, step_ms, offset), _CellSampler(down, step_ms, offset)
+        return _TraceSampler(up, step_ms, offset), _TraceSampler(down, step_ms, offset)
 
     @property
     def loss_rate(self) -> float:
@@ -131,13 +132,3 @@ class CellChannel(Channel):
 
     def describe(self) -> str:
         return f"{self.cell.describe()}; {self.direction} of station {self.station}"
-
-
-class _CellSampler(DelaySampler):
-    def __init__(self, trace: TraceData, step_ms: float, offset: float) -> None:
-        self._trace, self._step, self._offset, self._k = trace, step_ms, offset, 0
-
-    def next(self, n: int) -> np.ndarray:
-        t = (self._k + np.arange(n, dtype=np.float64)) * self._step + self._offset
-        self._k += n
-        return np.array(self._trace.delays_at(t))
